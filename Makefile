@@ -1,0 +1,35 @@
+# The two commands a new user needs: `make run` and `make test`. Both create .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint format migrate clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
+	$(BIN)/autoprovision serve
+
+test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_DATABASE_URL is set)
+	$(BIN)/pytest
+
+lint: $(STAMP)  ## ruff and mypy
+	$(BIN)/ruff check app migrations tests
+	$(BIN)/ruff format --check app migrations tests
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix app migrations tests
+	$(BIN)/ruff format app migrations tests
+
+migrate: $(STAMP)
+	$(BIN)/autoprovision migrate
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,57 @@
+"""Accounts and credits (admin) and the caller's own balance and ledger."""
+
+from typing import Annotated
+
+from fastapi import APIRouter
+
+from app.api.deps import AdminOnly, CurrentAccount, SessionDep
+from app.api.pagination import Limit, cursor_param, next_cursor
+from app.schemas import (
+    AccountCreate,
+    AccountCreated,
+    AccountOut,
+    CreditCreate,
+    LedgerEntryOut,
+    Page,
+)
+from app.services import accounts, ledger
+
+admin_router = APIRouter(prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly])
+account_router = APIRouter(prefix="/v1/account", tags=["account"])
+
+
+@admin_router.post("", status_code=201)
+async def create_account(body: AccountCreate, session: SessionDep) -> AccountCreated:
+    """Create an account; its API key is in this response and nowhere else."""
+    account, api_key = await accounts.create_account(session, name=body.name)
+    return AccountCreated(
+        id=account.id, name=account.name, api_key=api_key, created_at=account.created_at
+    )
+
+
+@admin_router.post("/{account_id}/credits", status_code=201)
+async def add_credit(account_id: str, body: CreditCreate, session: SessionDep) -> LedgerEntryOut:
+    """Top up an account's balance."""
+    entry = await ledger.credit(session, account_id=account_id, amount=body.amount, note=body.note)
+    return LedgerEntryOut.model_validate(entry)
+
+
+@account_router.get("")
+async def get_account(account: CurrentAccount) -> AccountOut:
+    """The caller's balance, what is held for creates in flight, and what is available."""
+    return AccountOut.model_validate(account)
+
+
+@account_router.get("/ledger")
+async def get_ledger(
+    account: CurrentAccount,
+    session: SessionDep,
+    limit: Limit = 20,
+    cursor: Annotated[str | None, cursor_param("led")] = None,
+) -> Page[LedgerEntryOut]:
+    """Every movement of money on the caller's account, newest first."""
+    entries = await ledger.list_entries(session, account_id=account.id, cursor=cursor, limit=limit)
+    return Page(
+        data=[LedgerEntryOut.model_validate(e) for e in entries],
+        next_cursor=next_cursor([e.id for e in entries], limit),
+    )

@@ -1,0 +1,76 @@
+"""Request dependencies: the unit of work and who is calling."""
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db import session_scope
+from app.errors import Forbidden, Unauthorized
+from app.models import Account
+from app.security import keys_match
+from app.services import accounts
+from app.settings import Settings
+
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_bearer = HTTPBearer(auto_error=False)
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """The request's one unit of work, committed before the response is sent."""
+    state = request.app.state
+    maker = state.read_sessionmaker if request.method in READ_METHODS else state.sessionmaker
+    async with session_scope(maker) as session:
+        yield session
+
+
+def get_settings_dep(request: Request) -> Settings:
+    """The settings the app was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def _api_key(credentials: HTTPAuthorizationCredentials | None) -> str:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("send your API key as 'Authorization: Bearer <key>'")
+    return credentials.credentials
+
+
+async def _is_admin_key(session: AsyncSession, settings: Settings, api_key: str) -> bool:
+    if settings.admin_api_key is not None:
+        return keys_match(api_key, settings.admin_api_key.get_secret_value())
+    return await accounts.is_stored_admin_key(session, api_key=api_key)
+
+
+async def require_account(
+    session: SessionDep, settings: SettingsDep, credentials: BearerDep
+) -> Account:
+    """The account whose key authorises this request."""
+    api_key = _api_key(credentials)
+    account = await accounts.find_account_by_key(session, api_key=api_key)
+    if account is not None:
+        return account
+    if await _is_admin_key(session, settings, api_key):
+        raise Forbidden("the admin key has no account; use an account's API key")
+    raise Unauthorized("API key not recognised")
+
+
+async def require_admin(session: SessionDep, settings: SettingsDep, credentials: BearerDep) -> None:
+    """Allow only the admin key."""
+    api_key = _api_key(credentials)
+    if await _is_admin_key(session, settings, api_key):
+        return
+    if await accounts.find_account_by_key(session, api_key=api_key) is not None:
+        raise Forbidden("this endpoint needs the admin API key")
+    raise Unauthorized("API key not recognised")
+
+
+CurrentAccount = Annotated[Account, Depends(require_account)]
+AdminOnly = Depends(require_admin)

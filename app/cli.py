@@ -1,0 +1,100 @@
+"""The `autoprovision` command: serve, migrate, admin-key."""
+
+import argparse
+import asyncio
+import sys
+
+import uvicorn
+
+from app.db import create_engine, create_sessionmaker, migrate, session_scope
+from app.main import announce_admin_key, create_app, prepare_database
+from app.services.accounts import reset_admin_key
+from app.settings import Settings, get_settings
+
+
+def _serve(settings: Settings) -> None:
+    new_admin_key = asyncio.run(_prepare(settings))
+    url = f"http://{settings.host}:{settings.port}"
+    sys.stdout.write(f"\n  autoprovision listening on {url}  (API docs: {url}/docs)\n")
+    sys.stdout.write(f"  database: {_redacted(settings.database_url)}\n")
+    if new_admin_key is not None:
+        announce_admin_key(new_admin_key)
+    elif settings.admin_api_key is not None:
+        sys.stdout.write("  Admin API key: the one set in AUTOPROVISION_ADMIN_API_KEY\n\n")
+    else:
+        sys.stdout.write(
+            "  Admin API key: generated at first start and shown then; "
+            "`autoprovision admin-key --reset` makes a new one.\n\n"
+        )
+    sys.stdout.flush()
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        proxy_headers=False,
+    )
+
+
+def _redacted(database_url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(database_url).render_as_string(hide_password=True)
+
+
+async def _prepare(settings: Settings) -> str | None:
+    engine = create_engine(settings.database_url)
+    try:
+        return await prepare_database(engine, settings)
+    finally:
+        await engine.dispose()
+
+
+async def _migrate(settings: Settings) -> None:
+    engine = create_engine(settings.database_url)
+    try:
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _reset_admin_key(settings: Settings) -> str:
+    engine = create_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        async with session_scope(create_sessionmaker(engine)) as session:
+            api_key = await reset_admin_key(session)
+    finally:
+        await engine.dispose()
+    return api_key
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `autoprovision` command."""
+    parser = argparse.ArgumentParser(prog="autoprovision", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="migrate the database, then serve the API")
+    serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_PORT)")
+    commands.add_parser("migrate", help="apply database migrations and exit")
+    admin_key = commands.add_parser("admin-key", help="manage the generated admin API key")
+    admin_key.add_argument(
+        "--reset",
+        action="store_true",
+        required=True,
+        help="replace the admin key with a new one and print it",
+    )
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    if args.command == "serve":
+        overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+        _serve(settings.model_copy(update=overrides))
+    elif args.command == "migrate":
+        asyncio.run(_migrate(settings))
+        sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")
+    elif args.command == "admin-key":
+        if settings.admin_api_key is not None:
+            sys.stderr.write("AUTOPROVISION_ADMIN_API_KEY is set; change it there instead\n")
+            return 1
+        announce_admin_key(asyncio.run(_reset_admin_key(settings)))
+    return 0

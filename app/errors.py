@@ -1,0 +1,65 @@
+"""Expected failures as exceptions that map onto one JSON error shape."""
+
+from typing import Any
+
+
+class AppError(Exception):
+    """A failure the client can act on: rendered as `{"error": {"code", "message"}}`."""
+
+    status_code = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+
+class Unauthorized(AppError):
+    """No API key, or one the service does not know."""
+
+    status_code = 401
+    code = "unauthorized"
+
+
+class Forbidden(AppError):
+    """A known key that may not do this."""
+
+    status_code = 403
+    code = "forbidden"
+
+
+class NotFound(AppError):
+    """Nothing by that id that this key may see."""
+
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(AppError):
+    """The request is valid but the thing is not in a state that allows it."""
+
+    status_code = 409
+    code = "conflict"
+
+
+class ValidationFailed(AppError):
+    """The request is well-formed but its content is not acceptable."""
+
+    status_code = 422
+    code = "validation_error"
+
+
+class InsufficientFunds(Conflict):
+    """The account's available balance does not cover the amount."""
+
+    code = "insufficient_funds"
+
+
+class PayloadTooLarge(AppError):
+    """The request body is larger than any valid request could be."""
+
+    status_code = 413
+    code = "payload_too_large"

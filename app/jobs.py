@@ -1,0 +1,39 @@
+"""Periodic jobs: only their registration lives here; each calls one service function."""
+
+import logging
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.db import session_scope
+from app.dbtypes import utcnow
+from app.services import idempotency
+
+logger = logging.getLogger(__name__)
+PRUNE_IDEMPOTENCY_KEYS_SECONDS = 3600
+
+
+async def prune_idempotency_keys(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
+    """Delete Idempotency-Key records older than 24 hours."""
+    async with session_scope(sessionmaker) as session:
+        pruned = await idempotency.prune_expired(session, now=utcnow())
+    if pruned:
+        logger.info("pruned %d expired idempotency keys", pruned)
+    return pruned
+
+
+def create_scheduler(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIOScheduler:
+    """The scheduler with every periodic job registered (not started)."""
+    scheduler = AsyncIOScheduler(timezone="UTC")
+    scheduler.add_job(
+        prune_idempotency_keys,
+        "interval",
+        seconds=PRUNE_IDEMPOTENCY_KEYS_SECONDS,
+        args=[sessionmaker],
+        id="prune_idempotency_keys",
+        max_instances=1,
+        coalesce=True,
+        misfire_grace_time=60,
+        replace_existing=True,
+    )
+    return scheduler

@@ -1,0 +1,79 @@
+"""The FastAPI application: wiring of settings, database, routers and background jobs."""
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.api import accounts, health, orders
+from app.api.errors import install_error_handlers
+from app.api.limits import BodySizeLimit
+from app.db import (
+    create_engine,
+    create_read_sessionmaker,
+    create_sessionmaker,
+    migrate,
+    session_scope,
+)
+from app.jobs import create_scheduler
+from app.services.accounts import ensure_admin_key
+from app.settings import Settings, get_settings
+
+logger = logging.getLogger(__name__)
+
+
+async def prepare_database(engine: AsyncEngine, settings: Settings) -> str | None:
+    """Migrate the database and make sure an admin key exists; returns a newly made admin key."""
+    await migrate(engine)
+    if settings.admin_api_key is not None:
+        return None
+    async with session_scope(create_sessionmaker(engine)) as session:
+        return await ensure_admin_key(session)
+
+
+def announce_admin_key(api_key: str) -> None:
+    """Show a newly generated admin key on the console, the one time it exists in clear."""
+    sys.stdout.write(
+        f"\n  Admin API key (shown once, store it now): {api_key}\n"
+        "  Lost it? `autoprovision admin-key --reset` makes a new one.\n\n"
+    )
+    sys.stdout.flush()
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Open the database (migrating it first), start the jobs; undo both on shutdown."""
+    settings: Settings = app.state.settings
+    engine = create_engine(settings.database_url)
+    new_admin_key = await prepare_database(engine, settings)
+    if new_admin_key is not None:
+        announce_admin_key(new_admin_key)
+    app.state.engine = engine
+    app.state.sessionmaker = create_sessionmaker(engine)
+    app.state.read_sessionmaker = create_read_sessionmaker(engine)
+    scheduler = create_scheduler(app.state.sessionmaker)
+    scheduler.start()
+    try:
+        yield
+    finally:
+        scheduler.shutdown(wait=False)
+        await engine.dispose()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A new application for `settings` (default: from the environment)."""
+    app = FastAPI(
+        title="autoprovision",
+        version="0.1.0",
+        summary="Waits for scarce GPU machines and deploys one the moment stock appears.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings or get_settings()
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit)
+    for router in (health.router, accounts.admin_router, accounts.account_router, orders.router):
+        app.include_router(router)
+    return app

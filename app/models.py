@@ -1,0 +1,202 @@
+"""The database tables, as SQLAlchemy ORM models."""
+
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from app.dbtypes import Money, UTCDateTime, utcnow
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention so migrations name constraints predictably."""
+
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(column_0_label)s",
+            "uq": "uq_%(table_name)s_%(column_0_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+
+
+class OrderStatus(StrEnum):
+    """Where an order is in its life; see the README for the transitions."""
+
+    WAITING = "waiting"
+    DEPLOYING = "deploying"
+    DEPLOYED = "deployed"
+    RUNNING = "running"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    FAILED = "failed"
+
+
+class LedgerKind(StrEnum):
+    """What a ledger entry records."""
+
+    TOPUP = "topup"
+    HOLD = "hold"
+    HOLD_RELEASE = "hold_release"
+    DEBIT = "debit"
+
+
+class HoldStatus(StrEnum):
+    """An open hold reserves balance; it ends released (nothing spent) or debited."""
+
+    OPEN = "open"
+    RELEASED = "released"
+    DEBITED = "debited"
+
+
+class AdminKey(Base):
+    """A generated admin API key (only its hash), used when no key is set in settings."""
+
+    __tablename__ = "admin_keys"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Account(Base):
+    """A customer: an API key, a balance and the part of it held for creates in flight."""
+
+    __tablename__ = "accounts"
+    __table_args__ = (
+        CheckConstraint("balance >= 0", name="balance_not_negative"),
+        CheckConstraint("held >= 0 AND held <= balance", name="held_within_balance"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    balance: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
+    held: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Hold(Base):
+    """Balance reserved for one hour of a machine while its create call is in flight."""
+
+    __tablename__ = "holds"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"), index=True)
+    amount: Mapped[Decimal] = mapped_column(Money)
+    status: Mapped[str] = mapped_column(String(20), default=HoldStatus.OPEN)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class LedgerEntry(Base):
+    """One movement of money on an account; amounts are positive, `kind` gives the direction."""
+
+    __tablename__ = "ledger_entries"
+    __table_args__ = (Index("ix_ledger_entries_account_id_id", "account_id", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    kind: Mapped[str] = mapped_column(String(20))
+    amount: Mapped[Decimal] = mapped_column(Money)
+    balance_after: Mapped[Decimal] = mapped_column(Money)
+    held_after: Mapped[Decimal] = mapped_column(Money)
+    hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
+    order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"))
+    note: Mapped[str | None] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Order(Base):
+    """A standing request for one GPU machine at or below a price."""
+
+    __tablename__ = "orders"
+    __table_args__ = (
+        Index("ix_orders_account_id_id", "account_id", "id"),
+        Index("ix_orders_status_created_at", "status", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    name: Mapped[str | None] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(20), default=OrderStatus.WAITING)
+    gpu_model: Mapped[str] = mapped_column(String(40))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    providers: Mapped[list[str]] = mapped_column(JSON)
+    max_price_per_hour: Mapped[Decimal] = mapped_column(Money)
+    regions: Mapped[list[str] | None] = mapped_column(JSON)
+    min_disk_gb: Mapped[int | None] = mapped_column(Integer)
+    interconnect: Mapped[str | None] = mapped_column(String(20))
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ssh_public_key: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OrderEvent(Base):
+    """One line of an order's timeline: what happened, in a sentence a person can read."""
+
+    __tablename__ = "order_events"
+    __table_args__ = (Index("ix_order_events_order_id_id", "order_id", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"))
+    kind: Mapped[str] = mapped_column(String(40))
+    message: Mapped[str] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Deployment(Base):
+    """One attempt to create a VM for an order, with the deterministic name it was sent with."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (UniqueConstraint("order_id", "attempt"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    provider: Mapped[str] = mapped_column(String(20))
+    region: Mapped[str] = mapped_column(String(64))
+    instance_type: Mapped[str] = mapped_column(String(128))
+    vm_name: Mapped[str] = mapped_column(String(64))
+    provider_vm_id: Mapped[str | None] = mapped_column(String(128))
+    price_per_hour: Mapped[Decimal] = mapped_column(Money)
+    price_per_hour_with_fees: Mapped[Decimal] = mapped_column(Money)
+    ip: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(20))
+    hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class IdempotencyKey(Base):
+    """The stored outcome of a POST made with an Idempotency-Key, replayed for 24 hours."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (UniqueConstraint("account_id", "key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    key: Mapped[str] = mapped_column(String(255))
+    request_method: Mapped[str] = mapped_column(String(10))
+    request_path: Mapped[str] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    response_status: Mapped[int] = mapped_column(Integer)
+    response_body: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

@@ -1,0 +1,248 @@
+"""Request and response bodies of the REST API."""
+
+import base64
+import binascii
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Annotated, Generic, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictInt,
+    StringConstraints,
+    computed_field,
+    field_validator,
+)
+
+from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
+from app.money import format_money, to_cents
+
+MAX_PRICE_PER_HOUR = Decimal("10000")
+MAX_CREDIT = Decimal("1000000")
+MAX_GPU_COUNT = 16
+MAX_SSH_KEY_LENGTH = 16_384
+SSH_KEY_TYPES = (
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+)
+
+MoneyOut = Annotated[Decimal, PlainSerializer(format_money, return_type=str)]
+# Amounts in cents; quantized so that "45.5", 45.5 and "45.50" are the same request.
+PriceIn = Annotated[
+    Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR, decimal_places=2), AfterValidator(to_cents)
+]
+CreditIn = Annotated[
+    Decimal, Field(gt=0, le=MAX_CREDIT, decimal_places=2), AfterValidator(to_cents)
+]
+Region = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[\w.-]+$")
+]
+ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
+Note = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a newest-first list; pass `next_cursor` as `cursor` for the next page."""
+
+    data: list[T]
+    next_cursor: str | None
+
+
+class AccountCreate(BaseModel):
+    """Body of `POST /v1/accounts`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+
+
+class AccountCreated(BaseModel):
+    """A new account, with its API key: the only time the key is shown."""
+
+    id: str
+    name: str
+    api_key: str
+    created_at: datetime
+
+
+class AccountOut(BaseModel):
+    """An account's balance: `available` is what is not held for creates in flight."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str
+    balance: MoneyOut
+    held: MoneyOut
+    created_at: datetime
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def available(self) -> MoneyOut:
+        """Balance minus open holds."""
+        return self.balance - self.held
+
+
+class CreditCreate(BaseModel):
+    """Body of `POST /v1/accounts/{id}/credits`: a top-up in USD."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    amount: CreditIn
+    note: Note | None = None
+
+
+class LedgerEntryOut(BaseModel):
+    """One movement on an account's ledger, with the balance it left behind."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    kind: str
+    amount: MoneyOut
+    balance_after: MoneyOut
+    held_after: MoneyOut
+    order_id: str | None
+    hold_id: str | None
+    note: str | None
+    created_at: datetime
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def available_after(self) -> MoneyOut:
+        """Available balance right after this entry."""
+        return self.balance_after - self.held_after
+
+
+class OrderCreate(BaseModel):
+    """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_model: Annotated[str, StringConstraints(max_length=40)]
+    gpu_count: Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
+    providers: Annotated[list[Provider], Field(min_length=1, max_length=10)]
+    max_price_per_hour: PriceIn
+    regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
+    min_disk_gb: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    interconnect: Interconnect | None = None
+    expires_at: AwareDatetime | None = None
+    name: ShortText | None = None
+    ssh_public_key: Annotated[str, StringConstraints(max_length=MAX_SSH_KEY_LENGTH)] | None = None
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_gpu_model(cls, value: str) -> str:
+        normalized = normalize_gpu_model(value)
+        if normalized is None:
+            raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
+        return normalized
+
+    @field_validator("providers")
+    @classmethod
+    def _unique_providers(cls, value: list[Provider]) -> list[Provider]:
+        return sorted(set(value), key=list(Provider).index)
+
+    @field_validator("regions")
+    @classmethod
+    def _unique_regions(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(dict.fromkeys(value))
+
+    @field_validator("expires_at")
+    @classmethod
+    def _future_expiry(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(UTC)
+        if value <= datetime.now(UTC):
+            raise ValueError("expires_at must be in the future")
+        if value.year > datetime.now(UTC).year + 10:
+            raise ValueError("expires_at must be within ten years")
+        return value
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _openssh_public_key(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not is_openssh_public_key(value):
+            raise ValueError(
+                "must be one OpenSSH public key line, e.g. 'ssh-ed25519 AAAA... me@host'"
+            )
+        return value
+
+
+def is_openssh_public_key(line: str) -> bool:
+    """Whether `line` is one OpenSSH public key: type, base64 blob naming that type, comment."""
+    parts = line.split(maxsplit=2)
+    if len(parts) < 2 or parts[0] not in SSH_KEY_TYPES or "\n" in line:
+        return False
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if len(blob) < 4:
+        return False
+    type_length = int.from_bytes(blob[:4], "big")
+    return blob[4 : 4 + type_length] == parts[0].encode()
+
+
+class DeploymentOut(BaseModel):
+    """The machine an order got (or is getting)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    provider: str
+    region: str
+    instance_type: str
+    provider_vm_id: str | None
+    price_per_hour: MoneyOut
+    price_per_hour_with_fees: MoneyOut
+    ip: str | None
+    status: str
+    created_at: datetime
+
+
+class OrderOut(BaseModel):
+    """An order as its owner sees it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    name: str | None
+    status: str
+    gpu_model: str
+    gpu_count: int
+    providers: list[str]
+    max_price_per_hour: MoneyOut
+    regions: list[str] | None
+    min_disk_gb: int | None
+    interconnect: str | None
+    expires_at: datetime | None
+    ssh_public_key: str | None
+    created_at: datetime
+    updated_at: datetime
+    deployment: DeploymentOut | None = None
+
+
+class OrderEventOut(BaseModel):
+    """One line of an order's timeline."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: str
+    kind: str
+    message: str
+    created_at: datetime

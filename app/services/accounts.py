@@ -1,0 +1,66 @@
+"""Accounts and the API keys that stand for them, plus the admin key."""
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.errors import NotFound
+from app.ids import new_id
+from app.models import Account, AdminKey
+from app.security import ADMIN_KEY_PREFIX, generate_api_key, hash_api_key
+
+
+async def create_account(session: AsyncSession, *, name: str) -> tuple[Account, str]:
+    """A new account with no money, and its API key (returned here only; we keep the hash)."""
+    api_key = generate_api_key()
+    account = Account(id=new_id("acct"), name=name, api_key_hash=hash_api_key(api_key))
+    session.add(account)
+    await session.flush()
+    return account, api_key
+
+
+async def get_account(session: AsyncSession, *, account_id: str) -> Account:
+    """The account with this id, or NotFound."""
+    account = await session.get(Account, account_id, populate_existing=True)
+    if account is None:
+        raise NotFound(f"no account {account_id}")
+    return account
+
+
+async def find_account_by_key(session: AsyncSession, *, api_key: str) -> Account | None:
+    """The account whose API key this is, if any."""
+    result = await session.execute(
+        select(Account).where(Account.api_key_hash == hash_api_key(api_key))
+    )
+    return result.scalar_one_or_none()
+
+
+async def is_stored_admin_key(session: AsyncSession, *, api_key: str) -> bool:
+    """Whether this is the admin key generated at first start."""
+    result = await session.execute(
+        select(AdminKey.id).where(AdminKey.key_hash == hash_api_key(api_key))
+    )
+    return result.first() is not None
+
+
+async def ensure_admin_key(session: AsyncSession) -> str | None:
+    """Generate and store the admin key if none exists yet; returns it only when new."""
+    if (await session.execute(select(AdminKey.id).limit(1))).first() is not None:
+        return None
+    api_key = generate_api_key(ADMIN_KEY_PREFIX)
+    try:
+        async with session.begin_nested():
+            session.add(AdminKey(key_hash=hash_api_key(api_key)))
+    except IntegrityError:
+        return None
+    return api_key
+
+
+async def reset_admin_key(session: AsyncSession) -> str:
+    """Replace every stored admin key with a new one, and return it."""
+    for existing in (await session.execute(select(AdminKey))).scalars():
+        await session.delete(existing)
+    api_key = generate_api_key(ADMIN_KEY_PREFIX)
+    session.add(AdminKey(key_hash=hash_api_key(api_key)))
+    await session.flush()
+    return api_key

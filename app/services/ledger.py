@@ -1,0 +1,178 @@
+"""The money ledger: top-ups, holds for creates in flight, their release or debit.
+
+Every change to an account's `balance` or `held` is one conditional UPDATE ... RETURNING on the
+account row plus one ledger entry, in the caller's transaction. The condition is what keeps
+`available = balance - held` from going below zero when many requests race: the database
+re-checks it against the row as it is when the update runs, on SQLite and PostgreSQL alike.
+"""
+
+from decimal import Decimal
+
+from sqlalchemy import ColumnElement, literal, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.dbtypes import Money, utcnow
+from app.errors import Conflict, InsufficientFunds, NotFound
+from app.ids import new_id
+from app.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
+from app.money import format_usd
+
+
+def _money(amount: Decimal) -> ColumnElement[Decimal]:
+    return literal(amount, Money())
+
+
+async def _change_account(
+    session: AsyncSession,
+    *,
+    account_id: str,
+    balance_delta: Decimal = Decimal(0),
+    held_delta: Decimal = Decimal(0),
+    require_available: Decimal | None = None,
+) -> tuple[Decimal, Decimal] | None:
+    """Apply deltas to one account; returns (balance, held) after, or None if the guard failed."""
+    statement = update(Account).where(Account.id == account_id)
+    if require_available is not None:
+        statement = statement.where(Account.balance - Account.held >= _money(require_available))
+    statement = (
+        statement.values(
+            balance=Account.balance + _money(balance_delta),
+            held=Account.held + _money(held_delta),
+        )
+        .returning(Account.balance, Account.held)
+        .execution_options(synchronize_session=False)
+    )
+    row = (await session.execute(statement)).first()
+    return None if row is None else (row[0], row[1])
+
+
+def _entry(
+    *,
+    account_id: str,
+    kind: LedgerKind,
+    amount: Decimal,
+    after: tuple[Decimal, Decimal],
+    hold: Hold | None = None,
+    order_id: str | None = None,
+    note: str | None = None,
+) -> LedgerEntry:
+    return LedgerEntry(
+        id=new_id("led"),
+        account_id=account_id,
+        kind=kind,
+        amount=amount,
+        balance_after=after[0],
+        held_after=after[1],
+        hold_id=hold.id if hold else None,
+        order_id=order_id if order_id is not None else (hold.order_id if hold else None),
+        note=note,
+    )
+
+
+async def credit(
+    session: AsyncSession, *, account_id: str, amount: Decimal, note: str | None = None
+) -> LedgerEntry:
+    """Add money to an account (a top-up)."""
+    after = await _change_account(session, account_id=account_id, balance_delta=amount)
+    if after is None:
+        raise NotFound(f"no account {account_id}")
+    entry = _entry(
+        account_id=account_id, kind=LedgerKind.TOPUP, amount=amount, after=after, note=note
+    )
+    session.add(entry)
+    await session.flush()
+    return entry
+
+
+async def place_hold(
+    session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str | None = None
+) -> Hold:
+    """Reserve `amount` of the account's available balance, or raise InsufficientFunds."""
+    if amount <= 0:
+        raise ValueError("a hold must be for a positive amount")
+    after = await _change_account(
+        session, account_id=account_id, held_delta=amount, require_available=amount
+    )
+    if after is None:
+        await _get_account_or_404(session, account_id)
+        raise InsufficientFunds(f"available balance does not cover {format_usd(amount)}")
+    hold = Hold(id=new_id("hold"), account_id=account_id, order_id=order_id, amount=amount)
+    session.add(hold)
+    await session.flush()
+    session.add(
+        _entry(account_id=account_id, kind=LedgerKind.HOLD, amount=amount, after=after, hold=hold)
+    )
+    await session.flush()
+    return hold
+
+
+async def release_hold(session: AsyncSession, *, hold_id: str) -> LedgerEntry:
+    """Give a hold's amount back to the available balance; nothing is spent."""
+    hold = await _close_hold(session, hold_id=hold_id, status=HoldStatus.RELEASED)
+    after = await _change_account(session, account_id=hold.account_id, held_delta=-hold.amount)
+    assert after is not None  # the hold's account exists: foreign key
+    entry = _entry(
+        account_id=hold.account_id,
+        kind=LedgerKind.HOLD_RELEASE,
+        amount=hold.amount,
+        after=after,
+        hold=hold,
+    )
+    session.add(entry)
+    await session.flush()
+    return entry
+
+
+async def debit_hold(
+    session: AsyncSession, *, hold_id: str, amount: Decimal | None = None
+) -> LedgerEntry:
+    """Spend a hold: debit `amount` (default: all of it) and free the rest of it."""
+    hold = await _close_hold(session, hold_id=hold_id, status=HoldStatus.DEBITED)
+    spent = hold.amount if amount is None else amount
+    if not Decimal(0) < spent <= hold.amount:
+        raise ValueError(f"debit of {spent} does not fit a hold of {hold.amount}")
+    after = await _change_account(
+        session, account_id=hold.account_id, balance_delta=-spent, held_delta=-hold.amount
+    )
+    assert after is not None  # the hold's account exists: foreign key
+    entry = _entry(
+        account_id=hold.account_id, kind=LedgerKind.DEBIT, amount=spent, after=after, hold=hold
+    )
+    session.add(entry)
+    await session.flush()
+    return entry
+
+
+async def _close_hold(session: AsyncSession, *, hold_id: str, status: HoldStatus) -> Hold:
+    """Move an open hold to `status` exactly once (compare-and-set), or raise."""
+    closed = (
+        await session.execute(
+            update(Hold)
+            .where(Hold.id == hold_id, Hold.status == HoldStatus.OPEN)
+            .values(status=status, closed_at=utcnow())
+            .returning(Hold.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    hold = await session.get(Hold, hold_id, populate_existing=True)
+    if hold is None:
+        raise NotFound(f"no hold {hold_id}")
+    if closed is None:
+        raise Conflict(f"hold {hold_id} is already {hold.status}")
+    return hold
+
+
+async def _get_account_or_404(session: AsyncSession, account_id: str) -> None:
+    if (await session.execute(select(Account.id).where(Account.id == account_id))).first() is None:
+        raise NotFound(f"no account {account_id}")
+
+
+async def list_entries(
+    session: AsyncSession, *, account_id: str, cursor: str | None, limit: int
+) -> list[LedgerEntry]:
+    """An account's ledger, newest first, starting after `cursor` (an entry id)."""
+    statement = select(LedgerEntry).where(LedgerEntry.account_id == account_id)
+    if cursor is not None:
+        statement = statement.where(LedgerEntry.id < cursor)
+    statement = statement.order_by(LedgerEntry.id.desc()).limit(limit)
+    return list((await session.execute(statement)).scalars())

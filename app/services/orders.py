@@ -1,0 +1,140 @@
+"""Orders: placing, reading, cancelling, and the timeline of what happened to each."""
+
+from collections.abc import Sequence
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.catalogue import Provider
+from app.dbtypes import utcnow
+from app.errors import Conflict, NotFound
+from app.ids import new_id
+from app.models import Deployment, Order, OrderEvent, OrderStatus
+from app.money import format_usd
+from app.schemas import OrderCreate
+
+
+def describe_request(order: Order) -> str:
+    """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`."""
+    names = [Provider(p).display_name for p in order.providers]
+    where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    text = f"{order.gpu_count}x {order.gpu_model} on {where}"
+    if order.regions:
+        text += f" in {', '.join(order.regions)}"
+    return text
+
+
+def add_event(session: AsyncSession, *, order_id: str, kind: str, message: str) -> OrderEvent:
+    """Append a line to an order's timeline (in the caller's transaction)."""
+    event = OrderEvent(id=new_id("evt"), order_id=order_id, kind=kind, message=message)
+    session.add(event)
+    return event
+
+
+async def place_order(session: AsyncSession, *, account_id: str, request: OrderCreate) -> Order:
+    """A new waiting order; placing it costs nothing."""
+    now = utcnow()
+    order = Order(
+        id=new_id("ord"),
+        account_id=account_id,
+        status=OrderStatus.WAITING,
+        gpu_model=request.gpu_model,
+        gpu_count=request.gpu_count,
+        providers=[str(p) for p in request.providers],
+        max_price_per_hour=request.max_price_per_hour,
+        regions=request.regions,
+        min_disk_gb=request.min_disk_gb,
+        interconnect=request.interconnect,
+        expires_at=request.expires_at,
+        name=request.name,
+        ssh_public_key=request.ssh_public_key,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(order)
+    await session.flush()
+    add_event(
+        session,
+        order_id=order.id,
+        kind="placed",
+        message=f"Order placed: {describe_request(order)} at up to "
+        f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock.",
+    )
+    await session.flush()
+    return order
+
+
+async def get_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:
+    """The account's order with this id; another account's order is NotFound like a missing one."""
+    order = (
+        await session.execute(
+            select(Order)
+            .where(Order.id == order_id, Order.account_id == account_id)
+            .execution_options(populate_existing=True)
+        )
+    ).scalar_one_or_none()
+    if order is None:
+        raise NotFound(f"no order {order_id}")
+    return order
+
+
+async def list_orders(
+    session: AsyncSession,
+    *,
+    account_id: str,
+    status: OrderStatus | None,
+    cursor: str | None,
+    limit: int,
+) -> list[Order]:
+    """The account's orders, newest first, starting after `cursor` (an order id)."""
+    statement = select(Order).where(Order.account_id == account_id)
+    if status is not None:
+        statement = statement.where(Order.status == status)
+    if cursor is not None:
+        statement = statement.where(Order.id < cursor)
+    statement = statement.order_by(Order.id.desc()).limit(limit)
+    return list((await session.execute(statement)).scalars())
+
+
+async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:
+    """Cancel a waiting order; any other state is a Conflict that says why."""
+    order = await get_order(session, account_id=account_id, order_id=order_id)
+    cancelled = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order.id, Order.status == OrderStatus.WAITING)
+            .values(status=OrderStatus.CANCELLED, updated_at=utcnow())
+            .returning(Order.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    order = await get_order(session, account_id=account_id, order_id=order_id)
+    if cancelled is None:
+        raise Conflict(
+            f"order {order_id} is {order.status}; only a waiting order can be cancelled",
+            code="order_not_waiting",
+        )
+    add_event(session, order_id=order.id, kind="cancelled", message="Cancelled by you.")
+    await session.flush()
+    return order
+
+
+async def list_events(session: AsyncSession, *, account_id: str, order_id: str) -> list[OrderEvent]:
+    """The order's timeline, oldest first."""
+    await get_order(session, account_id=account_id, order_id=order_id)
+    statement = select(OrderEvent).where(OrderEvent.order_id == order_id).order_by(OrderEvent.id)
+    return list((await session.execute(statement)).scalars())
+
+
+async def latest_deployments(
+    session: AsyncSession, *, order_ids: Sequence[str]
+) -> dict[str, Deployment]:
+    """The newest deployment attempt of each order that has one."""
+    if not order_ids:
+        return {}
+    statement = (
+        select(Deployment)
+        .where(Deployment.order_id.in_(order_ids))
+        .order_by(Deployment.order_id, Deployment.attempt)
+    )
+    return {d.order_id: d for d in (await session.execute(statement)).scalars()}

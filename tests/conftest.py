@@ -1,0 +1,163 @@
+"""Fixtures: every storage test runs on SQLite and, when configured, on PostgreSQL.
+
+PostgreSQL tests run when AUTOPROVISION_TEST_DATABASE_URL points at a server (e.g.
+postgresql+asyncpg://postgres@127.0.0.1:5432/test). Each test gets a database of its own,
+cloned from a migrated template made once per run, and dropped afterwards.
+"""
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_engine, migrate
+from app.main import create_app
+from app.settings import Settings
+
+ADMIN_KEY = "test-admin-key-0123456789"
+PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
+BACKENDS = ["sqlite", "postgres"]
+
+
+def _pg_base_url() -> str | None:
+    return os.environ.get(PG_URL_ENV) or None
+
+
+def _with_database(url: str, database: str) -> str:
+    return make_url(url).set(database=database).render_as_string(hide_password=False)
+
+
+async def _pg_admin(url: str, sql: str) -> None:
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()
+
+
+async def _migrate_url(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file that tests copy instead of migrating each time."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    asyncio.run(_migrate_url(f"sqlite+aiosqlite:///{path}"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """The name of a migrated PostgreSQL template database for this run."""
+    base = _pg_base_url()
+    if base is None:
+        pytest.skip(f"PostgreSQL tests need {PG_URL_ENV}")
+    name = f"ap_template_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"'))
+    try:
+        asyncio.run(_migrate_url(_with_database(base, name)))
+        yield name
+    finally:
+        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which database this test runs on."""
+    if request.param == "postgres" and _pg_base_url() is None:
+        pytest.skip(f"PostgreSQL tests need {PG_URL_ENV}")
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty database of this test's own."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        path = tmp_path / "test.db"
+        shutil.copyfile(template, path)
+        yield f"sqlite+aiosqlite:///{path}"
+        return
+    template_name: str = request.getfixturevalue("postgres_template")
+    base = _pg_base_url()
+    assert base is not None
+    name = f"ap_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"'))
+    try:
+        yield _with_database(base, name)
+    finally:
+        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """A database with no tables at all (for migration tests)."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+        return
+    base = _pg_base_url()
+    assert base is not None
+    name = f"ap_empty_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"'))
+    try:
+        yield _with_database(base, name)
+    finally:
+        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on this test's database."""
+    engine = create_engine(database_url)
+    yield engine
+    await engine.dispose()
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Settings for an app on this test's database, with a known admin key and fees."""
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        database_url=database_url,
+        admin_api_key=ADMIN_KEY,  # type: ignore[arg-type]
+        fee_percent="5",  # type: ignore[arg-type]
+        fee_flat_per_hour="0.10",  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """The application, started (lifespan run) on this test's database."""
+    application = create_app(settings)
+    async with LifespanManager(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client talking to the app in-process."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+@pytest.fixture
+def admin_headers() -> dict[str, str]:
+    """Headers that authenticate as the admin."""
+    return {"Authorization": f"Bearer {ADMIN_KEY}"}
