@@ -56,10 +56,3 @@ class InsufficientFunds(Conflict):
     """The account's available balance does not cover the amount."""
 
     code = "insufficient_funds"
-
-
-class PayloadTooLarge(AppError):
-    """The request body is larger than any valid request could be."""
-
-    status_code = 413
-    code = "payload_too_large"

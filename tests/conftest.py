@@ -133,11 +133,11 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 def settings(database_url: str) -> Settings:
     """Settings for an app on this test's database, with a known admin key and fees."""
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         database_url=database_url,
-        admin_api_key=ADMIN_KEY,  # type: ignore[arg-type]
-        fee_percent="5",  # type: ignore[arg-type]
-        fee_flat_per_hour="0.10",  # type: ignore[arg-type]
+        admin_api_key=ADMIN_KEY,
+        fee_percent="5",
+        fee_flat_per_hour="0.10",
     )
 
 

@@ -51,7 +51,9 @@ async def place_order(
     client: httpx.AsyncClient, account: AccountHandle, **overrides: Any
 ) -> dict[str, Any]:
     """Place an order and return its JSON."""
-    response = await client.post("/v1/orders", json=order_body(**overrides), headers=account.headers)
+    response = await client.post(
+        "/v1/orders", json=order_body(**overrides), headers=account.headers
+    )
     assert response.status_code == 201, response.text
     result: dict[str, Any] = response.json()
     return result

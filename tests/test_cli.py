@@ -1,0 +1,140 @@
+"""The `autoprovision` command: migrate, serve, and the generated admin key."""
+
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import inspect, text
+
+from app.cli import main
+from app.db import create_engine
+from app.models import Base
+
+ADMIN_KEY_LINE = re.compile(r"Admin API key \(shown once, store it now\): (\S+)")
+
+
+def _env(database_url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
+    env.update({"AUTOPROVISION_DATABASE_URL": database_url, **extra})
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _tables_and_admin_hashes(database_url: str) -> tuple[set[str], list[str]]:
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            tables = await connection.run_sync(lambda c: set(inspect(c).get_table_names()))
+            hashes = (await connection.execute(text("SELECT key_hash FROM admin_keys"))).scalars()
+            return tables, list(hashes)
+    finally:
+        await engine.dispose()
+
+
+def test_migrate_creates_the_schema(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in _env(empty_database_url).items():
+        monkeypatch.setenv(name, value)
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert main(["migrate"]) == 0
+    finally:
+        get_settings.cache_clear()
+    assert "is up to date" in capsys.readouterr().out
+    tables, _hashes = asyncio.run(_tables_and_admin_hashes(empty_database_url))
+    assert set(Base.metadata.tables) <= tables
+
+
+class TestServe:
+    def _start(self, database_url: str, cwd: Path) -> tuple[subprocess.Popen[str], str, int]:
+        port = _free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            cwd=cwd,
+            env=_env(database_url, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        output = ""
+        deadline = time.monotonic() + 30
+        assert process.stdout is not None
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            output += line
+            if "Application startup complete" in line or process.poll() is not None:
+                break
+        return process, output, port
+
+    def _stop(self, process: subprocess.Popen[str]) -> None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+    def test_serve_prints_where_it_listens_and_the_admin_key_once(
+        self, empty_database_url: str, tmp_path: Path
+    ) -> None:
+        process, output, port = self._start(empty_database_url, tmp_path)
+        try:
+            assert f"listening on http://127.0.0.1:{port}" in output, output
+            match = ADMIN_KEY_LINE.search(output)
+            assert match, output
+            admin_key = match.group(1)
+            response = httpx.post(
+                f"http://127.0.0.1:{port}/v1/accounts",
+                json={"name": "Ada"},
+                headers={"Authorization": f"Bearer {admin_key}"},
+            )
+            assert response.status_code == 201
+        finally:
+            self._stop(process)
+        _tables, hashes = asyncio.run(_tables_and_admin_hashes(empty_database_url))
+        assert len(hashes) == 1 and admin_key not in hashes[0]
+
+        again, output, port = self._start(empty_database_url, tmp_path)
+        try:
+            assert ADMIN_KEY_LINE.search(output) is None, output
+            assert admin_key not in output
+            response = httpx.get(f"http://127.0.0.1:{port}/readyz")
+            assert response.status_code == 200
+        finally:
+            self._stop(again)
+
+
+def test_admin_key_reset_replaces_the_old_key(
+    empty_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, value in _env(empty_database_url).items():
+        monkeypatch.setenv(name, value)
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert main(["admin-key", "--reset"]) == 0
+        first = ADMIN_KEY_LINE.search(capsys.readouterr().out)
+        assert main(["admin-key", "--reset"]) == 0
+        second = ADMIN_KEY_LINE.search(capsys.readouterr().out)
+    finally:
+        get_settings.cache_clear()
+    assert first and second and first.group(1) != second.group(1)
+    _tables, hashes = asyncio.run(_tables_and_admin_hashes(empty_database_url))
+    from app.security import hash_api_key
+
+    assert hashes == [hash_api_key(second.group(1))]

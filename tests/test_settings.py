@@ -1,0 +1,72 @@
+"""Settings come from AUTOPROVISION_* variables and `.env`, with safe defaults."""
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in (
+        "DATABASE_URL",
+        "HOST",
+        "PORT",
+        "ADMIN_API_KEY",
+        "FEE_PERCENT",
+        "FEE_FLAT_PER_HOUR",
+    ):
+        monkeypatch.delenv(f"AUTOPROVISION_{name}", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_serve_locally_on_an_sqlite_file() -> None:
+    settings = Settings()
+    assert settings.database_url == "sqlite+aiosqlite:///./autoprovision.db"
+    assert (settings.host, settings.port) == ("127.0.0.1", 8000)
+    assert settings.admin_api_key is None
+    assert settings.fee_percent == Decimal(0) and settings.fee_flat_per_hour == Decimal(0)
+
+
+def test_environment_variables_use_the_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOPROVISION_PORT", "9000")
+    monkeypatch.setenv("AUTOPROVISION_FEE_PERCENT", "7.5")
+    settings = Settings()
+    assert settings.port == 9000
+    assert settings.fee_percent == Decimal("7.5")
+
+
+def test_dotenv_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        "AUTOPROVISION_FEE_FLAT_PER_HOUR=0.25\nAUTOPROVISION_HOST=0.0.0.0\n"
+    )
+    settings = Settings()
+    assert settings.fee_flat_per_hour == Decimal("0.25")
+    assert settings.host == "0.0.0.0"
+
+
+def test_admin_key_is_a_secret_that_never_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOPROVISION_ADMIN_API_KEY", "a-very-secret-admin-key")
+    settings = Settings()
+    assert "a-very-secret-admin-key" not in repr(settings)
+    assert "a-very-secret-admin-key" not in str(settings.model_dump())
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "mysql://root@localhost/x"),
+        ("ADMIN_API_KEY", "short"),
+        ("FEE_PERCENT", "-1"),
+        ("PORT", "70000"),
+    ],
+)
+def test_bad_values_are_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(f"AUTOPROVISION_{name}", value)
+    with pytest.raises(ValidationError):
+        Settings()
