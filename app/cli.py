@@ -5,6 +5,7 @@ import asyncio
 import sys
 
 import uvicorn
+from pydantic import ValidationError
 
 from app.db import create_engine, create_sessionmaker, migrate, session_scope
 from app.main import announce_admin_key, create_app, prepare_database
@@ -14,8 +15,11 @@ from app.settings import Settings, get_settings
 
 def _serve(settings: Settings) -> None:
     new_admin_key = asyncio.run(_prepare(settings))
-    url = f"http://{settings.host}:{settings.port}"
+    shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = f"http://{shown_host}:{settings.port}"
     sys.stdout.write(f"\n  autoprovision listening on {url}  (API docs: {url}/docs)\n")
+    if shown_host != settings.host:
+        sys.stdout.write(f"  (bound to {settings.host}: every interface of this machine)\n")
     sys.stdout.write(f"  database: {_redacted(settings.database_url)}\n")
     if new_admin_key is not None:
         announce_admin_key(new_admin_key)
@@ -85,7 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         help="replace the admin key with a new one and print it",
     )
     args = parser.parse_args(argv)
-    settings = get_settings()
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            name = "AUTOPROVISION_" + "_".join(str(p) for p in error["loc"]).upper()
+            sys.stderr.write(f"autoprovision: {name}: {error['msg']}\n")
+        return 2
     if args.command == "serve":
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         _serve(settings.model_copy(update=overrides))

@@ -17,7 +17,9 @@ from sqlalchemy.ext.asyncio import (
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-MIGRATION_LOCK_ID = 7_245_310_001  # pg_advisory_xact_lock key serialising replicas' migrations
+MIGRATION_LOCK_ID = (
+    7_245_310_001  # pg_advisory_lock key: replicas starting together migrate in turn
+)
 
 
 def create_engine(database_url: str, **kwargs: Any) -> AsyncEngine:

@@ -65,11 +65,13 @@ class HoldStatus(StrEnum):
 
 
 class AdminKey(Base):
-    """A generated admin API key (only its hash), used when no key is set in settings."""
+    """The generated admin API key (only its hash), used when no key is set in settings."""
 
     __tablename__ = "admin_keys"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # Always 1: the primary key makes a second generated key impossible, even when two
+    # replicas start at once on an empty database.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -189,10 +191,10 @@ class IdempotencyKey(Base):
     """The stored outcome of a POST made with an Idempotency-Key, replayed for 24 hours."""
 
     __tablename__ = "idempotency_keys"
-    __table_args__ = (UniqueConstraint("account_id", "key"),)
+    __table_args__ = (UniqueConstraint("principal", "key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    principal: Mapped[str] = mapped_column(String(64))  # an account id, or "admin"
     key: Mapped[str] = mapped_column(String(255))
     request_method: Mapped[str] = mapped_column(String(10))
     request_path: Mapped[str] = mapped_column(String(200))

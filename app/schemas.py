@@ -10,6 +10,7 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -50,6 +51,10 @@ Region = Annotated[
 ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
 Note = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
 T = TypeVar("T")
+
+
+def _lower(value: object) -> object:
+    return value.strip().lower() if isinstance(value, str) else value
 
 
 class Page(BaseModel, Generic[T]):
@@ -130,13 +135,19 @@ class OrderCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu_model: Annotated[str, StringConstraints(max_length=40)]
+    gpu_model: Annotated[
+        str,
+        StringConstraints(max_length=40),
+        Field(json_schema_extra={"enum": list(GPU_MODELS)}, description="Case-insensitive."),
+    ]
     gpu_count: Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
-    providers: Annotated[list[Provider], Field(min_length=1, max_length=10)]
+    providers: Annotated[
+        list[Annotated[Provider, BeforeValidator(_lower)]], Field(min_length=1, max_length=10)
+    ]
     max_price_per_hour: PriceIn
     regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
     min_disk_gb: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
-    interconnect: Interconnect | None = None
+    interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
     expires_at: AwareDatetime | None = None
     name: ShortText | None = None
     ssh_public_key: Annotated[str, StringConstraints(max_length=MAX_SSH_KEY_LENGTH)] | None = None

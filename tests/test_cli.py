@@ -138,3 +138,19 @@ def test_admin_key_reset_replaces_the_old_key(
     from app.security import hash_api_key
 
     assert hashes == [hash_api_key(second.group(1))]
+
+
+def test_a_bad_setting_is_one_clear_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AUTOPROVISION_ADMIN_API_KEY", "short")
+    from app.settings import get_settings
+
+    get_settings.cache_clear()
+    try:
+        assert main(["migrate"]) == 2
+    finally:
+        get_settings.cache_clear()
+    err = capsys.readouterr().err
+    assert "AUTOPROVISION_ADMIN_API_KEY" in err and "at least 16 characters" in err
+    assert "Traceback" not in err and "short" not in err

@@ -2,10 +2,12 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
 from app.api.deps import AdminOnly, CurrentAccount, SessionDep
-from app.api.pagination import Limit, cursor_param, next_cursor
+from app.api.idempotent import IdempotencyKeyHeader, respond_once
+from app.api.pagination import Limit, cursor_param, split_page
 from app.schemas import (
     AccountCreate,
     AccountCreated,
@@ -16,6 +18,7 @@ from app.schemas import (
 )
 from app.services import accounts, ledger
 
+ADMIN_PRINCIPAL = "admin"  # whose Idempotency-Keys admin requests use
 admin_router = APIRouter(prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly])
 account_router = APIRouter(prefix="/v1/account", tags=["account"])
 
@@ -29,11 +32,31 @@ async def create_account(body: AccountCreate, session: SessionDep) -> AccountCre
     )
 
 
-@admin_router.post("/{account_id}/credits", status_code=201)
-async def add_credit(account_id: str, body: CreditCreate, session: SessionDep) -> LedgerEntryOut:
-    """Top up an account's balance."""
-    entry = await ledger.credit(session, account_id=account_id, amount=body.amount, note=body.note)
-    return LedgerEntryOut.model_validate(entry)
+@admin_router.post("/{account_id}/credits", status_code=201, response_model=LedgerEntryOut)
+async def add_credit(
+    account_id: str,
+    body: CreditCreate,
+    request: Request,
+    session: SessionDep,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    """Top up an account's balance (send an Idempotency-Key to make retries safe)."""
+
+    async def top_up() -> LedgerEntryOut:
+        entry = await ledger.credit(
+            session, account_id=account_id, amount=body.amount, note=body.note
+        )
+        return LedgerEntryOut.model_validate(entry)
+
+    return await respond_once(
+        request,
+        session,
+        principal=ADMIN_PRINCIPAL,
+        key=idempotency_key,
+        body=body,
+        status_code=201,
+        action=top_up,
+    )
 
 
 @account_router.get("")
@@ -50,8 +73,8 @@ async def get_ledger(
     cursor: Annotated[str | None, cursor_param("led")] = None,
 ) -> Page[LedgerEntryOut]:
     """Every movement of money on the caller's account, newest first."""
-    entries = await ledger.list_entries(session, account_id=account.id, cursor=cursor, limit=limit)
-    return Page(
-        data=[LedgerEntryOut.model_validate(e) for e in entries],
-        next_cursor=next_cursor([e.id for e in entries], limit),
+    entries = await ledger.list_entries(
+        session, account_id=account.id, cursor=cursor, limit=limit + 1
     )
+    page, next_cursor = split_page(entries, limit, key=lambda e: e.id)
+    return Page(data=[LedgerEntryOut.model_validate(e) for e in page], next_cursor=next_cursor)

@@ -2,14 +2,15 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.api.deps import CurrentAccount, SessionDep
-from app.api.pagination import Limit, cursor_param, next_cursor
+from app.api.idempotent import IdempotencyKeyHeader, respond_once
+from app.api.pagination import Limit, cursor_param, split_page
 from app.models import Order, OrderStatus
 from app.schemas import DeploymentOut, OrderCreate, OrderEventOut, OrderOut, Page
-from app.services import idempotency, orders
+from app.services import orders
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 
@@ -32,28 +33,23 @@ async def place_order(
     request: Request,
     account: CurrentAccount,
     session: SessionDep,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     """Place an order; it waits, at no cost, until matching stock appears."""
 
-    async def place() -> object:
+    async def place() -> OrderOut:
         order = await orders.place_order(session, account_id=account.id, request=body)
-        return (await _present(session, [order]))[0].model_dump(mode="json")
+        return (await _present(session, [order]))[0]
 
-    if idempotency_key is None:
-        return JSONResponse(await place(), status_code=201)
-    stored = await idempotency.run_once(
+    return await respond_once(
+        request,
         session,
-        account_id=account.id,
+        principal=account.id,
         key=idempotency_key,
-        method=request.method,
-        path=request.url.path,
-        payload=body.model_dump(mode="json"),
+        body=body,
         status_code=201,
         action=place,
     )
-    headers = {"Idempotent-Replayed": "true"} if stored.replayed else None
-    return JSONResponse(stored.body, status_code=stored.status_code, headers=headers)
 
 
 @router.get("")
@@ -66,12 +62,10 @@ async def list_orders(
 ) -> Page[OrderOut]:
     """The caller's orders, newest first, optionally only those in one status."""
     items = await orders.list_orders(
-        session, account_id=account.id, status=status, cursor=cursor, limit=limit
+        session, account_id=account.id, status=status, cursor=cursor, limit=limit + 1
     )
-    return Page(
-        data=await _present(session, items),
-        next_cursor=next_cursor([o.id for o in items], limit),
-    )
+    page, next_cursor = split_page(items, limit, key=lambda o: o.id)
+    return Page(data=await _present(session, page), next_cursor=next_cursor)
 
 
 @router.get("/{order_id}")

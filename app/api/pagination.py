@@ -1,9 +1,11 @@
 """Cursor pagination shared by every newest-first list."""
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
 
+T = TypeVar("T")
 Limit = Annotated[int, Query(ge=1, le=100, description="How many items per page.")]
 
 
@@ -15,6 +17,9 @@ def cursor_param(prefix: str) -> Any:
     )
 
 
-def next_cursor(ids: list[str], limit: int) -> str | None:
-    """The cursor for the page after this one, or None when this page is the last."""
-    return ids[-1] if len(ids) == limit else None
+def split_page(items: list[T], limit: int, key: Callable[[T], str]) -> tuple[list[T], str | None]:
+    """Cut a `limit + 1` fetch into this page and the cursor of the next (None on the last page)."""
+    if len(items) <= limit:
+        return items, None
+    page = items[:limit]
+    return page, key(page[-1])

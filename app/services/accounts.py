@@ -4,10 +4,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.dbtypes import utcnow
 from app.errors import NotFound
 from app.ids import new_id
 from app.models import Account, AdminKey
 from app.security import ADMIN_KEY_PREFIX, generate_api_key, hash_api_key
+
+ADMIN_KEY_ROW = 1
 
 
 async def create_account(session: AsyncSession, *, name: str) -> tuple[Account, str]:
@@ -45,22 +48,22 @@ async def is_stored_admin_key(session: AsyncSession, *, api_key: str) -> bool:
 
 async def ensure_admin_key(session: AsyncSession) -> str | None:
     """Generate and store the admin key if none exists yet; returns it only when new."""
-    if (await session.execute(select(AdminKey.id).limit(1))).first() is not None:
+    if await session.get(AdminKey, ADMIN_KEY_ROW) is not None:
         return None
     api_key = generate_api_key(ADMIN_KEY_PREFIX)
     try:
         async with session.begin_nested():
-            session.add(AdminKey(key_hash=hash_api_key(api_key)))
+            session.add(AdminKey(id=ADMIN_KEY_ROW, key_hash=hash_api_key(api_key)))
     except IntegrityError:
-        return None
+        return None  # another replica generated it first
     return api_key
 
 
 async def reset_admin_key(session: AsyncSession) -> str:
-    """Replace every stored admin key with a new one, and return it."""
-    for existing in (await session.execute(select(AdminKey))).scalars():
-        await session.delete(existing)
+    """Replace the stored admin key with a new one, and return it."""
     api_key = generate_api_key(ADMIN_KEY_PREFIX)
-    session.add(AdminKey(key_hash=hash_api_key(api_key)))
+    await session.merge(
+        AdminKey(id=ADMIN_KEY_ROW, key_hash=hash_api_key(api_key), created_at=utcnow())
+    )
     await session.flush()
     return api_key

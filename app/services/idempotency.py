@@ -43,7 +43,7 @@ def request_fingerprint(method: str, path: str, payload: Any) -> str:
 async def run_once(
     session: AsyncSession,
     *,
-    account_id: str,
+    principal: str,
     key: str,
     method: str,
     path: str,
@@ -51,19 +51,19 @@ async def run_once(
     status_code: int,
     action: Callable[[], Awaitable[Any]],
 ) -> StoredResponse:
-    """Run `action` once per (account, key); later calls with the same request replay its result."""
+    """Run `action` once per (principal, key); a later same request replays its result."""
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
         raise ValidationFailed(
             f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable characters",
             code="invalid_idempotency_key",
         )
     fingerprint = request_fingerprint(method, path, payload)
-    await _delete_expired(session, account_id=account_id, key=key, now=utcnow())
+    await _delete_expired(session, principal=principal, key=key, now=utcnow())
     try:
         async with session.begin_nested():
             session.add(
                 IdempotencyKey(
-                    account_id=account_id,
+                    principal=principal,
                     key=key,
                     request_method=method,
                     request_path=path,
@@ -73,11 +73,11 @@ async def run_once(
                 )
             )
     except IntegrityError:
-        return await _replay(session, account_id=account_id, key=key, fingerprint=fingerprint)
+        return await _replay(session, principal=principal, key=key, fingerprint=fingerprint)
     body = await action()
     await session.execute(
         update(IdempotencyKey)
-        .where(IdempotencyKey.account_id == account_id, IdempotencyKey.key == key)
+        .where(IdempotencyKey.principal == principal, IdempotencyKey.key == key)
         .values(response_status=status_code, response_body=body)
         .execution_options(synchronize_session=False)
     )
@@ -85,12 +85,12 @@ async def run_once(
 
 
 async def _replay(
-    session: AsyncSession, *, account_id: str, key: str, fingerprint: str
+    session: AsyncSession, *, principal: str, key: str, fingerprint: str
 ) -> StoredResponse:
     stored = (
         await session.execute(
             select(IdempotencyKey)
-            .where(IdempotencyKey.account_id == account_id, IdempotencyKey.key == key)
+            .where(IdempotencyKey.principal == principal, IdempotencyKey.key == key)
             .execution_options(populate_existing=True)
         )
     ).scalar_one_or_none()
@@ -110,11 +110,11 @@ async def _replay(
 
 
 async def _delete_expired(
-    session: AsyncSession, *, account_id: str, key: str, now: datetime
+    session: AsyncSession, *, principal: str, key: str, now: datetime
 ) -> None:
     await session.execute(
         delete(IdempotencyKey).where(
-            IdempotencyKey.account_id == account_id,
+            IdempotencyKey.principal == principal,
             IdempotencyKey.key == key,
             IdempotencyKey.created_at < now - KEY_LIFETIME,
         )

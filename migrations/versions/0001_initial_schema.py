@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-29 14:19:42.746981
+Create Date: 2026-11-29 14:29:09.596236
 """
 
 from collections.abc import Sequence
@@ -37,7 +37,7 @@ def upgrade() -> None:
     )
     op.create_table(
         "admin_keys",
-        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("key_hash", sa.String(length=64), nullable=False),
         sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_admin_keys")),
@@ -46,7 +46,7 @@ def upgrade() -> None:
     op.create_table(
         "idempotency_keys",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
-        sa.Column("account_id", sa.String(length=40), nullable=False),
+        sa.Column("principal", sa.String(length=64), nullable=False),
         sa.Column("key", sa.String(length=255), nullable=False),
         sa.Column("request_method", sa.String(length=10), nullable=False),
         sa.Column("request_path", sa.String(length=200), nullable=False),
@@ -54,11 +54,8 @@ def upgrade() -> None:
         sa.Column("response_status", sa.Integer(), nullable=False),
         sa.Column("response_body", sa.JSON(), nullable=False),
         sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["account_id"], ["accounts.id"], name=op.f("fk_idempotency_keys_account_id_accounts")
-        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_keys")),
-        sa.UniqueConstraint("account_id", "key", name=op.f("uq_idempotency_keys_account_id")),
+        sa.UniqueConstraint("principal", "key", name=op.f("uq_idempotency_keys_principal")),
     )
     with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
         batch_op.create_index(

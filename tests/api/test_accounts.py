@@ -67,6 +67,23 @@ class TestCredits:
         ledger = (await client.get("/v1/account/ledger", headers=account.headers)).json()
         assert [e["id"] for e in ledger["data"]] == [entry["id"]]
 
+    async def test_a_retried_credit_with_its_idempotency_key_credits_once(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        account = await create_account(client)
+        headers = {**ADMIN, "Idempotency-Key": "topup-2026-11-29"}
+        path = f"/v1/accounts/{account.id}/credits"
+        first = await client.post(path, json={"amount": "50"}, headers=headers)
+        again = await client.post(path, json={"amount": "50.00"}, headers=headers)
+        assert first.status_code == again.status_code == 201
+        assert again.json() == first.json()
+        assert again.headers["idempotent-replayed"] == "true"
+        balance = (await client.get("/v1/account", headers=account.headers)).json()
+        assert balance["balance"] == "50.00"
+        other = await client.post(path, json={"amount": "60"}, headers=headers)
+        assert other.status_code == 422
+        assert other.json()["error"]["code"] == "idempotency_key_reused"
+
     async def test_amounts_are_exact_decimal_strings(self, client: httpx.AsyncClient) -> None:
         account = await create_account(client)
         for amount in ("0.10", "0.20", 0.1):

@@ -51,6 +51,13 @@ class TestPlaceOrder:
         assert (order["name"], order["ssh_public_key"]) == ("training run", key)
         assert order["deployment"] is None
 
+    async def test_enum_fields_ignore_case(self, client: httpx.AsyncClient) -> None:
+        account = await create_account(client)
+        order = await place_order(
+            client, account, providers=["Verda", "HYPERSTACK"], interconnect="SXM"
+        )
+        assert (order["providers"], order["interconnect"]) == (["verda", "hyperstack"], "sxm")
+
     async def test_placing_an_order_costs_nothing(self, client: httpx.AsyncClient) -> None:
         account = await create_account(client, credit="10")
         await place_order(client, account, max_price_per_hour="9999")
@@ -177,6 +184,19 @@ class TestListAndGet:
             if cursor is None:
                 break
         assert seen == list(reversed(placed))
+
+    async def test_a_full_last_page_says_it_is_the_last(self, client: httpx.AsyncClient) -> None:
+        account = await create_account(client)
+        for _ in range(4):
+            await place_order(client, account)
+        first = (await client.get("/v1/orders?limit=2", headers=account.headers)).json()
+        second = (
+            await client.get(
+                f"/v1/orders?limit=2&cursor={first['next_cursor']}", headers=account.headers
+            )
+        ).json()
+        assert len(second["data"]) == 2
+        assert second["next_cursor"] is None
 
     async def test_orders_can_be_filtered_by_status(self, client: httpx.AsyncClient) -> None:
         account = await create_account(client)
