@@ -29,3 +29,17 @@ async def test_readyz_is_503_when_the_database_is_unreachable(
         await unreachable.dispose()
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "database_unavailable"
+
+
+async def test_an_unexpected_failure_is_still_a_json_error(app: FastAPI) -> None:
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("secret detail that must not leak")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        response = await client.get("/boom")
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {"code": "internal_error", "message": "something went wrong on our side"}
+    }

@@ -1,0 +1,43 @@
+"""Periodic jobs."""
+
+from datetime import timedelta
+
+import httpx
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_sessionmaker, session_scope
+from app.dbtypes import utcnow
+from app.jobs import create_scheduler, prune_idempotency_keys
+from app.models import IdempotencyKey
+from tests.factories import create_account, order_body
+
+
+async def test_idempotency_keys_older_than_a_day_are_pruned(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    for key in ("old", "fresh"):
+        response = await client.post(
+            "/v1/orders", json=order_body(), headers={**account.headers, "Idempotency-Key": key}
+        )
+        assert response.status_code == 201
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await session.execute(
+            update(IdempotencyKey)
+            .where(IdempotencyKey.key == "old")
+            .values(created_at=utcnow() - timedelta(hours=24, minutes=1))
+        )
+    assert await prune_idempotency_keys(maker) == 1
+    async with session_scope(maker) as session:
+        keys = (await session.execute(select(IdempotencyKey.key))).scalars().all()
+        assert keys == ["fresh"]
+        assert await session.scalar(select(func.count()).select_from(IdempotencyKey)) == 1
+
+
+def test_the_scheduler_registers_each_job_once_with_no_overlap(engine: AsyncEngine) -> None:
+    scheduler = create_scheduler(create_sessionmaker(engine))
+    jobs = {job.id: job for job in scheduler.get_jobs()}
+    assert set(jobs) == {"prune_idempotency_keys"}
+    assert jobs["prune_idempotency_keys"].max_instances == 1
