@@ -4,7 +4,10 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db import create_sessionmaker, session_scope
+from app.models import Order, OrderStatus
 from tests.conftest import ADMIN_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -57,3 +60,11 @@ async def place_order(
     assert response.status_code == 201, response.text
     result: dict[str, Any] = response.json()
     return result
+
+
+async def force_order_status(engine: AsyncEngine, order_id: str, status: OrderStatus) -> None:
+    """Move an order to `status` behind the API's back (for states the API cannot reach yet)."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await session.get(Order, order_id)
+        assert order is not None
+        order.status = status

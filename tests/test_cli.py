@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,8 @@ from sqlalchemy import inspect, text
 from app.cli import main
 from app.db import create_engine
 from app.models import Base
+from app.security import hash_api_key
+from app.settings import get_settings
 
 ADMIN_KEY_LINE = re.compile(r"Admin API key \(shown once, store it now\): (\S+)")
 
@@ -43,20 +46,20 @@ async def _tables_and_admin_hashes(database_url: str) -> tuple[set[str], list[st
         await engine.dispose()
 
 
-def test_migrate_creates_the_schema(
-    empty_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def cli_database(empty_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Point the in-process `autoprovision` command at an empty database."""
     for name, value in _env(empty_database_url).items():
         monkeypatch.setenv(name, value)
-    from app.settings import get_settings
-
     get_settings.cache_clear()
-    try:
-        assert main(["migrate"]) == 0
-    finally:
-        get_settings.cache_clear()
+    yield empty_database_url
+    get_settings.cache_clear()
+
+
+def test_migrate_creates_the_schema(cli_database: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["migrate"]) == 0
     assert "is up to date" in capsys.readouterr().out
-    tables, _hashes = asyncio.run(_tables_and_admin_hashes(empty_database_url))
+    tables, _hashes = asyncio.run(_tables_and_admin_hashes(cli_database))
     assert set(Base.metadata.tables) <= tables
 
 
@@ -119,38 +122,22 @@ class TestServe:
 
 
 def test_admin_key_reset_replaces_the_old_key(
-    empty_database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cli_database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name, value in _env(empty_database_url).items():
-        monkeypatch.setenv(name, value)
-    from app.settings import get_settings
-
-    get_settings.cache_clear()
-    try:
-        assert main(["admin-key", "--reset"]) == 0
-        first = ADMIN_KEY_LINE.search(capsys.readouterr().out)
-        assert main(["admin-key", "--reset"]) == 0
-        second = ADMIN_KEY_LINE.search(capsys.readouterr().out)
-    finally:
-        get_settings.cache_clear()
+    assert main(["admin-key", "--reset"]) == 0
+    first = ADMIN_KEY_LINE.search(capsys.readouterr().out)
+    assert main(["admin-key", "--reset"]) == 0
+    second = ADMIN_KEY_LINE.search(capsys.readouterr().out)
     assert first and second and first.group(1) != second.group(1)
-    _tables, hashes = asyncio.run(_tables_and_admin_hashes(empty_database_url))
-    from app.security import hash_api_key
-
+    _tables, hashes = asyncio.run(_tables_and_admin_hashes(cli_database))
     assert hashes == [hash_api_key(second.group(1))]
 
 
 def test_a_bad_setting_is_one_clear_line_not_a_traceback(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    cli_database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("AUTOPROVISION_ADMIN_API_KEY", "short")
-    from app.settings import get_settings
-
-    get_settings.cache_clear()
-    try:
-        assert main(["migrate"]) == 2
-    finally:
-        get_settings.cache_clear()
+    assert main(["migrate"]) == 2
     err = capsys.readouterr().err
     assert "AUTOPROVISION_ADMIN_API_KEY" in err and "at least 16 characters" in err
     assert "Traceback" not in err and "short" not in err

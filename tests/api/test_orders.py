@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
 from app.ids import new_id
-from app.models import Deployment, Order, OrderStatus
-from tests.factories import create_account, order_body, place_order
+from app.models import Deployment, OrderStatus
+from tests.factories import create_account, force_order_status, order_body, place_order
 from tests.test_schemas import _key as ssh_key
 
 
@@ -230,19 +230,17 @@ class TestListAndGet:
     ) -> None:
         account = await create_account(client)
         placed = await place_order(client, account)
+        await force_order_status(engine, placed["id"], OrderStatus.DEPLOYED)
         async with session_scope(create_sessionmaker(engine)) as session:
-            order = await session.get(Order, placed["id"])
-            assert order is not None
-            order.status = OrderStatus.DEPLOYED
             session.add(
                 Deployment(
                     id=new_id("dep"),
-                    order_id=order.id,
+                    order_id=placed["id"],
                     attempt=1,
                     provider="verda",
                     region="FIN-01",
                     instance_type="8B300.240V",
-                    vm_name=f"ap-{order.id}-1",
+                    vm_name=f"ap-{placed['id']}-1",
                     provider_vm_id="vm-123",
                     price_per_hour=Decimal("41.52"),
                     price_per_hour_with_fees=Decimal("43.70"),
@@ -316,10 +314,7 @@ class TestCancel:
     ) -> None:
         account = await create_account(client)
         order = await place_order(client, account)
-        async with session_scope(create_sessionmaker(engine)) as session:
-            stored = await session.get(Order, order["id"])
-            assert stored is not None
-            stored.status = OrderStatus.DEPLOYING
+        await force_order_status(engine, order["id"], OrderStatus.DEPLOYING)
         response = await client.post(f"/v1/orders/{order['id']}/cancel", headers=account.headers)
         assert response.status_code == 409
         assert "deploying" in response.json()["error"]["message"]
