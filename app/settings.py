@@ -28,6 +28,25 @@ class Settings(BaseSettings):
     fee_flat_per_hour: Decimal = Field(default=Decimal("0"), ge=0, le=1000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
+    verda_base_url: str = "https://api.verda.com/v1"
+    verda_client_id: SecretStr | None = None
+    verda_client_secret: SecretStr | None = None
+    verda_image: str = "ubuntu-24.04-cuda-12.8-open-docker"
+
+    hyperstack_base_url: str = "https://infrahub-api.nexgencloud.com/v1"
+    hyperstack_api_key: SecretStr | None = None
+    hyperstack_environment: str = "autoprovision-{region}"  # one per region: it fixes the region
+    hyperstack_key_name: str = "autoprovision"
+    hyperstack_image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
+
+    quantacloud_base_url: str = "https://core.quantacloud.net/api/v1"
+    quantacloud_api_key: SecretStr | None = None
+
+    sim_port: int = Field(default=8001, ge=1, le=65535)
+
+    provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
+
     @field_validator("database_url")
     @classmethod
     def _supported_database(cls, value: str) -> str:

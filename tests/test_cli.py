@@ -3,7 +3,6 @@
 import asyncio
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from app.db import create_engine
 from app.models import Base
 from app.security import hash_api_key
 from app.settings import get_settings
+from tests.servers import free_port
 
 ADMIN_KEY_LINE = re.compile(r"Admin API key \(shown once, store it now\): (\S+)")
 
@@ -27,12 +27,6 @@ def _env(database_url: str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
     env.update({"AUTOPROVISION_DATABASE_URL": database_url, **extra})
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _tables_and_admin_hashes(database_url: str) -> tuple[set[str], list[str]]:
@@ -65,7 +59,7 @@ def test_migrate_creates_the_schema(cli_database: str, capsys: pytest.CaptureFix
 
 class TestServe:
     def _start(self, database_url: str, cwd: Path) -> tuple[subprocess.Popen[str], str, int]:
-        port = _free_port()
+        port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],
             cwd=cwd,

@@ -5,9 +5,6 @@ server (uvicorn in a thread, on an SQLite file); every answer must be a non-5xx 
 and every error must carry the service's error shape.
 """
 
-import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +12,6 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -24,7 +20,7 @@ from schemathesis.core.result import Ok
 from app.main import create_app
 from app.settings import Settings
 from tests.conftest import ADMIN_KEY
-from tests.test_cli import _free_port
+from tests.servers import serve_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -38,26 +34,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             admin_api_key=ADMIN_KEY,
         )
     )
-    port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on")
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=lambda: asyncio.run(uv.serve()), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    base_url = f"http://127.0.0.1:{port}"
-    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
-    account = httpx.post(f"{base_url}/v1/accounts", json={"name": "fuzz"}, headers=admin).json()
-    user = {"Authorization": f"Bearer {account['api_key']}"}
-    httpx.post(
-        f"{base_url}/v1/orders",
-        json={"gpu_model": "H100", "gpu_count": 1, "providers": ["verda"], "max_price_per_hour": 3},
-        headers=user,
-    )
-    yield {"base_url": base_url, "schema": app.openapi(), "admin": admin, "user": user}
-    uv.should_exit = True
-    thread.join(timeout=10)
+    with serve_in_thread(app, lifespan="on") as base_url:
+        admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        account = httpx.post(f"{base_url}/v1/accounts", json={"name": "fuzz"}, headers=admin).json()
+        user = {"Authorization": f"Bearer {account['api_key']}"}
+        httpx.post(
+            f"{base_url}/v1/orders",
+            json={
+                "gpu_model": "H100",
+                "gpu_count": 1,
+                "providers": ["verda"],
+                "max_price_per_hour": 3,
+            },
+            headers=user,
+        )
+        yield {"base_url": base_url, "schema": app.openapi(), "admin": admin, "user": user}
 
 
 def _cases() -> list[Any]:

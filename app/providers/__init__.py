@@ -1,0 +1,1 @@
+"""Adapters for the GPU clouds, behind one small interface (see `base.py`)."""

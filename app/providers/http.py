@@ -1,0 +1,115 @@
+"""HTTP plumbing shared by the adapters: timeouts, transport failures, JSON, Retry-After.
+
+The one rule that matters: a failure on a create call is `OutcomeUnknown` (the VM may exist),
+the same failure on anything else is `Unavailable` (nothing happened; try again later).
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from app.catalogue import Provider
+from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
+
+USER_AGENT = "autoprovision/0.1"
+
+
+@dataclass
+class ProviderHTTP:
+    """One provider's base URL and timeouts over an injected `httpx.AsyncClient`."""
+
+    provider: Provider
+    client: httpx.AsyncClient
+    base_url: str
+    timeout: float = 10.0
+    create_timeout: float = 30.0
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        is_create: bool = False,
+        json: Any = None,
+        params: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """Send one request; transport failures become typed outcomes."""
+        timeout = self.create_timeout if is_create else self.timeout
+        try:
+            return await self.client.request(
+                method,
+                self.base_url.rstrip("/") + path,
+                json=json,
+                params=params,
+                headers={"User-Agent": USER_AGENT, **(headers or {})},
+                timeout=timeout,
+                follow_redirects=False,
+            )
+        except httpx.TimeoutException as exc:
+            raise self.failure(f"{method} {path} timed out", is_create) from exc
+        except httpx.TransportError as exc:
+            raise self.failure(f"{method} {path} failed: {type(exc).__name__}", is_create) from exc
+
+    def failure(
+        self, message: str, is_create: bool, status_code: int | None = None
+    ) -> Unavailable | OutcomeUnknown:
+        """The right outcome for a call that got no usable answer."""
+        kind = OutcomeUnknown if is_create else Unavailable
+        return kind(self.provider, message, status_code=status_code)
+
+    def json(self, response: httpx.Response, *, is_create: bool = False) -> Any:
+        """The response body as JSON, or a typed failure if it is not JSON."""
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise self.failure(
+                f"{response.request.method} {response.request.url.path} answered "
+                f"{response.status_code} with a body that is not JSON",
+                is_create,
+                response.status_code,
+            ) from exc
+
+    def raise_common(self, response: httpx.Response, *, is_create: bool = False) -> None:
+        """Raise for the statuses every provider means the same way: 401/403, 429, 5xx."""
+        status = response.status_code
+        where = f"{response.request.method} {response.request.url.path}"
+        if status in (401, 403):
+            raise AuthFailed(self.provider, f"{where}: credentials refused", status_code=status)
+        if status == 429:
+            raise RateLimited(
+                self.provider, f"{where}: rate limited", retry_after=retry_after(response)
+            )
+        if status >= 500:
+            raise self.failure(f"{where}: provider error {status}", is_create, status)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """Seconds to wait from a Retry-After header (seconds or HTTP date), if there is one."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - datetime.now(UTC)).total_seconds())
+
+
+def error_field(body: Any, *path: str) -> str | None:
+    """A string nested in a JSON error body (e.g. `error_field(b, "error", "code")`), if present."""
+    current = body
+    for key in path:
+        if not isinstance(current, dict):
+            return None
+        current = current.get(key)
+    return current if isinstance(current, str) else None

@@ -1,0 +1,451 @@
+"""What the three simulators share: catalogue and stock, VMs on a boot clock, a log of creates,
+fault injection, fixed-window rate limits, and the `/_sim` control API.
+
+Each provider module subclasses `ProviderSimulator` with its own wire format (paths, JSON
+shapes, status words, error bodies); everything here is provider-neutral.
+"""
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+FAULT_KINDS = (
+    "http_500",
+    "http_429",
+    "timeout",
+    "malformed_json",
+    "create_delay",
+    "create_error_after_commit",
+    "capacity_race",
+    "fail_after_accept",
+    "unknown_status",
+)
+# These hit the next n calls, whatever they are; the others hit creates or VM reads.
+REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
+DEFAULT_BOOT_SECONDS = 3.0
+DEFAULT_BALANCE = Decimal("10000.00")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One kind of machine in one region, with the provider-specific naming in `details`."""
+
+    sku: str
+    region: str
+    gpu_model: str
+    gpu_count: int
+    price_per_hour: Decimal
+    vcpus: int
+    ram_gb: int
+    disk_gb: int
+    interconnect: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(sku, region)."""
+        return (self.sku, self.region)
+
+
+@dataclass
+class SimVM:
+    """A VM the simulator made; its status follows from the time since it was created."""
+
+    id: str
+    entry: CatalogEntry
+    name: str | None
+    tags: list[str]
+    created_at: float  # Unix seconds
+    started: float  # monotonic seconds
+    ip: str
+    fail_after_accept: bool = False
+    deleted: float | None = None  # monotonic seconds when a delete was accepted
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Fault:
+    """A fault waiting to hit the next `count` matching calls."""
+
+    kind: str
+    count: int
+    seconds: float
+
+
+@dataclass
+class CreateRecord:
+    """One create request as the simulator received it, and what became of it."""
+
+    received_at: float
+    sku: str | None
+    region: str | None
+    name: str | None
+    outcome: str
+    vm_id: str | None = None
+
+
+class FixedWindowLimiter:
+    """Counts requests per key in fixed windows, as the providers document their limits."""
+
+    def __init__(self) -> None:
+        self._windows: dict[str, tuple[float, int]] = {}
+
+    def hit(self, key: str, limit: int, window: float, now: float) -> float | None:
+        """Count one request; returns seconds until the window resets if it is over the limit."""
+        start, count = self._windows.get(key, (now, 0))
+        if now - start >= window:
+            start, count = now, 0
+        count += 1
+        self._windows[key] = (start, count)
+        if count > limit:
+            return max(0.0, window - (now - start))
+        return None
+
+    def clear(self) -> None:
+        """Forget every window."""
+        self._windows.clear()
+
+
+class ProviderSimulator:
+    """State and behaviour common to the simulated providers."""
+
+    name: ClassVar[str]
+    catalog_entries: ClassVar[tuple[CatalogEntry, ...]]
+
+    def __init__(self) -> None:
+        self.limiter = FixedWindowLimiter()
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to a fresh start: no stock, no VMs, no faults, default settings."""
+        self.catalog: dict[tuple[str, str], CatalogEntry] = {e.key: e for e in self.catalog_entries}
+        self.stock: dict[tuple[str, str], int] = dict.fromkeys(self.catalog, 0)
+        self.stock_changed_at: dict[tuple[str, str], float] = {}
+        self.vms: dict[str, SimVM] = {}
+        self.creates: list[CreateRecord] = []
+        self.faults: list[Fault] = []
+        self.balance = DEFAULT_BALANCE
+        self.boot_seconds = DEFAULT_BOOT_SECONDS
+        self.rate_limits = True
+        self.limiter.clear()
+        self._ips = (f"203.0.113.{n}" for n in itertools.cycle(range(1, 255)))
+
+    # --- stock -----------------------------------------------------------------------------
+
+    def set_stock(self, sku: str, region: str, quantity: int) -> float:
+        """Put `quantity` machines of this kind in stock; returns when (Unix seconds)."""
+        now = time.time()
+        self.stock[(sku, region)] = quantity
+        self.stock_changed_at[(sku, region)] = now
+        self.on_stock_change(self.catalog[(sku, region)], quantity)
+        return now
+
+    def on_stock_change(self, entry: CatalogEntry, quantity: int) -> None:
+        """Hook for providers whose offers change identity with stock (QuantaCloud)."""
+
+    def in_stock(self, entry: CatalogEntry) -> int:
+        """How many of this kind are in stock."""
+        return self.stock.get(entry.key, 0)
+
+    def take_one(self, entry: CatalogEntry) -> bool:
+        """Take one machine of this kind out of stock; False when there is none."""
+        if self.stock.get(entry.key, 0) <= 0:
+            return False
+        self.stock[entry.key] -= 1
+        return True
+
+    # --- VMs -------------------------------------------------------------------------------
+
+    def new_vm(
+        self, vm_id: str, entry: CatalogEntry, *, name: str | None, tags: list[str]
+    ) -> SimVM:
+        """Make a VM that starts booting now (failing instead, if a fault says so)."""
+        vm = SimVM(
+            id=vm_id,
+            entry=entry,
+            name=name,
+            tags=tags,
+            created_at=time.time(),
+            started=time.monotonic(),
+            ip=next(self._ips),
+            fail_after_accept=self.take_fault("fail_after_accept") is not None,
+        )
+        self.vms[vm_id] = vm
+        return vm
+
+    def progress(self, vm: SimVM) -> float:
+        """How far through booting the VM is: 0 at create, 1 when it runs."""
+        if self.boot_seconds <= 0:
+            return float("inf")
+        return (time.monotonic() - vm.started) / self.boot_seconds
+
+    def deletion_progress(self, vm: SimVM) -> float | None:
+        """How far through deleting (1 = gone), or None if no delete was asked for."""
+        if vm.deleted is None:
+            return None
+        span = max(self.boot_seconds * 0.2, 0.0)
+        return float("inf") if span == 0 else (time.monotonic() - vm.deleted) / span
+
+    def vm_status(self, vm: SimVM) -> str:
+        """The provider's own word for the VM's status now."""
+        raise NotImplementedError
+
+    def status_for_response(self, vm: SimVM) -> str:
+        """The status to put in an API response: `vm_status`, unless `unknown_status` is queued."""
+        if self.take_fault("unknown_status") is not None:
+            return "reticulating_splines"  # a value no client has seen: must not crash one
+        return self.vm_status(vm)
+
+    def describe_vm(self, vm: SimVM) -> dict[str, Any]:
+        """A VM for the control API."""
+        return {
+            "id": vm.id,
+            "name": vm.name,
+            "tags": vm.tags,
+            "sku": vm.entry.sku,
+            "region": vm.entry.region,
+            "status": self.vm_status(vm),
+            "ip": vm.ip,
+            "created_at": vm.created_at,
+        }
+
+    # --- creates ---------------------------------------------------------------------------
+
+    def record_create(
+        self,
+        *,
+        sku: str | None,
+        region: str | None,
+        name: str | None,
+        outcome: str,
+        vm_id: str | None = None,
+    ) -> CreateRecord:
+        """Log a create request and its outcome for the control API."""
+        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id)
+        self.creates.append(record)
+        return record
+
+    # --- faults ----------------------------------------------------------------------------
+
+    def add_fault(self, kind: str, count: int, seconds: float) -> None:
+        """Queue a fault for the next `count` matching calls."""
+        self.faults.append(Fault(kind, count, seconds))
+
+    def take_fault(self, kind: str) -> Fault | None:
+        """Use up one hit of the oldest queued fault of this kind, if any."""
+        for fault in self.faults:
+            if fault.kind == kind and fault.count > 0:
+                fault.count -= 1
+                if fault.count == 0:
+                    self.faults.remove(fault)
+                return fault
+        return None
+
+    async def request_fault(self, request: Request) -> Response | None:
+        """Apply a queued request-level fault to this call: a response to send instead, or None.
+
+        `timeout` only delays: the call then proceeds, so a client with a shorter timeout sees
+        a timeout while the simulator still does the work (as a slow real API would).
+        """
+        for kind in REQUEST_FAULTS:
+            fault = self.take_fault(kind)
+            if fault is None:
+                continue
+            if kind == "timeout":
+                await asyncio.sleep(fault.seconds)
+                return None
+            if kind == "http_429":
+                return self.rate_limited_response(retry_after=fault.seconds or 1.0)
+            if kind == "malformed_json":
+                return Response(b'{"truncated": [1, 2', media_type="application/json")
+            return self.server_error_response()
+        return None
+
+    # --- provider wire format (overridden per provider) ------------------------------------
+
+    def server_error_response(self) -> Response:
+        """The provider's 500."""
+        raise NotImplementedError
+
+    def rate_limited_response(self, retry_after: float) -> Response:
+        """The provider's 429."""
+        raise NotImplementedError
+
+    def rate_limit(self, request: Request) -> Response | None:
+        """Count this call against the provider's published limits; a 429 past them."""
+        raise NotImplementedError
+
+    def configure(self, body: dict[str, Any]) -> str | None:
+        """Apply provider-specific `PUT /_sim/config` keys; returns an error message or None."""
+        return None
+
+    def config_view(self) -> dict[str, Any]:
+        """Provider-specific settings shown by `GET /_sim/config`."""
+        return {}
+
+
+# --- the control API ---------------------------------------------------------------------
+
+
+def _problem(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def _body(request: Request) -> dict[str, Any] | JSONResponse:
+    try:
+        body = await request.json()
+    except ValueError:
+        return _problem(422, "body must be JSON")
+    if not isinstance(body, dict):
+        return _problem(422, "body must be a JSON object")
+    return body
+
+
+def _number(body: dict[str, Any], key: str, default: float) -> float | None:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
+def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
+    """The `/_sim/...` routes that tests, benchmarks and the demo drive a simulator through."""
+
+    async def catalog(_request: Request) -> JSONResponse:
+        return JSONResponse(
+            [
+                {
+                    "sku": e.sku,
+                    "region": e.region,
+                    "gpu_model": e.gpu_model,
+                    "gpu_count": e.gpu_count,
+                    "price_per_hour": str(e.price_per_hour),
+                    "stock": sim.in_stock(e),
+                }
+                for e in sim.catalog.values()
+            ]
+        )
+
+    async def stock(request: Request) -> JSONResponse:
+        body = await _body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        key = (body.get("sku"), body.get("region"))
+        quantity = body.get("quantity")
+        if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 0:
+            return _problem(422, "quantity must be an integer >= 0")
+        if key not in sim.catalog:
+            return _problem(404, f"no catalogue entry for sku {key[0]!r} in region {key[1]!r}")
+        changed_at = sim.set_stock(str(key[0]), str(key[1]), quantity)
+        return JSONResponse({"changed_at": changed_at})
+
+    async def creates(_request: Request) -> JSONResponse:
+        return JSONResponse([vars(c) for c in sim.creates])
+
+    async def vms(_request: Request) -> JSONResponse:
+        return JSONResponse([sim.describe_vm(vm) for vm in sim.vms.values()])
+
+    async def faults(request: Request) -> JSONResponse:
+        body = await _body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        kind = body.get("kind")
+        if kind not in FAULT_KINDS:
+            return _problem(422, f"kind must be one of {', '.join(FAULT_KINDS)}")
+        count = body.get("count", 1)
+        seconds = _number(body, "seconds", 5.0 if kind in ("timeout", "create_delay") else 0.0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1 or seconds is None:
+            return _problem(422, "count must be an integer >= 1 and seconds a number >= 0")
+        sim.add_fault(kind, count, seconds)
+        return JSONResponse({"kind": kind, "count": count, "seconds": seconds}, status_code=201)
+
+    async def config(request: Request) -> JSONResponse:
+        if request.method == "PUT":
+            body = await _body(request)
+            if isinstance(body, JSONResponse):
+                return body
+            if "boot_seconds" in body:
+                boot = _number(body, "boot_seconds", 0)
+                if boot is None:
+                    return _problem(422, "boot_seconds must be a number >= 0")
+                sim.boot_seconds = boot
+            if "rate_limits" in body:
+                if not isinstance(body["rate_limits"], bool):
+                    return _problem(422, "rate_limits must be true or false")
+                sim.rate_limits = body["rate_limits"]
+                sim.limiter.clear()
+            if "balance" in body:
+                try:
+                    sim.balance = Decimal(str(body["balance"]))
+                except ArithmeticError:
+                    return _problem(422, "balance must be a decimal number")
+            problem = sim.configure(body)
+            if problem is not None:
+                return _problem(422, problem)
+        return JSONResponse(
+            {
+                "boot_seconds": sim.boot_seconds,
+                "rate_limits": sim.rate_limits,
+                "balance": str(sim.balance),
+                **sim.config_view(),
+            }
+        )
+
+    async def reset(_request: Request) -> JSONResponse:
+        sim.reset()
+        return JSONResponse({"reset": True})
+
+    return [
+        Route("/_sim/catalog", catalog, methods=["GET"]),
+        Route("/_sim/stock", stock, methods=["PUT"]),
+        Route("/_sim/creates", creates, methods=["GET"]),
+        Route("/_sim/vms", vms, methods=["GET"]),
+        Route("/_sim/faults", faults, methods=["POST"]),
+        Route("/_sim/config", config, methods=["GET", "PUT"]),
+        Route("/_sim/reset", reset, methods=["POST"]),
+    ]
+
+
+class ProviderGate:
+    """ASGI middleware in front of a provider's real API (not `/_sim`): faults, then rate limits."""
+
+    def __init__(self, app: ASGIApp, sim: ProviderSimulator) -> None:
+        self.app = app
+        self.sim = sim
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _route_path(scope).startswith("/_sim"):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        response = await self.sim.request_fault(request)
+        if response is None and self.sim.rate_limits:
+            response = self.sim.rate_limit(request)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path below the mount point (Starlette keeps the full path and sets root_path)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def provider_app(sim: ProviderSimulator, routes: list[BaseRoute]) -> Starlette:
+    """A provider's simulated API: its real routes plus `/_sim`, behind the fault/limit gate."""
+    app = Starlette(routes=[*routes, *control_routes(sim)])
+    app.add_middleware(ProviderGate, sim=sim)
+    app.state.simulator = sim
+    return app

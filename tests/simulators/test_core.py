@@ -1,0 +1,148 @@
+"""The parts every simulator shares: control API, request faults, the rate-limit gate."""
+
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from app.simulators.core import (
+    CatalogEntry,
+    FixedWindowLimiter,
+    ProviderSimulator,
+    SimVM,
+    provider_app,
+)
+
+ENTRY = CatalogEntry(
+    sku="8X.TEST",
+    region="LAB-1",
+    gpu_model="B300",
+    gpu_count=8,
+    price_per_hour=Decimal("40.00"),
+    vcpus=240,
+    ram_gb=2048,
+    disk_gb=1000,
+)
+
+
+class DummySimulator(ProviderSimulator):
+    """A provider with one endpoint, a 3-per-minute limit and JSON errors."""
+
+    name = "dummy"
+    catalog_entries = (ENTRY,)
+
+    def vm_status(self, vm: SimVM) -> str:
+        return "running" if self.progress(vm) >= 1 else "booting"
+
+    def server_error_response(self) -> Response:
+        return JSONResponse({"error": "boom"}, status_code=500)
+
+    def rate_limited_response(self, retry_after: float) -> Response:
+        return JSONResponse(
+            {"error": "slow down"}, status_code=429, headers={"Retry-After": str(int(retry_after))}
+        )
+
+    def rate_limit(self, request: Request) -> Response | None:
+        wait = self.limiter.hit("all", 3, 60, 0.0)
+        return None if wait is None else self.rate_limited_response(wait)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    sim = DummySimulator()
+
+    async def hello(_request: Request) -> JSONResponse:
+        return JSONResponse({"hello": "world"})
+
+    inner = provider_app(sim, [Route("/v1/hello", hello)])
+    outer = Starlette(routes=[Mount("/dummy", app=inner)])
+    transport = httpx.ASGITransport(app=outer)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as c:
+        yield c
+
+
+async def test_catalog_and_stock(client: httpx.AsyncClient) -> None:
+    catalog = (await client.get("/dummy/_sim/catalog")).json()
+    assert catalog == [
+        {
+            "sku": "8X.TEST",
+            "region": "LAB-1",
+            "gpu_model": "B300",
+            "gpu_count": 8,
+            "price_per_hour": "40.00",
+            "stock": 0,
+        }
+    ]
+    changed = await client.put(
+        "/dummy/_sim/stock", json={"sku": "8X.TEST", "region": "LAB-1", "quantity": 2}
+    )
+    assert changed.status_code == 200 and changed.json()["changed_at"] > 0
+    assert (await client.get("/dummy/_sim/catalog")).json()[0]["stock"] == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"sku": "8X.TEST", "region": "LAB-1", "quantity": -1},
+        {"sku": "8X.TEST", "region": "LAB-1", "quantity": "3"},
+        {"sku": "nope", "region": "LAB-1", "quantity": 1},
+    ],
+)
+async def test_bad_stock_requests_are_refused(client: httpx.AsyncClient, body: dict) -> None:
+    response = await client.put("/dummy/_sim/stock", json=body)
+    assert response.status_code in (404, 422)
+
+
+async def test_request_faults_hit_the_next_calls_but_never_the_control_api(
+    client: httpx.AsyncClient,
+) -> None:
+    await client.put("/dummy/_sim/config", json={"rate_limits": False})
+    added = await client.post("/dummy/_sim/faults", json={"kind": "http_500", "count": 2})
+    assert added.status_code == 201
+    assert (await client.get("/dummy/_sim/catalog")).status_code == 200
+    assert [(await client.get("/dummy/v1/hello")).status_code for _ in range(3)] == [500, 500, 200]
+    await client.post("/dummy/_sim/faults", json={"kind": "malformed_json"})
+    broken = await client.get("/dummy/v1/hello")
+    assert broken.status_code == 200
+    with pytest.raises(ValueError):
+        broken.json()
+    await client.post("/dummy/_sim/faults", json={"kind": "http_429", "seconds": 7})
+    limited = await client.get("/dummy/v1/hello")
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
+
+
+async def test_unknown_fault_kinds_are_refused(client: httpx.AsyncClient) -> None:
+    response = await client.post("/dummy/_sim/faults", json={"kind": "meteor"})
+    assert response.status_code == 422
+
+
+async def test_rate_limits_apply_to_the_real_api_and_can_be_switched_off(
+    client: httpx.AsyncClient,
+) -> None:
+    codes = [(await client.get("/dummy/v1/hello")).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    await client.put("/dummy/_sim/config", json={"rate_limits": False})
+    assert (await client.get("/dummy/v1/hello")).status_code == 200
+
+
+async def test_reset_forgets_everything(client: httpx.AsyncClient) -> None:
+    await client.put("/dummy/_sim/stock", json={"sku": "8X.TEST", "region": "LAB-1", "quantity": 5})
+    await client.post("/dummy/_sim/faults", json={"kind": "http_500"})
+    await client.put("/dummy/_sim/config", json={"boot_seconds": 0.5, "balance": "12.5"})
+    await client.post("/dummy/_sim/reset")
+    assert (await client.get("/dummy/_sim/catalog")).json()[0]["stock"] == 0
+    assert (await client.get("/dummy/v1/hello")).status_code == 200
+    config = (await client.get("/dummy/_sim/config")).json()
+    assert config == {"boot_seconds": 3.0, "rate_limits": True, "balance": "10000.00"}
+
+
+def test_fixed_windows_reset_after_the_window() -> None:
+    limiter = FixedWindowLimiter()
+    assert [limiter.hit("k", 2, 60, t) for t in (0, 1, 2)] == [None, None, 58]
+    assert limiter.hit("k", 2, 60, 61) is None
+    assert limiter.hit("other", 2, 60, 2) is None
