@@ -93,7 +93,9 @@ async def test_catalog_and_stock(client: httpx.AsyncClient) -> None:
         {"sku": "nope", "region": "LAB-1", "quantity": 1},
     ],
 )
-async def test_bad_stock_requests_are_refused(client: httpx.AsyncClient, body: dict) -> None:
+async def test_bad_stock_requests_are_refused(
+    client: httpx.AsyncClient, body: dict[str, object]
+) -> None:
     response = await client.put("/dummy/_sim/stock", json=body)
     assert response.status_code in (404, 422)
 
