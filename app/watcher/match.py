@@ -1,0 +1,116 @@
+"""Which waiting order gets which offer: a pure function, no I/O.
+
+Rules: an offer matches an order when the provider is accepted, GPU model and count are equal,
+the price with fees is at or below the order's max, and the optional region, disk and
+interconnect constraints hold. Orders are served oldest first; each takes its cheapest matching
+offer that still has room, and no offer is given to more orders than its known quantity (one,
+when the provider only says "available").
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from app.catalogue import Interconnect
+from app.money import price_with_fees
+from app.providers.base import Offer
+
+# What each requested interconnect accepts: SXM boards carry NVLink (NVSwitch) too.
+ACCEPTED_INTERCONNECTS: dict[Interconnect, frozenset[Interconnect]] = {
+    Interconnect.PCIE: frozenset({Interconnect.PCIE}),
+    Interconnect.NVLINK: frozenset({Interconnect.NVLINK, Interconnect.SXM}),
+    Interconnect.SXM: frozenset({Interconnect.SXM}),
+}
+
+
+@dataclass(frozen=True)
+class OrderWants:
+    """The part of a waiting order the matcher looks at."""
+
+    id: str
+    created_at: datetime
+    providers: frozenset[str]
+    gpu_model: str
+    gpu_count: int
+    max_price_per_hour: Decimal
+    regions: frozenset[str] | None = None  # upper-cased; None = anywhere
+    min_disk_gb: int | None = None
+    interconnect: Interconnect | None = None
+
+
+@dataclass(frozen=True)
+class Fees:
+    """The service's fees, applied to every provider price before comparing with an order."""
+
+    percent: Decimal = Decimal(0)
+    flat_per_hour: Decimal = Decimal(0)
+
+    def apply(self, price: Decimal) -> Decimal:
+        """The price a user pays per hour for a machine the provider sells at `price`."""
+        return price_with_fees(
+            price, fee_percent=self.percent, fee_flat_per_hour=self.flat_per_hour
+        )
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Send a create for `order_id` from `offer`, at `price_with_fees` per hour."""
+
+    order_id: str
+    offer: Offer
+    price_with_fees: Decimal
+
+
+def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
+    """Whether `offer` satisfies every constraint of `order`, price included."""
+    if str(offer.provider) not in order.providers:
+        return False
+    if offer.gpu_model != order.gpu_model or offer.gpu_count != order.gpu_count:
+        return False
+    if offer_price_with_fees > order.max_price_per_hour:
+        return False
+    if order.regions is not None and offer.region.upper() not in order.regions:
+        return False
+    disk_too_small = offer.disk_gb is None or (
+        order.min_disk_gb is not None and offer.disk_gb < order.min_disk_gb
+    )
+    if order.min_disk_gb is not None and offer.disk_fixed and disk_too_small:
+        return False
+    if order.interconnect is not None:
+        accepted = ACCEPTED_INTERCONNECTS[order.interconnect]
+        if offer.interconnect is None or offer.interconnect not in accepted:
+            return False
+    return True
+
+
+def assign(
+    orders: Iterable[OrderWants],
+    offers: Sequence[Offer],
+    *,
+    fees: Fees,
+    excluded: frozenset[tuple[str, str, str]] = frozenset(),
+) -> list[Assignment]:
+    """Oldest order first, each to its cheapest matching offer with room left.
+
+    `excluded` holds offer keys not to send anything to now (cooling down after a capacity
+    error). Ties on price go to the offer that sorts first by key, so the result is stable.
+    """
+    by_machine: dict[tuple[str, int], list[tuple[Decimal, Offer]]] = defaultdict(list)
+    for offer in offers:
+        if offer.key not in excluded:
+            by_machine[(offer.gpu_model, offer.gpu_count)].append(
+                (fees.apply(offer.price_per_hour), offer)
+            )
+    for candidates in by_machine.values():
+        candidates.sort(key=lambda pair: (pair[0], pair[1].key))
+    room = {o.key: (o.available if o.available is not None else 1) for o in offers}
+    assignments: list[Assignment] = []
+    for order in sorted(orders, key=lambda o: (o.created_at, o.id)):
+        for price, offer in by_machine.get((order.gpu_model, order.gpu_count), ()):
+            if room[offer.key] > 0 and matches(order, offer, price):
+                room[offer.key] -= 1
+                assignments.append(Assignment(order.id, offer, price))
+                break
+    return assignments

@@ -1,0 +1,130 @@
+"""The matcher: which waiting order gets which offer (pure, no database)."""
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from app.catalogue import Interconnect, Provider
+from app.providers.base import Offer
+from app.watcher.match import Fees, OrderWants, assign, matches
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+NO_FEES = Fees()
+
+
+def offer(**overrides: object) -> Offer:
+    base = Offer(
+        provider=Provider.VERDA,
+        region="FIN-01",
+        sku="8B300.240V",
+        gpu_model="B300",
+        gpu_count=8,
+        price_per_hour=Decimal("40.00"),
+        interconnect=Interconnect.SXM,
+        disk_gb=None,
+        disk_fixed=False,
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def order(order_id: str = "ord_a", minutes: int = 0, **overrides: object) -> OrderWants:
+    base = OrderWants(
+        id=order_id,
+        created_at=T0 + timedelta(minutes=minutes),
+        providers=frozenset({"verda", "hyperstack"}),
+        gpu_model="B300",
+        gpu_count=8,
+        max_price_per_hour=Decimal("45.00"),
+    )
+    return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+class TestRules:
+    def test_a_matching_offer_matches(self) -> None:
+        assert matches(order(), offer(), Decimal("40.00"))
+
+    def test_the_provider_must_be_accepted(self) -> None:
+        assert not matches(order(providers=frozenset({"hyperstack"})), offer(), Decimal("40"))
+
+    def test_gpu_model_and_count_must_be_equal(self) -> None:
+        assert not matches(order(gpu_model="B200"), offer(), Decimal("40"))
+        assert not matches(order(gpu_count=4), offer(), Decimal("40"))
+
+    def test_price_with_fees_exactly_at_the_max_matches_one_cent_above_does_not(self) -> None:
+        fees = Fees(percent=Decimal("5"), flat_per_hour=Decimal("0.10"))
+        at_max = fees.apply(Decimal("40.00"))
+        assert at_max == Decimal("42.10")
+        wants = order(max_price_per_hour=Decimal("42.10"))
+        assert assign([wants], [offer()], fees=fees) != []
+        assert (
+            assign([replace(wants, max_price_per_hour=Decimal("42.09"))], [offer()], fees=fees)
+            == []
+        )
+
+    def test_regions_compare_without_case(self) -> None:
+        assert matches(order(regions=frozenset({"FIN-01"})), offer(region="fin-01"), Decimal(40))
+        assert not matches(order(regions=frozenset({"ICE-01"})), offer(), Decimal(40))
+
+    def test_a_fixed_disk_must_be_big_enough_a_chosen_disk_always_is(self) -> None:
+        wants = order(min_disk_gb=1000)
+        assert not matches(wants, offer(disk_gb=725, disk_fixed=True), Decimal(40))
+        assert matches(wants, offer(disk_gb=1000, disk_fixed=True), Decimal(40))
+        assert not matches(wants, offer(disk_gb=None, disk_fixed=True), Decimal(40))
+        assert matches(wants, offer(disk_gb=None, disk_fixed=False), Decimal(40))
+
+    @pytest.mark.parametrize(
+        ("wanted", "offered", "ok"),
+        [
+            (Interconnect.SXM, Interconnect.SXM, True),
+            (Interconnect.SXM, Interconnect.NVLINK, False),
+            (Interconnect.NVLINK, Interconnect.SXM, True),
+            (Interconnect.NVLINK, Interconnect.PCIE, False),
+            (Interconnect.PCIE, Interconnect.PCIE, True),
+            (Interconnect.NVLINK, None, False),
+        ],
+    )
+    def test_interconnect(
+        self, wanted: Interconnect, offered: Interconnect | None, ok: bool
+    ) -> None:
+        assert matches(order(interconnect=wanted), offer(interconnect=offered), Decimal(40)) is ok
+
+
+class TestAssign:
+    def test_each_order_takes_its_cheapest_matching_offer(self) -> None:
+        cheap = offer(region="FIN-02", price_per_hour=Decimal("39.00"))
+        dear = offer(region="FIN-01", price_per_hour=Decimal("44.00"))
+        result = assign([order()], [dear, cheap], fees=NO_FEES)
+        assert [(a.order_id, a.offer.region) for a in result] == [("ord_a", "FIN-02")]
+
+    def test_the_oldest_order_wins_one_unit_of_stock(self) -> None:
+        orders = [order(f"ord_{i}", minutes=m) for i, m in enumerate([5, 1, 3])]
+        result = assign(orders, [offer()], fees=NO_FEES)
+        assert [a.order_id for a in result] == ["ord_1"]
+
+    def test_no_more_orders_at_one_offer_than_its_known_quantity(self) -> None:
+        orders = [order(f"ord_{i}", minutes=i) for i in range(5)]
+        result = assign(orders, [offer(available=3)], fees=NO_FEES)
+        assert [a.order_id for a in result] == ["ord_0", "ord_1", "ord_2"]
+
+    def test_when_the_cheapest_is_taken_the_next_order_gets_the_next_cheapest(self) -> None:
+        orders = [order("ord_old", minutes=0), order("ord_new", minutes=1)]
+        offers = [offer(region="FIN-02", price_per_hour=Decimal(39)), offer(region="FIN-01")]
+        result = assign(orders, offers, fees=NO_FEES)
+        assert [(a.order_id, a.offer.region) for a in result] == [
+            ("ord_old", "FIN-02"),
+            ("ord_new", "FIN-01"),
+        ]
+
+    def test_cooling_offers_are_skipped(self) -> None:
+        hot = offer()
+        assert assign([order()], [hot], fees=NO_FEES, excluded=frozenset({hot.key})) == []
+
+    def test_the_price_with_fees_is_what_the_assignment_carries(self) -> None:
+        fees = Fees(percent=Decimal("10"))
+        (result,) = assign([order()], [offer()], fees=fees)
+        assert result.price_with_fees == Decimal("44.00")
+
+    def test_orders_that_match_nothing_get_nothing(self) -> None:
+        assert assign([order(gpu_model="H200")], [offer()], fees=NO_FEES) == []
