@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 FAULT_KINDS = (
     "http_500",
@@ -426,6 +426,19 @@ class ProviderGate:
         if scope["type"] != "http" or _route_path(scope).startswith("/_sim"):
             await self.app(scope, receive, send)
             return
+        # Read the body before any `timeout` delay: by the time the delay ends the client has
+        # hung up, and a slow real API would still have done the work (made the VM).
+        buffered: list[Message] = []
+        while True:
+            message = await receive()
+            buffered.append(message)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return buffered.pop(0) if buffered else await receive()
+
+        receive = replay
         request = Request(scope, receive)
         response = await self.sim.request_fault(request)
         if response is None and self.sim.rate_limits:

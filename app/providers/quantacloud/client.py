@@ -1,0 +1,124 @@
+"""QuantaCloud's REST API on the wire: the `X-API-Key` header, its error envelope, its paging.
+
+Errors come as `{"error": {"code", "message", ...}}`; outcomes are keyed on the status and that
+code, never on the message.
+"""
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from app.catalogue import Provider
+from app.providers.base import InsufficientFunds, NoCapacity, Rejected, Unavailable
+from app.providers.http import ProviderHTTP, error_field, retry_after
+
+PROVIDER = Provider.QUANTACLOUD
+MAX_PAGES = 100
+CAPACITY_CODES = ("offer_unavailable", "offer_cooling_down")
+
+
+class NotFound(Rejected):
+    """404: the deployment (or offer) does not exist, or no longer does."""
+
+
+class QuantaCloudClient:
+    """One method per kind of call; every failure becomes a typed outcome from `base`."""
+
+    def __init__(self, http: ProviderHTTP, api_key: SecretStr) -> None:
+        self._http = http
+        self._api_key = api_key
+
+    def __repr__(self) -> str:
+        return f"QuantaCloudClient(base_url={self._http.base_url!r})"
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        public: bool = False,
+        is_create: bool = False,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        want_body: bool = True,
+    ) -> Any:
+        """Send one request and return its JSON body; every failure raises a typed outcome."""
+        headers = {"Accept": "application/json"}
+        if not public:
+            headers["X-API-Key"] = self._api_key.get_secret_value()
+        response = await self._http.send(
+            method, path, is_create=is_create, json=json, params=params, headers=headers
+        )
+        self.check(response, is_create=is_create)
+        if not want_body:
+            return None
+        return self._http.json(response, is_create=is_create)
+
+    def check(self, response: httpx.Response, *, is_create: bool) -> None:
+        """Raise the typed outcome for an error response; return for a 2xx/3xx."""
+        status = response.status_code
+        if status < 400:
+            return
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        code = error_field(body, "error", "code")
+        where = f"{response.request.method} {response.request.url.path}"
+        summary = f"{where}: {status} {code or 'error'}"
+        message = error_field(body, "error", "message")
+        if message:
+            summary += f": {message[:200]}"
+        # Capacity codes first: a 503 offer_cooling_down means "not created", not "unknown".
+        if code in CAPACITY_CODES:
+            wait = seconds(_error_value(body, "retry_after"))
+            raise NoCapacity(
+                PROVIDER,
+                summary,
+                status_code=status,
+                retry_after=wait if wait is not None else retry_after(response),
+            )
+        if status == 402 or code == "insufficient_balance":
+            raise InsufficientFunds(PROVIDER, summary, status_code=status)
+        self._http.raise_common(response, is_create=is_create)
+        if status == 404:
+            raise NotFound(PROVIDER, summary, status_code=status)
+        raise Rejected(PROVIDER, summary, status_code=status)
+
+    async def collect(self, path: str, rows_key: str, *, public: bool, size: int) -> list[Any]:
+        """Every row of a paged list (`page` from 0, `size`), until `hasMore` is false."""
+        rows: list[Any] = []
+        for page in range(MAX_PAGES):
+            body = await self.call("GET", path, public=public, params={"page": page, "size": size})
+            chunk = body.get(rows_key) if isinstance(body, dict) else None
+            if not isinstance(chunk, list):
+                raise Unavailable(PROVIDER, f"GET {path}: no list under {rows_key!r}")
+            rows.extend(chunk)
+            more = body.get("hasMore")
+            if not chunk or more is False or (not isinstance(more, bool) and len(chunk) < size):
+                return rows
+        raise Unavailable(PROVIDER, f"GET {path}: more than {MAX_PAGES} pages")
+
+
+def _error_value(body: Any, key: str) -> Any:
+    error = body.get("error") if isinstance(body, dict) else None
+    return error.get(key) if isinstance(error, dict) else None
+
+
+def decimal(value: Any) -> Decimal | None:
+    """A wire number or numeric string as a Decimal (via `str`, never float arithmetic)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        result = Decimal(str(value).strip())
+    except InvalidOperation:
+        return None
+    return result if result.is_finite() else None
+
+
+def seconds(value: Any) -> float | None:
+    """A non-negative number of seconds from the wire, or None."""
+    amount = decimal(value)
+    return None if amount is None or amount < 0 else float(amount)

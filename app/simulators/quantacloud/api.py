@@ -1,0 +1,276 @@
+"""QuantaCloud's HTTP API as the simulator serves it, under `/api/v1` (see the reference notes)."""
+
+import asyncio
+import hmac
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from app.simulators.core import provider_app
+from app.simulators.quantacloud.catalog import (
+    FAMILY_LABELS,
+    KINDS,
+    kind_of,
+    offer_json,
+    per_gpu_price,
+)
+from app.simulators.quantacloud.simulator import (
+    API_KEY,
+    QuantaCloudSimulator,
+    SSHKey,
+    error,
+    fingerprint,
+)
+
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 20
+PROVIDER_SLUG = "quantacloud"
+T = TypeVar("T")
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _authorized(request: Request) -> bool:
+    """`X-API-Key: <key>` or `Authorization: Bearer <key>` (the docs bless both)."""
+    given = request.headers.get("x-api-key")
+    if given is None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip() if scheme.lower() == "bearer" else None
+    return given is not None and hmac.compare_digest(given.encode(), API_KEY.encode())
+
+
+def _unauthorized() -> JSONResponse:
+    return error(401, "unauthorized", "Invalid or missing API key.")
+
+
+def _paging(request: Request) -> tuple[int, int] | JSONResponse:
+    """`page` (0-indexed) and `size` (at most 100) from the query string."""
+    try:
+        page = int(request.query_params.get("page", "0"))
+        size = int(request.query_params.get("size", str(DEFAULT_PAGE_SIZE)))
+    except ValueError:
+        return error(400, "validation_error", "page and size must be integers.")
+    if page < 0 or size < 1:
+        return error(400, "validation_error", "page must be >= 0 and size >= 1.")
+    return page, min(size, MAX_PAGE_SIZE)
+
+
+def _page(rows: Sequence[T], page: int, size: int) -> tuple[list[T], dict[str, Any]]:
+    """One page of rows and the envelope fields that describe it."""
+    chunk = list(rows[page * size : (page + 1) * size])
+    total_pages = math.ceil(len(rows) / size)
+    return chunk, {
+        "page": page,
+        "totalPages": total_pages,
+        "totalElements": len(rows),
+        "hasMore": page + 1 < total_pages,
+    }
+
+
+async def _json_object(request: Request) -> dict[str, Any] | None:
+    try:
+        body = await request.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
+    def keyed(handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            return await handler(request) if _authorized(request) else _unauthorized()
+
+        return guarded
+
+    async def offers(request: Request) -> Response:
+        paging = _paging(request)
+        if isinstance(paging, JSONResponse):
+            return paging
+        rows, envelope = _page(sim.live_offers(), *paging)
+        return JSONResponse(
+            {"offers": [offer_json(e, offer_id) for e, offer_id in rows], **envelope}
+        )
+
+    async def offer(request: Request) -> Response:
+        offer_id = request.path_params["offer_id"]
+        entry = sim.offer_by_id(offer_id)
+        if entry is None:
+            return error(404, "not_found", "Offer not found")
+        return JSONResponse(offer_json(entry, offer_id))
+
+    async def gpu_families(_request: Request) -> Response:
+        families = []
+        for key, label in FAMILY_LABELS.items():
+            entries = [e for e in sim.catalog.values() if kind_of(e).family == key]
+            stocked = [e for e in entries if sim.in_stock(e) > 0]
+            cheapest = min((per_gpu_price(e) for e in stocked), default=None)
+            families.append(
+                {
+                    "key": key,
+                    "label": label,
+                    "cheapestPrice": None if cheapest is None else float(round(cheapest, 4)),
+                    "offerCount": len(entries),
+                    "availableCount": sum(sim.in_stock(e) for e in stocked),
+                    "variantSlugs": [k.slug for k in KINDS if k.family == key],
+                }
+            )
+        return JSONResponse({"data": families})
+
+    async def account(_request: Request) -> Response:
+        return JSONResponse(
+            {
+                "id": "usr_sim0001",
+                "email": "sim@quantacloud.example",
+                "name": "Simulated Account",
+                "createdAt": "2026-01-15T09:30:00.000Z",
+            }
+        )
+
+    async def balance(_request: Request) -> Response:
+        # Unverified: the reference never saw this body; this is its proposal.
+        return JSONResponse({"balance": sim.balance_text(), "currency": "USD"})
+
+    async def list_ssh_keys(_request: Request) -> Response:
+        return JSONResponse([key.to_json() for key in sim.ssh_keys.values()])
+
+    async def add_ssh_key(request: Request) -> Response:
+        body = await _json_object(request)
+        if body is None:
+            return error(400, "validation_error", "Body must be a JSON object.")
+        name, public_key = body.get("name"), body.get("publicKey")
+        if not isinstance(name, str) or not name.strip():
+            return error(400, "validation_error", "name is required.")
+        fp = fingerprint(public_key) if isinstance(public_key, str) else None
+        if fp is None:
+            return error(400, "validation_error", "publicKey is not an OpenSSH public key.")
+        key: SSHKey = sim.add_ssh_key(name.strip(), fp)
+        return JSONResponse(key.to_json(), status_code=201)
+
+    async def create_deployment(request: Request) -> Response:
+        body = await _json_object(request)
+        offer_id = body.get("offer_id") if body else None
+        key_ids = body.get("ssh_key_ids") if body else None
+        entry = sim.offer_by_id(offer_id) if isinstance(offer_id, str) else None
+        sku, region = (entry.sku, entry.region) if entry else (None, None)
+
+        def refuse(outcome: str, response: Response) -> Response:
+            sim.record_create(sku=sku, region=region, name=None, outcome=outcome)
+            return response
+
+        if body is None or not isinstance(offer_id, str) or not offer_id:
+            return refuse("rejected", error(400, "validation_error", "offer_id is required."))
+        if body.get("provider") != PROVIDER_SLUG:
+            return refuse(
+                "rejected",
+                error(400, "provider_not_found", f"Provider {body.get('provider')!r} not found."),
+            )
+        if key_ids is None or key_ids == []:
+            key_ids = list(sim.ssh_keys)  # omitted or empty: every key on the account
+        elif not isinstance(key_ids, list) or not all(
+            isinstance(k, str) and k in sim.ssh_keys for k in key_ids
+        ):
+            return refuse("rejected", error(400, "validation_error", "Unknown ssh_key_ids."))
+        if entry is None:
+            gone = sim.offer_keys.get(offer_id)
+            if gone is not None and sim.in_stock(sim.catalog[gone]) <= 0:
+                sim.start_cooldown(gone)
+                sku, region = gone
+            return refuse("no_capacity", _offer_unavailable())
+        cooling = sim.cooling_for(entry.key)
+        if cooling is not None:
+            return refuse(
+                "no_capacity",
+                error(
+                    503,
+                    "offer_cooling_down",
+                    "A recent deployment attempt hit capacity for this offer; retry later.",
+                    retry_after=math.ceil(cooling),
+                ),
+            )
+        if sim.take_fault("capacity_race") is not None:
+            sim.start_cooldown(entry.key)
+            return refuse("capacity_race", _offer_unavailable())
+        if sim.balance < entry.price_per_hour:
+            return refuse(
+                "insufficient_funds",
+                error(
+                    402,
+                    "insufficient_balance",
+                    f"Insufficient balance. Required: ${_dollars(entry.price_per_hour)}, "
+                    f"available: ${_dollars(sim.balance)}",
+                    required_balance=str(entry.price_per_hour),
+                    current_balance=sim.balance_text(),
+                ),
+            )
+        vm = sim.new_deployment(entry, offer_id, [str(k) for k in key_ids])
+        if sim.take_fault("create_error_after_commit") is not None:
+            sim.record_create(
+                sku=sku, region=region, name=None, outcome="error_after_commit", vm_id=vm.id
+            )
+            return sim.server_error_response()
+        sim.record_create(sku=sku, region=region, name=None, outcome="created", vm_id=vm.id)
+        delay = sim.take_fault("create_delay")
+        if delay is not None:
+            await asyncio.sleep(delay.seconds)
+        return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
+
+    async def list_deployments(request: Request) -> Response:
+        paging = _paging(request)
+        if isinstance(paging, JSONResponse):
+            return paging
+        newest_first = sorted(sim.vms.values(), key=lambda vm: vm.created_at, reverse=True)
+        rows, envelope = _page(newest_first, *paging)
+        return JSONResponse({"data": [sim.deployment_json(vm) for vm in rows], **envelope})
+
+    async def get_deployment(request: Request) -> Response:
+        vm = sim.vms.get(request.path_params["deployment_id"])
+        if vm is None:
+            return error(404, "not_found", "Deployment not found")
+        return JSONResponse(sim.deployment_json(vm))
+
+    async def stop_deployment(request: Request) -> Response:
+        vm = sim.vms.get(request.path_params["deployment_id"])
+        if vm is None:
+            return error(404, "not_found", "Deployment not found")
+        status = sim.vm_status(vm)
+        if status in ("stopping", "terminated", "failed", "interrupted"):
+            return error(400, "validation_error", f"Deployment is {status} and cannot stop.")
+        vm.deleted = time.monotonic()
+        return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
+
+    base = "/api/v1"
+    return [
+        Route(f"{base}/offers", offers, methods=["GET"]),
+        Route(f"{base}/offers/{{offer_id}}", offer, methods=["GET"]),
+        Route(f"{base}/gpu-families", gpu_families, methods=["GET"]),
+        Route(f"{base}/account", keyed(account), methods=["GET"]),
+        Route(f"{base}/account/balance", keyed(balance), methods=["GET"]),
+        Route(f"{base}/users/me/ssh-keys", keyed(list_ssh_keys), methods=["GET"]),
+        Route(f"{base}/users/me/ssh-keys", keyed(add_ssh_key), methods=["POST"]),
+        Route(f"{base}/deployments", keyed(create_deployment), methods=["POST"]),
+        Route(f"{base}/deployments", keyed(list_deployments), methods=["GET"]),
+        Route(f"{base}/deployments/{{deployment_id}}", keyed(get_deployment), methods=["GET"]),
+        Route(
+            f"{base}/deployments/{{deployment_id}}/stop", keyed(stop_deployment), methods=["POST"]
+        ),
+    ]
+
+
+def _offer_unavailable() -> JSONResponse:
+    return error(400, "offer_unavailable", "Offer is no longer available.")
+
+
+def _dollars(amount: Decimal) -> str:
+    """An amount the way the 402 message prints it (`$0.79`, `$0`)."""
+    return format(amount.normalize(), "f")
+
+
+def build_app(sim: QuantaCloudSimulator) -> Starlette:
+    """The simulated QuantaCloud API plus its `/_sim` control API."""
+    return provider_app(sim, _routes(sim))

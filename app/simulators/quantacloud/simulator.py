@@ -1,0 +1,237 @@
+"""QuantaCloud's simulated state: ephemeral offer ids, cool-downs, deployments, SSH keys."""
+
+import base64
+import hashlib
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
+from app.simulators.quantacloud.catalog import build_entries, kind_of, per_gpu_price
+
+API_KEY = "sim-key"
+RATE_LIMIT = 3000  # requests per window, per client IP (reference: 3,000 per 15 min per IP)
+RATE_WINDOW = 15 * 60.0
+DEFAULT_COOLDOWN_SECONDS = 5.0
+FAILURE_CODE = "provisioning_failed"  # a guess: the reference names the field, not its values
+
+
+def error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    """QuantaCloud's error envelope: `{"error": {"code", "message", ...}}`."""
+    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
+
+
+def iso(unix: float) -> str:
+    """Unix seconds as ISO 8601 UTC with milliseconds and a `Z`."""
+    moment = datetime.fromtimestamp(unix, UTC).isoformat(timespec="milliseconds")
+    return moment.replace("+00:00", "Z")
+
+
+def fingerprint(public_key: str) -> str | None:
+    """The `SHA256:...` fingerprint `ssh-keygen -lf` prints, or None if this is not a key line."""
+    parts = public_key.strip().split()
+    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")):
+        return None
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except ValueError:
+        return None
+    if not blob:
+        return None
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+@dataclass
+class SSHKey:
+    """A key on the account; the API lists it without its material."""
+
+    id: str
+    name: str
+    fingerprint: str
+    created_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """As `GET /users/me/ssh-keys` lists it."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "managed": False,
+            "fingerprint": self.fingerprint,
+            "createdAt": iso(self.created_at),
+        }
+
+
+class QuantaCloudSimulator(ProviderSimulator):
+    """QuantaCloud: in-stock-only offers with ephemeral ids, deployments without names."""
+
+    name = "quantacloud"
+    catalog_entries = build_entries()
+
+    def reset(self) -> None:
+        """Back to a fresh start (see `ProviderSimulator.reset`)."""
+        super().reset()
+        self.offer_ids: dict[tuple[str, str], str] = {}  # current id of each in-stock offer
+        self.offer_keys: dict[str, tuple[str, str]] = {}  # every id ever issued -> its offer
+        self.cooling_until: dict[tuple[str, str], float] = {}  # monotonic seconds
+        self.cooldown_seconds = DEFAULT_COOLDOWN_SECONDS
+        self.deployment_details = True
+        self.ssh_keys: dict[str, SSHKey] = {}
+
+    # --- offers ----------------------------------------------------------------------------
+
+    def on_stock_change(self, entry: CatalogEntry, quantity: int) -> None:
+        """An offer that comes back into stock comes back under a new id."""
+        if quantity <= 0:
+            self.offer_ids.pop(entry.key, None)
+        elif entry.key not in self.offer_ids:
+            offer_id = str(uuid.uuid4())
+            self.offer_ids[entry.key] = offer_id
+            self.offer_keys[offer_id] = entry.key
+
+    def take_one(self, entry: CatalogEntry) -> bool:
+        """Take one machine out of stock; the offer (and its id) goes when the last one does."""
+        taken = super().take_one(entry)
+        if self.in_stock(entry) <= 0:
+            self.offer_ids.pop(entry.key, None)
+        return taken
+
+    def live_offers(self) -> list[tuple[CatalogEntry, str]]:
+        """In-stock offers with their ids, cheapest per GPU first."""
+        live = [
+            (entry, self.offer_ids[key])
+            for key, entry in self.catalog.items()
+            if self.in_stock(entry) > 0 and key in self.offer_ids
+        ]
+        live.sort(key=lambda pair: (per_gpu_price(pair[0]), pair[0].sku, pair[0].region))
+        return live
+
+    def offer_by_id(self, offer_id: str) -> CatalogEntry | None:
+        """The in-stock offer with this id, or None once it is gone."""
+        key = self.offer_keys.get(offer_id)
+        if key is None or self.offer_ids.get(key) != offer_id:
+            return None
+        return self.catalog[key]
+
+    def cooling_for(self, key: tuple[str, str]) -> float | None:
+        """Seconds left of this offer's capacity cool-down, or None."""
+        until = self.cooling_until.get(key)
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        return left if left > 0 else None
+
+    def start_cooldown(self, key: tuple[str, str]) -> None:
+        """A create just hit capacity on this offer+location."""
+        if self.cooldown_seconds > 0:
+            self.cooling_until[key] = time.monotonic() + self.cooldown_seconds
+
+    # --- deployments -----------------------------------------------------------------------
+
+    def vm_status(self, vm: SimVM) -> str:
+        """provisioning -> connecting -> active, or failed; stopping -> terminated."""
+        stopped = self.deletion_progress(vm)
+        if stopped is not None:
+            return "terminated" if stopped >= 1 else "stopping"
+        progress = self.progress(vm)
+        if vm.fail_after_accept and progress >= 0.5:
+            return "failed"
+        if progress < 0.5:
+            return "provisioning"
+        return "connecting" if progress < 1 else "active"
+
+    def deployment_json(self, vm: SimVM) -> dict[str, Any]:
+        """A deployment as `GET /deployments/{id}` shows it."""
+        real = self.vm_status(vm)
+        body: dict[str, Any] = {
+            "id": vm.id,
+            "status": self.status_for_response(vm),
+            "failure_code": FAILURE_CODE if real == "failed" else None,
+            "connection": (
+                {"public_ip": vm.ip, "ssh_port": 22, "ssh_user": "ubuntu"}
+                if real == "active"
+                else None
+            ),
+        }
+        if self.deployment_details:
+            # Proposal, not seen in the reference: what crash recovery needs to match a
+            # deployment to the offer it came from.
+            kind = kind_of(vm.entry)
+            body.update(
+                createdAt=iso(vm.created_at),
+                offerId=vm.details.get("offer_id"),
+                gpu={"slug": kind.slug, "name": kind.name},
+                gpuCount=vm.entry.gpu_count,
+                region=vm.entry.region,
+                priceHourly=float(vm.entry.price_per_hour),
+            )
+        return body
+
+    def describe_vm(self, vm: SimVM) -> dict[str, Any]:
+        """A deployment for the control API, with the offer and SSH keys it was created with."""
+        return {
+            **super().describe_vm(vm),
+            "offer_id": vm.details.get("offer_id"),
+            "ssh_key_ids": vm.details.get("ssh_key_ids", []),
+        }
+
+    def new_deployment(self, entry: CatalogEntry, offer_id: str, ssh_key_ids: list[str]) -> SimVM:
+        """Take one from stock, charge the first hour and start a deployment booting."""
+        self.take_one(entry)
+        self.balance -= entry.price_per_hour
+        vm = self.new_vm(f"dep_{uuid.uuid4().hex[:24]}", entry, name=None, tags=[])
+        vm.details.update(offer_id=offer_id, ssh_key_ids=ssh_key_ids)
+        return vm
+
+    # --- SSH keys --------------------------------------------------------------------------
+
+    def add_ssh_key(self, name: str, fp: str) -> SSHKey:
+        """Register a key on the account."""
+        key = SSHKey(f"key_{uuid.uuid4().hex[:16]}", name, fp, time.time())
+        self.ssh_keys[key.id] = key
+        return key
+
+    # --- wire format -----------------------------------------------------------------------
+
+    def server_error_response(self) -> Response:
+        """QuantaCloud's 500."""
+        return error(500, "internal_error", "Internal server error.")
+
+    def rate_limited_response(self, retry_after: float) -> Response:
+        """QuantaCloud's 429: no Retry-After, no hint in the body."""
+        return error(429, "rate_limited", "Too many requests.")
+
+    def rate_limit(self, request: Request) -> Response | None:
+        """3,000 requests per 15 minutes per client IP, every endpoint counted."""
+        ip = request.client.host if request.client else "unknown"
+        over = self.limiter.hit(f"ip:{ip}", RATE_LIMIT, RATE_WINDOW, time.monotonic())
+        return None if over is None else self.rate_limited_response(over)
+
+    def configure(self, body: dict[str, Any]) -> str | None:
+        """`cooldown_seconds` (capacity cool-down) and `deployment_details` (proposal fields)."""
+        if "cooldown_seconds" in body:
+            value = body["cooldown_seconds"]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                return "cooldown_seconds must be a number >= 0"
+            self.cooldown_seconds = float(value)
+        if "deployment_details" in body:
+            if not isinstance(body["deployment_details"], bool):
+                return "deployment_details must be true or false"
+            self.deployment_details = body["deployment_details"]
+        return None
+
+    def config_view(self) -> dict[str, Any]:
+        """The QuantaCloud-specific settings."""
+        return {
+            "cooldown_seconds": self.cooldown_seconds,
+            "deployment_details": self.deployment_details,
+        }
+
+    def balance_text(self) -> str:
+        """The balance as the 402 body and the balance proposal write it: six decimals."""
+        return str(self.balance.quantize(Decimal("0.000001")))
