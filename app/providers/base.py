@@ -137,7 +137,11 @@ class ProviderAdapter(Protocol):
     async def create_vm(
         self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
     ) -> VM:
-        """Create one plain VM from `offer`, named `name` and tagged `tag` where possible."""
+        """Create one plain VM from `offer`, named `name` and tagged `tag` where possible.
+
+        Raises `Unavailable` (not `OutcomeUnknown`) when a call needed before the create
+        itself failed: nothing was sent, so no VM can exist.
+        """
         ...
 
     async def get_vm(self, vm_id: str) -> VM | None:
