@@ -1,0 +1,202 @@
+"""Verda's JSON (instance types, instances) turned into the service's `Offer` and `VM`."""
+
+import logging
+import re
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from app.catalogue import Interconnect, Provider
+from app.providers.base import VM, Offer, VMState
+
+logger = logging.getLogger(__name__)
+
+TAG_KEY = "autoprovision"
+
+# Verda's `model` (or the name in `gpu.description`), upper-cased without spaces or dashes.
+_MODELS = {
+    "GB300": "GB300",
+    "B300": "B300",
+    "GB200": "GB200",
+    "B200": "B200",
+    "GH200": "GH200",
+    "H200": "H200",
+    "H100": "H100",
+    "L40S": "L40S",
+    "L40": "L40",
+    "A40": "A40",
+    "RTXPRO6000": "RTX-PRO-6000",
+    "RTX6000ADA": "RTX-6000-ADA",
+    "RTXA6000": "RTX-A6000",
+    "A6000": "RTX-A6000",
+    "RTXA5000": "RTX-A5000",
+    "A5000": "RTX-A5000",
+    "RTXA4000": "RTX-A4000",
+    "A4000": "RTX-A4000",
+    "TESLAV100": "V100",
+    "V100": "V100",
+    "MI300X": "MI300X",
+}
+_SXM_MODELS = frozenset({"B300", "B200", "GB300", "GB200"})
+_PCIE_MODELS = frozenset(
+    {"L40S", "L40", "A40", "RTX-PRO-6000", "RTX-6000-ADA", "RTX-A6000", "RTX-A5000", "RTX-A4000"}
+)
+_SXM_SKU = re.compile(r"\.\d+S\.")  # `1H100.80S.30V`: the S after the memory size is SXM
+_FORM_FACTOR = re.compile(r"^(SXM\d*|PCIE|NVL|HGX)$", re.IGNORECASE)
+
+_STATES = {
+    "new": VMState.PENDING,
+    "ordered": VMState.PENDING,
+    "validating": VMState.PENDING,
+    "provisioning": VMState.PENDING,
+    "running": VMState.RUNNING,
+    "offline": VMState.STOPPED,
+    "deleting": VMState.DELETING,
+    "discontinued": VMState.GONE,
+    "notfound": VMState.GONE,
+    "error": VMState.FAILED,
+    "no_capacity": VMState.FAILED,
+    "installation_failed": VMState.FAILED,
+}
+
+
+def _key(text: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "", text.upper())
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def decimal(value: Any) -> Decimal | None:
+    """A wire number or decimal string as a Decimal (never through float arithmetic)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    try:
+        result = Decimal(str(value).strip())
+    except InvalidOperation:
+        return None
+    return result if result.is_finite() else None
+
+
+def gpu_model(model: Any, description: Any, count: int, total_memory: int | None) -> str | None:
+    """The catalogue name for Verda's `model` (falling back on `gpu.description`)."""
+    names = [model] if isinstance(model, str) else []
+    if isinstance(description, str):
+        # "8x H100 SXM5 80GB" -> "H100": drop the count, the memory and the form factor
+        words = [w for w in description.split()[1:] if not re.fullmatch(r"\d+GB", w)]
+        names.append(" ".join(w for w in words if not _FORM_FACTOR.match(w)))
+    for name in names:
+        key = _key(name)
+        if key == "A100":
+            per_gpu = total_memory // count if total_memory else 0
+            return "A100-80G" if per_gpu >= 60 else "A100-40G" if per_gpu > 0 else None
+        if key in _MODELS:
+            return _MODELS[key]
+    return None
+
+
+def interconnect(sku: str, model: str, data: dict[str, Any]) -> Interconnect | None:
+    """SXM for SXM types (named so, `.80S.`-style names, HGX Blackwell); PCIe for PCIe cards."""
+    names = " ".join(
+        str(v) for v in (data.get("name"), _dict(data.get("gpu")).get("description")) if v
+    )
+    if model in _SXM_MODELS or _SXM_SKU.search(sku) or "SXM" in names.upper():
+        return Interconnect.SXM
+    if model in _PCIE_MODELS:
+        return Interconnect.PCIE
+    return None
+
+
+def offer(data: dict[str, Any], region: str) -> Offer | None:
+    """An on-demand `Offer` for one instance type in one location, or None if not a GPU we know."""
+    sku = data.get("instance_type")
+    gpu = _dict(data.get("gpu"))
+    count = _int(gpu.get("number_of_gpus"))
+    if not isinstance(sku, str) or not count or count < 1:
+        return None
+    model = gpu_model(
+        data.get("model"),
+        gpu.get("description"),
+        count,
+        _int(_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
+    )
+    price = decimal(data.get("price_per_hour"))
+    currency = str(data.get("currency") or "usd").lower()
+    if model is None or price is None or price <= 0 or currency != "usd":
+        logger.debug(
+            "verda: leaving out %s in %s (model %r, price %r %s)",
+            sku,
+            region,
+            data.get("model"),
+            data.get("price_per_hour"),
+            currency,
+        )
+        return None
+    disk = _int(_dict(data.get("storage")).get("size_in_gigabytes"))
+    return Offer(
+        provider=Provider.VERDA,
+        region=region,
+        sku=sku,
+        gpu_model=model,
+        gpu_count=count,
+        price_per_hour=price,
+        interconnect=interconnect(sku, model, data),
+        vcpus=_int(_dict(data.get("cpu")).get("number_of_cores")),
+        ram_gb=_int(_dict(data.get("memory")).get("size_in_gigabytes")),
+        disk_gb=disk,
+        disk_fixed=disk is not None,  # else Verda sizes the OS volume at deploy time
+    )
+
+
+def vm(data: Any) -> VM | None:
+    """A `VM` from Verda's Instance object; None if it lacks an id."""
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
+        return None
+    status = data.get("status")
+    status = status if isinstance(status, str) else "unknown"
+    return VM(
+        provider=Provider.VERDA,
+        id=data["id"],
+        state=_STATES.get(status, VMState.UNKNOWN),
+        provider_status=status,
+        name=_str(data.get("hostname")),
+        region=_str(data.get("location")),
+        sku=_str(data.get("instance_type")),
+        ip=_str(data.get("ip")),
+        created_at=_time(data.get("created_at")),
+        tags=_tags(data.get("tags")),
+    )
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    """Our own tag as given at create (the `autoprovision` value); others as `key=value`."""
+    tags: list[str] = []
+    for tag in value if isinstance(value, list) else []:
+        if not isinstance(tag, dict) or not isinstance(tag.get("key"), str):
+            continue
+        key, val = tag["key"], tag.get("value")
+        if key == TAG_KEY and isinstance(val, str):
+            tags.append(val)
+        else:
+            tags.append(key if val is None else f"{key}={val}")
+    return tuple(tags)

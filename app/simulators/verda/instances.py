@@ -1,0 +1,224 @@
+"""`/v1/instances`: deploy, list, get and act on instances, with the create-path faults."""
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from app.simulators.core import SimVM
+from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, IMAGES_BY_KEY, LOCATION_CODES
+from app.simulators.verda.simulator import PENDING_STATUSES, VerdaSimulator, error
+from app.simulators.verda.wire import authed, invalid, json_body, no_capacity
+
+REQUIRED_CREATE_FIELDS = ("instance_type", "image", "hostname", "location_code")
+ACTIONS = frozenset(
+    {"boot", "start", "shutdown", "delete", "discontinue", "hibernate", "configure_spot",
+     "force_shutdown", "delete_stuck", "deploy", "transfer"}
+)  # fmt: skip
+SIMULATED_ACTIONS = frozenset(
+    {"delete", "discontinue", "shutdown", "force_shutdown", "start", "boot"}
+)
+TAG_LIMIT = 10
+
+
+def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
+    """GET/POST/PUT `/v1/instances` and GET `/v1/instances/{id}`."""
+
+    async def create_instance(request: Request) -> Response:
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        sku, region, hostname = (
+            body.get("instance_type"),
+            body.get("location_code"),
+            body.get("hostname"),
+        )
+
+        def record(outcome: str, vm_id: str | None = None) -> None:
+            sim.record_create(
+                sku=sku if isinstance(sku, str) else None,
+                region=region if isinstance(region, str) else None,
+                name=hostname if isinstance(hostname, str) else None,
+                outcome=outcome,
+                vm_id=vm_id,
+            )
+
+        problem = validate_create(body)
+        if problem is not None:
+            record("rejected")
+            return invalid(problem)
+        entry = sim.catalog.get((str(sku), str(region)))
+        if entry is None or body.get("is_spot") is True:
+            record("no_capacity")
+            return no_capacity()
+        if sim.balance < entry.price_per_hour:
+            record("insufficient_funds")
+            return error(402, "insufficient_funds", "Not enough funds to perform this action")
+        if sim.in_stock(entry) > 0 and sim.take_fault("capacity_race") is not None:
+            record("capacity_race")
+            return no_capacity()
+        if not sim.take_one(entry):
+            record("no_capacity")
+            return no_capacity()
+        vm = make_vm(body, entry_key=(str(sku), str(region)))
+        if sim.take_fault("create_error_after_commit") is not None:
+            record("error_after_commit", vm.id)
+            return sim.server_error_response()
+        record("created", vm.id)
+        delay = sim.take_fault("create_delay")
+        if delay is not None:
+            await asyncio.sleep(delay.seconds)
+        return PlainTextResponse(vm.id, 202)
+
+    def validate_create(body: dict[str, Any]) -> str | None:
+        for field in REQUIRED_CREATE_FIELDS:
+            value = body.get(field)
+            if not isinstance(value, str) or not value.strip():
+                return f"{field} should not be empty"
+        if body["location_code"] not in LOCATION_CODES:
+            return "Invalid location code"
+        if body["instance_type"] not in GPU_TYPES:
+            if body["instance_type"] in ALL_TYPES:
+                return "The simulator deploys GPU instance types only"
+            return "Invalid instance type"
+        if body["image"] not in IMAGES_BY_KEY:
+            return "Invalid image"
+        keys = body.get("ssh_key_ids") or []
+        keys = [keys] if isinstance(keys, str) else keys
+        if not isinstance(keys, list) or any(k not in sim.ssh_keys for k in keys):
+            return "Invalid ssh key id"
+        tags = body.get("tags") or []
+        if not isinstance(tags, list) or len(tags) > TAG_LIMIT:
+            return f"tags must be a list of at most {TAG_LIMIT} items"
+        for tag in tags:
+            if not isinstance(tag, dict) or not isinstance(tag.get("key"), str):
+                return "each tag needs a string key"
+            if not 0 < len(tag["key"]) <= 63 or len(str(tag.get("value") or "")) > 127:
+                return "tag keys are 1-63 characters, values at most 127"
+        return None
+
+    def make_vm(body: dict[str, Any], *, entry_key: tuple[str, str]) -> SimVM:
+        tags = [
+            {
+                "id": f"tag_{uuid.uuid4().hex[:20]}",
+                "key": t["key"].lower(),
+                "value": t.get("value"),
+            }
+            for t in body.get("tags") or []
+        ]
+        keys = body.get("ssh_key_ids") or []
+        image = IMAGES_BY_KEY[body["image"]]
+        vm = sim.new_vm(
+            sim.new_instance_id(),
+            sim.catalog[entry_key],
+            name=body["hostname"],
+            tags=[t["key"] if t["value"] is None else f"{t['key']}={t['value']}" for t in tags],
+        )
+        vm.details.update(
+            description=body.get("description") or "",
+            image=image["image_type"],
+            os_name=image["details"][0],
+            startup_script_id=body.get("startup_script_id"),
+            ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
+            os_volume_id=str(uuid.uuid4()),
+            jupyter_token=uuid.uuid4().hex,
+            tags=tags,
+        )
+        return vm
+
+    async def list_instances(request: Request) -> Response:
+        params = request.query_params
+        status = params.get("status")
+        compute_id = params.get("computeId")
+        tag_filters = [t.partition("=") for t in params.getlist("tag")]
+        found = []
+        for vm in sim.vms.values():
+            if status is None and not sim.visible(vm):
+                continue
+            if status is not None and sim.vm_status(vm) != status:
+                continue
+            if compute_id is not None and vm.id != compute_id:
+                continue
+            if not all(has_tag(vm, key, sep, value) for key, sep, value in tag_filters):
+                continue
+            found.append(sim.instance_json(vm))
+        return JSONResponse(found)
+
+    def has_tag(vm: SimVM, key: str, sep: str, value: str) -> bool:
+        return any(
+            t["key"] == key.lower() and (not sep or t["value"] == value)
+            for t in vm.details.get("tags", [])
+        )
+
+    async def get_instance(request: Request) -> Response:
+        vm = sim.vms.get(request.path_params["instance_id"])
+        if vm is None:
+            return error(404, "not_found", "Invalid instance id")
+        return JSONResponse(sim.instance_json(vm))
+
+    async def instance_action(request: Request) -> Response:
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        action, ids = body.get("action"), body.get("id")
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(action, str) or action not in ACTIONS:
+            return invalid("Invalid action")
+        if action not in SIMULATED_ACTIONS:
+            return invalid(f"The simulator does not perform the {action} action")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            return invalid("id should not be empty")
+        results = [(vm_id, act(action, vm_id)) for vm_id in ids]
+        if len(results) == 1:
+            outcome = results[0][1]
+            if outcome is None:
+                return Response(status_code=204)
+            if outcome[0] >= 400:
+                code = "not_found" if outcome[0] == 404 else "invalid_request"
+                return error(outcome[0], code, outcome[1])
+        items = []
+        for vm_id, outcome in results:
+            item: dict[str, Any] = {"instanceId": vm_id, "action": action, "status": "success"}
+            if outcome is not None and outcome[0] >= 400:
+                item |= {"status": "error", "error": outcome[1], "statusCode": outcome[0]}
+            items.append(item)
+        failed = any(item["status"] == "error" for item in items)
+        return JSONResponse(items, status_code=207 if failed else 202)
+
+    def act(action: str, vm_id: str) -> tuple[int, str] | None:
+        """(status, message) for one instance; None when it is already in that state."""
+        vm = sim.vms.get(vm_id)
+        if vm is None:
+            return (404, "Invalid instance id")
+        status = sim.vm_status(vm)
+        if action in ("delete", "discontinue"):
+            if status == "deleting":
+                return None
+            if status == "discontinued" or status in PENDING_STATUSES:
+                return (400, f"Can't discontinue a {status} instance")
+            vm.deleted = time.monotonic()
+            return (202, "")
+        if action in ("shutdown", "force_shutdown"):
+            if status == "offline":
+                return None
+            if status != "running":
+                return (400, f"Can't shutdown a {status} instance")
+            vm.details["offline"] = True
+            return (202, "")
+        if status == "running":
+            return None
+        if status != "offline":
+            return (400, f"Can't start a {status} instance")
+        vm.details["offline"] = False
+        return (202, "")
+
+    return [
+        Route("/v1/instances", authed(sim, list_instances), methods=["GET"]),
+        Route("/v1/instances", authed(sim, create_instance), methods=["POST"]),
+        Route("/v1/instances", authed(sim, instance_action), methods=["PUT"]),
+        Route("/v1/instances/{instance_id}", authed(sim, get_instance), methods=["GET"]),
+    ]

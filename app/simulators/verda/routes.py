@@ -1,0 +1,130 @@
+"""Verda's routes under `/v1`, served by `build_app` behind the shared fault and rate-limit gate."""
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from app.simulators.core import provider_app
+from app.simulators.verda.catalog import ALL_TYPES, CPU_LOCATIONS, CPU_TYPES, IMAGES, LOCATIONS
+from app.simulators.verda.instances import instance_routes
+from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
+from app.simulators.verda.wire import (
+    authed,
+    invalid,
+    json_body,
+    not_found,
+    spot_flag,
+)
+
+
+def build_app(sim: VerdaSimulator) -> Starlette:
+    """Verda's API at its real paths (`/v1/...`) plus the `/_sim` control API."""
+
+    async def token(request: Request) -> Response:
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        grant = body.get("grant_type")
+        if grant == "client_credentials":
+            if body.get("client_id") != CLIENT_ID or body.get("client_secret") != CLIENT_SECRET:
+                return error(401, "unauthorized_request", "Invalid client id or client secret")
+        elif grant == "refresh_token":
+            refresh = body.get("refresh_token")
+            if not isinstance(refresh, str) or refresh not in sim.refresh_tokens:
+                return error(401, "unauthorized_request", "Invalid refresh token")
+            sim.refresh_tokens.discard(refresh)
+        else:
+            return invalid("unsupported grant type")
+        return JSONResponse(sim.issue_token(str(grant)))
+
+    async def instance_types(request: Request) -> Response:
+        currency = request.query_params.get("currency", "usd").lower()
+        if currency not in ("usd", "eur"):
+            return invalid("currency must be one of: usd, eur")
+        if currency == "eur":
+            return invalid("The simulator prices in usd only")
+        return JSONResponse(list(ALL_TYPES.values()))
+
+    def available_types(location: str, spot: bool) -> list[str]:
+        if spot:
+            return []  # the simulator keeps no spot stock
+        names = [sku for (sku, region), n in sim.stock.items() if region == location and n > 0]
+        if location in CPU_LOCATIONS:
+            names += [t["instance_type"] for t in CPU_TYPES]
+        return names
+
+    async def availability(request: Request) -> Response:
+        spot = spot_flag(request)
+        if isinstance(spot, Response):
+            return spot
+        params = request.query_params
+        wanted = params.get("location_code", params.get("locationCode"))
+        return JSONResponse(
+            [
+                {"location_code": loc["code"], "availabilities": available_types(loc["code"], spot)}
+                for loc in LOCATIONS
+                if wanted is None or loc["code"] == wanted
+            ]
+        )
+
+    async def availability_of_type(request: Request) -> Response:
+        spot = spot_flag(request)
+        if isinstance(spot, Response):
+            return spot
+        sku = request.path_params["instance_type"]
+        params = request.query_params
+        wanted = params.get("location_code", params.get("locationCode"))
+        codes = [loc["code"] for loc in LOCATIONS if wanted is None or loc["code"] == wanted]
+        return JSONResponse(any(sku in available_types(code, spot) for code in codes))
+
+    async def locations(_request: Request) -> Response:
+        return JSONResponse(list(LOCATIONS))
+
+    async def images(_request: Request) -> Response:
+        return JSONResponse(list(IMAGES))
+
+    async def ssh_keys(request: Request) -> Response:
+        if request.method == "GET":
+            return JSONResponse(list(sim.ssh_keys.values()))
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        name, key = body.get("name"), body.get("key")
+        if not isinstance(name, str) or not name.strip():
+            return invalid("name should not be empty")
+        if not isinstance(key, str) or not key.strip().startswith(("ssh-", "ecdsa-")):
+            return invalid("key must be a valid public SSH key")
+        return PlainTextResponse(sim.add_ssh_key(name.strip(), key.strip())["id"], 201)
+
+    async def ssh_key(request: Request) -> Response:
+        record = sim.ssh_keys.get(request.path_params["key_id"])
+        if record is None:
+            return error(404, "not_found", "SSH key not found")
+        return JSONResponse([record])  # a list of one, as the Python SDK reads it
+
+    async def balance(_request: Request) -> Response:
+        return JSONResponse({"amount": float(sim.balance), "currency": "usd"})
+
+    routes: list[BaseRoute] = [
+        Route("/v1/oauth2/token", token, methods=["POST"]),
+        Route("/v1/instance-types", instance_types, methods=["GET"]),
+        Route("/v1/instance-availability", authed(sim, availability), methods=["GET"]),
+        Route(
+            "/v1/instance-availability/{instance_type}",
+            authed(sim, availability_of_type),
+            methods=["GET"],
+        ),
+        Route("/v1/locations", authed(sim, locations), methods=["GET"]),
+        Route("/v1/images", authed(sim, images), methods=["GET"]),
+        Route("/v1/ssh-keys", authed(sim, ssh_keys), methods=["GET", "POST"]),
+        Route("/v1/sshkeys", authed(sim, ssh_keys), methods=["GET", "POST"]),
+        Route("/v1/ssh-keys/{key_id}", authed(sim, ssh_key), methods=["GET"]),
+        Route("/v1/sshkeys/{key_id}", authed(sim, ssh_key), methods=["GET"]),
+        *instance_routes(sim),
+        Route("/v1/balance", authed(sim, balance), methods=["GET"]),
+    ]
+    app = provider_app(sim, routes)
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, not_found)
+    return app

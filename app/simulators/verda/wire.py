@@ -1,0 +1,60 @@
+"""Verda's wire conventions shared by the simulated routes: errors, bodies, auth."""
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.simulators.verda.simulator import VerdaSimulator, error
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def invalid(message: str) -> Response:
+    """400 `invalid_request`."""
+    return error(400, "invalid_request", message)
+
+
+def unauthorized() -> Response:
+    """401 `unauthorized_request` for a missing, unknown or expired bearer token."""
+    return error(401, "unauthorized_request", "Invalid or expired access token")
+
+
+def no_capacity() -> Response:
+    """Verda's capacity error on `POST /v1/instances`."""
+    return error(503, "service_unavailable", "No capacity available")
+
+
+async def json_body(request: Request) -> dict[str, Any] | Response:
+    """The request's JSON object, or Verda's 400."""
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError:
+        return invalid("Request body is not valid JSON")
+    return body if isinstance(body, dict) else invalid("Request body must be a JSON object")
+
+
+def spot_flag(request: Request) -> bool | Response:
+    """`is_spot` (or the deprecated `isSpot`) as a boolean; "false" when absent."""
+    raw = request.query_params.get("is_spot", request.query_params.get("isSpot", "false"))
+    if raw.lower() not in ("true", "false"):
+        return invalid("is_spot must be a boolean string")
+    return raw.lower() == "true"
+
+
+def authed(sim: VerdaSimulator, handler: Handler) -> Handler:
+    """`handler`, behind Verda's bearer-token check."""
+
+    async def wrapped(request: Request) -> Response:
+        if not sim.authorized(request):
+            return unauthorized()
+        return await handler(request)
+
+    return wrapped
+
+
+async def not_found(_request: Request, _exc: Exception) -> Response:
+    """Verda answers unknown paths (and methods) with its JSON 404."""
+    return error(404, "not_found", "Resource not found")

@@ -1,0 +1,145 @@
+"""The official `verda` Python SDK against the simulated Verda: its own objects must parse.
+
+The SDK is synchronous (`requests`), so the simulator runs on a real socket in a thread.
+"""
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from verda import VerdaClient
+from verda.exceptions import APIException
+from verda.images import Image
+from verda.instance_types import InstanceType
+from verda.instances import Instance
+
+from app.simulators.verda import VerdaSimulator, build_app
+from tests.servers import serve_in_thread
+
+IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNvbnRyYWN0LXRlc3Qta2V5 sdk@test"
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    app = Starlette(routes=[Mount("/verda", app=build_app(VerdaSimulator()))])
+    with serve_in_thread(app) as url:
+        yield f"{url}/verda"
+
+
+@pytest.fixture
+def control(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url) as client:
+        client.post("/_sim/reset").raise_for_status()
+        client.put("/_sim/config", json={"boot_seconds": 0.2}).raise_for_status()
+        yield client
+
+
+@pytest.fixture
+def verda(base_url: str, control: httpx.Client) -> VerdaClient:
+    return VerdaClient("sim-client", "sim-secret", base_url=f"{base_url}/v1")
+
+
+def put_stock(control: httpx.Client, sku: str, region: str, quantity: int) -> None:
+    body = {"sku": sku, "region": region, "quantity": quantity}
+    control.put("/_sim/stock", json=body).raise_for_status()
+
+
+def test_wrong_credentials_raise_the_sdks_api_exception(base_url: str) -> None:
+    with pytest.raises(APIException) as caught:
+        VerdaClient("sim-client", "wrong", base_url=f"{base_url}/v1")
+    assert caught.value.code == "unauthorized_request"
+
+
+def test_instance_types_parse_into_the_sdks_objects(verda: VerdaClient) -> None:
+    types = {t.instance_type: t for t in verda.instance_types.get()}
+    b300 = types["8B300.240V"]
+    assert isinstance(b300, InstanceType)
+    assert (b300.price_per_hour, b300.model, b300.currency) == (45.52, "B300", "usd")
+    assert b300.gpu["number_of_gpus"] == 8 and b300.gpu_memory["size_in_gigabytes"] == 2096
+    assert 0 < b300.spot_price_per_hour < b300.price_per_hour
+    assert b300.serverless_price is not None
+    assert types["1H100.80S.30V"].price_per_hour == 2.59
+
+
+def test_availability_lists_and_single_type(verda: VerdaClient, control: httpx.Client) -> None:
+    put_stock(control, "8B300.240V", "FIN-03", 2)
+    every = verda.instances.get_availabilities(is_spot=False)
+    by_location = {loc["location_code"]: loc["availabilities"] for loc in every}
+    assert "8B300.240V" in by_location["FIN-03"]
+    one = verda.instances.get_availabilities(location_code="FIN-03")
+    assert [loc["location_code"] for loc in one] == ["FIN-03"]
+    assert verda.instances.is_available("8B300.240V", location_code="FIN-03") is True
+    assert verda.instances.is_available("8B300.240V", location_code="ICE-01") is False
+    assert verda.instances.is_available("8B300.240V", is_spot=True) is False
+
+
+def test_locations_images_and_ssh_keys(verda: VerdaClient) -> None:
+    assert {loc["code"] for loc in verda.locations.get()} == {"FIN-01", "FIN-02", "FIN-03",
+                                                                "ICE-01"}  # fmt: skip
+    images = verda.images.get(instance_type="8B300.240V")
+    assert all(isinstance(i, Image) for i in images)
+    assert IMAGE in {i.image_type for i in images}
+    key = verda.ssh_keys.create("contract", SSH_KEY)
+    assert str(uuid.UUID(key.id)) == key.id
+    assert [(k.id, k.public_key) for k in verda.ssh_keys.get()] == [(key.id, SSH_KEY)]
+    assert verda.ssh_keys.get_by_id(key.id).name == "contract"
+
+
+def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: httpx.Client) -> None:
+    put_stock(control, "8B300.240V", "FIN-03", 1)
+    key = verda.ssh_keys.create("contract", SSH_KEY)
+    created = verda.instances.create(
+        instance_type="8B300.240V",
+        image=IMAGE,
+        hostname="ap-contract-1",
+        description="contract test",
+        ssh_key_ids=[key.id],
+        location="FIN-03",
+    )
+    assert isinstance(created, Instance)
+    assert created.status in ("provisioning", "running")
+    assert (created.hostname, created.location, created.instance_type) == (
+        "ap-contract-1",
+        "FIN-03",
+        "8B300.240V",
+    )
+    assert created.ssh_key_ids == [key.id] and created.price_per_hour == 45.52
+    deadline = time.monotonic() + 3
+    while (current := verda.instances.get_by_id(created.id)).status != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert current.ip is not None and current.os_volume_id is not None
+    assert [i.id for i in verda.instances.get()] == [created.id]
+    assert [i.id for i in verda.instances.get(status="running")] == [created.id]
+    verda.instances.action(created.id, "delete", delete_permanently=True)
+    assert verda.instances.get_by_id(created.id).status in ("deleting", "discontinued")
+
+
+def test_no_capacity_is_the_sdks_service_unavailable(verda: VerdaClient) -> None:
+    with pytest.raises(APIException) as caught:
+        verda.instances.create(
+            instance_type="8H200.141S.176V",
+            image=IMAGE,
+            hostname="ap-contract-2",
+            description="",
+            location="FIN-01",
+        )
+    assert caught.value.code == verda.constants.error_codes.SERVICE_UNAVAILABLE
+
+
+def test_balance(verda: VerdaClient, control: httpx.Client) -> None:
+    control.put("/_sim/config", json={"balance": "50.5"}).raise_for_status()
+    balance = verda.balance.get()
+    assert (balance.amount, balance.currency) == (50.5, "usd")
+
+
+def test_an_expired_token_is_refreshed_by_the_sdk(base_url: str, control: httpx.Client) -> None:
+    control.put("/_sim/config", json={"token_ttl_seconds": 0.2}).raise_for_status()
+    verda = VerdaClient("sim-client", "sim-secret", base_url=f"{base_url}/v1")
+    time.sleep(0.25)
+    assert verda.balance.get().currency == "usd"

@@ -1,0 +1,487 @@
+"""The Verda adapter against the simulated Verda on a real socket, one fault kind at a time."""
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from app.catalogue import Interconnect, Provider
+from app.providers.base import (
+    VM,
+    AuthFailed,
+    InsufficientFunds,
+    NoCapacity,
+    Offer,
+    OutcomeUnknown,
+    ProviderAdapter,
+    RateLimited,
+    Rejected,
+    Unavailable,
+    VMState,
+)
+from app.providers.verda import VerdaAdapter
+from app.providers.verda.mapping import gpu_model
+from app.simulators.verda import VerdaSimulator, build_app
+from tests.servers import serve_in_thread
+
+IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
+NAME = "ap-01jd3xq8w1-1"
+TAG = "ap-order-01jd3xq8w1"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGF1dG9wcm92aXNpb24tdGVzdA me@laptop"
+TIMEOUT = 0.5
+B300 = ("8B300.240V", "FIN-03")
+TLS = ssl.create_default_context()  # built once: each client building its own costs ~30 ms
+
+
+@pytest.fixture(scope="module")
+def sim() -> VerdaSimulator:
+    return VerdaSimulator()
+
+
+@pytest.fixture(scope="module")
+def base_url(sim: VerdaSimulator) -> Iterator[str]:
+    app = Starlette(routes=[Mount("/verda", app=build_app(sim))])
+    with serve_in_thread(app) as url:
+        yield f"{url}/verda"
+
+
+@pytest.fixture
+async def control(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=base_url, verify=TLS) as client:
+        yield client
+
+
+@pytest.fixture(autouse=True)
+async def fresh_simulator(control: httpx.AsyncClient) -> None:
+    assert (await control.post("/_sim/reset")).status_code == 200
+    await control.put("/_sim/config", json={"boot_seconds": 0.3})
+
+
+@pytest.fixture
+async def sent() -> list[httpx.Request]:
+    return []
+
+
+@pytest.fixture
+async def http(sent: list[httpx.Request]) -> AsyncIterator[httpx.AsyncClient]:
+    async def record(request: httpx.Request) -> None:
+        sent.append(request)
+
+    async with httpx.AsyncClient(event_hooks={"request": [record]}, verify=TLS) as client:
+        yield client
+
+
+def make_adapter(
+    http: httpx.AsyncClient, base_url: str, *, secret: str = "sim-secret", image: str = IMAGE
+) -> VerdaAdapter:
+    return VerdaAdapter(
+        http,
+        base_url=f"{base_url}/v1",
+        client_id=SecretStr("sim-client"),
+        client_secret=SecretStr(secret),
+        image=image,
+        timeout=TIMEOUT,
+        create_timeout=TIMEOUT,
+    )
+
+
+@pytest.fixture
+async def adapter(http: httpx.AsyncClient, base_url: str) -> VerdaAdapter:
+    return make_adapter(http, base_url)
+
+
+async def stock(control: httpx.AsyncClient, sku: str, region: str, quantity: int) -> None:
+    body = {"sku": sku, "region": region, "quantity": quantity}
+    assert (await control.put("/_sim/stock", json=body)).status_code == 200
+
+
+async def fault(control: httpx.AsyncClient, kind: str, **extra: Any) -> None:
+    assert (await control.post("/_sim/faults", json={"kind": kind, **extra})).status_code == 201
+
+
+def offer_for(sku: str, region: str, **overrides: Any) -> Offer:
+    fields: dict[str, Any] = {
+        "provider": Provider.VERDA,
+        "region": region,
+        "sku": sku,
+        "gpu_model": "B300",
+        "gpu_count": 8,
+        "price_per_hour": Decimal("45.52"),
+    }
+    return Offer(**(fields | overrides))
+
+
+async def create(adapter: VerdaAdapter, name: str = NAME, ssh: str | None = None) -> VM:
+    return await adapter.create_vm(offer_for(*B300), name=name, tag=TAG, ssh_public_key=ssh)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 3.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not await check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.03)
+
+
+async def found_by_name(adapter: VerdaAdapter) -> list[VM]:
+    return await adapter.find_vms(
+        name=NAME, tag=TAG, offer=offer_for(*B300), not_before=datetime.now(UTC)
+    )
+
+
+async def wait_until_found(adapter: VerdaAdapter) -> list[VM]:
+    found: list[VM] = []
+
+    async def check() -> bool:
+        found[:] = await found_by_name(adapter)
+        return bool(found)
+
+    await eventually(check)
+    return found
+
+
+async def wait_for_state(adapter: VerdaAdapter, vm_id: str, state: VMState) -> VM:
+    seen: list[VM] = []
+
+    async def check() -> bool:
+        vm = await adapter.get_vm(vm_id)
+        assert vm is not None
+        seen[:] = [vm]
+        return vm.state is state
+
+    await eventually(check)
+    return seen[0]
+
+
+def test_the_adapter_is_a_provider_adapter(adapter: VerdaAdapter) -> None:
+    typed: ProviderAdapter = adapter
+    assert typed.provider is Provider.VERDA
+
+
+class TestOffers:
+    async def test_offers_are_normalized_from_types_and_availability(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        for sku, region in (B300, ("1A100.40S.22V", "FIN-01"), ("1V100.6V", "FIN-01"),
+                            ("2A6000.20V", "FIN-01"), ("8A100.176V", "FIN-02")):  # fmt: skip
+            await stock(control, sku, region, 2)
+        offers = {o.sku: o for o in await adapter.fetch_offers()}
+        assert offers["8B300.240V"] == Offer(
+            provider=Provider.VERDA,
+            region="FIN-03",
+            sku="8B300.240V",
+            gpu_model="B300",
+            gpu_count=8,
+            price_per_hour=Decimal("45.52"),
+            interconnect=Interconnect.SXM,
+            vcpus=240,
+            ram_gb=2200,
+            disk_gb=None,
+            disk_fixed=False,
+            available=None,
+        )
+        assert (offers["8A100.176V"].gpu_model, offers["8A100.176V"].interconnect) == (
+            "A100-80G",
+            Interconnect.SXM,
+        )
+        assert offers["1A100.40S.22V"].gpu_model == "A100-40G"
+        assert (offers["2A6000.20V"].gpu_model, offers["2A6000.20V"].interconnect) == (
+            "RTX-A6000",
+            Interconnect.PCIE,
+        )
+        assert (offers["1V100.6V"].disk_gb, offers["1V100.6V"].disk_fixed) == (225, True)
+        assert offers["2A6000.20V"].price_per_hour == Decimal("1.58")
+        assert set(offers) == {"8B300.240V", "1A100.40S.22V", "1V100.6V", "2A6000.20V",
+                               "8A100.176V"}  # fmt: skip
+
+    async def test_no_stock_no_offers_and_cpu_nodes_are_left_out(
+        self, adapter: VerdaAdapter
+    ) -> None:
+        assert await adapter.fetch_offers() == []
+
+    async def test_prices_are_cached_stock_is_read_every_time(
+        self, adapter: VerdaAdapter, sent: list[httpx.Request]
+    ) -> None:
+        await adapter.fetch_offers()
+        await adapter.fetch_offers()
+        paths = [r.url.path for r in sent]
+        assert paths.count("/verda/v1/instance-types") == 1
+        assert paths.count("/verda/v1/instance-availability") == 2
+        availability = next(r for r in sent if r.url.path.endswith("/instance-availability"))
+        assert availability.url.params["is_spot"] == "false"
+        await adapter.refresh_prices()
+        assert [r.url.path for r in sent].count("/verda/v1/instance-types") == 2
+
+    def test_verda_model_names_map_to_the_catalogue(self) -> None:
+        assert gpu_model("RTX PRO 6000", None, 8, 768) == "RTX-PRO-6000"
+        assert gpu_model("Tesla V100", None, 1, 16) == "V100"
+        assert gpu_model("A100", None, 2, 160) == "A100-80G"
+        assert gpu_model("H100 NEW NAME", "8x H100 SXM5 80GB", 8, 640) == "H100"
+        assert gpu_model("CPU Node", "", 0, 0) is None
+        assert gpu_model("Voodoo 5", "1x Voodoo 5 6000 64MB", 1, 0) is None
+
+
+class TestVMs:
+    async def test_create_get_find_delete(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 1)
+        vm = await create(adapter)
+        assert (vm.provider, vm.state, vm.name, vm.region, vm.sku, vm.tags) == (
+            Provider.VERDA, VMState.PENDING, NAME, "FIN-03", "8B300.240V", (TAG,),
+        )  # fmt: skip
+        creates = (await control.get("/_sim/creates")).json()
+        assert [(c["name"], c["outcome"], c["vm_id"]) for c in creates] == [
+            (NAME, "created", vm.id)
+        ]
+        running = await wait_for_state(adapter, vm.id, VMState.RUNNING)
+        assert running.ip is not None and running.provider_status == "running"
+        assert running.created_at is not None and running.tags == (TAG,)
+        assert [v.id for v in await found_by_name(adapter)] == [vm.id]
+        await adapter.delete_vm(vm.id)
+        gone = await adapter.get_vm(vm.id)
+        assert gone is not None and gone.state in (VMState.DELETING, VMState.GONE)
+        await adapter.delete_vm(vm.id)
+        await wait_for_state(adapter, vm.id, VMState.GONE)
+        await adapter.delete_vm(vm.id)
+        assert await found_by_name(adapter) == []
+
+    async def test_find_vms_matches_tag_and_hostname_exactly(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 3)
+        mine = await create(adapter)
+        await create(adapter, name=f"{NAME}0")
+        await adapter.create_vm(offer_for(*B300), name=NAME, tag=f"{TAG}0", ssh_public_key=None)
+        assert [v.id for v in await found_by_name(adapter)] == [mine.id]
+
+    async def test_an_ssh_key_is_registered_once_and_passed_by_id(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sim: VerdaSimulator
+    ) -> None:
+        await stock(control, *B300, 2)
+        first = await create(adapter, ssh=SSH_KEY)
+        second = await create(adapter, name=f"{NAME}x", ssh=SSH_KEY.replace("me@laptop", "x"))
+        assert len(sim.ssh_keys) == 1
+        key_id = next(iter(sim.ssh_keys))
+        assert sim.vms[first.id].details["ssh_key_ids"] == [key_id]
+        assert sim.vms[second.id].details["ssh_key_ids"] == [key_id]
+
+    async def test_unknown_ids_are_none_and_deleting_them_is_fine(
+        self, adapter: VerdaAdapter
+    ) -> None:
+        assert await adapter.get_vm("6f1c1f1e-4d7a-4b0e-9d43-0c1a2b3c4d5e") is None
+        assert await adapter.get_vm("../../balance") is None
+        await adapter.delete_vm("6f1c1f1e-4d7a-4b0e-9d43-0c1a2b3c4d5e")
+
+    async def test_a_delete_while_provisioning_is_retry_later(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await control.put("/_sim/config", json={"boot_seconds": 30})
+        await stock(control, *B300, 1)
+        vm = await create(adapter)
+        with pytest.raises(Unavailable, match="delete later"):
+            await adapter.delete_vm(vm.id)
+
+    async def test_balance_is_a_decimal(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await control.put("/_sim/config", json={"balance": "1234.56"})
+        assert await adapter.balance() == Decimal("1234.56")
+
+
+class TestReadFaults:
+    @pytest.mark.parametrize("kind", ["http_500", "malformed_json"])
+    async def test_a_broken_read_is_unavailable(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, kind: str
+    ) -> None:
+        await adapter.fetch_offers()
+        for read in (adapter.fetch_offers, adapter.balance):
+            await fault(control, kind)
+            with pytest.raises(Unavailable):
+                await read()
+        assert await adapter.fetch_offers() == []
+
+    async def test_a_read_that_times_out_is_unavailable(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await adapter.fetch_offers()
+        await fault(control, "timeout", seconds=TIMEOUT + 0.3)
+        with pytest.raises(Unavailable, match="timed out"):
+            await adapter.fetch_offers()
+
+    async def test_429_is_rate_limited_with_retry_after(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await adapter.balance()
+        await fault(control, "http_429", seconds=7)
+        with pytest.raises(RateLimited) as caught:
+            await adapter.fetch_offers()
+        assert caught.value.retry_after == 7
+
+    async def test_verdas_own_limit_is_rate_limited(self, adapter: VerdaAdapter) -> None:
+        for _ in range(60):
+            await adapter.balance()
+        with pytest.raises(RateLimited) as caught:
+            await adapter.balance()
+        assert caught.value.retry_after is not None and 50 <= caught.value.retry_after <= 60
+
+    async def test_an_unknown_status_is_unknown(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 1)
+        vm = await create(adapter)
+        await fault(control, "unknown_status")
+        odd = await adapter.get_vm(vm.id)
+        assert odd is not None and odd.state is VMState.UNKNOWN
+        assert odd.provider_status not in ("ordered", "provisioning", "running")
+
+
+class TestCreateOutcomes:
+    @pytest.fixture(autouse=True)
+    async def warm(self, adapter: VerdaAdapter, control: httpx.AsyncClient) -> None:
+        """A token first, so a request fault hits the create and not the token call."""
+        await stock(control, *B300, 1)
+        await adapter.balance()
+
+    @pytest.mark.parametrize("kind", ["http_500", "malformed_json"])
+    async def test_a_broken_answer_to_a_create_is_outcome_unknown(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, kind: str
+    ) -> None:
+        await fault(control, kind)
+        with pytest.raises(OutcomeUnknown):
+            await create(adapter)
+
+    async def test_a_create_that_times_out_is_outcome_unknown_and_found_later(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "timeout", seconds=TIMEOUT + 0.3)
+        with pytest.raises(OutcomeUnknown):
+            await create(adapter)
+        found = await wait_until_found(adapter)
+        assert [(v.name, v.tags) for v in found] == [(NAME, (TAG,))]
+
+    async def test_a_short_create_delay_still_succeeds(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "create_delay", seconds=0.1)
+        vm = await create(adapter)
+        assert [v.id for v in await found_by_name(adapter)] == [vm.id]
+
+    async def test_a_long_create_delay_is_outcome_unknown_and_found_later(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "create_delay", seconds=TIMEOUT + 0.3)
+        with pytest.raises(OutcomeUnknown):
+            await create(adapter)
+        assert len(await wait_until_found(adapter)) == 1
+
+    async def test_an_error_after_commit_is_outcome_unknown_and_finds_exactly_that_vm(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "create_error_after_commit")
+        with pytest.raises(OutcomeUnknown):
+            await create(adapter)
+        made = [c["vm_id"] for c in (await control.get("/_sim/creates")).json()]
+        assert [v.id for v in await found_by_name(adapter)] == made
+
+    async def test_a_capacity_race_is_no_capacity(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "capacity_race")
+        with pytest.raises(NoCapacity):
+            await create(adapter)
+        assert (await control.get("/_sim/vms")).json() == []
+
+    async def test_zero_stock_is_no_capacity(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 0)
+        with pytest.raises(NoCapacity) as caught:
+            await create(adapter)
+        assert caught.value.status_code == 503
+
+    async def test_a_low_balance_is_insufficient_funds(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await control.put("/_sim/config", json={"balance": "1"})
+        with pytest.raises(InsufficientFunds):
+            await create(adapter)
+
+    async def test_429_on_a_create_is_rate_limited(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "http_429", seconds=3)
+        with pytest.raises(RateLimited) as caught:
+            await create(adapter)
+        assert caught.value.retry_after == 3
+
+    async def test_fail_after_accept_creates_then_fails(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await fault(control, "fail_after_accept")
+        vm = await create(adapter)
+        failed = await wait_for_state(adapter, vm.id, VMState.FAILED)
+        assert failed.provider_status == "error"
+        await adapter.delete_vm(vm.id)
+
+    async def test_a_wrong_request_is_rejected(
+        self, http: httpx.AsyncClient, base_url: str, adapter: VerdaAdapter
+    ) -> None:
+        with pytest.raises(Rejected) as caught:
+            await make_adapter(http, base_url, image="no-such-image").create_vm(
+                offer_for(*B300), name=NAME, tag=TAG, ssh_public_key=None
+            )
+        assert caught.value.status_code == 400
+        with pytest.raises(Rejected):
+            await adapter.create_vm(
+                offer_for("9Z999.1V", "FIN-03"), name=NAME, tag=TAG, ssh_public_key=None
+            )
+
+
+class TestAuth:
+    async def test_wrong_credentials_are_auth_failed_and_never_shown(
+        self, http: httpx.AsyncClient, base_url: str, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 1)
+        wrong = make_adapter(http, base_url, secret="hunter2-very-secret")
+        with pytest.raises(AuthFailed) as on_read:
+            await wrong.fetch_offers()
+        with pytest.raises(AuthFailed) as on_create:
+            await create(wrong)
+        for text in (repr(wrong), str(on_read.value), str(on_create.value)):
+            assert "hunter2" not in text and "sim-client" not in text
+        assert (await control.get("/_sim/creates")).json() == []
+
+    async def test_a_token_is_reused_while_it_has_more_than_a_minute_left(
+        self, adapter: VerdaAdapter, sim: VerdaSimulator
+    ) -> None:
+        await adapter.balance()
+        await adapter.balance()
+        assert sim.grants == ["client_credentials"]
+
+    async def test_a_token_with_less_than_a_minute_left_is_refreshed_before_use(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sim: VerdaSimulator
+    ) -> None:
+        await control.put("/_sim/config", json={"token_ttl_seconds": 59})
+        for _ in range(3):
+            await adapter.balance()
+        assert sim.grants == ["client_credentials", "refresh_token", "refresh_token"]
+
+    async def test_a_401_gets_a_new_token_and_one_more_try_even_for_a_create(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sim: VerdaSimulator
+    ) -> None:
+        await adapter.balance()
+        await control.post("/_sim/reset")  # the simulator forgets every token it issued
+        await stock(control, *B300, 1)
+        vm = await create(adapter)
+        assert sim.grants == ["client_credentials"]
+        creates = (await control.get("/_sim/creates")).json()
+        assert [(c["outcome"], c["vm_id"]) for c in creates] == [("created", vm.id)]
