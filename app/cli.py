@@ -1,4 +1,4 @@
-"""The `autoprovision` command: serve, migrate, admin-key."""
+"""The `autoprovision` command: serve, migrate, sim, admin-key."""
 
 import argparse
 import asyncio
@@ -38,6 +38,18 @@ def _serve(settings: Settings) -> None:
         log_level=settings.log_level,
         proxy_headers=False,
     )
+
+
+def _sim(host: str, port: int, log_level: str) -> None:
+    from app.simulators.app import create_simulator_app
+
+    url = f"http://{host}:{port}"
+    sys.stdout.write(
+        f"\n  Provider simulators on {url}: {url}/verda/v1, {url}/hyperstack/v1, "
+        f"{url}/quantacloud/api/v1\n  Control API: {url}/<provider>/_sim/...\n\n"
+    )
+    sys.stdout.flush()
+    uvicorn.run(create_simulator_app(), host=host, port=port, log_level=log_level)
 
 
 def _redacted(database_url: str) -> str:
@@ -81,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_PORT)")
     commands.add_parser("migrate", help="apply database migrations and exit")
+    sim = commands.add_parser("sim", help="run the three provider simulators on their own")
+    sim.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
+    sim.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_SIM_PORT)")
     admin_key = commands.add_parser("admin-key", help="manage the generated admin API key")
     admin_key.add_argument(
         "--reset",
@@ -99,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         _serve(settings.model_copy(update=overrides))
+    elif args.command == "sim":
+        _sim(args.host or settings.host, args.port or settings.sim_port, settings.log_level)
     elif args.command == "migrate":
         asyncio.run(_migrate(settings))
         sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")

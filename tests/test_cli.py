@@ -135,3 +135,42 @@ def test_a_bad_setting_is_one_clear_line_not_a_traceback(
     err = capsys.readouterr().err
     assert "AUTOPROVISION_ADMIN_API_KEY" in err and "at least 16 characters" in err
     assert "Traceback" not in err and "short" not in err
+
+
+def test_sim_serves_the_three_simulators(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "sim", "--port", str(port)],
+        cwd=tmp_path,
+        env=_env("sqlite+aiosqlite:///unused.db", PYTHONPATH=str(Path(__file__).parent.parent)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                answers = [
+                    httpx.get(f"http://127.0.0.1:{port}/{p}/_sim/catalog").status_code
+                    for p in ("verda", "hyperstack", "quantacloud")
+                ]
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and process.poll() is None, "sim did not start"
+                time.sleep(0.1)
+        assert answers == [200, 200, 200]
+        token = httpx.post(
+            f"http://127.0.0.1:{port}/verda/v1/oauth2/token",
+            json={
+                "grant_type": "client_credentials",
+                "client_id": "sim-client",
+                "client_secret": "sim-secret",
+            },
+        )
+        assert token.status_code == 200 and token.json()["token_type"] == "Bearer"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.stdout is not None
+    assert f"Provider simulators on http://127.0.0.1:{port}" in process.stdout.read()

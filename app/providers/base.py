@@ -135,9 +135,18 @@ class ProviderAdapter(Protocol):
         ...
 
     async def create_vm(
-        self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
+        self,
+        offer: Offer,
+        *,
+        name: str,
+        tag: str,
+        ssh_public_key: str | None,
+        disk_gb: int | None = None,
     ) -> VM:
         """Create one plain VM from `offer`, named `name` and tagged `tag` where possible.
+
+        `disk_gb` sizes the OS disk where the provider lets us choose it (`offer.disk_fixed`
+        false); fixed-disk offers ignore it.
 
         Raises `Unavailable` (not `OutcomeUnknown`) when a call needed before the create
         itself failed: nothing was sent, so no VM can exist.

@@ -274,6 +274,16 @@ class TestVMs:
         assert sim.vms[first.id].details["ssh_key_ids"] == [key_id]
         assert sim.vms[second.id].details["ssh_key_ids"] == [key_id]
 
+    async def test_a_disk_size_is_sent_as_the_os_volume(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 1)
+        vm = await adapter.create_vm(
+            offer_for(*B300), name=NAME, tag=TAG, ssh_public_key=None, disk_gb=2000
+        )
+        (shown,) = (await control.get("/_sim/vms")).json()
+        assert (shown["id"], shown["os_volume_size"]) == (vm.id, 2000)
+
     async def test_unknown_ids_are_none_and_deleting_them_is_fine(
         self, adapter: VerdaAdapter
     ) -> None:

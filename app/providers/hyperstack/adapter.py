@@ -175,7 +175,13 @@ class HyperstackAdapter:
         return environment, key
 
     async def create_vm(
-        self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
+        self,
+        offer: Offer,
+        *,
+        name: str,
+        tag: str,
+        ssh_public_key: str | None,
+        disk_gb: int | None = None,
     ) -> VM:
         """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled."""
         environment, key = await self.prepare(offer.region, ssh_public_key)

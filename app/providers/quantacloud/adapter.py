@@ -92,7 +92,13 @@ class QuantaCloudAdapter:
         return list(offers.values())
 
     async def create_vm(
-        self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
+        self,
+        offer: Offer,
+        *,
+        name: str,
+        tag: str,
+        ssh_public_key: str | None,
+        disk_gb: int | None = None,
     ) -> VM:
         """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set."""
         if not offer.offer_id:

@@ -117,7 +117,13 @@ class VerdaAdapter:
     # --- VMs -------------------------------------------------------------------------------
 
     async def create_vm(
-        self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
+        self,
+        offer: Offer,
+        *,
+        name: str,
+        tag: str,
+        ssh_public_key: str | None,
+        disk_gb: int | None = None,
     ) -> VM:
         """`POST /v1/instances`; Verda answers 202 with the bare instance id."""
         body: dict[str, Any] = {
@@ -129,6 +135,8 @@ class VerdaAdapter:
             "is_spot": False,
             "tags": [{"key": mapping.TAG_KEY, "value": tag}],
         }
+        if disk_gb is not None and not offer.disk_fixed:
+            body["os_volume"] = {"name": f"{name}-os", "size": disk_gb}
         if ssh_public_key:
             body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
         response = await self._api.request("POST", "/instances", is_create=True, json=body)

@@ -87,6 +87,11 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             return "Invalid instance type"
         if body["image"] not in IMAGES_BY_KEY:
             return "Invalid image"
+        os_volume = body.get("os_volume")
+        if os_volume is not None:
+            size = os_volume.get("size") if isinstance(os_volume, dict) else None
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                return "os_volume.size must be a positive integer (GB)"
         keys = body.get("ssh_key_ids") or []
         keys = [keys] if isinstance(keys, str) else keys
         if not isinstance(keys, list) or any(k not in sim.ssh_keys for k in keys):
@@ -125,6 +130,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             startup_script_id=body.get("startup_script_id"),
             ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
             os_volume_id=str(uuid.uuid4()),
+            os_volume_size=(body.get("os_volume") or {}).get("size"),
             jupyter_token=uuid.uuid4().hex,
             tags=tags,
         )

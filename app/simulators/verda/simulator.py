@@ -166,6 +166,10 @@ class VerdaSimulator(ProviderSimulator):
             return "provisioning"
         return "offline" if vm.details.get("offline") else "running"
 
+    def describe_vm(self, vm: SimVM) -> dict[str, Any]:
+        """The control API's view, plus the OS volume size the create asked for."""
+        return {**super().describe_vm(vm), "os_volume_size": vm.details.get("os_volume_size")}
+
     def visible(self, vm: SimVM) -> bool:
         """Whether `GET /v1/instances` (no status filter) still lists the VM."""
         return self.vm_status(vm) != "discontinued"
