@@ -6,6 +6,7 @@ the same failure on anything else is `Unavailable` (nothing happened; try again 
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -103,6 +104,17 @@ def retry_after(response: httpx.Response) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return max(0.0, (moment - datetime.now(UTC)).total_seconds())
+
+
+def wire_decimal(value: Any) -> Decimal | None:
+    """A JSON number or numeric string as a Decimal (via `str`, never float arithmetic)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        result = Decimal(str(value).strip())
+    except InvalidOperation:
+        return None
+    return result if result.is_finite() else None
 
 
 def error_field(body: Any, *path: str) -> str | None:

@@ -284,6 +284,12 @@ class ProviderSimulator:
         """Count this call against the provider's published limits; a 429 past them."""
         raise NotImplementedError
 
+    def limit_per_ip(self, request: Request, limit: int, window: float) -> Response | None:
+        """A per-source-IP fixed window (how Hyperstack and QuantaCloud count); 429 past it."""
+        ip = request.client.host if request.client else "unknown"
+        over = self.limiter.hit(f"ip:{ip}", limit, window, time.monotonic())
+        return None if over is None else self.rate_limited_response(over)
+
     def configure(self, body: dict[str, Any]) -> str | None:
         """Apply provider-specific `PUT /_sim/config` keys; returns an error message or None."""
         return None

@@ -1,7 +1,5 @@
 """The Hyperstack adapter against the simulator on a real socket: offers, VMs, typed outcomes."""
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -30,6 +28,7 @@ from app.providers.hyperstack import HyperstackAdapter
 from app.providers.hyperstack.adapter import keypair_name
 from app.simulators.hyperstack import HyperstackSimulator, build_app
 from tests.servers import serve_in_thread
+from tests.waiting import eventually, vm_reaches
 
 IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
 NAME, TAG = "ap-01jd3xk9-1", "ap-order-01jd3xk9"
@@ -108,26 +107,6 @@ async def create(adapter: HyperstackAdapter, target: Offer | None = None, **kw: 
 async def find(adapter: HyperstackAdapter) -> list[VM]:
     since = datetime.now(UTC) - timedelta(minutes=5)
     return await adapter.find_vms(name=NAME, tag=TAG, offer=offer(), not_before=since)
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], seconds: float = 5.0) -> Any:
-    """Poll `check` until it returns something truthy."""
-    deadline = time.monotonic() + seconds
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition never became true"
-        await asyncio.sleep(0.03)
-
-
-async def reaches(adapter: HyperstackAdapter, vm_id: str, state: VMState) -> VM:
-    async def check() -> VM | None:
-        vm = await adapter.get_vm(vm_id)
-        return vm if vm is not None and vm.state == state else None
-
-    result: VM = await eventually(check)
-    return result
 
 
 class TestOffers:
@@ -322,7 +301,7 @@ class TestVMs:
         await fault(http, sim_url, "fail_after_accept")
         vm = await create(adapter)
         assert vm.state is VMState.PENDING
-        failed = await reaches(adapter, vm.id, VMState.FAILED)
+        failed = await vm_reaches(adapter, vm.id, VMState.FAILED)
         assert failed.provider_status == "ERROR"
 
     async def test_an_unknown_status_is_unknown(

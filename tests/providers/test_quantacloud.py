@@ -1,8 +1,6 @@
 """The QuantaCloud adapter against the QuantaCloud simulator on a real socket."""
 
-import asyncio
 import base64
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -30,6 +28,7 @@ from app.providers.base import (
 from app.providers.quantacloud import QuantaCloudAdapter
 from app.simulators.quantacloud import QuantaCloudSimulator, build_app
 from tests.servers import serve_in_thread
+from tests.waiting import eventually, vm_reaches
 
 B300 = ("b300-sxm-x8", "us-east-1")
 RTX = ("rtx-pro-6000-blackwell-x1", "us-east-1")
@@ -99,26 +98,6 @@ async def offer_of(adapter: QuantaCloudAdapter, kind: tuple[str, str]) -> Offer:
 async def sim_vms(control: httpx.AsyncClient) -> list[dict[str, Any]]:
     body: list[dict[str, Any]] = (await control.get("/_sim/vms")).json()
     return body
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], seconds: float = 5.0) -> Any:
-    """Poll `check` until it returns something truthy, or fail after `seconds`."""
-    deadline = time.monotonic() + seconds
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
-async def state_becomes(adapter: QuantaCloudAdapter, vm_id: str, state: VMState) -> VM:
-    async def check() -> VM | None:
-        vm = await adapter.get_vm(vm_id)
-        return vm if vm is not None and vm.state == state else None
-
-    result: VM = await eventually(check)
-    return result
 
 
 def since() -> datetime:
@@ -197,7 +176,7 @@ class TestDeploymentLifecycle:
         (made,) = await sim_vms(control)
         assert made["id"] == vm.id and made["offer_id"] == offer.offer_id
 
-        running = await state_becomes(adapter, vm.id, VMState.RUNNING)
+        running = await vm_reaches(adapter, vm.id, VMState.RUNNING)
         assert running.ip == made["ip"] and running.sku == "b300-sxm-x8"
         assert running.created_at is not None and running.created_at >= before - timedelta(
             seconds=1
@@ -209,7 +188,7 @@ class TestDeploymentLifecycle:
         stopping = await adapter.get_vm(vm.id)
         assert stopping is not None and stopping.state in (VMState.DELETING, VMState.GONE)
         await adapter.delete_vm(vm.id)  # already stopping: fine
-        await state_becomes(adapter, vm.id, VMState.GONE)
+        await vm_reaches(adapter, vm.id, VMState.GONE)
         await adapter.delete_vm(vm.id)  # already gone: fine
         assert await adapter.find_vms(name="n", tag="t", offer=offer, not_before=before) == []
 
@@ -238,7 +217,7 @@ class TestDeploymentLifecycle:
             await offer_of(adapter, RTX), name="n", tag="t", ssh_public_key=None
         )
         assert vm.state == VMState.PENDING
-        failed = await state_becomes(adapter, vm.id, VMState.FAILED)
+        failed = await vm_reaches(adapter, vm.id, VMState.FAILED)
         assert failed.provider_status == "failed" and failed.ip is None
         await adapter.delete_vm(vm.id)  # "cannot stop" a failed deployment: already gone
 

@@ -1,9 +1,7 @@
 """The Verda adapter against the simulated Verda on a real socket, one fault kind at a time."""
 
-import asyncio
 import ssl
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -32,6 +30,7 @@ from app.providers.verda import VerdaAdapter
 from app.providers.verda.mapping import gpu_model
 from app.simulators.verda import VerdaSimulator, build_app
 from tests.servers import serve_in_thread
+from tests.waiting import eventually, vm_reaches
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 NAME = "ap-01jd3xq8w1-1"
@@ -124,13 +123,6 @@ async def create(adapter: VerdaAdapter, name: str = NAME, ssh: str | None = None
     return await adapter.create_vm(offer_for(*B300), name=name, tag=TAG, ssh_public_key=ssh)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], seconds: float = 3.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.03)
-
-
 async def found_by_name(adapter: VerdaAdapter) -> list[VM]:
     return await adapter.find_vms(
         name=NAME, tag=TAG, offer=offer_for(*B300), not_before=datetime.now(UTC)
@@ -146,19 +138,6 @@ async def wait_until_found(adapter: VerdaAdapter) -> list[VM]:
 
     await eventually(check)
     return found
-
-
-async def wait_for_state(adapter: VerdaAdapter, vm_id: str, state: VMState) -> VM:
-    seen: list[VM] = []
-
-    async def check() -> bool:
-        vm = await adapter.get_vm(vm_id)
-        assert vm is not None
-        seen[:] = [vm]
-        return vm.state is state
-
-    await eventually(check)
-    return seen[0]
 
 
 def test_the_adapter_is_a_provider_adapter(adapter: VerdaAdapter) -> None:
@@ -242,7 +221,7 @@ class TestVMs:
         assert [(c["name"], c["outcome"], c["vm_id"]) for c in creates] == [
             (NAME, "created", vm.id)
         ]
-        running = await wait_for_state(adapter, vm.id, VMState.RUNNING)
+        running = await vm_reaches(adapter, vm.id, VMState.RUNNING)
         assert running.ip is not None and running.provider_status == "running"
         assert running.created_at is not None and running.tags == (TAG,)
         assert [v.id for v in await found_by_name(adapter)] == [vm.id]
@@ -250,7 +229,7 @@ class TestVMs:
         gone = await adapter.get_vm(vm.id)
         assert gone is not None and gone.state in (VMState.DELETING, VMState.GONE)
         await adapter.delete_vm(vm.id)
-        await wait_for_state(adapter, vm.id, VMState.GONE)
+        await vm_reaches(adapter, vm.id, VMState.GONE)
         await adapter.delete_vm(vm.id)
         assert await found_by_name(adapter) == []
 
@@ -438,7 +417,7 @@ class TestCreateOutcomes:
     ) -> None:
         await fault(control, "fail_after_accept")
         vm = await create(adapter)
-        failed = await wait_for_state(adapter, vm.id, VMState.FAILED)
+        failed = await vm_reaches(adapter, vm.id, VMState.FAILED)
         assert failed.provider_status == "error"
         await adapter.delete_vm(vm.id)
 

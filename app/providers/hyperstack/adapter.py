@@ -23,8 +23,9 @@ from app.providers.base import (
     Unavailable,
     VMState,
 )
+from app.providers.http import wire_decimal
 from app.providers.hyperstack.client import Answer, HyperstackClient
-from app.providers.hyperstack.offers import flavor_rows, money, parse_prices, parse_slots, to_offer
+from app.providers.hyperstack.offers import flavor_rows, parse_prices, parse_slots, to_offer
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ class HyperstackAdapter:
             return True  # a money problem waits for the next offer; Rejected would end the order
         data = answer.field("data")
         data = data if isinstance(data, dict) else {}
-        credit = money(data.get("credit")) or Decimal(0)
+        credit = wire_decimal(data.get("credit")) or Decimal(0)
         return data.get("can_create_instance") is False or credit < offer.price_per_hour
 
     async def _ensure_environment(self, region: str) -> str:
@@ -351,13 +352,10 @@ class HyperstackAdapter:
         """The account's credit in USD."""
         answer = await self._api.read("/billing/user-credit/credit")
         data = answer.field("data")
-        credit = data.get("credit") if isinstance(data, dict) else None
-        if isinstance(credit, bool) or not isinstance(credit, int | float | str):
+        credit = wire_decimal(data.get("credit") if isinstance(data, dict) else None)
+        if credit is None:
             raise self._api.unexpected(answer, "answered with no credit:")
-        try:
-            return Decimal(str(credit))
-        except ArithmeticError as exc:
-            raise self._api.unexpected(answer, "answered with a credit that is no number:") from exc
+        return credit
 
 
 def _items(answer: Answer, key: str) -> list[dict[str, Any]]:

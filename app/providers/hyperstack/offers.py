@@ -1,11 +1,12 @@
 """Hyperstack flavors x stocks x pricebook -> normalized offers."""
 
 import logging
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from app.catalogue import Interconnect, Provider
 from app.providers.base import Offer
+from app.providers.http import wire_decimal
 
 log = logging.getLogger(__name__)
 
@@ -31,25 +32,14 @@ GPU_NAMES: dict[str, tuple[str, Interconnect]] = {
 }
 
 
-def money(value: Any) -> Decimal | None:
-    """A positive price from a JSON number or decimal string; None for anything else."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        amount = Decimal(str(value).strip())
-    except InvalidOperation:
-        return None
-    return amount if amount.is_finite() and amount > 0 else None
-
-
 def parse_prices(body: Any) -> dict[str, Decimal]:
     """`GET /pricebook` (a bare array) -> hourly price per resource name."""
     rows = body if isinstance(body, list) else []
     prices = {}
     for row in rows:
         if isinstance(row, dict) and isinstance(row.get("name"), str):
-            price = money(row.get("value"))
-            if price is not None:
+            price = wire_decimal(row.get("value"))
+            if price is not None and price > 0:
                 prices[row["name"]] = price
     return prices
 

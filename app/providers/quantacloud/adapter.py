@@ -19,8 +19,8 @@ from pydantic import SecretStr
 
 from app.catalogue import Interconnect, Provider, normalize_gpu_model
 from app.providers.base import VM, Offer, OutcomeUnknown, Rejected, Unavailable, VMState
-from app.providers.http import ProviderHTTP
-from app.providers.quantacloud.client import NotFound, QuantaCloudClient, decimal
+from app.providers.http import ProviderHTTP, wire_decimal
+from app.providers.quantacloud.client import NotFound, QuantaCloudClient
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class QuantaCloudAdapter:
             value = next((body[k] for k in ("balance", "amount", "available") if k in body), None)
             if isinstance(value, dict):
                 value = value.get("amount", value.get("value"))
-        amount = decimal(value)
+        amount = wire_decimal(value)
         if amount is None:
             raise Unavailable(self.provider, "GET /account/balance: no balance in the answer")
         return amount
@@ -223,7 +223,7 @@ def parse_offer(row: Any) -> Offer | None:
     if gpu_model is None:
         logger.debug("QuantaCloud GPU %r is not in the catalogue (or a MIG slice): left out", slug)
         return None
-    price = decimal(row.get("priceHourly"))
+    price = wire_decimal(row.get("priceHourly"))
     region, offer_id = row.get("region"), row.get("id")
     if (
         not isinstance(count, int)
@@ -349,5 +349,5 @@ def _obj(value: Any) -> dict[str, Any]:
 
 
 def _int(value: Any) -> int | None:
-    amount = decimal(value)
+    amount = wire_decimal(value)
     return int(amount) if amount is not None and amount == amount.to_integral_value() else None

@@ -4,7 +4,6 @@ Errors come as `{"error": {"code", "message", ...}}`; outcomes are keyed on the 
 code, never on the message.
 """
 
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import httpx
@@ -12,7 +11,7 @@ from pydantic import SecretStr
 
 from app.catalogue import Provider
 from app.providers.base import InsufficientFunds, NoCapacity, Rejected, Unavailable
-from app.providers.http import ProviderHTTP, error_field, retry_after
+from app.providers.http import ProviderHTTP, error_field, retry_after, wire_decimal
 
 PROVIDER = Provider.QUANTACLOUD
 MAX_PAGES = 100
@@ -107,18 +106,7 @@ def _error_value(body: Any, key: str) -> Any:
     return error.get(key) if isinstance(error, dict) else None
 
 
-def decimal(value: Any) -> Decimal | None:
-    """A wire number or numeric string as a Decimal (via `str`, never float arithmetic)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        result = Decimal(str(value).strip())
-    except InvalidOperation:
-        return None
-    return result if result.is_finite() else None
-
-
 def seconds(value: Any) -> float | None:
     """A non-negative number of seconds from the wire, or None."""
-    amount = decimal(value)
+    amount = wire_decimal(value)
     return None if amount is None or amount < 0 else float(amount)

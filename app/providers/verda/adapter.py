@@ -24,7 +24,7 @@ from app.providers.base import (
     Unavailable,
     VMState,
 )
-from app.providers.http import error_field
+from app.providers.http import error_field, wire_decimal
 from app.providers.verda import mapping
 from app.providers.verda.client import VerdaAPI
 
@@ -238,7 +238,7 @@ class VerdaAdapter:
     async def balance(self) -> Decimal:
         """`GET /v1/balance`: the amount in the project's billing currency."""
         body = self._read(await self._api.request("GET", "/balance"))
-        amount = mapping.decimal(body.get("amount") if isinstance(body, dict) else None)
+        amount = wire_decimal(body.get("amount") if isinstance(body, dict) else None)
         if amount is None:
             raise Unavailable(self.provider, "/balance answered without an amount")
         if isinstance(body, dict) and str(body.get("currency", "usd")).lower() != "usd":

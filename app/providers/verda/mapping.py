@@ -3,11 +3,11 @@
 import logging
 import re
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from app.catalogue import Interconnect, Provider
 from app.providers.base import VM, Offer, VMState
+from app.providers.http import wire_decimal
 
 logger = logging.getLogger(__name__)
 
@@ -74,17 +74,6 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def decimal(value: Any) -> Decimal | None:
-    """A wire number or decimal string as a Decimal (never through float arithmetic)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
-    try:
-        result = Decimal(str(value).strip())
-    except InvalidOperation:
-        return None
-    return result if result.is_finite() else None
-
-
 def gpu_model(model: Any, description: Any, count: int, total_memory: int | None) -> str | None:
     """The catalogue name for Verda's `model` (falling back on `gpu.description`)."""
     names = [model] if isinstance(model, str) else []
@@ -127,7 +116,7 @@ def offer(data: dict[str, Any], region: str) -> Offer | None:
         count,
         _int(_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
     )
-    price = decimal(data.get("price_per_hour"))
+    price = wire_decimal(data.get("price_per_hour"))
     currency = str(data.get("currency") or "usd").lower()
     if model is None or price is None or price <= 0 or currency != "usd":
         logger.debug(

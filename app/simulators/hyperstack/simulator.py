@@ -332,9 +332,7 @@ class HyperstackSimulator(ProviderSimulator):
 
     def rate_limit(self, request: Request) -> Response | None:
         """500 requests per minute per source IP, over all endpoints."""
-        ip = request.client.host if request.client else "unknown"
-        over = self.limiter.hit(f"ip:{ip}", RATE_LIMIT, RATE_WINDOW, time.monotonic())
-        return None if over is None else self.rate_limited_response(over)
+        return self.limit_per_ip(request, RATE_LIMIT, RATE_WINDOW)
 
     def configure(self, body: dict[str, Any]) -> str | None:
         """`pricebook_string_values` (bool) and `unpriced_gpus` (list of GPU names)."""

@@ -208,9 +208,7 @@ class QuantaCloudSimulator(ProviderSimulator):
 
     def rate_limit(self, request: Request) -> Response | None:
         """3,000 requests per 15 minutes per client IP, every endpoint counted."""
-        ip = request.client.host if request.client else "unknown"
-        over = self.limiter.hit(f"ip:{ip}", RATE_LIMIT, RATE_WINDOW, time.monotonic())
-        return None if over is None else self.rate_limited_response(over)
+        return self.limit_per_ip(request, RATE_LIMIT, RATE_WINDOW)
 
     def configure(self, body: dict[str, Any]) -> str | None:
         """`cooldown_seconds` (capacity cool-down) and `deployment_details` (proposal fields)."""
