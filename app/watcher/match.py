@@ -8,8 +8,8 @@ when the provider only says "available").
 """
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -38,6 +38,7 @@ class OrderWants:
     regions: frozenset[str] | None = None  # upper-cased; None = anywhere
     min_disk_gb: int | None = None
     interconnect: Interconnect | None = None
+    account_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,20 +57,29 @@ class Fees:
 
 @dataclass(frozen=True)
 class Assignment:
-    """Send a create for `order_id` from `offer`, at `price_with_fees` per hour."""
+    """`order_id` and `offer` at `price_with_fees` per hour: a create to send, or a near miss."""
 
     order_id: str
     offer: Offer
     price_with_fees: Decimal
 
 
-def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
-    """Whether `offer` satisfies every constraint of `order`, price included."""
+@dataclass
+class MatchResult:
+    """What one matching pass decided."""
+
+    assignments: list[Assignment] = field(default_factory=list)
+    # Matched, but the account's available balance does not cover one hour.
+    short_of_funds: list[Assignment] = field(default_factory=list)
+    # Everything matched but the price: the cheapest such offer per order.
+    above_max: list[Assignment] = field(default_factory=list)
+
+
+def fits(order: OrderWants, offer: Offer) -> bool:
+    """Whether `offer` satisfies every constraint of `order` except the price."""
     if str(offer.provider) not in order.providers:
         return False
     if offer.gpu_model != order.gpu_model or offer.gpu_count != order.gpu_count:
-        return False
-    if offer_price_with_fees > order.max_price_per_hour:
         return False
     if order.regions is not None and offer.region.upper() not in order.regions:
         return False
@@ -85,17 +95,25 @@ def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> 
     return True
 
 
+def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
+    """Whether `offer` satisfies every constraint of `order`, price included."""
+    return offer_price_with_fees <= order.max_price_per_hour and fits(order, offer)
+
+
 def assign(
     orders: Iterable[OrderWants],
     offers: Sequence[Offer],
     *,
     fees: Fees,
     excluded: frozenset[tuple[str, str, str]] = frozenset(),
-) -> list[Assignment]:
+    funds: Mapping[str, Decimal] | None = None,
+) -> MatchResult:
     """Oldest order first, each to its cheapest matching offer with room left.
 
     `excluded` holds offer keys not to send anything to now (cooling down after a capacity
-    error). Ties on price go to the offer that sorts first by key, so the result is stable.
+    error). `funds` (account id -> available balance), when given, skips orders whose account
+    cannot pay one hour, spending it down as orders of one account are assigned. Ties on price
+    go to the offer that sorts first by key, so the result is stable.
     """
     by_machine: dict[tuple[str, int], list[tuple[Decimal, Offer]]] = defaultdict(list)
     for offer in offers:
@@ -106,11 +124,20 @@ def assign(
     for candidates in by_machine.values():
         candidates.sort(key=lambda pair: (pair[0], pair[1].key))
     room = {o.key: (o.available if o.available is not None else 1) for o in offers}
-    assignments: list[Assignment] = []
+    left = dict(funds) if funds is not None else None
+    result = MatchResult()
     for order in sorted(orders, key=lambda o: (o.created_at, o.id)):
         for price, offer in by_machine.get((order.gpu_model, order.gpu_count), ()):
-            if room[offer.key] > 0 and matches(order, offer, price):
+            if room[offer.key] <= 0 or not fits(order, offer):
+                continue
+            if price > order.max_price_per_hour:
+                result.above_max.append(Assignment(order.id, offer, price))
+            elif left is not None and left.get(order.account_id, Decimal(0)) < price:
+                result.short_of_funds.append(Assignment(order.id, offer, price))
+            else:
                 room[offer.key] -= 1
-                assignments.append(Assignment(order.id, offer, price))
-                break
-    return assignments
+                if left is not None:
+                    left[order.account_id] -= price
+                result.assignments.append(Assignment(order.id, offer, price))
+            break  # candidates are cheapest first: the first that fits decides
+    return result

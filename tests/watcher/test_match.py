@@ -57,11 +57,9 @@ class TestRules:
         at_max = fees.apply(Decimal("40.00"))
         assert at_max == Decimal("42.10")
         wants = order(max_price_per_hour=Decimal("42.10"))
-        assert assign([wants], [offer()], fees=fees) != []
-        assert (
-            assign([replace(wants, max_price_per_hour=Decimal("42.09"))], [offer()], fees=fees)
-            == []
-        )
+        assert assign([wants], [offer()], fees=fees).assignments != []
+        cent_short = replace(wants, max_price_per_hour=Decimal("42.09"))
+        assert assign([cent_short], [offer()], fees=fees).assignments == []
 
     def test_regions_compare_without_case(self) -> None:
         assert matches(order(regions=frozenset({"FIN-01"})), offer(region="fin-01"), Decimal(40))
@@ -95,23 +93,23 @@ class TestAssign:
     def test_each_order_takes_its_cheapest_matching_offer(self) -> None:
         cheap = offer(region="FIN-02", price_per_hour=Decimal("39.00"))
         dear = offer(region="FIN-01", price_per_hour=Decimal("44.00"))
-        result = assign([order()], [dear, cheap], fees=NO_FEES)
+        result = assign([order()], [dear, cheap], fees=NO_FEES).assignments
         assert [(a.order_id, a.offer.region) for a in result] == [("ord_a", "FIN-02")]
 
     def test_the_oldest_order_wins_one_unit_of_stock(self) -> None:
         orders = [order(f"ord_{i}", minutes=m) for i, m in enumerate([5, 1, 3])]
-        result = assign(orders, [offer()], fees=NO_FEES)
+        result = assign(orders, [offer()], fees=NO_FEES).assignments
         assert [a.order_id for a in result] == ["ord_1"]
 
     def test_no_more_orders_at_one_offer_than_its_known_quantity(self) -> None:
         orders = [order(f"ord_{i}", minutes=i) for i in range(5)]
-        result = assign(orders, [offer(available=3)], fees=NO_FEES)
+        result = assign(orders, [offer(available=3)], fees=NO_FEES).assignments
         assert [a.order_id for a in result] == ["ord_0", "ord_1", "ord_2"]
 
     def test_when_the_cheapest_is_taken_the_next_order_gets_the_next_cheapest(self) -> None:
         orders = [order("ord_old", minutes=0), order("ord_new", minutes=1)]
         offers = [offer(region="FIN-02", price_per_hour=Decimal(39)), offer(region="FIN-01")]
-        result = assign(orders, offers, fees=NO_FEES)
+        result = assign(orders, offers, fees=NO_FEES).assignments
         assert [(a.order_id, a.offer.region) for a in result] == [
             ("ord_old", "FIN-02"),
             ("ord_new", "FIN-01"),
@@ -119,12 +117,42 @@ class TestAssign:
 
     def test_cooling_offers_are_skipped(self) -> None:
         hot = offer()
-        assert assign([order()], [hot], fees=NO_FEES, excluded=frozenset({hot.key})) == []
+        cooled = assign([order()], [hot], fees=NO_FEES, excluded=frozenset({hot.key}))
+        assert cooled.assignments == []
 
     def test_the_price_with_fees_is_what_the_assignment_carries(self) -> None:
         fees = Fees(percent=Decimal("10"))
-        (result,) = assign([order()], [offer()], fees=fees)
+        (result,) = assign([order()], [offer()], fees=fees).assignments
         assert result.price_with_fees == Decimal("44.00")
 
     def test_orders_that_match_nothing_get_nothing(self) -> None:
-        assert assign([order(gpu_model="H200")], [offer()], fees=NO_FEES) == []
+        assert assign([order(gpu_model="H200")], [offer()], fees=NO_FEES).assignments == []
+
+
+class TestFundsAndNearMisses:
+    def test_an_order_whose_account_cannot_pay_an_hour_is_skipped_for_the_next(self) -> None:
+        poor = order("ord_poor", minutes=0, account_id="acct_poor")
+        rich = order("ord_rich", minutes=1, account_id="acct_rich")
+        funds = {"acct_poor": Decimal("39.99"), "acct_rich": Decimal("40.00")}
+        result = assign([poor, rich], [offer()], fees=NO_FEES, funds=funds)
+        assert [a.order_id for a in result.assignments] == ["ord_rich"]
+        assert [(a.order_id, a.price_with_fees) for a in result.short_of_funds] == [
+            ("ord_poor", Decimal("40.00"))
+        ]
+
+    def test_one_accounts_balance_is_spent_down_across_its_orders(self) -> None:
+        orders = [order(f"ord_{i}", minutes=i, account_id="acct_a") for i in range(3)]
+        result = assign(
+            orders, [offer(available=3)], fees=NO_FEES, funds={"acct_a": Decimal("80.00")}
+        )
+        assert [a.order_id for a in result.assignments] == ["ord_0", "ord_1"]
+        assert [a.order_id for a in result.short_of_funds] == ["ord_2"]
+
+    def test_the_cheapest_offer_above_the_max_is_reported(self) -> None:
+        offers = [offer(region="FIN-02", price_per_hour=Decimal(47)), offer(region="FIN-01",
+                  price_per_hour=Decimal(46))]  # fmt: skip
+        result = assign([order()], offers, fees=NO_FEES)
+        assert result.assignments == []
+        assert [(a.offer.region, a.price_with_fees) for a in result.above_max] == [
+            ("FIN-01", Decimal("46.00"))
+        ]
