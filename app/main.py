@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import accounts, health, orders
+from app.api import accounts, health, metrics, offers, orders
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimit
+from app.background import Background
 from app.db import (
     create_engine,
     create_read_sessionmaker,
@@ -56,9 +57,13 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.read_sessionmaker = create_read_sessionmaker(engine)
     scheduler = create_scheduler(app.state.sessionmaker)
     scheduler.start()
+    background = Background(settings, app.state.sessionmaker, app.state.read_sessionmaker)
     try:
+        await background.start()
+        app.state.watcher = background.watcher
         yield
     finally:
+        await background.stop()
         scheduler.shutdown(wait=False)
         await engine.dispose()
 
@@ -74,6 +79,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit)
-    for router in (health.router, accounts.admin_router, accounts.account_router, orders.router):
+    app.state.watcher = None
+    for router in (
+        health.router,
+        metrics.router,
+        accounts.admin_router,
+        accounts.account_router,
+        orders.router,
+        offers.router,
+    ):
         app.include_router(router)
     return app

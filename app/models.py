@@ -54,6 +54,7 @@ class LedgerKind(StrEnum):
     HOLD = "hold"
     HOLD_RELEASE = "hold_release"
     DEBIT = "debit"
+    REFUND = "refund"
 
 
 class HoldStatus(StrEnum):
@@ -164,11 +165,25 @@ class OrderEvent(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class DeploymentStatus(StrEnum):
+    """Where one create attempt is."""
+
+    CREATING = "creating"  # intent committed, create call in flight
+    UNKNOWN = "unknown"  # the create got no clear answer: the VM may exist
+    DEPLOYED = "deployed"  # the provider accepted the create
+    RUNNING = "running"
+    NOT_CREATED = "not_created"  # refused (capacity, limits) or proven not to exist
+    FAILED = "failed"  # the provider failed the VM before it ran; we deleted it
+
+
 class Deployment(Base):
     """One attempt to create a VM for an order, with the deterministic name it was sent with."""
 
     __tablename__ = "deployments"
-    __table_args__ = (UniqueConstraint("order_id", "attempt"),)
+    __table_args__ = (
+        UniqueConstraint("order_id", "attempt"),
+        Index("ix_deployments_status", "status"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"), index=True)
@@ -176,15 +191,33 @@ class Deployment(Base):
     provider: Mapped[str] = mapped_column(String(20))
     region: Mapped[str] = mapped_column(String(64))
     instance_type: Mapped[str] = mapped_column(String(128))
+    gpu_model: Mapped[str] = mapped_column(String(40), default="")
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    offer_id: Mapped[str | None] = mapped_column(String(128))
     vm_name: Mapped[str] = mapped_column(String(64))
+    tag: Mapped[str] = mapped_column(String(64), default="")
     provider_vm_id: Mapped[str | None] = mapped_column(String(128))
+    provider_status: Mapped[str | None] = mapped_column(String(40))
     price_per_hour: Mapped[Decimal] = mapped_column(Money)
     price_per_hour_with_fees: Mapped[Decimal] = mapped_column(Money)
     ip: Mapped[str | None] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(20))
+    detail: Mapped[str | None] = mapped_column(String(500))
     hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    running_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class OfferSnapshot(Base):
+    """The latest stock read of one provider, so any replica can show it."""
+
+    __tablename__ = "offer_snapshots"
+
+    provider: Mapped[str] = mapped_column(String(20), primary_key=True)
+    offers: Mapped[Any] = mapped_column(JSON)
+    fetched_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(String(500))
 
 
 class IdempotencyKey(Base):

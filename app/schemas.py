@@ -257,3 +257,36 @@ class OrderEventOut(BaseModel):
     kind: str
     message: str
     created_at: datetime
+
+
+class OfferOut(BaseModel):
+    """A machine a provider shows in stock now, with the price a user would pay."""
+
+    provider: str
+    region: str
+    sku: str
+    gpu_model: str
+    gpu_count: int
+    interconnect: str | None
+    vcpus: int | None
+    ram_gb: int | None
+    disk_gb: int | None
+    disk_fixed: bool
+    available: int | None  # None: the provider only says "in stock"
+    price_per_hour: MoneyOut
+    price_per_hour_with_fees: MoneyOut
+
+
+class ProviderReadOut(BaseModel):
+    """When a provider's stock was last read, and what went wrong since, if anything."""
+
+    provider: str
+    fetched_at: datetime
+    error: str | None
+
+
+class OffersOut(BaseModel):
+    """The latest offers, cheapest first, and how fresh each provider's read is."""
+
+    data: list[OfferOut]
+    providers: list[ProviderReadOut]

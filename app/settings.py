@@ -42,7 +42,22 @@ class Settings(BaseSettings):
     quantacloud_base_url: str = "https://core.quantacloud.net/api/v1"
     quantacloud_api_key: SecretStr | None = None
 
+    mode: Literal["demo", "live"] = "demo"
+    watcher: bool = True  # poll, match and deploy in this process (false: an API-only process)
     sim_port: int = Field(default=8001, ge=1, le=65535)
+    sim_embedded: bool = True
+    demo_feed: bool = True
+
+    # Poll periods, from each provider's published limits with headroom for creates and status
+    # calls: Verda allows 60/min on /instance-availability, Hyperstack 500/min per IP (two reads
+    # per poll), QuantaCloud 3,000 per 15 min per IP.
+    verda_poll_seconds: float = Field(default=1.25, ge=0.1, le=600)
+    hyperstack_poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
+    quantacloud_poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
+    capacity_cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
+    follow_seconds: float = Field(default=3.0, ge=0.1, le=600)
+    outcome_check_seconds: float = Field(default=10.0, ge=0, le=3600)
+    waiting_refresh_seconds: float = Field(default=1.0, ge=0.05, le=60)
 
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)

@@ -138,6 +138,7 @@ def settings(database_url: str) -> Settings:
         admin_api_key=ADMIN_KEY,
         fee_percent="5",
         fee_flat_per_hour="0.10",
+        watcher=False,
     )
 
 

@@ -63,7 +63,11 @@ class TestServe:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],
             cwd=cwd,
-            env=_env(database_url, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+            env=_env(
+                database_url,
+                PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+                AUTOPROVISION_SIM_PORT=str(free_port()),
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

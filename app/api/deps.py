@@ -74,3 +74,13 @@ async def require_admin(session: SessionDep, settings: SettingsDep, credentials:
 
 CurrentAccount = Annotated[Account, Depends(require_account)]
 AdminOnly = Depends(require_admin)
+
+
+def nudge_watcher(request: Request) -> None:
+    """Tell this process's watcher (if it runs one) that the waiting orders changed.
+
+    Run it as a background task: those run after the response, so after the commit.
+    """
+    watcher = getattr(request.app.state, "watcher", None)
+    if watcher is not None:
+        watcher.nudge()

@@ -2,10 +2,10 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CurrentAccount, SessionDep
+from app.api.deps import CurrentAccount, SessionDep, nudge_watcher
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.models import Order, OrderStatus
@@ -33,6 +33,7 @@ async def place_order(
     request: Request,
     account: CurrentAccount,
     session: SessionDep,
+    after_commit: BackgroundTasks,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     """Place an order; it waits, at no cost, until matching stock appears."""
@@ -41,6 +42,7 @@ async def place_order(
         order = await orders.place_order(session, account_id=account.id, request=body)
         return (await _present(session, [order]))[0]
 
+    after_commit.add_task(nudge_watcher, request)
     return await respond_once(
         request,
         session,
@@ -85,7 +87,14 @@ async def list_events(
 
 
 @router.post("/{order_id}/cancel")
-async def cancel_order(order_id: str, account: CurrentAccount, session: SessionDep) -> OrderOut:
+async def cancel_order(
+    order_id: str,
+    request: Request,
+    account: CurrentAccount,
+    session: SessionDep,
+    after_commit: BackgroundTasks,
+) -> OrderOut:
     """Cancel a waiting order (409 once it is deploying or later)."""
     order = await orders.cancel_order(session, account_id=account.id, order_id=order_id)
+    after_commit.add_task(nudge_watcher, request)
     return (await _present(session, [order]))[0]

@@ -84,6 +84,26 @@ async def credit(
     return entry
 
 
+async def refund(
+    session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str, note: str
+) -> LedgerEntry:
+    """Give back money spent on an order (e.g. a VM the provider failed before it ran)."""
+    after = await _change_account(session, account_id=account_id, balance_delta=amount)
+    if after is None:
+        raise NotFound(f"no account {account_id}")
+    entry = _entry(
+        account_id=account_id,
+        kind=LedgerKind.REFUND,
+        amount=amount,
+        after=after,
+        order_id=order_id,
+        note=note,
+    )
+    session.add(entry)
+    await session.flush()
+    return entry
+
+
 async def place_hold(
     session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str | None = None
 ) -> Hold:

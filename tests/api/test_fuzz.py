@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             _env_file=None,
             database_url=f"sqlite+aiosqlite:///{db}",
             admin_api_key=ADMIN_KEY,
+            watcher=False,
         )
     )
     with serve_in_thread(app, lifespan="on") as base_url:
@@ -82,7 +83,8 @@ def test_no_request_makes_the_service_fail(
         response = case.call_and_validate(
             base_url=server["base_url"], headers=headers, checks=[not_a_server_error]
         )
-        assert response.headers["content-type"][0].startswith("application/json")
+        expected = "text/plain" if operation.path == "/metrics" else "application/json"
+        assert response.headers["content-type"][0].startswith(expected)
         if response.status_code >= 400:
             error = response.json()["error"]
             assert isinstance(error["code"], str) and isinstance(error["message"], str)

@@ -1,0 +1,38 @@
+"""`GET /v1/offers`: what the providers show in stock now, with prices including fees."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.catalogue import Provider, normalize_gpu_model
+from app.errors import ValidationFailed
+from app.schemas import OffersOut
+from app.services import offers
+from app.watcher.match import Fees
+
+router = APIRouter(prefix="/v1/offers", tags=["offers"])
+
+
+@router.get("")
+async def list_offers(
+    _account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
+    gpu_model: Annotated[str | None, Query(max_length=40)] = None,
+    gpu_count: Annotated[int | None, Query(ge=1, le=64)] = None,
+    provider: Provider | None = None,
+) -> OffersOut:
+    """The latest offers of every provider, cheapest first (price with fees)."""
+    model = None
+    if gpu_model is not None:
+        model = normalize_gpu_model(gpu_model)
+        if model is None:
+            raise ValidationFailed(f"unknown GPU model {gpu_model!r}")
+    return await offers.latest_offers(
+        session,
+        fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+        gpu_model=model,
+        gpu_count=gpu_count,
+        provider=str(provider) if provider else None,
+    )

@@ -1,0 +1,172 @@
+"""Demo mode: the simulators in-process, a demo account, demo orders and a stock feed."""
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import uvicorn
+from pydantic import SecretStr
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.catalogue import Provider
+from app.ids import new_id
+from app.models import Account, Order, OrderStatus
+from app.schemas import OrderCreate
+from app.security import generate_api_key, hash_api_key
+from app.services import ledger, orders
+from app.settings import Settings
+from app.simulators.app import create_simulator_app
+
+log = logging.getLogger(__name__)
+DEMO_ACCOUNT_NAME = "demo"
+DEMO_CREDIT = Decimal("1000.00")
+DEMO_ORDERS: tuple[dict[str, Any], ...] = (
+    {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
+     "providers": list(Provider), "max_price_per_hour": "48.00"},
+    {"name": "demo: 8x H100, not Verda", "gpu_model": "H100", "gpu_count": 8,
+     "providers": ["hyperstack", "quantacloud"], "max_price_per_hour": "21.00"},
+    {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
+     "providers": ["verda", "quantacloud"], "max_price_per_hour": "3.60"},
+    {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
+     "providers": ["verda"], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
+)  # fmt: skip
+
+
+def simulator_settings(settings: Settings) -> Settings:
+    """`settings` with every provider pointed at the local simulators and their credentials."""
+    url = f"http://127.0.0.1:{settings.sim_port}"
+    return settings.model_copy(
+        update={
+            "verda_base_url": f"{url}/verda/v1",
+            "verda_client_id": SecretStr("sim-client"),
+            "verda_client_secret": SecretStr("sim-secret"),
+            "hyperstack_base_url": f"{url}/hyperstack/v1",
+            "hyperstack_api_key": SecretStr("sim-key"),
+            "quantacloud_base_url": f"{url}/quantacloud/api/v1",
+            "quantacloud_api_key": SecretStr("sim-key"),
+        }
+    )
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server inside another one: it must leave the process's signals alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class EmbeddedSimulators:
+    """The three simulators served from this process on 127.0.0.1:`port`."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.server: _EmbeddedServer | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Bind the port (failing clearly if it is taken) and serve."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", self.port))
+        except OSError as exc:
+            sock.close()
+            raise RuntimeError(
+                f"demo mode cannot serve the simulators on 127.0.0.1:{self.port} ({exc}); set "
+                "AUTOPROVISION_SIM_PORT, or AUTOPROVISION_SIM_EMBEDDED=false and run "
+                "`autoprovision sim` yourself"
+            ) from exc
+        config = uvicorn.Config(  # log_config=None: leave the main server's logging alone
+            create_simulator_app(), log_config=None, lifespan="off", access_log=False
+        )
+        self.server = _EmbeddedServer(config)
+        self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="simulators")
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self.server is not None and self.task is not None:
+            self.server.should_exit = True
+            await asyncio.wait({self.task}, timeout=5)
+
+
+async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> str:
+    """The demo account (made on first use) with credit; returns a fresh API key for it."""
+    account = (
+        await session.execute(select(Account).where(Account.name == DEMO_ACCOUNT_NAME))
+    ).scalar_one_or_none()
+    api_key = generate_api_key()
+    if account is None:
+        account = Account(
+            id=new_id("acct"), name=DEMO_ACCOUNT_NAME, api_key_hash=hash_api_key(api_key)
+        )
+        session.add(account)
+        await session.flush()
+    else:
+        account.api_key_hash = hash_api_key(api_key)  # only the hash is kept: a new key per start
+    if account.balance - account.held < DEMO_CREDIT / 2:
+        await ledger.credit(session, account_id=account.id, amount=DEMO_CREDIT, note="demo credit")
+    if with_orders:
+        waiting = await session.scalar(
+            select(Order.id)
+            .where(Order.account_id == account.id, Order.status == OrderStatus.WAITING)
+            .limit(1)
+        )
+        if waiting is None:
+            for body in DEMO_ORDERS:
+                request = OrderCreate.model_validate(body)
+                await orders.place_order(session, account_id=account.id, request=request)
+    return api_key
+
+
+def announce_demo(api_key: str, settings: Settings) -> None:
+    """Tell the person at the console how to try the demo."""
+    url = f"http://{settings.host}:{settings.port}"
+    sys.stdout.write(
+        f"\n  Demo mode: providers are simulated on http://127.0.0.1:{settings.sim_port}.\n"
+        f"  Demo account API key: {api_key}\n"
+        f"  Try: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
+    )
+    sys.stdout.flush()
+
+
+class StockFeed:
+    """Makes stock come and go on the simulators, so demo orders have something to catch."""
+
+    def __init__(self, sim_url: str, *, seed: int | None = None) -> None:
+        self.sim_url = sim_url
+        self.random = random.Random(seed)
+
+    async def run(self) -> None:
+        """Until cancelled: every few seconds, one machine appears for a few seconds."""
+        wanted = {(o["gpu_model"], o["gpu_count"]) for o in DEMO_ORDERS}
+        async with httpx.AsyncClient(base_url=self.sim_url, timeout=5) as client:
+            while True:
+                await asyncio.sleep(self.random.uniform(3, 8))
+                try:
+                    await self._one_appearance(client, wanted)
+                except httpx.HTTPError as exc:
+                    log.info("demo stock feed: %s", exc)
+
+    async def _one_appearance(self, client: httpx.AsyncClient, wanted: set[Any]) -> None:
+        provider = self.random.choice(list(Provider))
+        catalog = (await client.get(f"/{provider}/_sim/catalog")).json()
+        liked = [e for e in catalog if (e["gpu_model"], e["gpu_count"]) in wanted]
+        pool = liked if liked and self.random.random() < 0.7 else catalog
+        entry = self.random.choice(pool)
+        where = {"sku": entry["sku"], "region": entry["region"]}
+        await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
+        await asyncio.sleep(self.random.uniform(4, 12))
+        await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})

@@ -1,0 +1,36 @@
+"""Prometheus metrics (served at `GET /metrics`)."""
+
+from prometheus_client import Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BOOT_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+
+POLL_SECONDS = Histogram(
+    "autoprovision_poll_seconds",
+    "Time one stock read of a provider took.",
+    ["provider"],
+    buckets=LATENCY_BUCKETS,
+)
+POLL_ERRORS = Counter(
+    "autoprovision_poll_errors_total",
+    "Stock reads that failed, by provider and kind of failure.",
+    ["provider", "kind"],
+)
+ORDERS = Gauge("autoprovision_orders", "Orders by status.", ["status"])
+STOCK_TO_CREATE_SECONDS = Histogram(
+    "autoprovision_stock_to_create_seconds",
+    "From the poll that first saw an offer to the create call sent for it.",
+    ["provider"],
+    buckets=LATENCY_BUCKETS,
+)
+CREATES = Counter(
+    "autoprovision_creates_total",
+    "Create calls by provider and outcome.",
+    ["provider", "outcome"],
+)
+DEPLOY_TO_RUNNING_SECONDS = Histogram(
+    "autoprovision_deploy_to_running_seconds",
+    "From the create call to the VM running with an IP.",
+    ["provider"],
+    buckets=BOOT_BUCKETS,
+)

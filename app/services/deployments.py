@@ -1,0 +1,347 @@
+"""The database side of the deploy protocol (ARCHITECTURE.md): claim, then settle.
+
+1. `claim`: the order goes waiting -> deploying (compare-and-set), one hour is held, and the
+   attempt is written with its deterministic VM name and tag. The caller commits this before
+   the create call, so a crash after it leaves an intent the reconciler can resolve.
+2. The create call happens outside any transaction.
+3. One `settle_*` records the outcome. Each settles an attempt at most once: it only moves an
+   attempt that is still `creating` or `unknown`, so a late answer and the reconciler cannot
+   both settle the same attempt.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.catalogue import Provider
+from app.dbtypes import utcnow
+from app.ids import new_id
+from app.models import Deployment, DeploymentStatus, Order, OrderStatus
+from app.money import format_usd
+from app.providers.base import VM, Offer
+from app.services import ledger
+from app.services.orders import add_event
+
+OPEN = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A committed create attempt: everything the create call needs."""
+
+    deployment_id: str
+    order_id: str
+    attempt: int
+    vm_name: str
+    tag: str
+    offer: Offer
+    price_with_fees: Decimal
+    ssh_public_key: str | None
+    disk_gb: int | None
+    created_at: datetime
+
+
+def vm_name(order_id: str, attempt: int) -> str:
+    """The VM name an attempt is created with: `ap-<order token>-<attempt>` (<= 50 chars)."""
+    return f"ap-{order_id.partition('_')[2]}-{attempt}"
+
+
+def vm_tag(order_id: str) -> str:
+    """The tag every VM of one order carries: `ap-order-<order token>`."""
+    return f"ap-order-{order_id.partition('_')[2]}"
+
+
+def describe_offer(offer: Offer, price_with_fees: Decimal) -> str:
+    """`Verda FIN-01 8B300.240V at $46.10/h incl. fees`."""
+    return (
+        f"{offer.provider.display_name} {offer.region} {offer.sku} at "
+        f"{format_usd(price_with_fees)}/h incl. fees"
+    )
+
+
+async def claim(
+    session: AsyncSession, *, order_id: str, offer: Offer, price_with_fees: Decimal
+) -> Intent | None:
+    """Claim a waiting order for `offer`; None if it is no longer waiting.
+
+    Raises InsufficientFunds (nothing written) when one hour is more than the account's
+    available balance.
+    """
+    now = utcnow()
+    claimed = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order_id, Order.status == OrderStatus.WAITING)
+            .values(status=OrderStatus.DEPLOYING, updated_at=now)
+            .returning(Order.account_id, Order.ssh_public_key, Order.min_disk_gb)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if claimed is None:
+        return None
+    account_id, ssh_public_key, min_disk_gb = claimed
+    hold = await ledger.place_hold(
+        session, account_id=account_id, amount=price_with_fees, order_id=order_id
+    )
+    last = await session.scalar(
+        select(func.max(Deployment.attempt)).where(Deployment.order_id == order_id)
+    )
+    attempt = (last or 0) + 1
+    deployment = Deployment(
+        id=new_id("dep"),
+        order_id=order_id,
+        attempt=attempt,
+        provider=str(offer.provider),
+        region=offer.region,
+        instance_type=offer.sku,
+        gpu_model=offer.gpu_model,
+        gpu_count=offer.gpu_count,
+        offer_id=offer.offer_id,
+        vm_name=vm_name(order_id, attempt),
+        tag=vm_tag(order_id),
+        price_per_hour=offer.price_per_hour,
+        price_per_hour_with_fees=price_with_fees,
+        status=DeploymentStatus.CREATING,
+        hold_id=hold.id,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(deployment)
+    add_event(
+        session,
+        order_id=order_id,
+        kind="create_sent",
+        message=f"{describe_offer(offer, price_with_fees)}: create sent.",
+    )
+    await session.flush()
+    return Intent(
+        deployment_id=deployment.id,
+        order_id=order_id,
+        attempt=attempt,
+        vm_name=deployment.vm_name,
+        tag=deployment.tag,
+        offer=offer,
+        price_with_fees=price_with_fees,
+        ssh_public_key=ssh_public_key,
+        disk_gb=min_disk_gb,
+        created_at=now,
+    )
+
+
+async def _move(
+    session: AsyncSession,
+    deployment_id: str,
+    *,
+    allowed: tuple[DeploymentStatus, ...],
+    status: DeploymentStatus,
+    **values: object,
+) -> Deployment | None:
+    """Compare-and-set a deployment's status; the row as it is after, or None if not allowed."""
+    moved = (
+        await session.execute(
+            update(Deployment)
+            .where(Deployment.id == deployment_id, Deployment.status.in_(allowed))
+            .values(status=status, updated_at=utcnow(), **values)
+            .returning(Deployment.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if moved is None:
+        return None
+    return await session.get(Deployment, deployment_id, populate_existing=True)
+
+
+async def _set_order(
+    session: AsyncSession, order_id: str, *, expected: OrderStatus, status: OrderStatus
+) -> bool:
+    moved = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order_id, Order.status == expected)
+            .values(status=status, updated_at=utcnow())
+            .returning(Order.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    return moved is not None
+
+
+async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -> bool:
+    """The provider accepted the create: the order is deployed and its first hour is paid."""
+    deployment = await _move(
+        session,
+        deployment_id,
+        allowed=OPEN,
+        status=DeploymentStatus.DEPLOYED,
+        provider_vm_id=vm.id,
+        provider_status=vm.provider_status[:40],
+    )
+    if deployment is None:
+        return False
+    await _set_order(
+        session, deployment.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
+    )
+    if deployment.hold_id is not None:
+        await ledger.debit_hold(session, hold_id=deployment.hold_id)
+    add_event(
+        session,
+        order_id=deployment.order_id,
+        kind="deployed",
+        message=f"{Provider(deployment.provider).display_name} accepted the create: VM "
+        f"{vm.id} is starting; first hour charged "
+        f"({format_usd(deployment.price_per_hour_with_fees)}).",
+    )
+    await session.flush()
+    return True
+
+
+async def settle_not_created(
+    session: AsyncSession,
+    *,
+    deployment_id: str,
+    kind: str,
+    message: str,
+    fail_order: bool = False,
+) -> bool:
+    """No VM came of the attempt: release the hold; the order waits again (or fails)."""
+    deployment = await _move(
+        session,
+        deployment_id,
+        allowed=OPEN,
+        status=DeploymentStatus.NOT_CREATED,
+        detail=message[:500],
+    )
+    if deployment is None:
+        return False
+    if deployment.hold_id is not None:
+        await ledger.release_hold(session, hold_id=deployment.hold_id)
+    await _set_order(
+        session,
+        deployment.order_id,
+        expected=OrderStatus.DEPLOYING,
+        status=OrderStatus.FAILED if fail_order else OrderStatus.WAITING,
+    )
+    add_event(session, order_id=deployment.order_id, kind=kind, message=message)
+    await session.flush()
+    return True
+
+
+async def mark_unknown(session: AsyncSession, *, deployment_id: str, message: str) -> bool:
+    """The create got no clear answer: keep the order deploying until the VM is looked up."""
+    deployment = await _move(
+        session,
+        deployment_id,
+        allowed=(DeploymentStatus.CREATING,),
+        status=DeploymentStatus.UNKNOWN,
+        detail=message[:500],
+    )
+    if deployment is None:
+        return False
+    add_event(
+        session,
+        order_id=deployment.order_id,
+        kind="outcome_unknown",
+        message=f"{message}: checking whether the VM exists before anything else is sent.",
+    )
+    await session.flush()
+    return True
+
+
+async def settle_running(session: AsyncSession, *, deployment_id: str, vm: VM) -> bool:
+    """The VM runs: record its IP; the order is running."""
+    deployment = await _move(
+        session,
+        deployment_id,
+        allowed=(DeploymentStatus.DEPLOYED,),
+        status=DeploymentStatus.RUNNING,
+        ip=vm.ip,
+        provider_status=vm.provider_status[:40],
+        running_at=utcnow(),
+    )
+    if deployment is None:
+        return False
+    await _set_order(
+        session, deployment.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
+    )
+    add_event(session, order_id=deployment.order_id, kind="running", message=f"Running at {vm.ip}.")
+    await session.flush()
+    return True
+
+
+async def settle_failed_before_running(
+    session: AsyncSession, *, deployment_id: str, reason: str
+) -> bool:
+    """The provider failed the VM before it ran (we deleted it): refund; the order waits again."""
+    deployment = await _move(
+        session,
+        deployment_id,
+        allowed=(DeploymentStatus.DEPLOYED,),
+        status=DeploymentStatus.FAILED,
+        detail=reason[:500],
+    )
+    if deployment is None:
+        return False
+    order = await session.get(Order, deployment.order_id)
+    assert order is not None  # foreign key
+    await ledger.refund(
+        session,
+        account_id=order.account_id,
+        amount=deployment.price_per_hour_with_fees,
+        order_id=order.id,
+        note=f"VM {deployment.provider_vm_id} failed before it ran",
+    )
+    await _set_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
+    add_event(
+        session,
+        order_id=order.id,
+        kind="vm_failed",
+        message=f"{reason}: deleted it and refunded "
+        f"{format_usd(deployment.price_per_hour_with_fees)}; keeps waiting.",
+    )
+    await session.flush()
+    return True
+
+
+async def deployments_in(
+    session: AsyncSession, *, statuses: tuple[DeploymentStatus, ...]
+) -> list[Deployment]:
+    """Attempts in these states, oldest first."""
+    statement = (
+        select(Deployment)
+        .where(Deployment.status.in_(statuses))
+        .order_by(Deployment.created_at, Deployment.id)
+    )
+    return list((await session.execute(statement)).scalars())
+
+
+async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
+    """Waiting orders past their `expires_at` become expired; returns their ids."""
+    expired = (
+        (
+            await session.execute(
+                update(Order)
+                .where(
+                    Order.status == OrderStatus.WAITING,
+                    Order.expires_at.is_not(None),
+                    Order.expires_at <= now,
+                )
+                .values(status=OrderStatus.EXPIRED, updated_at=now)
+                .returning(Order.id)
+                .execution_options(synchronize_session=False)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for order_id in expired:
+        add_event(
+            session,
+            order_id=order_id,
+            kind="expired",
+            message="Expired before matching stock appeared: stopped waiting.",
+        )
+    await session.flush()
+    return list(expired)

@@ -1,0 +1,44 @@
+"""The latest offers each provider showed, as kept by the watcher."""
+
+from decimal import Decimal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import OfferSnapshot
+from app.schemas import OfferOut, OffersOut, ProviderReadOut
+from app.watcher.match import Fees
+
+
+async def latest_offers(
+    session: AsyncSession,
+    *,
+    fees: Fees,
+    gpu_model: str | None = None,
+    gpu_count: int | None = None,
+    provider: str | None = None,
+) -> OffersOut:
+    """Every offer of the latest read of each provider, filtered, cheapest first."""
+    statement = select(OfferSnapshot).order_by(OfferSnapshot.provider)
+    if provider is not None:
+        statement = statement.where(OfferSnapshot.provider == provider)
+    snapshots = list((await session.execute(statement)).scalars())
+    offers = []
+    for snapshot in snapshots:
+        for raw in snapshot.offers:
+            if gpu_model is not None and raw["gpu_model"] != gpu_model:
+                continue
+            if gpu_count is not None and raw["gpu_count"] != gpu_count:
+                continue
+            price = Decimal(raw["price_per_hour"])
+            offers.append(
+                OfferOut.model_validate(
+                    {**raw, "price_per_hour": price, "price_per_hour_with_fees": fees.apply(price)}
+                )
+            )
+    offers.sort(key=lambda o: (o.price_per_hour_with_fees, o.provider, o.region, o.sku))
+    reads = [
+        ProviderReadOut(provider=s.provider, fetched_at=s.fetched_at, error=s.error)
+        for s in snapshots
+    ]
+    return OffersOut(data=offers, providers=reads)

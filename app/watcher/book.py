@@ -1,0 +1,86 @@
+"""The latest offers of every provider, what this process has taken from them, and cool-downs."""
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from app.catalogue import Provider
+from app.dbtypes import utcnow
+from app.providers.base import Offer
+
+OfferKey = tuple[str, str, str]
+
+
+@dataclass
+class ProviderRead:
+    """One provider's latest stock read."""
+
+    offers: list[Offer] = field(default_factory=list)
+    read_at: float | None = None  # monotonic seconds of the last successful read
+    read_at_wall: datetime | None = None
+    error: str | None = None
+
+
+class OfferBook:
+    """In-memory view of stock that the matcher works from; no I/O."""
+
+    def __init__(self, *, cooldown_seconds: float) -> None:
+        self.cooldown_seconds = cooldown_seconds
+        self.reads: dict[Provider, ProviderRead] = {}
+        self._taken: Counter[OfferKey] = Counter()
+        self._cool_until: dict[OfferKey, float] = {}
+        self._first_seen: dict[OfferKey, float] = {}
+
+    def update(self, provider: Provider, offers: list[Offer]) -> None:
+        """Replace a provider's offers with a fresh read (which also forgets what was taken)."""
+        now = time.monotonic()
+        read = self.reads.setdefault(provider, ProviderRead())
+        keys = {o.key for o in offers}
+        for key in [k for k in self._first_seen if k[0] == provider and k not in keys]:
+            del self._first_seen[key]
+        for key in keys:
+            self._first_seen.setdefault(key, now)
+        for key in [k for k in self._taken if k[0] == provider]:
+            del self._taken[key]
+        read.offers, read.read_at, read.read_at_wall, read.error = offers, now, utcnow(), None
+
+    def failed(self, provider: Provider, error: str) -> None:
+        """Record that a provider's read failed (its last offers are kept, and age)."""
+        self.reads.setdefault(provider, ProviderRead()).error = error
+
+    def current(self, *, max_age: dict[Provider, float]) -> list[Offer]:
+        """Offers from reads younger than `max_age`, less what this process has already taken."""
+        now = time.monotonic()
+        offers = []
+        for provider, read in self.reads.items():
+            if read.read_at is None or now - read.read_at > max_age.get(provider, 0):
+                continue
+            for offer in read.offers:
+                taken = self._taken.get(offer.key, 0)
+                if not taken:
+                    offers.append(offer)
+                elif offer.available is not None and offer.available > taken:
+                    offers.append(replace(offer, available=offer.available - taken))
+        return offers
+
+    def take(self, key: OfferKey) -> None:
+        """One unit of this offer went to a claim: do not hand it out again until the next read."""
+        self._taken[key] += 1
+
+    def cool(self, key: OfferKey, seconds: float | None = None) -> None:
+        """Send nothing to this offer for a while (it just answered with a capacity error)."""
+        wait = self.cooldown_seconds if seconds is None else max(seconds, self.cooldown_seconds)
+        self._cool_until[key] = time.monotonic() + wait
+
+    def cooling(self) -> frozenset[OfferKey]:
+        """Offer keys cooling down now."""
+        now = time.monotonic()
+        for key in [k for k, until in self._cool_until.items() if until <= now]:
+            del self._cool_until[key]
+        return frozenset(self._cool_until)
+
+    def seen_for(self, key: OfferKey) -> float | None:
+        """Seconds since this offer was first seen in stock (in its current run), if it is."""
+        first = self._first_seen.get(key)
+        return None if first is None else time.monotonic() - first

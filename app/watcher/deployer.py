@@ -1,0 +1,180 @@
+"""Claims (one commit for a whole pass) and the create calls that follow them."""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue import Provider
+from app.db import session_scope
+from app.errors import InsufficientFunds as BalanceShort
+from app.metrics import CREATES
+from app.providers.base import (
+    AuthFailed,
+    InsufficientFunds,
+    NoCapacity,
+    OutcomeUnknown,
+    ProviderAdapter,
+    RateLimited,
+    Rejected,
+    Unavailable,
+)
+from app.services import deployments
+from app.services.deployments import Intent
+from app.services.orders import add_event
+from app.watcher.book import OfferBook
+from app.watcher.match import Assignment
+from app.watcher.notes import Note
+
+log = logging.getLogger(__name__)
+RATE_LIMIT_PAUSE_SECONDS = 5.0
+
+
+class Deployer:
+    """Turns assignments into committed intents, then into create calls and their outcomes."""
+
+    def __init__(
+        self,
+        *,
+        adapters: dict[Provider, ProviderAdapter],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        book: OfferBook,
+        on_settled: Callable[[], None],
+        pause_provider: Callable[[Provider, float], None],
+    ) -> None:
+        self.adapters = adapters
+        self.sessionmaker = sessionmaker
+        self.book = book
+        self.on_settled = on_settled
+        self.pause_provider = pause_provider
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.in_flight_ids: set[str] = set()  # deployment ids whose create is being sent
+
+    async def claim(self, assignments: list[Assignment], notes: list[Note]) -> list[Intent]:
+        """Claim every assigned order and write the notes, all in one commit."""
+        intents = []
+        async with session_scope(self.sessionmaker) as session:
+            for assignment in assignments:
+                try:
+                    async with session.begin_nested():
+                        intent = await deployments.claim(
+                            session,
+                            order_id=assignment.order_id,
+                            offer=assignment.offer,
+                            price_with_fees=assignment.price_with_fees,
+                        )
+                except BalanceShort:
+                    continue  # the balance moved since the snapshot; the next pass notes it
+                if intent is not None:
+                    intents.append(intent)
+            for note in notes:
+                add_event(session, order_id=note.order_id, kind=note.kind, message=note.message)
+        return intents
+
+    def launch(self, intent: Intent) -> None:
+        """Send the create in the background; creates for different orders go out together."""
+        task = asyncio.create_task(self.send(intent), name=f"create {intent.deployment_id}")
+        self.in_flight.add(task)
+        self.in_flight_ids.add(intent.deployment_id)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self.in_flight.discard(finished)
+            self.in_flight_ids.discard(intent.deployment_id)
+
+        task.add_done_callback(done)
+
+    async def send(self, intent: Intent) -> None:
+        """One create call and the one commit that records what came of it."""
+        offer = intent.offer
+        provider = offer.provider
+        adapter = self.adapters[provider]
+        try:
+            vm = await adapter.create_vm(
+                offer,
+                name=intent.vm_name,
+                tag=intent.tag,
+                ssh_public_key=intent.ssh_public_key,
+                disk_gb=intent.disk_gb,
+            )
+        except NoCapacity as exc:
+            self.book.cool(offer.key, exc.retry_after)
+            await self._not_created(
+                intent,
+                "no_capacity",
+                "Stock gone before the create (someone else got it first): keeps waiting.",
+            )
+        except RateLimited as exc:
+            self.pause_provider(provider, exc.retry_after or RATE_LIMIT_PAUSE_SECONDS)
+            await self._not_created(
+                intent,
+                "rate_limited",
+                f"{provider.display_name} asked us to slow down before the create: keeps waiting.",
+            )
+        except InsufficientFunds:
+            self.book.cool(offer.key)
+            await self._not_created(
+                intent,
+                "provider_funds",
+                f"Our account at {provider.display_name} cannot pay for this machine right "
+                "now: keeps waiting.",
+            )
+        except AuthFailed:
+            log.error("%s refused our credentials on a create", provider.display_name)
+            await self._not_created(
+                intent,
+                "provider_auth",
+                f"{provider.display_name} refused our credentials: keeps waiting.",
+            )
+        except Unavailable as exc:
+            await self._not_created(
+                intent, "provider_unavailable", f"Nothing sent ({exc.message}): keeps waiting."
+            )
+        except Rejected as exc:
+            await self._not_created(
+                intent,
+                "rejected",
+                f"{provider.display_name} refused the request itself ({exc.message}): "
+                "the order cannot succeed.",
+                fail_order=True,
+            )
+        except OutcomeUnknown as exc:
+            await self._unknown(
+                intent, f"No clear answer from {provider.display_name} ({exc.message})"
+            )
+        except Exception:
+            log.exception("create for %s crashed; its VM may exist", intent.order_id)
+            await self._unknown(intent, f"The create to {provider.display_name} broke off")
+        else:
+            CREATES.labels(str(provider), "created").inc()
+            async with session_scope(self.sessionmaker) as session:
+                await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+        self.on_settled()
+
+    async def _not_created(
+        self, intent: Intent, kind: str, message: str, *, fail_order: bool = False
+    ) -> None:
+        CREATES.labels(str(intent.offer.provider), kind).inc()
+        async with session_scope(self.sessionmaker) as session:
+            await deployments.settle_not_created(
+                session,
+                deployment_id=intent.deployment_id,
+                kind=kind,
+                message=message,
+                fail_order=fail_order,
+            )
+
+    async def _unknown(self, intent: Intent, message: str) -> None:
+        CREATES.labels(str(intent.offer.provider), "unknown").inc()
+        async with session_scope(self.sessionmaker) as session:
+            await deployments.mark_unknown(
+                session, deployment_id=intent.deployment_id, message=message
+            )
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (bounded) for creates in flight to get their answers."""
+        if self.in_flight:
+            started = time.monotonic()
+            await asyncio.wait(set(self.in_flight), timeout=timeout)
+            log.info("drained creates in %.1fs", time.monotonic() - started)

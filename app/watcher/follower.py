@@ -1,0 +1,161 @@
+"""After the create: follow VMs to running, resolve unclear creates, expire old orders."""
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue import Provider
+from app.db import session_scope
+from app.dbtypes import utcnow
+from app.metrics import DEPLOY_TO_RUNNING_SECONDS, ORDERS
+from app.models import Deployment, DeploymentStatus, Order, OrderStatus
+from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
+from app.services import deployments
+from app.services.orders import add_event
+
+log = logging.getLogger(__name__)
+FOLLOWED = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN, DeploymentStatus.DEPLOYED)
+
+
+class Follower:
+    """One tick: every attempt that is not settled yet is looked at once."""
+
+    def __init__(
+        self,
+        *,
+        adapters: dict[Provider, ProviderAdapter],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        read_sessionmaker: async_sessionmaker[AsyncSession],
+        outcome_check_seconds: float,
+        create_timeout_seconds: float,
+        in_flight: Callable[[], set[str]],
+    ) -> None:
+        self.adapters = adapters
+        self.sessionmaker = sessionmaker
+        self.read_sessionmaker = read_sessionmaker
+        self.outcome_check = timedelta(seconds=outcome_check_seconds)
+        self.create_timeout = timedelta(seconds=create_timeout_seconds)
+        self.in_flight = in_flight
+
+    async def tick(self) -> None:
+        """Follow, resolve, expire, count."""
+        async with session_scope(self.read_sessionmaker) as session:
+            open_attempts = await deployments.deployments_in(session, statuses=FOLLOWED)
+        by_provider: dict[str, list[Deployment]] = defaultdict(list)
+        for attempt in open_attempts:
+            by_provider[attempt.provider].append(attempt)
+        await asyncio.gather(*(self._follow(p, items) for p, items in by_provider.items()))
+        async with session_scope(self.sessionmaker) as session:
+            await deployments.expire_due(session, now=utcnow())
+        await self._count_orders()
+
+    async def _follow(self, provider: str, attempts: list[Deployment]) -> None:
+        adapter = self.adapters.get(Provider(provider))
+        if adapter is None:
+            return  # no credentials for it now; the attempts wait for a process that has them
+        for attempt in attempts:  # one provider at a time, in order: kind to its rate limits
+            try:
+                await self._follow_one(adapter, attempt)
+            except ProviderError as exc:
+                log.info("following %s: %s", attempt.id, exc)
+
+    async def _follow_one(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
+        age = utcnow() - attempt.created_at
+        if attempt.status == DeploymentStatus.DEPLOYED and attempt.provider_vm_id:
+            await self._check_vm(adapter, attempt)
+        elif attempt.status == DeploymentStatus.UNKNOWN and age >= self.outcome_check:
+            await self._resolve(adapter, attempt)
+        elif (
+            attempt.status == DeploymentStatus.CREATING
+            and attempt.id not in self.in_flight()
+            and age >= self.create_timeout + self.outcome_check
+        ):
+            async with session_scope(self.sessionmaker) as session:
+                await deployments.mark_unknown(
+                    session,
+                    deployment_id=attempt.id,
+                    message="The create's answer was never recorded (the service stopped?)",
+                )
+
+    async def _check_vm(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
+        assert attempt.provider_vm_id is not None
+        vm = await adapter.get_vm(attempt.provider_vm_id)
+        name = adapter.provider.display_name
+        if vm is not None and vm.state is VMState.RUNNING and vm.ip:
+            async with session_scope(self.sessionmaker) as session:
+                settled = await deployments.settle_running(session, deployment_id=attempt.id, vm=vm)
+            if settled:
+                booted = (utcnow() - attempt.created_at).total_seconds()
+                DEPLOY_TO_RUNNING_SECONDS.labels(attempt.provider).observe(booted)
+            return
+        if vm is not None and vm.state not in (VMState.FAILED, VMState.GONE):
+            return  # still booting (or a status we do not know: wait and see)
+        if vm is not None and vm.state is VMState.FAILED:
+            await adapter.delete_vm(vm.id)
+            reason = f"{name} failed the VM before it ran ({vm.provider_status})"
+        else:
+            reason = f"{name} lost the VM before it ran"
+        async with session_scope(self.sessionmaker) as session:
+            await deployments.settle_failed_before_running(
+                session, deployment_id=attempt.id, reason=reason
+            )
+
+    async def _resolve(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
+        """Look up the VM an unclear create may have made: adopt it, or release the order."""
+        offer = Offer(
+            provider=adapter.provider,
+            region=attempt.region,
+            sku=attempt.instance_type,
+            gpu_model=attempt.gpu_model,
+            gpu_count=attempt.gpu_count,
+            price_per_hour=attempt.price_per_hour,
+            offer_id=attempt.offer_id,
+        )
+        found = await adapter.find_vms(
+            name=attempt.vm_name, tag=attempt.tag, offer=offer, not_before=attempt.created_at
+        )
+        async with session_scope(self.sessionmaker) as session:
+            owned = set(
+                (
+                    await session.execute(
+                        select(Deployment.provider_vm_id).where(
+                            Deployment.provider == attempt.provider,
+                            Deployment.provider_vm_id.is_not(None),
+                        )
+                    )
+                ).scalars()
+            )
+            candidates = [vm for vm in found if vm.id not in owned and vm.state is not VMState.GONE]
+            if candidates:
+                vm = candidates[0]
+                if await deployments.settle_created(session, deployment_id=attempt.id, vm=vm):
+                    add_event(
+                        session,
+                        order_id=attempt.order_id,
+                        kind="adopted",
+                        message=f"Found the VM the unclear create made ({vm.id}): it is this "
+                        "order's.",
+                    )
+            else:
+                await deployments.settle_not_created(
+                    session,
+                    deployment_id=attempt.id,
+                    kind="not_created",
+                    message=f"Looked it up at {adapter.provider.display_name}: no VM came of "
+                    "the create; keeps waiting.",
+                )
+
+    async def _count_orders(self) -> None:
+        async with session_scope(self.read_sessionmaker) as session:
+            counts = dict(
+                (
+                    await session.execute(select(Order.status, func.count()).group_by(Order.status))
+                ).all()
+            )
+        for status in OrderStatus:
+            ORDERS.labels(str(status)).set(counts.get(status, 0))

@@ -1,0 +1,70 @@
+"""Timeline notes that say why an order is still waiting, produced once per situation."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from app.money import format_usd
+from app.services.deployments import describe_offer
+from app.watcher.match import Assignment, MatchResult, OrderWants
+
+
+@dataclass(frozen=True)
+class Note:
+    """An order event to write."""
+
+    order_id: str
+    kind: str
+    message: str
+
+
+class WaitingNotes:
+    """Remembers what each order was last told, so a situation is noted once, not every poll."""
+
+    def __init__(self) -> None:
+        self._told: dict[tuple[str, str], tuple[object, ...]] = {}
+
+    def fresh(
+        self,
+        result: MatchResult,
+        orders: Mapping[str, OrderWants],
+        funds: Mapping[str, Decimal],
+    ) -> list[Note]:
+        """Notes for near misses and funding gaps this order has not been told about yet."""
+        notes = []
+        for miss in result.above_max:
+            if self._new(miss, "above_max"):
+                limit = format_usd(orders[miss.order_id].max_price_per_hour)
+                notes.append(
+                    Note(
+                        miss.order_id,
+                        "above_max",
+                        f"Stock seen: {describe_offer(miss.offer, miss.price_with_fees)}, "
+                        f"above your max of {limit}.",
+                    )
+                )
+        for short in result.short_of_funds:
+            if self._new(short, "short_of_funds"):
+                available = funds.get(orders[short.order_id].account_id, Decimal(0))
+                notes.append(
+                    Note(
+                        short.order_id,
+                        "short_of_funds",
+                        f"{describe_offer(short.offer, short.price_with_fees)} matches, but your "
+                        f"available balance ({format_usd(available)}) does not cover one hour: "
+                        "keeps waiting.",
+                    )
+                )
+        return notes
+
+    def _new(self, seen: Assignment, kind: str) -> bool:
+        situation = (seen.offer.key, seen.price_with_fees)
+        if self._told.get((seen.order_id, kind)) == situation:
+            return False
+        self._told[(seen.order_id, kind)] = situation
+        return True
+
+    def keep_only(self, waiting: set[str]) -> None:
+        """Forget orders that are no longer waiting (a new wait starts a new story)."""
+        for key in [k for k in self._told if k[0] not in waiting]:
+            del self._told[key]

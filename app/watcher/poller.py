@@ -1,0 +1,85 @@
+"""One loop per provider: read stock every period while some waiting order wants it."""
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from app.metrics import POLL_ERRORS, POLL_SECONDS
+from app.providers.base import Offer, ProviderAdapter, ProviderError, RateLimited
+
+log = logging.getLogger(__name__)
+IDLE_RECHECK_SECONDS = 0.2  # how soon a provider nobody wants is looked at again
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class ProviderPoller:
+    """Reads one provider's stock on its own schedule; failures slow only this provider."""
+
+    def __init__(
+        self,
+        adapter: ProviderAdapter,
+        *,
+        period: float,
+        wanted: Callable[[], bool],
+        on_offers: Callable[[list[Offer]], Awaitable[None]],
+        on_error: Callable[[str], None],
+    ) -> None:
+        self.adapter = adapter
+        self.period = period
+        self.wanted = wanted
+        self.on_offers = on_offers
+        self.on_error = on_error
+        self.backoff = 0.0
+        self.paused_until = 0.0
+
+    def pause(self, seconds: float) -> None:
+        """Hold off this provider (e.g. a create was rate limited)."""
+        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        provider = str(self.adapter.provider)
+        while True:
+            wait = self.paused_until - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            if not self.wanted():
+                await asyncio.sleep(min(self.period, IDLE_RECHECK_SECONDS))
+                continue
+            started = time.monotonic()
+            delay = await self._poll_once(provider)
+            await asyncio.sleep(max(delay - (time.monotonic() - started), 0.0))
+
+    async def _poll_once(self, provider: str) -> float:
+        """One read and its follow-up; returns how long after its start the next may begin."""
+        started = time.monotonic()
+        try:
+            offers = await self.adapter.fetch_offers()
+        except RateLimited as exc:
+            POLL_ERRORS.labels(provider, "rate_limited").inc()
+            self.on_error(str(exc))
+            self.backoff = self._next_backoff()
+            return max(exc.retry_after or 0.0, self.backoff)
+        except ProviderError as exc:
+            POLL_ERRORS.labels(provider, type(exc).__name__.lower()).inc()
+            self.on_error(str(exc))
+            self.backoff = self._next_backoff()
+            return self.backoff
+        except Exception:  # a bug in an adapter must not stop the watching
+            log.exception("%s: stock read crashed", provider)
+            POLL_ERRORS.labels(provider, "crash").inc()
+            self.on_error("stock read failed unexpectedly")
+            self.backoff = self._next_backoff()
+            return self.backoff
+        POLL_SECONDS.labels(provider).observe(time.monotonic() - started)
+        self.backoff = 0.0
+        try:
+            await self.on_offers(offers)
+        except Exception:
+            log.exception("%s: handling fresh offers failed", provider)
+        return self.period
+
+    def _next_backoff(self) -> float:
+        return min(max(self.period * 2, self.backoff * 2), MAX_BACKOFF_SECONDS)

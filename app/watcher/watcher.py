@@ -1,0 +1,179 @@
+"""The watcher: wires pollers, the matcher, the deployer and the follower together.
+
+Hot path, per provider poll: stock read (HTTP) -> match (memory) -> claims (one commit) ->
+create calls (HTTP, concurrent). The waiting orders are kept in memory and re-read in the
+background, so the hot path has no database read in it.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue import Provider
+from app.db import session_scope
+from app.metrics import STOCK_TO_CREATE_SECONDS
+from app.providers.base import Offer, ProviderAdapter
+from app.settings import Settings
+from app.watcher.book import OfferBook
+from app.watcher.deployer import Deployer
+from app.watcher.follower import Follower
+from app.watcher.match import Fees, assign
+from app.watcher.notes import WaitingNotes
+from app.watcher.poller import ProviderPoller
+from app.watcher.snapshots import SnapshotWriter
+from app.watcher.waiting import WaitingSnapshot, load_waiting
+
+log = logging.getLogger(__name__)
+STALE_AFTER_PERIODS = 3  # offers older than this many poll periods are not acted on
+DRAIN_SECONDS = 20.0
+
+
+class Watcher:
+    """Everything that runs in the background of one service process."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        adapters: dict[Provider, ProviderAdapter],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        read_sessionmaker: async_sessionmaker[AsyncSession],
+    ) -> None:
+        self.settings = settings
+        self.adapters = adapters
+        self.sessionmaker = sessionmaker
+        self.read_sessionmaker = read_sessionmaker
+        self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
+        self.periods = {
+            Provider.VERDA: settings.verda_poll_seconds,
+            Provider.HYPERSTACK: settings.hyperstack_poll_seconds,
+            Provider.QUANTACLOUD: settings.quantacloud_poll_seconds,
+        }
+        self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
+        self.waiting = WaitingSnapshot()
+        self.notes = WaitingNotes()
+        self.snapshots = SnapshotWriter(sessionmaker, self.book)
+        self.pollers = {
+            provider: self._poller(provider, adapter) for provider, adapter in adapters.items()
+        }
+        self.deployer = Deployer(
+            adapters=adapters,
+            sessionmaker=sessionmaker,
+            book=self.book,
+            on_settled=self.nudge,
+            pause_provider=lambda p, seconds: self.pollers[p].pause(seconds),
+        )
+        self.follower = Follower(
+            adapters=adapters,
+            sessionmaker=sessionmaker,
+            read_sessionmaker=read_sessionmaker,
+            outcome_check_seconds=settings.outcome_check_seconds,
+            create_timeout_seconds=settings.provider_create_timeout_seconds,
+            in_flight=lambda: self.deployer.in_flight_ids,
+        )
+        self._pass_lock = asyncio.Lock()
+        self._refresh = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _poller(self, provider: Provider, adapter: ProviderAdapter) -> ProviderPoller:
+        async def on_offers(offers: list[Offer]) -> None:
+            await self.on_offers(provider, offers)
+
+        def on_error(error: str) -> None:
+            self.book.failed(provider, error)
+
+        return ProviderPoller(
+            adapter,
+            period=self.periods[provider],
+            wanted=lambda: str(provider) in self.waiting.providers,
+            on_offers=on_offers,
+            on_error=on_error,
+        )
+
+    async def start(self) -> None:
+        """Read the waiting orders, then start every loop."""
+        await self.refresh_waiting()
+        self._spawn(self._refresh_loop(), "refresh waiting orders")
+        self._spawn(self._every(self.settings.follow_seconds, self.follower.tick), "follow VMs")
+        for provider, poller in self.pollers.items():
+            self._spawn(poller.run(), f"poll {provider}")
+
+    async def stop(self) -> None:
+        """Stop taking new work, let creates in flight finish (bounded), stop the loops."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.deployer.drain(DRAIN_SECONDS)
+
+    def nudge(self) -> None:
+        """Re-read the waiting orders soon (an order was placed, cancelled or released)."""
+        self._refresh.set()
+
+    async def refresh_waiting(self) -> None:
+        """Re-read the waiting orders and their accounts' balances."""
+        async with session_scope(self.read_sessionmaker) as session:
+            self.waiting = await load_waiting(session)
+        self.notes.keep_only({o.id for o in self.waiting.orders})
+
+    async def on_offers(self, provider: Provider, offers: list[Offer]) -> None:
+        """A fresh read of one provider: act on it, then keep a copy for the API."""
+        self.book.update(provider, offers)
+        await self.deploy_pass()
+        await self.snapshots.maybe_write(provider)
+
+    async def deploy_pass(self) -> None:
+        """Match the waiting orders against the freshest offers and send the creates."""
+        async with self._pass_lock:
+            snapshot = self.waiting
+            if not snapshot.orders:
+                return
+            max_age = {p: period * STALE_AFTER_PERIODS for p, period in self.periods.items()}
+            offers = self.book.current(max_age=max_age)
+            if not offers:
+                return
+            result = assign(
+                snapshot.orders,
+                offers,
+                fees=self.fees,
+                excluded=self.book.cooling(),
+                funds=snapshot.funds,
+            )
+            orders = {o.id: o for o in snapshot.orders}
+            notes = self.notes.fresh(result, orders, snapshot.funds)
+            if not result.assignments and not notes:
+                return
+            intents = await self.deployer.claim(result.assignments, notes)
+            self.waiting = self.waiting.without({a.order_id for a in result.assignments})
+        for intent in intents:
+            self.book.take(intent.offer.key)
+            seen = self.book.seen_for(intent.offer.key)
+            if seen is not None:
+                STOCK_TO_CREATE_SECONDS.labels(str(intent.offer.provider)).observe(seen)
+            self.deployer.launch(intent)
+        if len(intents) < len(result.assignments):
+            self.nudge()  # some claims lost a race or the balance moved: re-read
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._refresh.wait(), self.settings.waiting_refresh_seconds)
+            self._refresh.clear()
+            try:
+                await self.refresh_waiting()
+            except Exception:
+                log.exception("reading the waiting orders failed")
+
+    async def _every(self, seconds: float, job: Any) -> None:
+        while True:
+            try:
+                await job()
+            except Exception:
+                log.exception("background job %s failed", getattr(job, "__qualname__", job))
+            await asyncio.sleep(seconds)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        self._tasks.append(asyncio.create_task(coroutine, name=name))
