@@ -21,6 +21,13 @@ from app.watcher.watcher import Watcher
 log = logging.getLogger(__name__)
 
 
+LIVE_WITHOUT_CREDENTIALS = (
+    "live mode needs credentials for at least one provider: set AUTOPROVISION_VERDA_CLIENT_ID "
+    "and _SECRET, AUTOPROVISION_HYPERSTACK_API_KEY or AUTOPROVISION_QUANTACLOUD_API_KEY "
+    "(or AUTOPROVISION_MODE=demo)"
+)
+
+
 class ConfigurationError(RuntimeError):
     """The settings cannot work (e.g. live mode without any provider credentials)."""
 
@@ -66,11 +73,7 @@ class Background:
         )
         adapters = build_adapters(providers, self.client)
         if not adapters:
-            raise ConfigurationError(
-                "live mode needs credentials for at least one provider: set "
-                "AUTOPROVISION_VERDA_CLIENT_ID and _SECRET, AUTOPROVISION_HYPERSTACK_API_KEY or "
-                "AUTOPROVISION_QUANTACLOUD_API_KEY (or AUTOPROVISION_MODE=demo)"
-            )
+            raise ConfigurationError(LIVE_WITHOUT_CREDENTIALS)
         self.watcher = Watcher(
             settings=settings,
             adapters=adapters,

@@ -7,8 +7,10 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
+from app.background import LIVE_WITHOUT_CREDENTIALS
 from app.db import create_engine, create_sessionmaker, migrate, session_scope
 from app.main import announce_admin_key, create_app, prepare_database
+from app.providers.registry import configured_providers
 from app.services.accounts import reset_admin_key
 from app.settings import Settings, get_settings
 
@@ -112,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"autoprovision: {name}: {error['msg']}\n")
         return 2
     if args.command == "serve":
+        if settings.mode == "live" and settings.watcher and not configured_providers(settings):
+            sys.stderr.write(f"autoprovision: {LIVE_WITHOUT_CREDENTIALS}\n")
+            return 2
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         _serve(settings.model_copy(update=overrides))
     elif args.command == "sim":

@@ -145,16 +145,28 @@ def announce_demo(api_key: str, settings: Settings) -> None:
 class StockFeed:
     """Makes stock come and go on the simulators, so demo orders have something to catch."""
 
-    def __init__(self, sim_url: str, *, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        sim_url: str,
+        *,
+        gap_seconds: tuple[float, float] = (3, 8),
+        shown_seconds: tuple[float, float] = (4, 12),
+        seed: int | None = None,
+    ) -> None:
         self.sim_url = sim_url
+        self.gap_seconds = gap_seconds
+        self.shown_seconds = shown_seconds
         self.random = random.Random(seed)
 
     async def run(self) -> None:
-        """Until cancelled: every few seconds, one machine appears for a few seconds."""
+        """Until cancelled: every few seconds, one machine appears for a few seconds.
+
+        Seven times in ten it is a machine a demo order wants, so demo orders do deploy.
+        """
         wanted = {(o["gpu_model"], o["gpu_count"]) for o in DEMO_ORDERS}
         async with httpx.AsyncClient(base_url=self.sim_url, timeout=5) as client:
             while True:
-                await asyncio.sleep(self.random.uniform(3, 8))
+                await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
                     await self._one_appearance(client, wanted)
                 except httpx.HTTPError as exc:
@@ -168,5 +180,5 @@ class StockFeed:
         entry = self.random.choice(pool)
         where = {"sku": entry["sku"], "region": entry["region"]}
         await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
-        await asyncio.sleep(self.random.uniform(4, 12))
+        await asyncio.sleep(self.random.uniform(*self.shown_seconds))
         await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})

@@ -10,14 +10,24 @@ from app.providers.verda import VerdaAdapter
 from app.settings import Settings
 
 
+def configured_providers(settings: Settings) -> list[Provider]:
+    """The providers the settings hold credentials for."""
+    found = []
+    if settings.verda_client_id is not None and settings.verda_client_secret is not None:
+        found.append(Provider.VERDA)
+    if settings.hyperstack_api_key is not None:
+        found.append(Provider.HYPERSTACK)
+    if settings.quantacloud_api_key is not None:
+        found.append(Provider.QUANTACLOUD)
+    return found
+
+
 def build_adapters(
     settings: Settings, client: httpx.AsyncClient
 ) -> dict[Provider, ProviderAdapter]:
     """One adapter per provider with credentials, all sharing `client`."""
-    timeouts = {
-        "timeout": settings.provider_timeout_seconds,
-        "create_timeout": settings.provider_create_timeout_seconds,
-    }
+    timeout = settings.provider_timeout_seconds
+    create_timeout = settings.provider_create_timeout_seconds
     adapters: dict[Provider, ProviderAdapter] = {}
     if settings.verda_client_id is not None and settings.verda_client_secret is not None:
         adapters[Provider.VERDA] = VerdaAdapter(
@@ -26,7 +36,8 @@ def build_adapters(
             client_id=settings.verda_client_id,
             client_secret=settings.verda_client_secret,
             image=settings.verda_image,
-            **timeouts,
+            timeout=timeout,
+            create_timeout=create_timeout,
         )
     if settings.hyperstack_api_key is not None:
         adapters[Provider.HYPERSTACK] = HyperstackAdapter(
@@ -36,13 +47,15 @@ def build_adapters(
             environment=settings.hyperstack_environment,
             key_name=settings.hyperstack_key_name,
             image=settings.hyperstack_image,
-            **timeouts,
+            timeout=timeout,
+            create_timeout=create_timeout,
         )
     if settings.quantacloud_api_key is not None:
         adapters[Provider.QUANTACLOUD] = QuantaCloudAdapter(
             client,
             base_url=settings.quantacloud_base_url,
             api_key=settings.quantacloud_api_key,
-            **timeouts,
+            timeout=timeout,
+            create_timeout=create_timeout,
         )
     return adapters

@@ -1,0 +1,340 @@
+"""The watcher end to end: REST API in, simulators out, with the real adapters in between."""
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from prometheus_client import REGISTRY
+
+from tests.factories import ADMIN, AccountHandle, create_account, order_body
+from tests.waiting import eventually
+from tests.watcher.conftest import Sim
+
+VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")  # $2.59/h -> $2.82 with 5% + $0.10
+HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h -> $2.62
+HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20/h -> $20.26
+
+
+def h100(**overrides: Any) -> dict[str, Any]:
+    """An order for 1x H100 on any provider, up to $3.00/h."""
+    body = {
+        "gpu_model": "H100",
+        "gpu_count": 1,
+        "providers": ["verda", "hyperstack", "quantacloud"],
+        "max_price_per_hour": "3.00",
+        **overrides,
+    }
+    return order_body(**body)
+
+
+async def place(client: httpx.AsyncClient, account: AccountHandle, body: dict[str, Any]) -> str:
+    response = await client.post("/v1/orders", json=body, headers=account.headers)
+    assert response.status_code == 201, response.text
+    order_id: str = response.json()["id"]
+    return order_id
+
+
+async def order(client: httpx.AsyncClient, account: AccountHandle, order_id: str) -> dict[str, Any]:
+    result: dict[str, Any] = (
+        await client.get(f"/v1/orders/{order_id}", headers=account.headers)
+    ).json()
+    return result
+
+
+async def reaches(
+    client: httpx.AsyncClient,
+    account: AccountHandle,
+    order_id: str,
+    status: str,
+    seconds: float = 5,
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        shown = await order(client, account, order_id)
+        return shown if shown["status"] == status else None
+
+    return await eventually(check, seconds)
+
+
+async def events(client: httpx.AsyncClient, account: AccountHandle, order_id: str) -> list[str]:
+    answer = await client.get(f"/v1/orders/{order_id}/events", headers=account.headers)
+    return [e["kind"] for e in answer.json()]
+
+
+async def account_view(client: httpx.AsyncClient, account: AccountHandle) -> dict[str, Any]:
+    result: dict[str, Any] = (await client.get("/v1/account", headers=account.headers)).json()
+    return result
+
+
+def metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+class TestDeploy:
+    async def test_stock_appears_the_order_deploys_and_runs(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100(ssh_public_key=None))
+        await asyncio.sleep(0.3)
+        assert await sim.creates("hyperstack") == []  # nothing in stock: nothing sent
+        await sim.stock(*HYPER_H100, 1)
+        running = await reaches(client, account, order_id, "running")
+        deployment = running["deployment"]
+        assert (deployment["provider"], deployment["region"], deployment["instance_type"]) == (
+            "hyperstack",
+            "CANADA-1",
+            "n3-H100x1",
+        )
+        assert deployment["price_per_hour"] == "2.40"
+        assert deployment["price_per_hour_with_fees"] == "2.62"
+        assert deployment["ip"] and deployment["status"] == "running"
+        (create,) = await sim.creates("hyperstack")
+        assert create["outcome"] == "created"
+        assert create["name"] == f"ap-{order_id.removeprefix('ord_')}-1"
+        assert await events(client, account, order_id) == [
+            "placed",
+            "create_sent",
+            "deployed",
+            "running",
+        ]
+        balance = await account_view(client, account)
+        assert (balance["balance"], balance["held"]) == ("7.38", "0.00")
+
+    async def test_each_order_takes_the_cheapest_matching_offer(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        await place(client, account, order_body(providers=["verda", "hyperstack"]))  # 8x B300
+        await sim.stock(*VERDA_H100, 1)
+        await sim.stock(*HYPER_H100, 1)
+        await asyncio.sleep(0.4)  # both providers polled: both offers known
+        order_id = await place(client, account, h100())
+        deployed = await reaches(client, account, order_id, "running")
+        assert deployed["deployment"]["provider"] == "hyperstack"  # $2.62 beats Verda's $2.82
+        assert await sim.creates("verda") == []
+
+    async def test_the_oldest_order_gets_the_stock_and_quantity_is_respected(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="200")
+        body = order_body(gpu_model="H100", gpu_count=8, providers=["hyperstack"])
+        ids = [await place(client, account, body) for _ in range(3)]
+        await sim.stock(*HYPER_H100_X8, 2)
+        for order_id in ids[:2]:
+            await reaches(client, account, order_id, "running")
+        await asyncio.sleep(0.5)
+        assert (await order(client, account, ids[2]))["status"] == "waiting"
+        assert len(await sim.creates("hyperstack")) == 2
+
+    async def test_price_with_fees_at_the_max_deploys_one_cent_above_waits(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        too_low = await place(
+            client, account, h100(providers=["hyperstack"], max_price_per_hour="2.61")
+        )
+        at_max = await place(
+            client, account, h100(providers=["hyperstack"], max_price_per_hour="2.62")
+        )
+        await sim.stock(*HYPER_H100, 2)
+        await reaches(client, account, at_max, "running")
+        assert (await order(client, account, too_low))["status"] == "waiting"
+        assert "above_max" in await events(client, account, too_low)
+
+    async def test_orders_are_only_sent_to_providers_they_accept(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100(providers=["quantacloud"]))
+        await sim.stock(*HYPER_H100, 1)
+        await asyncio.sleep(0.6)
+        assert await sim.creates("hyperstack") == []
+        assert (await order(client, account, order_id))["status"] == "waiting"
+
+
+class TestMoney:
+    async def test_a_balance_of_exactly_one_hour_deploys(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="2.62")
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.stock(*HYPER_H100, 1)
+        await reaches(client, account, order_id, "running")
+        balance = await account_view(client, account)
+        assert (balance["balance"], balance["available"]) == ("0.00", "0.00")
+
+    async def test_one_cent_short_keeps_waiting_and_says_so_once(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="2.61")
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.stock(*HYPER_H100, 1)
+        await eventually(lambda: _has_event(client, account, order_id, "short_of_funds"))
+        await asyncio.sleep(0.5)  # several more polls see the same situation
+        kinds = await events(client, account, order_id)
+        assert kinds.count("short_of_funds") == 1
+        assert (await order(client, account, order_id))["status"] == "waiting"
+        assert await sim.creates("hyperstack") == []
+        await client.post(
+            f"/v1/accounts/{account.id}/credits", json={"amount": "0.01"}, headers=ADMIN
+        )
+        await reaches(client, account, order_id, "running")
+
+
+async def _has_event(
+    client: httpx.AsyncClient, account: AccountHandle, order_id: str, kind: str
+) -> bool:
+    return kind in await events(client, account, order_id)
+
+
+class TestProviderTrouble:
+    async def test_a_capacity_error_puts_the_order_back_and_cools_the_offer(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.fault("hyperstack", "capacity_race")
+        await sim.stock(*HYPER_H100, 1)
+        await eventually(lambda: _has_event(client, account, order_id, "no_capacity"))
+        kinds = await events(client, account, order_id)
+        assert kinds[:3] == ["placed", "create_sent", "no_capacity"]
+        balance = await account_view(client, account)
+        assert balance["held"] == "0.00" and balance["balance"] == "10.00"
+        # the offer cools down (0.5 s here), then the order gets it
+        await reaches(client, account, order_id, "running")
+        outcomes = [c["outcome"] for c in await sim.creates("hyperstack")]
+        assert outcomes == ["capacity_race", "created"]
+
+    async def test_a_vm_that_fails_before_running_is_deleted_and_the_order_waits_again(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.fault("hyperstack", "fail_after_accept")
+        await sim.stock(*HYPER_H100, 1)
+        await eventually(lambda: _has_event(client, account, order_id, "vm_failed"))
+        shown = await order(client, account, order_id)
+        assert shown["status"] == "waiting"
+        balance = await account_view(client, account)
+        assert (balance["balance"], balance["held"]) == ("10.00", "0.00")  # refunded
+        await eventually(lambda: _all_gone(sim))
+        await sim.stock(*HYPER_H100, 1)
+        retried = await reaches(client, account, order_id, "running")
+        assert retried["deployment"]["status"] == "running"
+
+    async def test_an_unclear_create_is_looked_up_and_adopted_never_sent_twice(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.fault("hyperstack", "create_error_after_commit")
+        await sim.stock(*HYPER_H100, 5)
+        running = await reaches(client, account, order_id, "running")
+        kinds = await events(client, account, order_id)
+        assert "outcome_unknown" in kinds and "adopted" in kinds
+        (vm,) = await sim.vms("hyperstack")
+        assert running["deployment"]["provider_vm_id"] == str(vm["id"])
+        assert [c["outcome"] for c in await sim.creates("hyperstack")] == ["error_after_commit"]
+
+    async def test_a_rate_limited_provider_does_not_slow_another(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        await sim.fault("verda", "http_429", count=1000, seconds=30)
+        order_id = await place(client, account, h100(providers=["verda", "hyperstack"]))
+        await asyncio.sleep(0.3)
+        started = asyncio.get_running_loop().time()
+        await sim.stock(*HYPER_H100, 1)
+        await reaches(client, account, order_id, "deployed", seconds=2)
+        assert asyncio.get_running_loop().time() - started < 1.0
+        assert metric("autoprovision_poll_errors_total", provider="verda", kind="rate_limited") > 0
+
+
+async def _all_gone(sim: Sim) -> bool:
+    """Every VM at Hyperstack is being deleted or gone (the sim drops it once deleted)."""
+    return all(vm["status"] == "DELETING" for vm in await sim.vms("hyperstack"))
+
+
+class TestLifecycle:
+    async def test_an_order_past_its_expiry_expires(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        soon = (datetime.now(UTC) + timedelta(seconds=0.6)).isoformat()
+        order_id = await place(client, account, h100(expires_at=soon))
+        await reaches(client, account, order_id, "expired")
+        assert (await events(client, account, order_id))[-1] == "expired"
+        await sim.stock(*HYPER_H100, 1)
+        await asyncio.sleep(0.4)
+        assert await sim.creates("hyperstack") == []
+
+    async def test_a_cancelled_order_is_not_deployed(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100())
+        await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
+        await sim.stock(*HYPER_H100, 1)
+        await asyncio.sleep(0.5)
+        assert await sim.creates("hyperstack") == []
+
+
+class TestPolling:
+    async def test_nobody_waiting_means_no_polling(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        before = metric("autoprovision_poll_seconds_count", provider="quantacloud")
+        await asyncio.sleep(0.5)
+        assert metric("autoprovision_poll_seconds_count", provider="quantacloud") == before
+
+    async def test_polls_do_not_grow_with_the_number_of_orders(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="10")
+        await place(client, account, h100(providers=["quantacloud"]))
+        await asyncio.sleep(0.3)
+        few = await _polls_in(0.6)
+        for _ in range(40):
+            await place(client, account, h100(providers=["quantacloud"]))
+        await asyncio.sleep(0.3)
+        many = await _polls_in(0.6)
+        assert many <= few + 2
+
+    async def test_offers_show_the_latest_stock_with_fees(
+        self, client: httpx.AsyncClient, sim: Sim
+    ) -> None:
+        account = await create_account(client, credit="1")
+        await place(client, account, h100(providers=["hyperstack"]))
+        await sim.stock(*HYPER_H100, 3)
+
+        async def shown() -> list[dict[str, Any]]:
+            answer = await client.get("/v1/offers?gpu_model=h100", headers=account.headers)
+            data: list[dict[str, Any]] = answer.json()["data"]
+            return data
+
+        (offer,) = await eventually(shown)
+        assert (offer["provider"], offer["sku"], offer["available"]) == (
+            "hyperstack",
+            "n3-H100x1",
+            3,
+        )
+        assert (offer["price_per_hour"], offer["price_per_hour_with_fees"]) == ("2.40", "2.62")
+
+    async def test_metrics_are_served(self, client: httpx.AsyncClient, sim: Sim) -> None:
+        answer = await client.get("/metrics")
+        assert answer.status_code == 200
+        for name in (
+            "autoprovision_poll_seconds",
+            "autoprovision_orders",
+            "autoprovision_creates_total",
+            "autoprovision_stock_to_create_seconds",
+            "autoprovision_deploy_to_running_seconds",
+        ):
+            assert name in answer.text
+
+
+async def _polls_in(seconds: float) -> float:
+    before = metric("autoprovision_poll_seconds_count", provider="quantacloud")
+    await asyncio.sleep(seconds)
+    return metric("autoprovision_poll_seconds_count", provider="quantacloud") - before
