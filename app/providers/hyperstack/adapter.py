@@ -1,6 +1,7 @@
 """The Hyperstack adapter: offers from flavors, stocks and the pricebook; VMs in per-region
 environments, named and labelled so that a create with no answer can be found again."""
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -148,11 +149,13 @@ class HyperstackAdapter:
         """GPU flavors in stock now, priced per GPU x count; unpriced and unknown GPUs left out."""
         if self._prices_at is None or time.monotonic() - self._prices_at > PRICE_TTL:
             await self.refresh_prices()
-        flavors = await self._api.read("/core/flavors")
+        # Both reads at once: the stock read is the latency between new stock and the create.
+        flavors, stocks = await asyncio.gather(
+            self._api.read("/core/flavors"), self._api.call("GET", "/core/stocks")
+        )
         rows = flavor_rows(flavors.body)
         if rows is None:
             raise self._api.unexpected(flavors, "answered with no flavor list:")
-        stocks = await self._api.call("GET", "/core/stocks")
         if not stocks.ok and stocks.status != 404:  # 404 is "Stocks Not Found": no counts
             raise self._api.unexpected(stocks)
         slots = parse_slots(stocks.body) if stocks.ok else {}

@@ -1,0 +1,203 @@
+"""How fast does new stock turn into a create call? Measured end to end over HTTP.
+
+Starts the provider simulators (`autoprovision sim`) and the service (`autoprovision serve`,
+pointed at them) as separate processes, keeps one order per provider waiting, puts one machine
+in stock at a random moment, and takes the time from the stock change to the create request's
+arrival from the simulator's own log. Repeats ROUNDS times per provider, all three providers at
+once, and prints median and p99 against the targets (median <= period/2 + 50 ms,
+p99 <= period + 150 ms).
+
+    .venv/bin/python bench/stock_to_create.py [--rounds 200] [--json bench/results/latest.json]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_KEY = "bench-admin-key-0123456789"
+# One cheap machine per provider, so a few hundred first hours cost little of the credit.
+MACHINES = {
+    "verda": {"sku": "1A6000.10V", "region": "FIN-01", "gpu_model": "RTX-A6000"},
+    "hyperstack": {"sku": "n3-RTX-A6000x1", "region": "CANADA-1", "gpu_model": "RTX-A6000"},
+    "quantacloud": {"sku": "l40s-x1", "region": "us-east-1", "gpu_model": "L40S"},
+}
+PERIOD_SETTINGS = {
+    "verda": "AUTOPROVISION_VERDA_POLL_SECONDS",
+    "hyperstack": "AUTOPROVISION_HYPERSTACK_POLL_SECONDS",
+    "quantacloud": "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS",
+}
+DEFAULT_PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "app", *args],
+        cwd=log.parent,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(300):
+            if process.poll() is not None:
+                raise RuntimeError(f"{url} exited early")
+            try:
+                await client.get(url)
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+async def one_provider(
+    provider: str,
+    rounds: int,
+    period: float,
+    api: httpx.AsyncClient,
+    sim: httpx.AsyncClient,
+    key: str,
+) -> list[float]:
+    machine = MACHINES[provider]
+    headers = {"Authorization": f"Bearer {key}"}
+    where = {"sku": machine["sku"], "region": machine["region"]}
+    latencies = []
+    for _ in range(rounds):
+        body = {
+            "gpu_model": machine["gpu_model"],
+            "gpu_count": 1,
+            "providers": [provider],
+            "max_price_per_hour": "5.00",
+        }
+        placed = await api.post("/v1/orders", json=body, headers=headers)
+        placed.raise_for_status()
+        # Stock appears at a random moment of the poll cycle: anywhere in two periods, after
+        # the watcher has had time to see the new order (it is nudged when one is placed).
+        await asyncio.sleep(0.3 + random.uniform(0, 2 * period))
+        seen = len((await sim.get(f"/{provider}/_sim/creates")).json())
+        changed = await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
+        changed_at = changed.json()["changed_at"]
+        deadline = time.monotonic() + 15
+        while True:
+            creates = (await sim.get(f"/{provider}/_sim/creates")).json()
+            if len(creates) > seen:
+                latencies.append(creates[seen]["received_at"] - changed_at)
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{provider}: no create 15 s after stock appeared")
+            await asyncio.sleep(0.1)
+        await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+    return latencies
+
+
+def p99(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=100, method="inclusive")[98]
+
+
+async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="ap-bench-"))
+    sim_port, api_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
+    env.update(
+        {
+            "AUTOPROVISION_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'bench.db'}",
+            "AUTOPROVISION_ADMIN_API_KEY": ADMIN_KEY,
+            "AUTOPROVISION_MODE": "demo",
+            "AUTOPROVISION_SIM_EMBEDDED": "false",
+            "AUTOPROVISION_DEMO_FEED": "false",
+            "AUTOPROVISION_SIM_PORT": str(sim_port),
+            "AUTOPROVISION_PORT": str(api_port),
+            "AUTOPROVISION_LOG_LEVEL": "warning",
+            **{PERIOD_SETTINGS[p]: str(seconds) for p, seconds in periods.items()},
+        }
+    )
+    sim_process = start(["sim", "--port", str(sim_port)], env, workdir / "sim.log")
+    api_process = None
+    try:
+        await wait_up(f"http://127.0.0.1:{sim_port}/verda/_sim/config", sim_process)
+        api_process = start(["serve"], env, workdir / "service.log")
+        await wait_up(f"http://127.0.0.1:{api_port}/healthz", api_process)
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as api,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{sim_port}", timeout=10) as sim,
+        ):
+            admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+            account = (await api.post("/v1/accounts", json={"name": "bench"}, headers=admin)).json()
+            await api.post(
+                f"/v1/accounts/{account['id']}/credits", json={"amount": "100000"}, headers=admin
+            )
+            results = await asyncio.gather(
+                *(
+                    one_provider(p, rounds, periods[p], api, sim, account["api_key"])
+                    for p in MACHINES
+                )
+            )
+    finally:
+        for process in (api_process, sim_process):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
+    report: dict[str, Any] = {"rounds": rounds, "providers": {}}
+    for provider, samples in zip(MACHINES, results, strict=True):
+        period = periods[provider]
+        median, tail = statistics.median(samples), p99(samples)
+        report["providers"][provider] = {
+            "poll_seconds": period,
+            "samples": len(samples),
+            "median_ms": round(median * 1000, 1),
+            "p99_ms": round(tail * 1000, 1),
+            "target_median_ms": round((period / 2 + 0.05) * 1000, 1),
+            "target_p99_ms": round((period + 0.15) * 1000, 1),
+            "min_ms": round(min(samples) * 1000, 1),
+            "max_ms": round(max(samples) * 1000, 1),
+        }
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200, help="stock appearances per provider")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    report = asyncio.run(run(args.rounds, DEFAULT_PERIODS))
+    print("| provider | poll period | samples | median | target | p99 | target | met |")  # noqa: T201
+    print("|---|---|---|---|---|---|---|---|")  # noqa: T201
+    met_all = True
+    for provider, r in report["providers"].items():
+        met = r["median_ms"] <= r["target_median_ms"] and r["p99_ms"] <= r["target_p99_ms"]
+        met_all &= met
+        print(  # noqa: T201
+            f"| {provider} | {r['poll_seconds']} s | {r['samples']} | {r['median_ms']} ms | "
+            f"<= {r['target_median_ms']} ms | {r['p99_ms']} ms | <= {r['target_p99_ms']} ms | "
+            f"{'yes' if met else 'NO'} |"
+        )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if met_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
