@@ -20,13 +20,13 @@ test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_
 	$(BIN)/pytest
 
 lint: $(STAMP)  ## ruff and mypy
-	$(BIN)/ruff check app migrations tests
-	$(BIN)/ruff format --check app migrations tests
+	$(BIN)/ruff check app migrations tests bench
+	$(BIN)/ruff format --check app migrations tests bench
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix app migrations tests
-	$(BIN)/ruff format app migrations tests
+	$(BIN)/ruff check --fix app migrations tests bench
+	$(BIN)/ruff format app migrations tests bench
 
 migrate: $(STAMP)
 	$(BIN)/autoprovision migrate

@@ -70,3 +70,11 @@ def test_bad_values_are_refused_at_start(
     monkeypatch.setenv(f"AUTOPROVISION_{name}", value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_env_example_lists_every_setting() -> None:
+    example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
+    missing = [
+        name for name in Settings.model_fields if f"AUTOPROVISION_{name.upper()}=" not in example
+    ]
+    assert missing == []
