@@ -252,8 +252,8 @@ class TestProviderTrouble:
 
 
 async def _all_gone(sim: Sim) -> bool:
-    """Every VM at Hyperstack is being deleted or gone (the sim drops it once deleted)."""
-    return all(vm["status"] == "DELETING" for vm in await sim.vms("hyperstack"))
+    """Every VM at Hyperstack is being deleted or is deleted."""
+    return all(vm["status"] in ("DELETING", "DELETED") for vm in await sim.vms("hyperstack"))
 
 
 class TestLifecycle:
