@@ -22,18 +22,28 @@ class ProviderRead:
     error: str | None = None
 
 
+@dataclass
+class Taken:
+    """One unit of an offer given to a create: counted against the offer until a read that
+    started after the create's answer (and so already reflects it) replaces the offer."""
+
+    key: OfferKey
+    answered_at: float | None = None  # monotonic; None while the create is in flight
+    consumed: bool = True
+
+
 class OfferBook:
     """In-memory view of stock that the matcher works from; no I/O."""
 
     def __init__(self, *, cooldown_seconds: float) -> None:
         self.cooldown_seconds = cooldown_seconds
         self.reads: dict[Provider, ProviderRead] = {}
-        self._taken: Counter[OfferKey] = Counter()
+        self._taken: list[Taken] = []
         self._cool_until: dict[OfferKey, float] = {}
         self._first_seen: dict[OfferKey, float] = {}
 
-    def update(self, provider: Provider, offers: list[Offer]) -> None:
-        """Replace a provider's offers with a fresh read (which also forgets what was taken)."""
+    def update(self, provider: Provider, offers: list[Offer], *, started: float) -> None:
+        """Replace a provider's offers with a read that began at `started` (monotonic)."""
         now = time.monotonic()
         read = self.reads.setdefault(provider, ProviderRead())
         keys = {o.key for o in offers}
@@ -41,8 +51,12 @@ class OfferBook:
             del self._first_seen[key]
         for key in keys:
             self._first_seen.setdefault(key, now)
-        for key in [k for k in self._taken if k[0] == provider]:
-            del self._taken[key]
+        self._taken = [
+            t
+            for t in self._taken
+            if t.key[0] != provider
+            or (t.consumed and (t.answered_at is None or t.answered_at > started))
+        ]
         read.offers, read.read_at, read.read_at_wall, read.error = offers, now, utcnow(), None
 
     def failed(self, provider: Provider, error: str) -> None:
@@ -52,21 +66,30 @@ class OfferBook:
     def current(self, *, max_age: dict[Provider, float]) -> list[Offer]:
         """Offers from reads younger than `max_age`, less what this process has already taken."""
         now = time.monotonic()
+        counts = Counter(t.key for t in self._taken if t.consumed)
         offers = []
         for provider, read in self.reads.items():
             if read.read_at is None or now - read.read_at > max_age.get(provider, 0):
                 continue
             for offer in read.offers:
-                taken = self._taken.get(offer.key, 0)
+                taken = counts.get(offer.key, 0)
                 if not taken:
                     offers.append(offer)
                 elif offer.available is not None and offer.available > taken:
                     offers.append(replace(offer, available=offer.available - taken))
         return offers
 
-    def take(self, key: OfferKey) -> None:
-        """One unit of this offer went to a claim: do not hand it out again until the next read."""
-        self._taken[key] += 1
+    def take(self, key: OfferKey) -> Taken:
+        """One unit of this offer went to a create: not handed out again until a read shows
+        the provider's stock after that create; call `answered` when the create is answered."""
+        taken = Taken(key)
+        self._taken.append(taken)
+        return taken
+
+    def answered(self, taken: Taken, *, consumed: bool) -> None:
+        """The create for `taken` got its answer; `consumed`: it may have used the unit."""
+        taken.answered_at = time.monotonic()
+        taken.consumed = consumed
 
     def cool(self, key: OfferKey, seconds: float | None = None) -> None:
         """Send nothing to this offer for a while (it just answered with a capacity error)."""

@@ -24,7 +24,7 @@ from app.providers.base import (
 from app.services import deployments
 from app.services.deployments import Intent
 from app.services.orders import add_event
-from app.watcher.book import OfferBook
+from app.watcher.book import OfferBook, Taken
 from app.watcher.match import Assignment
 from app.watcher.notes import Note
 
@@ -73,9 +73,9 @@ class Deployer:
                 add_event(session, order_id=note.order_id, kind=note.kind, message=note.message)
         return intents
 
-    def launch(self, intent: Intent) -> None:
+    def launch(self, intent: Intent, taken: Taken) -> None:
         """Send the create in the background; creates for different orders go out together."""
-        task = asyncio.create_task(self.send(intent), name=f"create {intent.deployment_id}")
+        task = asyncio.create_task(self.send(intent, taken), name=f"create {intent.deployment_id}")
         self.in_flight.add(task)
         self.in_flight_ids.add(intent.deployment_id)
 
@@ -85,8 +85,9 @@ class Deployer:
 
         task.add_done_callback(done)
 
-    async def send(self, intent: Intent) -> None:
+    async def send(self, intent: Intent, taken: Taken) -> None:
         """One create call and the one commit that records what came of it."""
+        consumed = False  # whether the create may have used the unit of stock
         offer = intent.offer
         provider = offer.provider
         adapter = self.adapters[provider]
@@ -140,16 +141,21 @@ class Deployer:
                 fail_order=True,
             )
         except OutcomeUnknown as exc:
+            consumed = True
             await self._unknown(
                 intent, f"No clear answer from {provider.display_name} ({exc.message})"
             )
         except Exception:
+            consumed = True
             log.exception("create for %s crashed; its VM may exist", intent.order_id)
             await self._unknown(intent, f"The create to {provider.display_name} broke off")
         else:
+            consumed = True
             CREATES.labels(str(provider), "created").inc()
             async with session_scope(self.sessionmaker) as session:
                 await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+        finally:
+            self.book.answered(taken, consumed=consumed)
         self.on_settled()
 
     async def _not_created(

@@ -22,7 +22,7 @@ class ProviderPoller:
         *,
         period: float,
         wanted: Callable[[], bool],
-        on_offers: Callable[[list[Offer]], Awaitable[None]],
+        on_offers: Callable[[list[Offer], float], Awaitable[None]],
         on_error: Callable[[str], None],
     ) -> None:
         self.adapter = adapter
@@ -76,7 +76,7 @@ class ProviderPoller:
         POLL_SECONDS.labels(provider).observe(time.monotonic() - started)
         self.backoff = 0.0
         try:
-            await self.on_offers(offers)
+            await self.on_offers(offers, started)
         except Exception:
             log.exception("%s: handling fresh offers failed", provider)
         return self.period

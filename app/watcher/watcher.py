@@ -80,8 +80,8 @@ class Watcher:
         self._tasks: list[asyncio.Task[None]] = []
 
     def _poller(self, provider: Provider, adapter: ProviderAdapter) -> ProviderPoller:
-        async def on_offers(offers: list[Offer]) -> None:
-            await self.on_offers(provider, offers)
+        async def on_offers(offers: list[Offer], started: float) -> None:
+            await self.on_offers(provider, offers, started)
 
         def on_error(error: str) -> None:
             self.book.failed(provider, error)
@@ -119,9 +119,9 @@ class Watcher:
             self.waiting = await load_waiting(session)
         self.notes.keep_only({o.id for o in self.waiting.orders})
 
-    async def on_offers(self, provider: Provider, offers: list[Offer]) -> None:
-        """A fresh read of one provider: act on it, then keep a copy for the API."""
-        self.book.update(provider, offers)
+    async def on_offers(self, provider: Provider, offers: list[Offer], started: float) -> None:
+        """A read of one provider that began at `started`: act on it, keep a copy for the API."""
+        self.book.update(provider, offers, started=started)
         await self.deploy_pass()
         await self.snapshots.maybe_write(provider)
 
@@ -149,11 +149,11 @@ class Watcher:
             intents = await self.deployer.claim(result.assignments, notes)
             self.waiting = self.waiting.without({a.order_id for a in result.assignments})
         for intent in intents:
-            self.book.take(intent.offer.key)
+            taken = self.book.take(intent.offer.key)
             seen = self.book.seen_for(intent.offer.key)
             if seen is not None:
                 STOCK_TO_CREATE_SECONDS.labels(str(intent.offer.provider)).observe(seen)
-            self.deployer.launch(intent)
+            self.deployer.launch(intent, taken)
         if len(intents) < len(result.assignments):
             self.nudge()  # some claims lost a race or the balance moved: re-read
 
