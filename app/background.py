@@ -1,11 +1,16 @@
-"""What runs next to the API: the watcher, and in demo mode the simulators and the demo feed."""
+"""What runs next to the API: the watcher (on the lease holder only), and in demo mode the
+simulators and the demo feed."""
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.catalogue import Provider
 from app.db import session_scope
 from app.demo import (
     EmbeddedSimulators,
@@ -14,13 +19,15 @@ from app.demo import (
     prepare_demo_account,
     simulator_settings,
 )
+from app.metrics import LEADER
+from app.providers.base import ProviderAdapter
 from app.providers.registry import build_adapters
+from app.services import leases
 from app.settings import Settings
 from app.watcher.watcher import Watcher
 
 log = logging.getLogger(__name__)
-
-
+WATCHER_LEASE = "watcher"
 LIVE_WITHOUT_CREDENTIALS = (
     "live mode needs credentials for at least one provider: set AUTOPROVISION_VERDA_CLIENT_ID "
     "and _SECRET, AUTOPROVISION_HYPERSTACK_API_KEY or AUTOPROVISION_QUANTACLOUD_API_KEY "
@@ -33,7 +40,12 @@ class ConfigurationError(RuntimeError):
 
 
 class Background:
-    """Starts and stops the background parts in the right order."""
+    """Starts and stops the background parts; runs the watcher only while holding the lease.
+
+    Every replica with `watcher` on competes for one lease in the database; the holder renews
+    it every third of its time to live and runs the watcher. When the holder dies, the lease
+    runs out and another replica takes over within one time to live plus one renewal.
+    """
 
     def __init__(
         self,
@@ -44,13 +56,16 @@ class Background:
         self.settings = settings
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.simulators: EmbeddedSimulators | None = None
         self.feed: asyncio.Task[None] | None = None
+        self.leadership: asyncio.Task[None] | None = None
         self.client: httpx.AsyncClient | None = None
+        self.adapters: dict[Provider, ProviderAdapter] = {}
         self.watcher: Watcher | None = None
 
     async def start(self) -> None:
-        """Simulators first (demo), then the demo account, then the watcher."""
+        """Simulators first (demo), then the demo account, then the bid for the lease."""
         settings = self.settings
         if not settings.watcher:
             return
@@ -71,23 +86,63 @@ class Background:
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
             trust_env=False,
         )
-        adapters = build_adapters(providers, self.client)
-        if not adapters:
+        self.adapters = build_adapters(providers, self.client)
+        if not self.adapters:
             raise ConfigurationError(LIVE_WITHOUT_CREDENTIALS)
-        self.watcher = Watcher(
-            settings=settings,
-            adapters=adapters,
-            sessionmaker=self.sessionmaker,
-            read_sessionmaker=self.read_sessionmaker,
-        )
-        await self.watcher.start()
+        await self._lead_once()  # a lone process starts watching at once
+        self.leadership = asyncio.create_task(self._keep_leading(), name="leadership")
+
+    async def _keep_leading(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.leader_lease_seconds / 3)
+            await self._lead_once()
+
+    async def _lead_once(self) -> None:
+        """Take or renew the lease; start the watcher on winning it, stop it on losing it."""
+        try:
+            async with session_scope(self.sessionmaker) as session:
+                held = await leases.acquire(
+                    session,
+                    name=WATCHER_LEASE,
+                    holder=self.holder,
+                    ttl=self.settings.leader_lease_seconds,
+                )
+        except Exception:
+            log.exception("could not renew the watcher lease: stepping down")
+            held = False
+        if held and self.watcher is None:
+            log.info("%s holds the watcher lease: watching", self.holder)
+            watcher = Watcher(
+                settings=self.settings,
+                adapters=self.adapters,
+                sessionmaker=self.sessionmaker,
+                read_sessionmaker=self.read_sessionmaker,
+            )
+            await watcher.start()
+            self.watcher = watcher
+            LEADER.set(1)
+        elif not held and self.watcher is not None:
+            log.warning("%s lost the watcher lease: stopping the watcher", self.holder)
+            watcher, self.watcher = self.watcher, None
+            LEADER.set(0)
+            await watcher.stop()
 
     async def stop(self) -> None:
-        """The reverse of start; creates in flight get a bounded time to finish."""
+        """The reverse of start: creates in flight get a bounded time to finish, then the lease
+        is given up so another replica can take over at once."""
+        if self.leadership is not None:
+            self.leadership.cancel()
         if self.feed is not None:
             self.feed.cancel()
         if self.watcher is not None:
             await self.watcher.stop()
+            self.watcher = None
+            LEADER.set(0)
+            try:
+                async with session_scope(self.sessionmaker) as session:
+                    await leases.release(session, name=WATCHER_LEASE, holder=self.holder)
+            except Exception:
+                log.exception("could not release the watcher lease; it expires by itself")
         if self.client is not None:
             await self.client.aclose()
         if self.simulators is not None:

@@ -1,13 +1,15 @@
 """Engine, sessions and migrations for SQLite (default) and PostgreSQL."""
 
+import fcntl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, event, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -103,3 +105,30 @@ def _upgrade(connection: Connection, database_url: str) -> None:
     config = alembic_config(database_url)
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
+
+
+class DatabaseInUse(RuntimeError):
+    """Another process already serves this SQLite file."""
+
+
+def lock_sqlite_file(database_url: str) -> TextIO | None:
+    """Hold an exclusive lock beside an SQLite file for this process's lifetime.
+
+    SQLite is for one process: two would each run a watcher against the same orders. The OS
+    drops the lock when the process dies, however it dies. Returns the open lock file (keep it
+    open), or None for databases that need no lock.
+    """
+    url = make_url(database_url)
+    if not url.drivername.startswith("sqlite") or url.database in (None, "", ":memory:"):
+        return None
+    path = Path(url.database).resolve()
+    lock = (path.parent / f"{path.name}.lock").open("a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        lock.close()
+        raise DatabaseInUse(
+            f"another autoprovision process is already using {path}: SQLite serves one "
+            "process only (stop the other one, or use PostgreSQL to run several replicas)"
+        ) from exc
+    return lock

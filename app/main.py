@@ -1,5 +1,6 @@
 """The FastAPI application: wiring of settings, database, routers and background jobs."""
 
+import contextlib
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from app.db import (
     create_engine,
     create_read_sessionmaker,
     create_sessionmaker,
+    lock_sqlite_file,
     migrate,
     session_scope,
 )
@@ -46,26 +48,32 @@ def announce_admin_key(api_key: str) -> None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Open the database (migrating it first), start the jobs; undo both on shutdown."""
+    """Open the database (migrating it first), start the jobs; undo it all on shutdown."""
     settings: Settings = app.state.settings
-    engine = create_engine(settings.database_url)
-    new_admin_key = await prepare_database(engine, settings)
-    if new_admin_key is not None:
-        announce_admin_key(new_admin_key)
-    app.state.engine = engine
-    app.state.sessionmaker = create_sessionmaker(engine)
-    app.state.read_sessionmaker = create_read_sessionmaker(engine)
-    scheduler = create_scheduler(app.state.sessionmaker)
-    scheduler.start()
-    background = Background(settings, app.state.sessionmaker, app.state.read_sessionmaker)
-    try:
-        await background.start()
-        app.state.watcher = background.watcher
-        yield
-    finally:
-        await background.stop()
-        scheduler.shutdown(wait=False)
-        await engine.dispose()
+    with contextlib.ExitStack() as held:
+        sqlite_lock = lock_sqlite_file(settings.database_url)
+        if sqlite_lock is not None:
+            held.callback(sqlite_lock.close)
+        engine = create_engine(settings.database_url)
+        try:
+            new_admin_key = await prepare_database(engine, settings)
+            if new_admin_key is not None:
+                announce_admin_key(new_admin_key)
+            app.state.engine = engine
+            app.state.sessionmaker = create_sessionmaker(engine)
+            app.state.read_sessionmaker = create_read_sessionmaker(engine)
+            scheduler = create_scheduler(app.state.sessionmaker)
+            scheduler.start()
+            background = Background(settings, app.state.sessionmaker, app.state.read_sessionmaker)
+            try:
+                await background.start()
+                app.state.background = background
+                yield
+            finally:
+                await background.stop()
+                scheduler.shutdown(wait=False)
+        finally:
+            await engine.dispose()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -79,7 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit)
-    app.state.watcher = None
+    app.state.background = None
     for router in (
         health.router,
         metrics.router,

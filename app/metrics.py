@@ -34,3 +34,9 @@ DEPLOY_TO_RUNNING_SECONDS = Histogram(
     ["provider"],
     buckets=BOOT_BUCKETS,
 )
+UNTRACKED_VMS = Gauge(
+    "autoprovision_untracked_vms",
+    "VMs on our provider accounts that no order owns (tagged by us where the provider has tags).",
+    ["provider"],
+)
+LEADER = Gauge("autoprovision_leader", "1 while this process runs the watcher (holds the lease).")

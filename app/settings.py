@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     follow_seconds: float = Field(default=3.0, ge=0.1, le=600)
     outcome_check_seconds: float = Field(default=10.0, ge=0, le=3600)
     waiting_refresh_seconds: float = Field(default=1.0, ge=0.05, le=60)
+    reconcile_seconds: float = Field(default=60.0, ge=1, le=3600)
+    delete_untracked_vms: bool = False
+    leader_lease_seconds: float = Field(default=10.0, ge=1, le=300)
 
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)

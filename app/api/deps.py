@@ -81,6 +81,6 @@ def nudge_watcher(request: Request) -> None:
 
     Run it as a background task: those run after the response, so after the commit.
     """
-    watcher = getattr(request.app.state, "watcher", None)
-    if watcher is not None:
-        watcher.nudge()
+    background = request.app.state.background
+    if background is not None and background.watcher is not None:
+        background.watcher.nudge()

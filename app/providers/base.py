@@ -167,6 +167,13 @@ class ProviderAdapter(Protocol):
         """
         ...
 
+    async def list_vms(self) -> list[VM]:
+        """Every VM on our account that may be ours (tagged by us where the provider has tags).
+
+        Used to find VMs the service made but no order owns.
+        """
+        ...
+
     async def delete_vm(self, vm_id: str) -> None:
         """Delete a VM; a VM that is already gone is not an error."""
         ...

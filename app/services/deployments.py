@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.catalogue import Provider
 from app.dbtypes import utcnow
 from app.ids import new_id
-from app.models import Deployment, DeploymentStatus, Order, OrderStatus
+from app.models import Deployment, DeploymentStatus, Hold, HoldStatus, Order, OrderStatus
 from app.money import format_usd
 from app.providers.base import VM, Offer
 from app.services import ledger
@@ -49,9 +49,12 @@ def vm_name(order_id: str, attempt: int) -> str:
     return f"ap-{order_id.partition('_')[2]}-{attempt}"
 
 
+VM_TAG_PREFIX = "ap-order-"
+
+
 def vm_tag(order_id: str) -> str:
     """The tag every VM of one order carries: `ap-order-<order token>`."""
-    return f"ap-order-{order_id.partition('_')[2]}"
+    return f"{VM_TAG_PREFIX}{order_id.partition('_')[2]}"
 
 
 def describe_offer(offer: Offer, price_with_fees: Decimal) -> str:
@@ -345,3 +348,26 @@ async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
         )
     await session.flush()
     return list(expired)
+
+
+async def release_stray_holds(session: AsyncSession) -> list[str]:
+    """Release open holds that no create attempt in flight stands behind; returns their ids.
+
+    Claims write a hold and its attempt in one commit and every settle closes both, so this
+    finds nothing unless something went wrong; it exists so that a hold can never stay open.
+    """
+    in_flight = select(Deployment.hold_id).where(
+        Deployment.hold_id.is_not(None), Deployment.status.in_(OPEN)
+    )
+    stray = (
+        (
+            await session.execute(
+                select(Hold.id).where(Hold.status == HoldStatus.OPEN, Hold.id.not_in(in_flight))
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for hold_id in stray:
+        await ledger.release_hold(session, hold_id=hold_id)
+    return list(stray)

@@ -73,8 +73,10 @@ class Follower:
         elif (
             attempt.status == DeploymentStatus.CREATING
             and attempt.id not in self.in_flight()
-            and age >= self.create_timeout + self.outcome_check
+            and age >= self.create_timeout
         ):
+            # Past the create timeout no process can still be waiting on this create (ours
+            # would have it in flight): it was cut off by a crash or a lost lease.
             async with session_scope(self.sessionmaker) as session:
                 await deployments.mark_unknown(
                     session,

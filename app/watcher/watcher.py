@@ -24,6 +24,7 @@ from app.watcher.follower import Follower
 from app.watcher.match import Fees, assign
 from app.watcher.notes import WaitingNotes
 from app.watcher.poller import ProviderPoller
+from app.watcher.reconciler import Reconciler
 from app.watcher.snapshots import SnapshotWriter
 from app.watcher.waiting import WaitingSnapshot, load_waiting
 
@@ -75,6 +76,12 @@ class Watcher:
             create_timeout_seconds=settings.provider_create_timeout_seconds,
             in_flight=lambda: self.deployer.in_flight_ids,
         )
+        self.reconciler = Reconciler(
+            adapters=adapters,
+            sessionmaker=sessionmaker,
+            grace_seconds=settings.provider_create_timeout_seconds + settings.outcome_check_seconds,
+            delete_untracked=settings.delete_untracked_vms,
+        )
         self._pass_lock = asyncio.Lock()
         self._refresh = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -99,6 +106,7 @@ class Watcher:
         await self.refresh_waiting()
         self._spawn(self._refresh_loop(), "refresh waiting orders")
         self._spawn(self._every(self.settings.follow_seconds, self.follower.tick), "follow VMs")
+        self._spawn(self._every(self.settings.reconcile_seconds, self.reconciler.tick), "reconcile")
         for provider, poller in self.pollers.items():
             self._spawn(poller.run(), f"poll {provider}")
 

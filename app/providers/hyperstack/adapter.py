@@ -338,6 +338,19 @@ class HyperstackAdapter:
                 break
         return found
 
+    async def list_vms(self) -> list[VM]:
+        """Every VM on the account (labels tell ours: `ap-order-...`)."""
+        found: list[VM] = []
+        for page in range(1, MAX_PAGES + 1):
+            answer = await self._api.read(
+                "/core/virtual-machines", {"page": page, "pageSize": PAGE_SIZE}
+            )
+            rows = _items(answer, "instances")
+            found.extend(vm for vm in (to_vm(row) for row in rows) if vm is not None)
+            if len(rows) < PAGE_SIZE:
+                break
+        return found
+
     async def delete_vm(self, vm_id: str) -> None:
         """Ask Hyperstack to delete the VM; one that is already gone (404) is fine."""
         if not vm_id.isdigit():

@@ -160,6 +160,12 @@ class QuantaCloudAdapter:
             found.append(vm)
         return found
 
+    async def list_vms(self) -> list[VM]:
+        """Every live deployment on the account (QuantaCloud has no tags to tell ours apart)."""
+        rows = await self._api.collect("/deployments", "data", public=False, size=self.page_size)
+        vms = (parse_deployment(row) if isinstance(row, dict) else None for row in rows)
+        return [vm for vm in vms if vm is not None and vm.state not in NOT_LIVE]
+
     async def delete_vm(self, vm_id: str) -> None:
         """Stop (= terminate) a deployment; one already stopping, gone or failed is fine."""
         path = f"/deployments/{quote(vm_id, safe='')}/stop"

@@ -195,6 +195,14 @@ class VerdaAdapter:
         found = [mapping.vm(item) for item in body]
         return [v for v in found if v is not None and v.name == name and tag in v.tags]
 
+    async def list_vms(self) -> list[VM]:
+        """Every instance carrying our tag key, whatever its value."""
+        response = await self._api.request("GET", "/instances", params=[("tag", mapping.TAG_KEY)])
+        body = self._read(response)
+        if not isinstance(body, list):
+            raise Unavailable(self.provider, "/instances did not answer a list")
+        return [v for v in (mapping.vm(item) for item in body) if v is not None]
+
     async def delete_vm(self, vm_id: str) -> None:
         """Delete for good (OS volume too); gone already is fine, still booting is retry-later."""
         if not _ID.match(vm_id):

@@ -1,0 +1,50 @@
+"""Named leases: at most one holder at a time, taken over once the holder stops renewing.
+
+Taking and renewing are one compare-and-set UPDATE (free, expired, or already ours), so two
+processes racing for a lease cannot both win, on SQLite or PostgreSQL. Expiry uses the
+processes' clocks: keep them in sync (NTP) to well under the lease's time to live.
+"""
+
+from datetime import timedelta
+
+from sqlalchemy import or_, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.dbtypes import utcnow
+from app.models import Lease
+
+
+async def acquire(session: AsyncSession, *, name: str, holder: str, ttl: float) -> bool:
+    """Take or renew the lease for `ttl` seconds; False while someone else holds it."""
+    now = utcnow()
+    expires_at = now + timedelta(seconds=ttl)
+    renewed = (
+        await session.execute(
+            update(Lease)
+            .where(Lease.name == name, or_(Lease.holder == holder, Lease.expires_at <= now))
+            .values(holder=holder, expires_at=expires_at)
+            .returning(Lease.name)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if renewed is not None:
+        return True
+    if await session.get(Lease, name) is not None:
+        return False
+    try:
+        async with session.begin_nested():
+            session.add(Lease(name=name, holder=holder, expires_at=expires_at))
+    except IntegrityError:
+        return False  # someone created it first
+    return True
+
+
+async def release(session: AsyncSession, *, name: str, holder: str) -> None:
+    """Give the lease up at once (on a clean shutdown), if we hold it."""
+    await session.execute(
+        update(Lease)
+        .where(Lease.name == name, Lease.holder == holder)
+        .values(expires_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )

@@ -1,0 +1,93 @@
+"""Periodic checks that nothing is left behind: open holds, and VMs no order owns."""
+
+import logging
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue import Provider
+from app.db import session_scope
+from app.dbtypes import utcnow
+from app.metrics import UNTRACKED_VMS
+from app.models import Deployment
+from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
+from app.services import deployments
+from app.services.deployments import OPEN, VM_TAG_PREFIX
+
+log = logging.getLogger(__name__)
+GONE = (VMState.GONE, VMState.DELETING)
+
+
+class Reconciler:
+    """Releases stray holds; finds (and, if allowed, deletes) VMs that no order owns."""
+
+    def __init__(
+        self,
+        *,
+        adapters: dict[Provider, ProviderAdapter],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        grace_seconds: float,
+        delete_untracked: bool,
+    ) -> None:
+        self.adapters = adapters
+        self.sessionmaker = sessionmaker
+        self.grace = timedelta(seconds=grace_seconds)
+        self.delete_untracked = delete_untracked
+        self.reported: set[tuple[str, str]] = set()
+
+    async def tick(self) -> None:
+        """One pass over holds and every provider's VMs."""
+        async with session_scope(self.sessionmaker) as session:
+            released = await deployments.release_stray_holds(session)
+        if released:
+            log.warning("released %d holds no create attempt stood behind", len(released))
+        for provider, adapter in self.adapters.items():
+            try:
+                await self._sweep(provider, adapter)
+            except ProviderError as exc:
+                log.info("untracked-VM sweep of %s skipped: %s", provider, exc)
+
+    async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
+        """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""
+        async with session_scope(self.sessionmaker) as session:
+            rows = (
+                await session.execute(
+                    select(Deployment.provider_vm_id, Deployment.vm_name, Deployment.status).where(
+                        Deployment.provider == str(provider)
+                    )
+                )
+            ).all()
+        owned = {vm_id for vm_id, _name, _status in rows if vm_id}
+        resolving = {name for _id, name, status in rows if status in OPEN}
+        young = utcnow() - self.grace
+        return [
+            vm
+            for vm in vms
+            if vm.state not in GONE
+            and vm.id not in owned
+            and vm.name not in resolving
+            and not _created_after(vm, young)
+        ]
+
+    async def _sweep(self, provider: Provider, adapter: ProviderAdapter) -> None:
+        strays = await self.untracked(provider, await adapter.list_vms())
+        UNTRACKED_VMS.labels(str(provider)).set(len(strays))
+        for vm in strays:
+            ours = any(tag.startswith(VM_TAG_PREFIX) for tag in vm.tags)
+            if (str(provider), vm.id) not in self.reported:
+                self.reported.add((str(provider), vm.id))
+                log.warning(
+                    "%s VM %s (%s) is %s but no order owns it",
+                    provider.display_name,
+                    vm.id,
+                    vm.name,
+                    "tagged by us" if ours else "on our account",
+                )
+            if self.delete_untracked and ours:
+                await adapter.delete_vm(vm.id)
+                log.warning("deleted untracked %s VM %s", provider.display_name, vm.id)
+
+
+def _created_after(vm: VM, moment: datetime) -> bool:
+    return vm.created_at is not None and vm.created_at > moment

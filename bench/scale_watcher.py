@@ -1,0 +1,813 @@
+"""Does the watcher keep up with 10,000 waiting orders? Measured end to end over HTTP.
+
+Starts the provider simulators and the service (`autoprovision serve`, demo mode pointed at
+them, rate limits on) as separate processes, like `bench/stock_to_create.py`. The simulators run
+from this script (`--serve-sim`, a child process) inside an ASGI wrapper that logs, for every
+request the simulators answer, its method, path, the moment its ASGI call began and the moment
+its last response byte was handed to the socket (`time.time()`; the simulators' own create log
+and stock changes use the same clock of the same machine). The orders are written straight
+into the database with the app's own services (`place_order`, as the API does) before the
+service starts.
+
+Three measurements:
+
+(a) Read answer -> create leaves, with 10,000 waiting orders. One machine per provider is put
+    in stock at a random moment of the poll cycle (all three providers at once, ROUNDS times
+    each, after WARMUP rounds that are not counted). Per appearance:
+      - the *trigger read* is the first stock read of that provider that began after the stock
+        change (a read is every stock-read request of one poll: Verda
+        `/instance-availability`; Hyperstack `/core/flavors` + `/core/stocks`, sent together;
+        QuantaCloud every `/offers` page), or, if the create arrived before that read was
+        answered, the last read answered before the create;
+      - *answered* is when the last response byte of that read left the simulator;
+      - *create leaves* is when the create request (Verda `POST /instances`, Hyperstack
+        `POST /core/virtual-machines`, QuantaCloud `POST /deployments`) reached the simulator's
+        ASGI app.
+    latency = create arrival - read answered. It contains two loopback hops and the service's
+    whole hot path: response parsing, offers, matching against every waiting order, the claim
+    commit, building and sending the create, and any time the service's event loop was busy with
+    something else (re-reading the waiting orders, other providers' passes). `later_reads`
+    counts rounds where another full read of that provider was answered before the create
+    left (the service acted late or not on the first read that showed the stock). Target: p99
+    under 20 ms. For context it also reports the time from the stock change to the create
+    (what `stock_to_create.py` measures) and the service's own metric
+    `autoprovision_stock_to_create_seconds` (from the read that first saw the offer, after its
+    answer was parsed, to the create being launched).
+(b) Provider requests per minute: every request the service sends to the simulators' provider
+    APIs (not their `/_sim` control API), counted over WINDOW seconds of steady state (stock
+    that no order can afford on every provider, no stock changes, no creates), once with
+    10,000 waiting orders and once with 10. Target: the same (within 3 %, or 2 requests).
+(c) Peak RSS of the service process (`VmHWM` in /proc/<pid>/status) at the end of the
+    10,000-order run: after its steady window and every round of (a), with all three pollers
+    running the whole time. Target: under 250 MB.
+
+The order mix (seeded, reproducible): GPU models and counts from the three simulators'
+catalogues, one to three providers (sometimes one that does not sell that machine), 20 % with
+regions, 10 % with a minimum disk, 10 % with an interconnect, 25 % with an SSH key, 20 % expiring
+in 30 days, over 200 accounts. A few machines are kept in stock on every provider at prices
+above what every order for them will pay (so every read runs a full match and produces near
+misses); every other machine the 10,000 want never appears. On top of the 10,000 there are
+WARMUP + ROUNDS + 5 orders per provider for the machine that will appear, so at least 10,000
+orders wait throughout.
+
+    .venv/bin/python bench/scale_watcher.py [--orders 10000] [--rounds 120] [--window 60] \\
+        [--json bench/results/scale_watcher.json]
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_KEY = "bench-admin-key-0123456789"
+PROVIDERS = ("verda", "hyperstack", "quantacloud")
+# The machine that appears, per provider (cheap, as in stock_to_create.py).
+MACHINES = {
+    "verda": {"sku": "1A6000.10V", "region": "FIN-01", "gpu_model": "RTX-A6000", "gpu_count": 1},
+    "hyperstack": {
+        "sku": "n3-RTX-A6000x1",
+        "region": "CANADA-1",
+        "gpu_model": "RTX-A6000",
+        "gpu_count": 1,
+    },
+    "quantacloud": {"sku": "l40s-x1", "region": "us-east-1", "gpu_model": "L40S", "gpu_count": 1},
+}
+# Extra providers a target order may also accept: ones that never have that machine in stock,
+# so one provider's appearance never uses up another provider's orders.
+TARGET_ALSO = {"verda": "quantacloud", "hyperstack": "quantacloud", "quantacloud": "verda"}
+# Always in stock, always above every order's max for that machine: every read matches in full.
+BACKGROUND_STOCK = {
+    "verda": [
+        ("8H100.80S.176V", "FIN-01", 2),
+        ("1H100.80S.30V", "FIN-02", 3),
+        ("8B200.240V", "FIN-01", 1),
+    ],
+    "hyperstack": [
+        ("n3-H100x8", "CANADA-1", 2),
+        ("n3-A100x1", "CANADA-1", 4),
+        ("n3-L40x1", "NORWAY-1", 5),
+    ],
+    "quantacloud": [
+        ("h100-sxm-x8", "us-east-1", 2),
+        ("a100-80gb-sxm-x1", "us-east-1", 3),
+        ("b200-sxm-x8", "us-east-1", 1),
+    ],
+}
+PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
+# Paths (below the provider's mount) of a stock read and of a create.
+STOCK_READ_PATHS = {
+    "verda": ("/v1/instance-availability",),
+    "hyperstack": ("/v1/core/flavors", "/v1/core/stocks"),
+    "quantacloud": ("/api/v1/offers",),
+}
+CREATE_PATHS = {
+    "verda": "/v1/instances",
+    "hyperstack": "/v1/core/virtual-machines",
+    "quantacloud": "/api/v1/deployments",
+}
+READ_GAP_SECONDS = 0.1  # requests of one read start closer together than this; polls are 0.5 s+
+SSH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 bench@host"
+)
+TARGET_P99_MS = 20.0
+TARGET_RSS_MB = 250.0
+SAME_RATE_TOLERANCE = 0.03
+Entry = tuple[str, str, str, float, float, int]  # method, path, query, started, finished, status
+
+
+# --- the simulators, with a request log --------------------------------------------------------
+
+
+class RequestLog:
+    """ASGI wrapper: logs every request's path, start and end; serves the log at /_bench/log."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+        self.entries: list[Entry] = []
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Callable[[], Awaitable[MutableMapping[str, Any]]],
+        send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        query = scope.get("query_string", b"").decode()
+        if path == "/_bench/log":
+            since = int(parse_qs(query).get("since", ["0"])[0])
+            body = json.dumps(self.entries[since:]).encode()
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        started = time.time()
+        status = 0
+
+        async def logged(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.entries.append((scope["method"], path, query, started, time.time(), status))
+
+        await self.app(scope, receive, logged)
+
+
+def serve_sim(port: int) -> None:
+    """The three simulators on one port, as `autoprovision sim` serves them, plus the log."""
+    import uvicorn
+
+    from app.simulators.app import create_simulator_app
+
+    uvicorn.run(
+        RequestLog(create_simulator_app()), host="127.0.0.1", port=port, log_level="warning"
+    )
+
+
+class LogReader:
+    """This script's copy of the simulators' request log, fetched incrementally."""
+
+    def __init__(self, sim: httpx.AsyncClient) -> None:
+        self.sim = sim
+        self.entries: list[Entry] = []
+        self._lock = asyncio.Lock()
+
+    async def refresh(self) -> list[Entry]:
+        async with self._lock:
+            fresh = (await self.sim.get("/_bench/log", params={"since": len(self.entries)})).json()
+            self.entries.extend(tuple(e) for e in fresh)
+        return self.entries
+
+
+def provider_of(path: str) -> tuple[str, str] | None:
+    """(provider, path below its mount) for a provider API request; None for `/_sim` calls."""
+    for provider in PROVIDERS:
+        prefix = f"/{provider}"
+        if path.startswith(prefix + "/"):
+            rest = path[len(prefix) :]
+            return None if rest.startswith("/_sim") else (provider, rest)
+    return None
+
+
+def group_reads(entries: list[Entry], provider: str) -> list[tuple[float, float]]:
+    """The provider's stock reads as (began, answered): requests that start close together."""
+    starts = sorted(
+        (e[3], e[4])
+        for e in entries
+        if e[0] == "GET"
+        and (where := provider_of(e[1])) is not None
+        and where[0] == provider
+        and where[1] in STOCK_READ_PATHS[provider]
+    )
+    reads: list[list[float]] = []
+    for started, finished in starts:
+        if reads and started - reads[-1][2] < READ_GAP_SECONDS:
+            reads[-1][1] = max(reads[-1][1], finished)
+            reads[-1][2] = started
+        else:
+            reads.append([started, finished, started])
+    return [(r[0], r[1]) for r in reads]
+
+
+# --- orders --------------------------------------------------------------------------------------
+
+
+def catalogue() -> dict[str, list[Any]]:
+    """Every simulator's catalogue entries (the app's own simulator classes)."""
+    from app.simulators import hyperstack, quantacloud, verda
+
+    return {
+        "verda": list(verda.VerdaSimulator.catalog_entries),
+        "hyperstack": list(hyperstack.HyperstackSimulator.catalog_entries),
+        "quantacloud": list(quantacloud.QuantaCloudSimulator.catalog_entries),
+    }
+
+
+def order_mix(count: int, targets_per_provider: int, rng: random.Random) -> list[dict[str, Any]]:
+    """`count` orders that never get a machine, plus orders for the machine that appears."""
+    entries = catalogue()
+    kinds: dict[tuple[str, int], dict[str, list[Any]]] = {}
+    for provider, provider_entries in entries.items():
+        for entry in provider_entries:
+            kinds.setdefault((entry.gpu_model, entry.gpu_count), {}).setdefault(
+                provider, []
+            ).append(entry)
+    targets = {(m["gpu_model"], m["gpu_count"]) for m in MACHINES.values()}
+    # The lowest price at which each machine is kept in stock: orders for it stay below.
+    in_stock_floor: dict[tuple[str, int], Decimal] = {}
+    for provider, rows in BACKGROUND_STOCK.items():
+        for sku, region, _ in rows:
+            entry = next(e for e in entries[provider] if (e.sku, e.region) == (sku, region))
+            kind = (entry.gpu_model, entry.gpu_count)
+            in_stock_floor[kind] = min(
+                in_stock_floor.get(kind, entry.price_per_hour), entry.price_per_hour
+            )
+    choices = [k for k in kinds if k not in targets]
+    expiry = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    orders: list[dict[str, Any]] = []
+    for n in range(count):
+        kind = rng.choice(choices)
+        sellers = kinds[kind]
+        list_price = min(e.price_per_hour for rows in sellers.values() for e in rows)
+        if kind in in_stock_floor:
+            factor = Decimal(rng.randint(60, 97)) / 100
+            max_price = in_stock_floor[kind] * factor
+        else:
+            max_price = list_price * Decimal(rng.randint(80, 150)) / 100
+        how_many = rng.choices((1, 2, 3), weights=(5, 3, 2))[0]
+        providers = set(rng.sample(sorted(sellers), min(how_many, len(sellers))))
+        if how_many == 3:
+            providers = set(PROVIDERS)
+        order: dict[str, Any] = {
+            "gpu_model": kind[0],
+            "gpu_count": kind[1],
+            "providers": sorted(providers),
+            "max_price_per_hour": str(max_price.quantize(Decimal("0.01"))),
+            "name": f"bench {n}",
+        }
+        if rng.random() < 0.2:
+            regions = sorted({e.region for rows in sellers.values() for e in rows})
+            order["regions"] = rng.sample(regions, min(len(regions), rng.randint(1, 2)))
+        if rng.random() < 0.1:
+            order["min_disk_gb"] = rng.choice((200, 500, 1000))
+        if rng.random() < 0.1:
+            interconnects = {e.interconnect for rows in sellers.values() for e in rows}
+            order["interconnect"] = rng.choice(sorted(i for i in interconnects if i) or ["pcie"])
+        if rng.random() < 0.25:
+            order["ssh_public_key"] = SSH_KEY
+        if rng.random() < 0.2:
+            order["expires_at"] = expiry
+        orders.append(order)
+    for provider, machine in MACHINES.items():
+        for n in range(targets_per_provider):
+            also = [TARGET_ALSO[provider]] if rng.random() < 0.4 else []
+            orders.append(
+                {
+                    "gpu_model": machine["gpu_model"],
+                    "gpu_count": machine["gpu_count"],
+                    "providers": sorted([provider, *also]),
+                    "max_price_per_hour": "5.00",
+                    "name": f"bench target {provider} {n}",
+                }
+            )
+    rng.shuffle(orders)  # the machine that appears goes to whichever of its orders is oldest
+    return orders
+
+
+async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -> float:
+    """Migrate, make `accounts` funded accounts and place `orders` among them; seconds taken."""
+    from app.db import create_engine, create_sessionmaker, migrate, session_scope
+    from app.schemas import OrderCreate
+    from app.services import ledger
+    from app.services import orders as order_service
+    from app.services.accounts import create_account
+
+    started = time.monotonic()
+    engine = create_engine(database_url)
+    try:
+        await migrate(engine)
+        sessionmaker = create_sessionmaker(engine)
+        account_ids = []
+        async with session_scope(sessionmaker) as session:
+            for n in range(accounts):
+                account, _ = await create_account(session, name=f"bench {n}")
+                await ledger.credit(session, account_id=account.id, amount=Decimal(100_000))
+                account_ids.append(account.id)
+        for first in range(0, len(orders), 500):
+            async with session_scope(sessionmaker) as session:
+                for n, body in enumerate(orders[first : first + 500], start=first):
+                    await order_service.place_order(
+                        session,
+                        account_id=account_ids[n % accounts],
+                        request=OrderCreate.model_validate(body),
+                    )
+    finally:
+        await engine.dispose()
+    return time.monotonic() - started
+
+
+def count_by_status(db_path: Path) -> dict[str, int]:
+    with sqlite3.connect(db_path) as connection:
+        rows = connection.execute("SELECT status, count(*) FROM orders GROUP BY status").fetchall()
+    return {str(status): int(n) for status, n in rows}
+
+
+# --- processes -----------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=log.parent,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(600):
+            if process.poll() is not None:
+                raise RuntimeError(f"{url} exited early")
+            try:
+                await client.get(url)
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM of a process, in kB."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            values[name] = int(rest.split()[0])
+    return values
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> list[float]:
+    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+
+
+def git_revision() -> str:
+    try:
+        return subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+
+async def set_background_stock(sim: httpx.AsyncClient) -> None:
+    for provider in PROVIDERS:
+        (await sim.post(f"/{provider}/_sim/reset")).raise_for_status()
+        for sku, region, quantity in BACKGROUND_STOCK[provider]:
+            body = {"sku": sku, "region": region, "quantity": quantity}
+            (await sim.put(f"/{provider}/_sim/stock", json=body)).raise_for_status()
+
+
+async def steady_window(seconds: float, pid: int, log: LogReader) -> dict[str, Any]:
+    """Provider requests the service sends over `seconds` of steady state, and its CPU use."""
+    first = len(await log.refresh())
+    cpu_before, began = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    entries = (await log.refresh())[first:]
+    elapsed = time.monotonic() - began
+    cpu = cpu_seconds(pid) - cpu_before
+    per_provider: dict[str, Any] = {}
+    for provider in PROVIDERS:
+        paths = Counter(
+            f"{e[0]} {where[1]}"
+            for e in entries
+            if (where := provider_of(e[1])) is not None and where[0] == provider
+        )
+        statuses = Counter(
+            e[5]
+            for e in entries
+            if (where := provider_of(e[1])) is not None and where[0] == provider
+        )
+        total = sum(paths.values())
+        per_provider[provider] = {
+            "requests": total,
+            "per_minute": round(total * 60 / elapsed, 1),
+            "by_path": dict(sorted(paths.items())),
+            "by_status": {str(k): v for k, v in sorted(statuses.items())},
+        }
+    return {
+        "seconds": round(elapsed, 1),
+        "service_cpu_percent": round(100 * cpu / elapsed, 1),
+        "providers": per_provider,
+    }
+
+
+async def one_provider(
+    provider: str,
+    rounds: int,
+    warmup: int,
+    sim: httpx.AsyncClient,
+    log: LogReader,
+    rng: random.Random,
+) -> list[dict[str, float]]:
+    """Put the provider's machine in stock `warmup + rounds` times; one sample per round."""
+    machine = MACHINES[provider]
+    where = {"sku": machine["sku"], "region": machine["region"]}
+    period = PERIODS[provider]
+    samples = []
+    for n in range(warmup + rounds):
+        await asyncio.sleep(0.3 + rng.uniform(0, 2 * period))
+        seen = len((await sim.get(f"/{provider}/_sim/creates")).json())
+        changed = await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
+        changed_at = float(changed.json()["changed_at"])
+        deadline = time.monotonic() + 15
+        while True:
+            creates = (await sim.get(f"/{provider}/_sim/creates")).json()
+            if len(creates) > seen:
+                create = creates[seen]
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{provider}: no create 15 s after stock appeared")
+            await asyncio.sleep(0.05)
+        await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+        if n < warmup:
+            continue
+        arrived = None
+        for _ in range(100):
+            entries = await log.refresh()
+            arrived = min(
+                (
+                    e[3]
+                    for e in entries
+                    if e[0] == "POST"
+                    and provider_of(e[1]) == (provider, CREATE_PATHS[provider])
+                    and e[3] >= changed_at
+                ),
+                default=None,
+            )
+            if arrived is not None:
+                break
+            await asyncio.sleep(0.05)
+        if arrived is None:
+            raise RuntimeError(f"{provider}: the create is not in the request log")
+        reads = group_reads(entries, provider)
+        trigger = next((r for r in reads if r[0] >= changed_at), None)
+        if trigger is None or trigger[1] > arrived:
+            # The create beat the first read that began after the change: a read that
+            # straddled the change showed the stock. Take the last read answered before it.
+            trigger = max((r for r in reads if r[1] <= arrived), key=lambda r: r[1])
+        later = sum(1 for r in reads if trigger[1] < r[1] <= arrived)
+        samples.append(
+            {
+                "read_to_create": arrived - trigger[1],
+                "read_to_create_log": float(create["received_at"]) - trigger[1],
+                "stock_to_create": float(create["received_at"]) - changed_at,
+                "later_reads": float(later),
+            }
+        )
+    return samples
+
+
+def percentile(samples: list[float], q: int) -> float:
+    if len(samples) < 2:
+        return samples[0]
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
+
+
+def summary_ms(samples: list[float]) -> dict[str, float]:
+    return {
+        "samples": len(samples),
+        "median_ms": round(statistics.median(samples) * 1000, 1),
+        "p90_ms": round(percentile(samples, 90) * 1000, 1),
+        "p99_ms": round(percentile(samples, 99) * 1000, 1),
+        "max_ms": round(max(samples) * 1000, 1),
+        "min_ms": round(min(samples) * 1000, 1),
+    }
+
+
+def stock_to_create_metric(text: str) -> dict[str, Any]:
+    """The service's `autoprovision_stock_to_create_seconds` histogram, per provider."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.startswith("autoprovision_stock_to_create_seconds"):
+            continue
+        name, _, value = line.rpartition(" ")
+        labels = dict(
+            part.split("=", 1) for part in name[name.index("{") + 1 : -1].split(",") if "=" in part
+        )
+        provider = labels.get("provider", "").strip('"')
+        row = out.setdefault(provider, {"buckets": {}})
+        if "_bucket" in name:
+            row["buckets"][labels["le"].strip('"')] = float(value)
+        elif name.split("{")[0].endswith("_sum"):
+            row["sum"] = float(value)
+        elif name.split("{")[0].endswith("_count"):
+            row["count"] = float(value)
+    for row in out.values():
+        count = row.get("count", 0)
+        row["mean_ms"] = round(1000 * row.get("sum", 0) / count, 1) if count else None
+        row["share_within_10ms"] = (
+            round(row["buckets"].get("0.01", 0) / count, 3) if count else None
+        )
+        row["share_within_25ms"] = (
+            round(row["buckets"].get("0.025", 0) / count, 3) if count else None
+        )
+    return out
+
+
+async def service_run(
+    *,
+    label: str,
+    orders: list[dict[str, Any]],
+    accounts: int,
+    workdir: Path,
+    sim_port: int,
+    sim: httpx.AsyncClient,
+    log: LogReader,
+    window: float,
+    rounds: int,
+    warmup: int,
+    rng: random.Random,
+) -> dict[str, Any]:
+    """Seed a fresh database, start the service on it, measure, stop it."""
+    db_path = workdir / f"{label}.db"
+    database_url = f"sqlite+aiosqlite:///{db_path}"
+    seed_seconds = await seed(database_url, orders, accounts)
+    waiting_at_start = count_by_status(db_path).get("waiting", 0)
+    await set_background_stock(sim)
+    api_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
+    env.update(
+        {
+            "AUTOPROVISION_DATABASE_URL": database_url,
+            "AUTOPROVISION_ADMIN_API_KEY": ADMIN_KEY,
+            "AUTOPROVISION_MODE": "demo",
+            "AUTOPROVISION_SIM_EMBEDDED": "false",
+            "AUTOPROVISION_DEMO_FEED": "false",
+            "AUTOPROVISION_SIM_PORT": str(sim_port),
+            "AUTOPROVISION_PORT": str(api_port),
+            "AUTOPROVISION_LOG_LEVEL": "warning",
+        }
+    )
+    process = start(["-m", "app", "serve"], env, workdir / f"service-{label}.log")
+    report: dict[str, Any] = {
+        "orders_seeded": len(orders),
+        "seed_seconds": round(seed_seconds, 1),
+        "waiting_at_start": waiting_at_start,
+    }
+    try:
+        await wait_up(f"http://127.0.0.1:{api_port}/healthz", process)
+        await asyncio.sleep(10)  # first reads, price lists, token: then steady state
+        report["load_average_before"] = load_average()
+        report["steady"] = await steady_window(window, process.pid, log)
+        if rounds:
+            began = len(await log.refresh())
+            cpu_before, t0 = cpu_seconds(process.pid), time.monotonic()
+            results = await asyncio.gather(
+                *(one_provider(p, rounds, warmup, sim, log, rng) for p in PROVIDERS)
+            )
+            report["rounds_cpu_percent"] = round(
+                100 * (cpu_seconds(process.pid) - cpu_before) / (time.monotonic() - t0), 1
+            )
+            report["rounds_seconds"] = round(time.monotonic() - t0, 1)
+            report["rounds_requests"] = len((await log.refresh())[began:])
+            per_provider: dict[str, Any] = {}
+            everything: dict[str, list[float]] = {}
+            for provider, samples in zip(PROVIDERS, results, strict=True):
+                row: dict[str, Any] = {}
+                for measure in ("read_to_create", "read_to_create_log", "stock_to_create"):
+                    values = [s[measure] for s in samples]
+                    row[measure] = summary_ms(values)
+                    everything.setdefault(measure, []).extend(values)
+                row["later_reads_rounds"] = sum(1 for s in samples if s["later_reads"] > 0)
+                row["slowest_read_to_create_ms"] = sorted(
+                    round(s["read_to_create"] * 1000, 1) for s in samples
+                )[-5:]
+                per_provider[provider] = row
+            report["latency"] = {
+                "providers": per_provider,
+                "all": {m: summary_ms(v) for m, v in everything.items()},
+            }
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}") as api:
+                metrics = (await api.get("/metrics")).text
+            report["service_metric_stock_to_create"] = stock_to_create_metric(metrics)
+        memory = proc_status(process.pid)
+        report["rss_mb"] = round(memory["VmRSS"] / 1024, 1)
+        report["peak_rss_mb"] = round(memory["VmHWM"] / 1024, 1)
+        report["load_average_after"] = load_average()
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    report["orders_by_status_at_end"] = count_by_status(db_path)
+    return report
+
+
+async def run(
+    orders: int, rounds: int, warmup: int, window: float, accounts: int
+) -> dict[str, Any]:
+    rng = random.Random(20261129)
+    workdir = Path(tempfile.mkdtemp(prefix="ap-scale-"))
+    sim_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
+    sim_process = start(
+        [str(Path(__file__).resolve()), "--serve-sim", str(sim_port)], env, workdir / "sim.log"
+    )
+    report: dict[str, Any] = {
+        "revision": git_revision(),
+        "cpus": os.cpu_count(),
+        "orders": orders,
+        "rounds_per_provider": rounds,
+        "warmup_rounds": warmup,
+        "window_seconds": window,
+        "poll_seconds": PERIODS,
+    }
+    try:
+        await wait_up(f"http://127.0.0.1:{sim_port}/verda/_sim/config", sim_process)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sim_port}", timeout=30) as sim:
+            log = LogReader(sim)
+            few = order_mix(10, 0, rng)
+            few[0]["providers"] = list(PROVIDERS)  # every poller runs, as with 10,000
+            report["few"] = await service_run(
+                label="few",
+                orders=few,
+                accounts=min(accounts, 10),
+                workdir=workdir,
+                sim_port=sim_port,
+                sim=sim,
+                log=log,
+                window=window,
+                rounds=0,
+                warmup=0,
+                rng=rng,
+            )
+            many = order_mix(orders, warmup + rounds + 5, rng)
+            report["many"] = await service_run(
+                label="many",
+                orders=many,
+                accounts=accounts,
+                workdir=workdir,
+                sim_port=sim_port,
+                sim=sim,
+                log=log,
+                window=window,
+                rounds=rounds,
+                warmup=warmup,
+                rng=rng,
+            )
+    finally:
+        sim_process.terminate()
+        sim_process.wait(timeout=30)
+    report["workdir"] = str(workdir)
+    return report
+
+
+def verdicts(report: dict[str, Any]) -> dict[str, bool]:
+    p99 = report["many"]["latency"]["all"]["read_to_create"]["p99_ms"]
+    same = all(
+        abs(f["per_minute"] - m["per_minute"]) <= max(2.0, SAME_RATE_TOLERANCE * f["per_minute"])
+        for f, m in (
+            (report["few"]["steady"]["providers"][p], report["many"]["steady"]["providers"][p])
+            for p in PROVIDERS
+        )
+    )
+    return {
+        "read_to_create_p99": p99 < TARGET_P99_MS,
+        "requests_per_minute_same": same,
+        "peak_rss": report["many"]["peak_rss_mb"] < TARGET_RSS_MB,
+    }
+
+
+def print_report(report: dict[str, Any], met: dict[str, bool]) -> None:
+    many, few = report["many"], report["few"]
+    latency = many["latency"]
+    out = sys.stdout
+    out.write(f"\n{many['waiting_at_start']} waiting orders at the start of the measured run\n\n")
+    out.write("(a) stock read answered -> create request arrives at the provider\n\n")
+    out.write(
+        "| provider | rounds | median | p90 | p99 | max | later reads | stock -> create median |\n"
+    )
+    out.write("|---|---|---|---|---|---|---|---|\n")
+    for provider in [*PROVIDERS, "all"]:
+        row = latency["all"] if provider == "all" else latency["providers"][provider]
+        r = row["read_to_create"]
+        later = (
+            sum(latency["providers"][p]["later_reads_rounds"] for p in PROVIDERS)
+            if provider == "all"
+            else row["later_reads_rounds"]
+        )
+        out.write(
+            f"| {provider} | {r['samples']} | {r['median_ms']} ms | {r['p90_ms']} ms | "
+            f"{r['p99_ms']} ms | {r['max_ms']} ms | {later} | "
+            f"{row['stock_to_create']['median_ms']} ms |\n"
+        )
+    out.write(
+        f"\ntarget p99 < {TARGET_P99_MS:.0f} ms: "
+        f"{'met' if met['read_to_create_p99'] else 'MISSED'}\n\n"
+    )
+    out.write("(b) provider requests per minute, steady state\n\n")
+    out.write("| provider | 10 orders | 10,000 orders |\n|---|---|---|\n")
+    for provider in PROVIDERS:
+        out.write(
+            f"| {provider} | {few['steady']['providers'][provider]['per_minute']} | "
+            f"{many['steady']['providers'][provider]['per_minute']} |\n"
+        )
+    out.write(
+        f"| service CPU | {few['steady']['service_cpu_percent']} % | "
+        f"{many['steady']['service_cpu_percent']} % |\n"
+    )
+    out.write(f"\nsame: {'yes' if met['requests_per_minute_same'] else 'NO'}\n\n")
+    out.write("(c) service memory\n\n| | 10 orders | 10,000 orders |\n|---|---|---|\n")
+    out.write(f"| peak RSS (VmHWM) | {few['peak_rss_mb']} MB | {many['peak_rss_mb']} MB |\n")
+    out.write(f"\ntarget < {TARGET_RSS_MB:.0f} MB: {'met' if met['peak_rss'] else 'MISSED'}\n")
+    out.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--orders", type=int, default=10_000, help="orders that keep waiting")
+    parser.add_argument("--rounds", type=int, default=120, help="stock appearances per provider")
+    parser.add_argument("--warmup", type=int, default=2, help="uncounted rounds per provider")
+    parser.add_argument("--window", type=float, default=60.0, help="seconds to count requests")
+    parser.add_argument("--accounts", type=int, default=200, help="accounts the orders belong to")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--serve-sim", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))  # the app next to this script, not another checkout's
+    if args.serve_sim:
+        serve_sim(args.serve_sim)
+        return 0
+    report = asyncio.run(run(args.orders, args.rounds, args.warmup, args.window, args.accounts))
+    met = verdicts(report)
+    report["met"] = met
+    print_report(report, met)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if all(met.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
