@@ -2,11 +2,12 @@
 
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 
-from app.db import create_engine, migrate
+from app.db import DatabaseInUse, create_engine, lock_sqlite_file, migrate
 from app.models import Base
 
 
@@ -54,3 +55,18 @@ async def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Any) -> Non
     assert journal == "wal"
     assert timeout >= 5000
     assert foreign_keys == 1
+
+
+def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path: Any) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'one.db'}"
+    first = lock_sqlite_file(url)
+    assert first is not None
+    try:
+        with pytest.raises(DatabaseInUse, match="one process only"):
+            lock_sqlite_file(url)
+    finally:
+        first.close()
+    again = lock_sqlite_file(url)
+    assert again is not None
+    again.close()
+    assert lock_sqlite_file("postgresql+asyncpg://x@localhost/db") is None

@@ -17,6 +17,7 @@ from app.services.deployments import OPEN, VM_TAG_PREFIX
 
 log = logging.getLogger(__name__)
 GONE = (VMState.GONE, VMState.DELETING)
+TIMESTAMP_PRECISION = timedelta(seconds=1)
 
 
 class Reconciler:
@@ -90,4 +91,5 @@ class Reconciler:
 
 
 def _created_after(vm: VM, moment: datetime) -> bool:
-    return vm.created_at is not None and vm.created_at > moment
+    # Providers give creation times to the second: round up rather than call a VM old early.
+    return vm.created_at is not None and vm.created_at + TIMESTAMP_PRECISION > moment

@@ -1,0 +1,98 @@
+"""The reconciler: no hold stays open without an attempt, no VM of ours goes unnoticed."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.catalogue import Provider
+from app.db import create_sessionmaker, session_scope
+from app.models import Hold, HoldStatus
+from app.providers.base import ProviderAdapter
+from app.providers.registry import build_adapters
+from app.services import accounts, ledger
+from app.settings import Settings
+from app.watcher.reconciler import Reconciler
+from tests.watcher.conftest import Sim
+
+GRACE = 0.3
+
+
+@pytest.fixture
+async def adapters(settings: Settings) -> AsyncIterator[dict[Provider, ProviderAdapter]]:
+    async with httpx.AsyncClient() as client:
+        yield build_adapters(settings, client)
+
+
+def reconciler(
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], *, delete: bool
+) -> Reconciler:
+    return Reconciler(
+        adapters=adapters,
+        sessionmaker=create_sessionmaker(engine),
+        grace_seconds=GRACE,
+        delete_untracked=delete,
+    )
+
+
+async def test_a_hold_without_an_attempt_is_released(
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+) -> None:
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        account, _key = await accounts.create_account(session, name="stray")
+        await ledger.credit(session, account_id=account.id, amount=Decimal(50))
+        hold = await ledger.place_hold(session, account_id=account.id, amount=Decimal(20))
+    await reconciler(engine, adapters, delete=False).tick()
+    async with session_scope(maker) as session:
+        stored = await session.get(Hold, hold.id)
+        assert stored is not None and stored.status == HoldStatus.RELEASED
+        refreshed = await accounts.get_account(session, account_id=account.id)
+        assert (refreshed.balance, refreshed.held) == (Decimal(50), Decimal(0))
+
+
+async def test_a_vm_of_ours_no_order_owns_is_reported_and_deleted_when_allowed(
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+) -> None:
+    await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
+    (offer,) = [
+        o for o in await adapters[Provider.HYPERSTACK].fetch_offers() if o.sku == "n3-H100x1"
+    ]
+    stray = await adapters[Provider.HYPERSTACK].create_vm(
+        offer, name="ap-nobodys-1", tag="ap-order-nobodys", ssh_public_key=None
+    )
+    report_only = reconciler(engine, adapters, delete=False)
+    await report_only.tick()
+    assert _untracked("hyperstack") == 0  # too young: a create in flight may still claim it
+    await asyncio.sleep(GRACE + 1.1)  # creation times are whole seconds: the grace rounds up
+    await report_only.tick()
+    assert _untracked("hyperstack") == 1
+    assert [vm["status"] for vm in await sim.vms("hyperstack")] != ["DELETING"]
+    await reconciler(engine, adapters, delete=True).tick()
+    (vm,) = await sim.vms("hyperstack")
+    assert (str(vm["id"]), vm["status"]) == (stray.id, "DELETING")
+
+
+async def test_quantacloud_deployments_are_reported_but_never_deleted(
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+) -> None:
+    await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
+    (offer,) = [
+        o for o in await adapters[Provider.QUANTACLOUD].fetch_offers() if o.sku == "l40s-x1"
+    ]
+    await adapters[Provider.QUANTACLOUD].create_vm(
+        offer, name="ap-x-1", tag="ap-order-x", ssh_public_key=None
+    )
+    await asyncio.sleep(GRACE + 1.1)
+    await reconciler(engine, adapters, delete=True).tick()
+    assert _untracked("quantacloud") == 1
+    (deployment,) = await sim.vms("quantacloud")
+    assert deployment["status"] not in ("stopping", "terminated")
+
+
+def _untracked(provider: str) -> float:
+    return REGISTRY.get_sample_value("autoprovision_untracked_vms", {"provider": provider}) or 0.0
