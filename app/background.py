@@ -106,6 +106,9 @@ class Background:
                     name=WATCHER_LEASE,
                     holder=self.holder,
                     ttl=self.settings.leader_lease_seconds,
+                    # On SQLite the file lock makes this the only process: a lease left by a
+                    # killed predecessor need not run out first.
+                    force=self.settings.is_sqlite,
                 )
         except Exception:
             log.exception("could not renew the watcher lease: stepping down")

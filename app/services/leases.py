@@ -15,15 +15,22 @@ from app.dbtypes import utcnow
 from app.models import Lease
 
 
-async def acquire(session: AsyncSession, *, name: str, holder: str, ttl: float) -> bool:
-    """Take or renew the lease for `ttl` seconds; False while someone else holds it."""
+async def acquire(
+    session: AsyncSession, *, name: str, holder: str, ttl: float, force: bool = False
+) -> bool:
+    """Take or renew the lease for `ttl` seconds; False while someone else holds it.
+
+    `force` takes it whoever holds it: only for a process that knows it is the only one
+    (SQLite, where a file lock already keeps every other process out).
+    """
     now = utcnow()
     expires_at = now + timedelta(seconds=ttl)
+    statement = update(Lease).where(Lease.name == name)
+    if not force:
+        statement = statement.where(or_(Lease.holder == holder, Lease.expires_at <= now))
     renewed = (
         await session.execute(
-            update(Lease)
-            .where(Lease.name == name, or_(Lease.holder == holder, Lease.expires_at <= now))
-            .values(holder=holder, expires_at=expires_at)
+            statement.values(holder=holder, expires_at=expires_at)
             .returning(Lease.name)
             .execution_options(synchronize_session=False)
         )

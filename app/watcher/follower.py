@@ -132,7 +132,14 @@ class Follower:
                     )
                 ).scalars()
             )
-            candidates = [vm for vm in found if vm.id not in owned and vm.state is not VMState.GONE]
+            # A VM carrying this attempt's own name is its VM; one without a name (QuantaCloud)
+            # is only a candidate if no other attempt already owns it.
+            candidates = [
+                vm
+                for vm in found
+                if vm.state is not VMState.GONE
+                and (vm.name == attempt.vm_name or (vm.name is None and vm.id not in owned))
+            ]
             if candidates:
                 vm = candidates[0]
                 if await deployments.settle_created(session, deployment_id=attempt.id, vm=vm):

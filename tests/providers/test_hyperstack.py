@@ -341,6 +341,18 @@ READS: dict[str, Call] = {
 
 
 class TestOutcomes:
+    async def test_a_remembered_environment_that_vanished_is_retried_not_refused(
+        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+    ) -> None:
+        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 2)
+        await create(adapter)
+        await control(http, sim_url, "POST", "reset", None)  # environments are gone
+        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
+        with pytest.raises(Unavailable):
+            await create(adapter)
+        vm = await create(adapter)  # looked up again, made again
+        assert vm.state is VMState.PENDING
+
     @pytest.fixture
     async def ready(
         self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter

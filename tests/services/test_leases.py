@@ -37,3 +37,13 @@ async def test_a_released_lease_is_free_at_once(engine: AsyncEngine) -> None:
 async def test_only_one_of_many_racing_replicas_wins(engine: AsyncEngine) -> None:
     results = await asyncio.gather(*(_acquire(engine, f"replica-{i}") for i in range(8)))
     assert results.count(True) == 1
+
+
+async def test_the_only_process_may_take_a_lease_left_by_a_dead_one(engine: AsyncEngine) -> None:
+    assert await _acquire(engine, "killed")
+    async with session_scope(create_sessionmaker(engine)) as session:
+        taken = await leases.acquire(
+            session, name="watcher", holder="restarted", ttl=10, force=True
+        )
+    assert taken
+    assert not await _acquire(engine, "killed")

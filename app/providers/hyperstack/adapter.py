@@ -188,6 +188,8 @@ class HyperstackAdapter:
         disk_gb: int | None = None,
     ) -> VM:
         """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled."""
+        environment = self.environment_name(offer.region)
+        from_cache = environment in self._environments
         environment, key = await self.prepare(offer.region, ssh_public_key)
         payload = {
             "name": name,
@@ -226,6 +228,12 @@ class HyperstackAdapter:
         if answer.status == 404:
             self._environments.pop(environment, None)
             self._keypairs.discard((environment, key))
+            if from_cache:
+                # The environment or key pair we remembered is gone (deleted by hand?). Nothing
+                # was created; the next attempt looks them up again, so the order is not failed.
+                raise Unavailable(
+                    self.provider, f"create of {offer.sku}: {answer.message}", status_code=404
+                )
         raise Rejected(
             self.provider,
             f"create of {offer.sku} refused: {answer.message}",

@@ -149,7 +149,8 @@ class HyperstackSimulator(ProviderSimulator):
         self.pricebook_string_values = False
         self.unpriced_gpus: set[str] = set(DEFAULT_UNPRICED_GPUS)
         self._ids = itertools.count(1)
-        self._vm_ids = itertools.count(412001)
+        if not hasattr(self, "_vm_ids"):  # like the real API, never hand out a VM id twice,
+            self._vm_ids = itertools.count(412001)  # not even across a reset
         seed = self.add_environment("default-CANADA-1", "CANADA-1")
         self.add_keypair("autoprovision", seed, SEED_PUBLIC_KEY)
 

@@ -1,0 +1,118 @@
+"""The simulators and the service as real processes, for tests that kill them."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import ADMIN_KEY
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
+    env.update(PYTHONPATH=str(ROOT), **extra)
+    return env
+
+
+def _wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {process.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, f"{url} did not come up"
+            time.sleep(0.05)
+
+
+class SimProcess:
+    """`autoprovision sim` in its own process, so it outlives a killed service."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "sim", "--port", str(self.port)],
+            cwd=workdir,
+            env=_clean_env(AUTOPROVISION_LOG_LEVEL="warning"),
+            stdout=(workdir / "sim.log").open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+        _wait_until_up(f"{self.url}/verda/_sim/config", self.process)
+
+    def stop(self) -> None:
+        """Terminate it."""
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+class ServiceProcess:
+    """`autoprovision serve` in live mode against a SimProcess, with quick timings."""
+
+    def __init__(self, workdir: Path, database_url: str, sim: SimProcess, **settings: Any) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        values = {
+            "DATABASE_URL": database_url,
+            "ADMIN_API_KEY": ADMIN_KEY,
+            "MODE": "live",
+            "PORT": str(self.port),
+            "LOG_LEVEL": "warning",
+            "VERDA_BASE_URL": f"{sim.url}/verda/v1",
+            "VERDA_CLIENT_ID": "sim-client",
+            "VERDA_CLIENT_SECRET": "sim-secret",
+            "HYPERSTACK_BASE_URL": f"{sim.url}/hyperstack/v1",
+            "HYPERSTACK_API_KEY": "sim-key",
+            "QUANTACLOUD_BASE_URL": f"{sim.url}/quantacloud/api/v1",
+            "QUANTACLOUD_API_KEY": "sim-key",
+            "VERDA_POLL_SECONDS": "0.2",
+            "HYPERSTACK_POLL_SECONDS": "0.2",
+            "QUANTACLOUD_POLL_SECONDS": "0.2",
+            "FOLLOW_SECONDS": "0.2",
+            "WAITING_REFRESH_SECONDS": "0.2",
+            "OUTCOME_CHECK_SECONDS": "0.5",
+            "PROVIDER_TIMEOUT_SECONDS": "2",
+            "PROVIDER_CREATE_TIMEOUT_SECONDS": "1",
+            "CAPACITY_COOLDOWN_SECONDS": "0.5",
+            "LEADER_LEASE_SECONDS": "2",
+        }
+        values.update({k.upper(): str(v) for k, v in settings.items()})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve"],
+            cwd=workdir,
+            env=_clean_env(**{f"AUTOPROVISION_{k}": v for k, v in values.items()}),
+            stdout=(workdir / f"service-{self.port}.log").open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        """The service's process id."""
+        return self.process.pid
+
+    def wait_until_up(self) -> "ServiceProcess":
+        """Block until /healthz answers (migrations done, lifespan started)."""
+        _wait_until_up(f"{self.url}/healthz", self.process)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs at all."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def terminate(self) -> None:
+        """SIGTERM: the graceful shutdown."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=40)

@@ -1,0 +1,223 @@
+"""SIGKILL the service mid-deploy, restart it: every order ends with exactly one VM and one debit.
+
+The simulators run in their own process and outlive the service, as a real provider would.
+"""
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from app.db import create_engine
+from app.models import Deployment, Hold, HoldStatus, LedgerEntry, LedgerKind, Order
+from tests.factories import ADMIN
+from tests.processes import ServiceProcess, SimProcess
+
+MACHINES = {
+    "hyperstack": ("n3-H100x1", "CANADA-1", "H100"),
+    "verda": ("1H100.80S.30V", "FIN-01", "H100"),
+}
+KILL_RUNS = 20
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+    process = SimProcess(tmp_path_factory.mktemp("sim"))
+    yield process
+    process.stop()
+
+
+def query(database_url: str, statement: Any) -> list[Any]:
+    """Run one read against the test's database from synchronous test code."""
+
+    async def read() -> list[Any]:
+        engine = create_engine(database_url)
+        try:
+            async with engine.connect() as connection:
+                return list((await connection.execute(statement)).all())
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(read())
+
+
+class Run:
+    """One account, some orders, and the checks that must hold for them."""
+
+    def __init__(self, service: ServiceProcess, sim: SimProcess) -> None:
+        self.sim = httpx.Client(base_url=sim.url, timeout=10)
+        self.api = httpx.Client(base_url=service.url, timeout=10)
+        self.use(service)
+        account = self.api.post("/v1/accounts", json={"name": "crash"}, headers=ADMIN).json()
+        self.account_id = account["id"]
+        self.headers = {"Authorization": f"Bearer {account['api_key']}"}
+        self.api.post(
+            f"/v1/accounts/{self.account_id}/credits", json={"amount": "100"}, headers=ADMIN
+        )
+        self.orders: dict[str, str] = {}  # order id -> provider
+
+    def use(self, service: ServiceProcess) -> None:
+        """Talk to this (restarted) service from now on."""
+        self.api.base_url = httpx.URL(service.url)
+
+    def reset_sim(self) -> None:
+        for provider in ("verda", "hyperstack", "quantacloud"):
+            self.sim.post(f"/{provider}/_sim/reset")
+            self.sim.put(f"/{provider}/_sim/config", json={"boot_seconds": 0.3})
+
+    def place(self, provider: str) -> str:
+        body = {
+            "gpu_model": MACHINES[provider][2],
+            "gpu_count": 1,
+            "providers": [provider],
+            "max_price_per_hour": "4.00",
+        }
+        order_id: str = self.api.post("/v1/orders", json=body, headers=self.headers).json()["id"]
+        self.orders[order_id] = provider
+        return order_id
+
+    def stock(self, provider: str, quantity: int = 1) -> None:
+        sku, region, _model = MACHINES[provider]
+        body = {"sku": sku, "region": region, "quantity": quantity}
+        assert self.sim.put(f"/{provider}/_sim/stock", json=body).status_code == 200
+
+    def fault(self, provider: str, kind: str, **extra: Any) -> None:
+        self.sim.post(f"/{provider}/_sim/faults", json={"kind": kind, **extra})
+
+    def creates(self, provider: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.sim.get(f"/{provider}/_sim/creates").json()
+        return result
+
+    def wait_for_create(self, provider: str, seconds: float = 10) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.creates(provider):
+            assert time.monotonic() < deadline, f"no create reached {provider}"
+            time.sleep(0.01)
+
+    def wait_until_running(self, service: ServiceProcess, seconds: float = 30) -> None:
+        self.use(service)
+        deadline = time.monotonic() + seconds
+        for order_id in self.orders:
+            while True:
+                status = self.api.get(f"/v1/orders/{order_id}", headers=self.headers).json()[
+                    "status"
+                ]
+                if status == "running":
+                    break
+                assert time.monotonic() < deadline, f"{order_id} stuck at {status}"
+                time.sleep(0.05)
+
+    def check(self, database_url: str) -> None:
+        """Exactly one live VM per order; one debit, no open hold, balance adds up."""
+        for order_id, provider in self.orders.items():
+            token = order_id.removeprefix("ord_")
+            vms = [
+                vm
+                for vm in self.sim.get(f"/{provider}/_sim/vms").json()
+                if (vm["name"] or "").startswith(f"ap-{token}-")
+                and vm["status"] not in ("DELETING", "DELETED", "deleting", "discontinued")
+            ]
+            assert len(vms) == 1, f"{order_id} has {len(vms)} VMs at {provider}: {vms}"
+        ids = list(self.orders)
+        statuses = dict(
+            query(database_url, select(Order.id, Order.status).where(Order.id.in_(ids)))
+        )
+        assert set(statuses.values()) <= {"deployed", "running"}, statuses
+        entries = query(
+            database_url,
+            select(LedgerEntry.order_id, LedgerEntry.kind, LedgerEntry.amount).where(
+                LedgerEntry.account_id == self.account_id
+            ),
+        )
+        for order_id in ids:
+            debits = [e for e in entries if e.order_id == order_id and e.kind == LedgerKind.DEBIT]
+            assert len(debits) == 1, f"{order_id}: {len(debits)} debits"
+        open_holds = query(
+            database_url,
+            select(Hold.id).where(
+                Hold.account_id == self.account_id, Hold.status == HoldStatus.OPEN
+            ),
+        )
+        assert open_holds == []
+        spent = sum((e.amount for e in entries if e.kind == LedgerKind.DEBIT), Decimal(0))
+        attempts = query(
+            database_url, select(Deployment.status).where(Deployment.order_id.in_(ids))
+        )
+        assert not {"creating", "unknown"} & {row.status for row in attempts}
+        balance = self.api.get("/v1/account", headers=self.headers).json()
+        assert Decimal(balance["balance"]) == Decimal(100) - spent
+        assert Decimal(balance["held"]) == 0
+
+
+def test_killed_while_a_create_is_in_flight(
+    database_url: str, sim: SimProcess, tmp_path: Path
+) -> None:
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    run = Run(service, sim)
+    run.reset_sim()
+    run.place("hyperstack")
+    run.fault("hyperstack", "create_delay", seconds=3)  # the VM is made, the answer waits
+    run.stock("hyperstack")
+    run.wait_for_create("hyperstack")
+    service.kill()
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    try:
+        run.wait_until_running(service)
+        run.check(database_url)
+        assert len(run.creates("hyperstack")) == 1
+    finally:
+        service.terminate()
+
+
+def test_killed_after_the_answer_to_a_create_was_lost(
+    database_url: str, sim: SimProcess, tmp_path: Path
+) -> None:
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    run = Run(service, sim)
+    run.reset_sim()
+    run.place("verda")
+    run.fault("verda", "create_error_after_commit")  # the VM is made, the answer is a 500
+    run.stock("verda")
+    run.wait_for_create("verda")
+    service.kill()
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    try:
+        run.wait_until_running(service)
+        run.check(database_url)
+        assert [c["outcome"] for c in run.creates("verda")] == ["error_after_commit"]
+    finally:
+        service.terminate()
+
+
+def test_killed_at_random_moments(database_url: str, sim: SimProcess, tmp_path: Path) -> None:
+    rng = random.Random(20261129)
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    try:
+        for round_number in range(KILL_RUNS):
+            run = Run(service, sim)
+            run.reset_sim()
+            for provider in MACHINES:
+                run.place(provider)
+            time.sleep(0.3)  # the watcher has seen the orders
+            trouble = rng.choice([None, "create_delay", "create_error_after_commit"])
+            if trouble:
+                run.fault(rng.choice(list(MACHINES)), trouble, seconds=rng.uniform(0.2, 2.0))
+            for provider in MACHINES:
+                run.stock(provider, quantity=2)  # room for a (wrong) second VM to show up
+            time.sleep(rng.uniform(0.0, 0.8))
+            service.kill()
+            service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+            run.wait_until_running(service)
+            try:
+                run.check(database_url)
+            except AssertionError as exc:
+                raise AssertionError(f"round {round_number} ({trouble}): {exc}") from exc
+    finally:
+        service.terminate()
