@@ -215,9 +215,10 @@ class OfferSnapshot(Base):
     __tablename__ = "offer_snapshots"
 
     provider: Mapped[str] = mapped_column(String(20), primary_key=True)
-    offers: Mapped[Any] = mapped_column(JSON)
-    fetched_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    error: Mapped[str | None] = mapped_column(String(500))
+    offers: Mapped[Any] = mapped_column(JSON)  # from the last successful read
+    fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # last successful read
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # last read attempted
+    error: Mapped[str | None] = mapped_column(String(500))  # what went wrong with it, if so
 
 
 class IdempotencyKey(Base):

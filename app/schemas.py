@@ -278,10 +278,11 @@ class OfferOut(BaseModel):
 
 
 class ProviderReadOut(BaseModel):
-    """When a provider's stock was last read, and what went wrong since, if anything."""
+    """When a provider's stock was last read, and what went wrong with the latest try, if so."""
 
     provider: str
-    fetched_at: datetime
+    fetched_at: datetime | None  # the last read that worked
+    checked_at: datetime | None  # the last read tried
     error: str | None
 
 

@@ -38,7 +38,9 @@ async def latest_offers(
             )
     offers.sort(key=lambda o: (o.price_per_hour_with_fees, o.provider, o.region, o.sku))
     reads = [
-        ProviderReadOut(provider=s.provider, fetched_at=s.fetched_at, error=s.error)
+        ProviderReadOut(
+            provider=s.provider, fetched_at=s.fetched_at, checked_at=s.checked_at, error=s.error
+        )
         for s in snapshots
     ]
     return OffersOut(data=offers, providers=reads)

@@ -23,7 +23,7 @@ class ProviderPoller:
         period: float,
         wanted: Callable[[], bool],
         on_offers: Callable[[list[Offer], float], Awaitable[None]],
-        on_error: Callable[[str], None],
+        on_error: Callable[[str], Awaitable[None]],
     ) -> None:
         self.adapter = adapter
         self.period = period
@@ -59,18 +59,18 @@ class ProviderPoller:
             offers = await self.adapter.fetch_offers()
         except RateLimited as exc:
             POLL_ERRORS.labels(provider, "rate_limited").inc()
-            self.on_error(str(exc))
+            await self.on_error(str(exc))
             self.backoff = self._next_backoff()
             return max(exc.retry_after or 0.0, self.backoff)
         except ProviderError as exc:
             POLL_ERRORS.labels(provider, type(exc).__name__.lower()).inc()
-            self.on_error(str(exc))
+            await self.on_error(str(exc))
             self.backoff = self._next_backoff()
             return self.backoff
         except Exception:  # a bug in an adapter must not stop the watching
             log.exception("%s: stock read crashed", provider)
             POLL_ERRORS.labels(provider, "crash").inc()
-            self.on_error("stock read failed unexpectedly")
+            await self.on_error("stock read failed unexpectedly")
             self.backoff = self._next_backoff()
             return self.backoff
         POLL_SECONDS.labels(provider).observe(time.monotonic() - started)

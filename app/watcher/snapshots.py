@@ -36,20 +36,21 @@ class SnapshotWriter:
     async def maybe_write(self, provider: Provider) -> None:
         """Write the snapshot unless it is the same as the last one and still fresh."""
         read = self.book.reads.get(provider)
-        if read is None or read.read_at_wall is None:
+        if read is None:
             return
-        offers = [offer_json(o) for o in read.offers]
+        state = ([offer_json(o) for o in read.offers], read.error)
         last = self._last.get(provider)
         now = time.monotonic()
-        if last is not None and last[0] == offers and now - last[1] < HEARTBEAT_SECONDS:
+        if last is not None and last[0] == state and now - last[1] < HEARTBEAT_SECONDS:
             return
         async with session_scope(self.sessionmaker) as session:
             await session.merge(
                 OfferSnapshot(
                     provider=str(provider),
-                    offers=offers,
-                    fetched_at=read.read_at_wall or utcnow(),
+                    offers=state[0],
+                    fetched_at=read.read_at_wall,
+                    checked_at=utcnow(),
                     error=read.error,
                 )
             )
-        self._last[provider] = (offers, now)
+        self._last[provider] = (state, now)

@@ -90,8 +90,12 @@ class Watcher:
         async def on_offers(offers: list[Offer], started: float) -> None:
             await self.on_offers(provider, offers, started)
 
-        def on_error(error: str) -> None:
+        async def on_error(error: str) -> None:
             self.book.failed(provider, error)
+            try:
+                await self.snapshots.maybe_write(provider)
+            except Exception:
+                log.exception("keeping %s's read error for the API failed", provider)
 
         return ProviderPoller(
             adapter,

@@ -1,0 +1,36 @@
+"""offer read errors
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-29 15:56:00.923741
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+import app.dbtypes
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("offer_snapshots", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("checked_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+        )
+        batch_op.alter_column(
+            "fetched_at", existing_type=app.dbtypes.UTCDateTime(timezone=True), nullable=True
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("offer_snapshots", schema=None) as batch_op:
+        batch_op.alter_column(
+            "fetched_at", existing_type=app.dbtypes.UTCDateTime(timezone=True), nullable=False
+        )
+        batch_op.drop_column("checked_at")

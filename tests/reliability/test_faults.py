@@ -1,0 +1,84 @@
+"""One provider misbehaves while another has stock: the other deploys on time, nothing hangs,
+and every order ends in a state that says why."""
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.factories import AccountHandle, create_account, order_body
+from tests.waiting import eventually
+from tests.watcher.conftest import Sim
+
+VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")
+HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
+
+
+def h100(provider: str) -> dict[str, Any]:
+    return order_body(gpu_model="H100", gpu_count=1, providers=[provider], max_price_per_hour="3")
+
+
+async def order(client: httpx.AsyncClient, account: AccountHandle, order_id: str) -> Any:
+    return (await client.get(f"/v1/orders/{order_id}", headers=account.headers)).json()
+
+
+async def kinds(client: httpx.AsyncClient, account: AccountHandle, order_id: str) -> list[str]:
+    events = await client.get(f"/v1/orders/{order_id}/events", headers=account.headers)
+    return [e["kind"] for e in events.json()]
+
+
+@pytest.mark.parametrize(
+    ("fault", "extra"),
+    [
+        ("http_500", {"count": 1000}),
+        ("http_429", {"count": 1000, "seconds": 1}),
+        ("timeout", {"count": 1000, "seconds": 3}),  # longer than the 2 s read timeout
+        ("malformed_json", {"count": 1000}),
+        ("capacity_race", {"count": 2}),
+        ("fail_after_accept", {}),
+    ],
+)
+async def test_a_misbehaving_provider_does_not_hold_up_another(
+    client: httpx.AsyncClient, sim: Sim, fault: str, extra: dict[str, Any]
+) -> None:
+    account = await create_account(client, credit="20")
+    troubled = (
+        await client.post("/v1/orders", json=h100("verda"), headers=account.headers)
+    ).json()["id"]
+    healthy = (
+        await client.post("/v1/orders", json=h100("hyperstack"), headers=account.headers)
+    ).json()["id"]
+    await sim.fault("verda", fault, **extra)
+    await asyncio.sleep(0.3)
+    await sim.stock(*VERDA_H100, 2)  # a second unit for the retry after a failed VM
+    started = time.monotonic()
+    await sim.stock(*HYPER_H100, 1)
+
+    async def healthy_deployed() -> bool:
+        return (await order(client, account, healthy))["status"] in ("deployed", "running")
+
+    await eventually(healthy_deployed, seconds=3)
+    assert time.monotonic() - started < 1.5, "the healthy provider was held up"
+    assert (await client.get("/healthz")).status_code == 200
+
+    if fault in ("capacity_race", "fail_after_accept"):
+        expected = "no_capacity" if fault == "capacity_race" else "vm_failed"
+
+        async def explained_then_running() -> bool:
+            shown = await order(client, account, troubled)
+            return shown["status"] == "running" and expected in await kinds(
+                client, account, troubled
+            )
+
+        await eventually(explained_then_running, seconds=8)
+    else:
+
+        async def read_error_shown() -> bool:
+            offers = (await client.get("/v1/offers", headers=account.headers)).json()
+            return any(p["provider"] == "verda" and p["error"] for p in offers["providers"])
+
+        await eventually(read_error_shown, seconds=8)
+        assert (await order(client, account, troubled))["status"] == "waiting"
+        assert await sim.creates("verda") == []
