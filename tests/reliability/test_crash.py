@@ -221,3 +221,24 @@ def test_killed_at_random_moments(database_url: str, sim: SimProcess, tmp_path: 
                 raise AssertionError(f"round {round_number} ({trouble}): {exc}") from exc
     finally:
         service.terminate()
+
+
+def test_sigterm_lets_a_create_in_flight_finish(
+    database_url: str, sim: SimProcess, tmp_path: Path
+) -> None:
+    service = ServiceProcess(
+        tmp_path, database_url, sim, provider_create_timeout_seconds=5
+    ).wait_until_up()
+    run = Run(service, sim)
+    run.reset_sim()
+    order_id = run.place("hyperstack")
+    run.fault("hyperstack", "create_delay", seconds=1.5)
+    run.stock("hyperstack")
+    run.wait_for_create("hyperstack")
+    service.terminate()  # graceful: waits for the create's answer, records it, then exits
+    # uvicorn re-raises the SIGTERM once its graceful shutdown is done: -15 is a clean exit
+    assert service.process.returncode in (0, -15)
+    (status,) = query(database_url, select(Order.status).where(Order.id == order_id))
+    assert status.status == "deployed"
+    attempts = query(database_url, select(Deployment.status).where(Deployment.order_id == order_id))
+    assert [a.status for a in attempts] == ["deployed"]
