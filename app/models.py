@@ -92,6 +92,8 @@ class Account(Base):
     balance: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
     held: Mapped[Decimal] = mapped_column(Money, default=Decimal(0))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Set by every balance change, so the watcher can re-read only accounts that changed.
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=utcnow, index=True)
 
 
 class Hold(Base):
@@ -133,6 +135,7 @@ class Order(Base):
     __table_args__ = (
         Index("ix_orders_account_id_id", "account_id", "id"),
         Index("ix_orders_status_created_at", "status", "created_at"),
+        Index("ix_orders_updated_at", "updated_at"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)

@@ -38,6 +38,7 @@ async def _change_account(
         statement.values(
             balance=Account.balance + _money(balance_delta),
             held=Account.held + _money(held_delta),
+            updated_at=utcnow(),
         )
         .returning(Account.balance, Account.held)
         .execution_options(synchronize_session=False)

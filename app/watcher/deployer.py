@@ -52,9 +52,15 @@ class Deployer:
         self.in_flight: set[asyncio.Task[None]] = set()
         self.in_flight_ids: set[str] = set()  # deployment ids whose create is being sent
 
-    async def claim(self, assignments: list[Assignment], notes: list[Note]) -> list[Intent]:
-        """Claim every assigned order and write the notes, all in one commit."""
+    async def claim(
+        self, assignments: list[Assignment], notes: list[Note]
+    ) -> tuple[list[Intent], set[str]]:
+        """Claim every assigned order and write the notes, all in one commit.
+
+        Returns the intents, and the ids of orders that turned out not to be waiting any more.
+        """
         intents = []
+        gone = set()
         async with session_scope(self.sessionmaker) as session:
             for assignment in assignments:
                 try:
@@ -67,11 +73,13 @@ class Deployer:
                         )
                 except BalanceShort:
                     continue  # the balance moved since the snapshot; the next pass notes it
-                if intent is not None:
+                if intent is None:
+                    gone.add(assignment.order_id)
+                else:
                     intents.append(intent)
             for note in notes:
                 add_event(session, order_id=note.order_id, kind=note.kind, message=note.message)
-        return intents
+        return intents, gone
 
     def launch(self, intent: Intent, taken: Taken) -> None:
         """Send the create in the background; creates for different orders go out together."""

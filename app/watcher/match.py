@@ -7,7 +7,7 @@ offer that still has room, and no offer is given to more orders than its known q
 when the provider only says "available").
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -107,13 +107,16 @@ def assign(
     fees: Fees,
     excluded: frozenset[tuple[str, str, str]] = frozenset(),
     funds: Mapping[str, Decimal] | None = None,
+    near_misses: bool = True,
 ) -> MatchResult:
     """Oldest order first, each to its cheapest matching offer with room left.
 
     `excluded` holds offer keys not to send anything to now (cooling down after a capacity
     error). `funds` (account id -> available balance), when given, skips orders whose account
-    cannot pay one hour, spending it down as orders of one account are assigned. Ties on price
-    go to the offer that sorts first by key, so the result is stable.
+    cannot pay one hour, spending it down as orders of one account are assigned.
+    `near_misses=False` (the watcher's hot path) skips, without looking at them, orders that no
+    offer is cheap enough for, and leaves `above_max` empty. Ties on price go to the offer that
+    sorts first by key, so the result is stable.
     """
     by_machine: dict[tuple[str, int], list[tuple[Decimal, Offer]]] = defaultdict(list)
     for offer in offers:
@@ -124,18 +127,29 @@ def assign(
     for candidates in by_machine.values():
         candidates.sort(key=lambda pair: (pair[0], pair[1].key))
     room = {o.key: (o.available if o.available is not None else 1) for o in offers}
+    machine_room = Counter[tuple[str, int]]()
+    for key, candidates in by_machine.items():
+        machine_room[key] = sum(room[offer.key] for _, offer in candidates)
+    cheapest = {key: candidates[0][0] for key, candidates in by_machine.items() if candidates}
     left = dict(funds) if funds is not None else None
     result = MatchResult()
     for order in sorted(orders, key=lambda o: (o.created_at, o.id)):
-        for price, offer in by_machine.get((order.gpu_model, order.gpu_count), ()):
+        machine = (order.gpu_model, order.gpu_count)
+        if machine_room[machine] <= 0:
+            continue  # nothing left for this machine (or none in stock)
+        if not near_misses and cheapest[machine] > order.max_price_per_hour:
+            continue  # the hot path skips orders no offer is cheap enough for
+        for price, offer in by_machine[machine]:
             if room[offer.key] <= 0 or not fits(order, offer):
                 continue
             if price > order.max_price_per_hour:
-                result.above_max.append(Assignment(order.id, offer, price))
+                if near_misses:
+                    result.above_max.append(Assignment(order.id, offer, price))
             elif left is not None and left.get(order.account_id, Decimal(0)) < price:
                 result.short_of_funds.append(Assignment(order.id, offer, price))
             else:
                 room[offer.key] -= 1
+                machine_room[machine] -= 1
                 if left is not None:
                     left[order.account_id] -= price
                 result.assignments.append(Assignment(order.id, offer, price))

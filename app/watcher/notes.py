@@ -1,6 +1,6 @@
 """Timeline notes that say why an order is still waiting, produced once per situation."""
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -64,7 +64,7 @@ class WaitingNotes:
         self._told[(seen.order_id, kind)] = situation
         return True
 
-    def keep_only(self, waiting: set[str]) -> None:
+    def keep_only(self, waiting: Collection[str]) -> None:
         """Forget orders that are no longer waiting (a new wait starts a new story)."""
         for key in [k for k in self._told if k[0] not in waiting]:
             del self._told[key]

@@ -8,6 +8,7 @@ background, so the hot path has no database read in it.
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -17,6 +18,7 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.metrics import STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
+from app.services.deployments import Intent
 from app.settings import Settings
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
@@ -26,10 +28,12 @@ from app.watcher.notes import WaitingNotes
 from app.watcher.poller import ProviderPoller
 from app.watcher.reconciler import Reconciler
 from app.watcher.snapshots import SnapshotWriter
-from app.watcher.waiting import WaitingSnapshot, load_waiting
+from app.watcher.waiting import WaitingBook
 
 log = logging.getLogger(__name__)
 STALE_AFTER_PERIODS = 3  # offers older than this many poll periods are not acted on
+NOTES_EVERY_SECONDS = 1.0  # near-miss notes are worked out at most this often
+MAX_NOTES_PER_WRITE = 200  # the rest are noted on later passes
 DRAIN_SECONDS = 20.0
 
 
@@ -55,7 +59,7 @@ class Watcher:
             Provider.QUANTACLOUD: settings.quantacloud_poll_seconds,
         }
         self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
-        self.waiting = WaitingSnapshot()
+        self.waiting = WaitingBook()
         self.notes = WaitingNotes()
         self.snapshots = SnapshotWriter(sessionmaker, self.book)
         self.pollers = {
@@ -83,6 +87,7 @@ class Watcher:
             delete_untracked=settings.delete_untracked_vms,
         )
         self._pass_lock = asyncio.Lock()
+        self._noted_at = 0.0
         self._refresh = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -126,10 +131,10 @@ class Watcher:
         self._refresh.set()
 
     async def refresh_waiting(self) -> None:
-        """Re-read the waiting orders and their accounts' balances."""
+        """Catch up with the waiting orders and their accounts' balances."""
         async with session_scope(self.read_sessionmaker) as session:
-            self.waiting = await load_waiting(session)
-        self.notes.keep_only({o.id for o in self.waiting.orders})
+            await self.waiting.refresh(session)
+        self.notes.keep_only(self.waiting.orders.keys())
 
     async def on_offers(self, provider: Provider, offers: list[Offer], started: float) -> None:
         """A read of one provider that began at `started`: act on it, keep a copy for the API."""
@@ -140,26 +145,24 @@ class Watcher:
     async def deploy_pass(self) -> None:
         """Match the waiting orders against the freshest offers and send the creates."""
         async with self._pass_lock:
-            snapshot = self.waiting
-            if not snapshot.orders:
-                return
-            max_age = {p: period * STALE_AFTER_PERIODS for p, period in self.periods.items()}
-            offers = self.book.current(max_age=max_age)
-            if not offers:
+            offers = self._fresh_offers()
+            candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
+            if not candidates:
                 return
             result = assign(
-                snapshot.orders,
+                candidates,
                 offers,
                 fees=self.fees,
                 excluded=self.book.cooling(),
-                funds=snapshot.funds,
+                funds=self.waiting.funds,
+                near_misses=False,
             )
-            orders = {o.id: o for o in snapshot.orders}
-            notes = self.notes.fresh(result, orders, snapshot.funds)
-            if not result.assignments and not notes:
-                return
-            intents = await self.deployer.claim(result.assignments, notes)
-            self.waiting = self.waiting.without({a.order_id for a in result.assignments})
+            intents: list[Intent] = []
+            if result.assignments:
+                intents, gone = await self.deployer.claim(result.assignments, [])
+                # Orders whose claim failed only for money stay: they are still waiting.
+                for order_id in gone | {i.order_id for i in intents}:
+                    self.waiting.discard(order_id)
         for intent in intents:
             taken = self.book.take(intent.offer.key)
             seen = self.book.seen_for(intent.offer.key)
@@ -168,6 +171,32 @@ class Watcher:
             self.deployer.launch(intent, taken)
         if len(intents) < len(result.assignments):
             self.nudge()  # some claims lost a race or the balance moved: re-read
+        await self._note_why_waiting()
+
+    def _fresh_offers(self) -> list[Offer]:
+        max_age = {p: period * STALE_AFTER_PERIODS for p, period in self.periods.items()}
+        return self.book.current(max_age=max_age)
+
+    async def _note_why_waiting(self) -> None:
+        """Now and then, off the hot path: tell orders why matching stock did not go to them."""
+        now = time.monotonic()
+        if now - self._noted_at < NOTES_EVERY_SECONDS:
+            return
+        self._noted_at = now
+        offers = self._fresh_offers()
+        candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
+        if not candidates:
+            return
+        result = assign(
+            candidates,
+            offers,
+            fees=self.fees,
+            excluded=self.book.cooling(),
+            funds=self.waiting.funds,
+        )
+        notes = self.notes.fresh(result, self.waiting.orders, self.waiting.funds)
+        if notes:
+            await self.deployer.claim([], notes[:MAX_NOTES_PER_WRITE])
 
     async def _refresh_loop(self) -> None:
         while True:

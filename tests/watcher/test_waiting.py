@@ -1,0 +1,59 @@
+"""The in-memory book of waiting orders: read in full once, then only what changed."""
+
+from decimal import Decimal
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.schemas import OrderCreate
+from app.services import accounts, ledger, orders
+from app.watcher.waiting import WaitingBook
+
+
+async def _refresh(book: WaitingBook, engine: AsyncEngine) -> None:
+    async with session_scope(create_read_sessionmaker(engine)) as session:
+        await book.refresh(session)
+
+
+async def _place(engine: AsyncEngine, account_id: str, **overrides: object) -> str:
+    body = {"gpu_model": "B300", "gpu_count": 8, "providers": ["verda"], "max_price_per_hour": 50}
+    request = OrderCreate.model_validate(body | overrides)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await orders.place_order(session, account_id=account_id, request=request)
+        return order.id
+
+
+async def test_the_book_follows_places_cancels_and_balances(engine: AsyncEngine) -> None:
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        account, _key = await accounts.create_account(session, name="book")
+        await ledger.credit(session, account_id=account.id, amount=Decimal(100))
+    first = await _place(engine, account.id)
+    book = WaitingBook()
+    await _refresh(book, engine)  # the full read
+    assert list(book.orders) == [first]
+    assert book.funds[account.id] == Decimal(100)
+    assert book.providers == {"verda"}
+
+    second = await _place(engine, account.id, providers=["hyperstack"], gpu_count=4)
+    async with session_scope(maker) as session:
+        await orders.cancel_order(session, account_id=account.id, order_id=first)
+        await ledger.credit(session, account_id=account.id, amount=Decimal("0.50"))
+    await _refresh(book, engine)  # only what changed
+    assert list(book.orders) == [second]
+    assert book.providers == {"hyperstack"}
+    assert book.funds[account.id] == Decimal("100.50")
+    assert [o.id for o in book.candidates({("B300", 4)})] == [second]
+    assert book.candidates({("B300", 8)}) == []
+
+
+async def test_candidates_come_oldest_first_across_machines(engine: AsyncEngine) -> None:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name="book")
+    placed = [await _place(engine, account.id, gpu_count=count) for count in (8, 4, 8, 4)]
+    book = WaitingBook()
+    await _refresh(book, engine)
+    both = book.candidates({("B300", 8), ("B300", 4)})
+    assert [o.id for o in both] == placed
+    book.discard(placed[0])
+    assert [o.id for o in book.candidates({("B300", 8)})] == [placed[2]]
