@@ -13,19 +13,28 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.dbtypes import utcnow
 from app.ids import new_id
-from app.models import Deployment, DeploymentStatus, Hold, HoldStatus, Order, OrderStatus
+from app.models import (
+    Deployment,
+    DeploymentStatus,
+    Hold,
+    HoldStatus,
+    Order,
+    OrderEvent,
+    OrderStatus,
+)
 from app.money import format_usd
 from app.providers.base import VM, Offer
 from app.services import ledger
 from app.services.orders import add_event
 
 OPEN = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
+COLUMNS = Deployment.__table__.columns
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,11 @@ async def claim(
     attempt = (last or 0) + 1
     deployment = Deployment(
         id=new_id("dep"),
+        provider_vm_id=None,
+        provider_status=None,
+        ip=None,
+        detail=None,
+        running_at=None,
         order_id=order_id,
         attempt=attempt,
         provider=str(offer.provider),
@@ -112,14 +126,14 @@ async def claim(
         created_at=now,
         updated_at=now,
     )
-    session.add(deployment)
-    add_event(
-        session,
-        order_id=order_id,
-        kind="create_sent",
-        message=f"{describe_offer(offer, price_with_fees)}: create sent.",
+    # Plain INSERTs: this commit is on the path from stock read to create call.
+    await session.execute(
+        insert(Deployment).values({c.key: getattr(deployment, c.key) for c in COLUMNS})
     )
-    await session.flush()
+    await add_events(
+        session,
+        [(order_id, "create_sent", f"{describe_offer(offer, price_with_fees)}: create sent.")],
+    )
     return Intent(
         deployment_id=deployment.id,
         order_id=order_id,
@@ -371,3 +385,23 @@ async def release_stray_holds(session: AsyncSession) -> list[str]:
     for hold_id in stray:
         await ledger.release_hold(session, hold_id=hold_id)
     return list(stray)
+
+
+async def add_events(session: AsyncSession, events: list[tuple[str, str, str]]) -> None:
+    """Write many (order id, kind, message) timeline events in one statement."""
+    if not events:
+        return
+    now = utcnow()
+    await session.execute(
+        insert(OrderEvent),
+        [
+            {
+                "id": new_id("evt"),
+                "order_id": order_id,
+                "kind": kind,
+                "message": message,
+                "created_at": now,
+            }
+            for order_id, kind, message in events
+        ],
+    )

@@ -7,8 +7,9 @@ re-checks it against the row as it is when the update runs, on SQLite and Postgr
 """
 
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import ColumnElement, literal, select, update
+from sqlalchemy import ColumnElement, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import Money, utcnow
@@ -47,7 +48,8 @@ async def _change_account(
     return None if row is None else (row[0], row[1])
 
 
-def _entry(
+async def _record(
+    session: AsyncSession,
     *,
     account_id: str,
     kind: LedgerKind,
@@ -57,7 +59,8 @@ def _entry(
     order_id: str | None = None,
     note: str | None = None,
 ) -> LedgerEntry:
-    return LedgerEntry(
+    """Write one ledger entry (a plain INSERT: this sits on the deploy path) and return it."""
+    entry = LedgerEntry(
         id=new_id("led"),
         account_id=account_id,
         kind=kind,
@@ -67,7 +70,15 @@ def _entry(
         hold_id=hold.id if hold else None,
         order_id=order_id if order_id is not None else (hold.order_id if hold else None),
         note=note,
+        created_at=utcnow(),
     )
+    await session.execute(insert(LedgerEntry).values(_columns(entry)))
+    return entry
+
+
+def _columns(row: Any) -> dict[str, Any]:
+    """A transient ORM object's column values, for a Core INSERT."""
+    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
 
 
 async def credit(
@@ -77,12 +88,9 @@ async def credit(
     after = await _change_account(session, account_id=account_id, balance_delta=amount)
     if after is None:
         raise NotFound(f"no account {account_id}")
-    entry = _entry(
-        account_id=account_id, kind=LedgerKind.TOPUP, amount=amount, after=after, note=note
+    return await _record(
+        session, account_id=account_id, kind=LedgerKind.TOPUP, amount=amount, after=after, note=note
     )
-    session.add(entry)
-    await session.flush()
-    return entry
 
 
 async def refund(
@@ -92,7 +100,8 @@ async def refund(
     after = await _change_account(session, account_id=account_id, balance_delta=amount)
     if after is None:
         raise NotFound(f"no account {account_id}")
-    entry = _entry(
+    return await _record(
+        session,
         account_id=account_id,
         kind=LedgerKind.REFUND,
         amount=amount,
@@ -100,9 +109,6 @@ async def refund(
         order_id=order_id,
         note=note,
     )
-    session.add(entry)
-    await session.flush()
-    return entry
 
 
 async def place_hold(
@@ -117,13 +123,19 @@ async def place_hold(
     if after is None:
         await _get_account_or_404(session, account_id)
         raise InsufficientFunds(f"available balance does not cover {format_usd(amount)}")
-    hold = Hold(id=new_id("hold"), account_id=account_id, order_id=order_id, amount=amount)
-    session.add(hold)
-    await session.flush()
-    session.add(
-        _entry(account_id=account_id, kind=LedgerKind.HOLD, amount=amount, after=after, hold=hold)
+    hold = Hold(
+        id=new_id("hold"),
+        account_id=account_id,
+        order_id=order_id,
+        amount=amount,
+        status=HoldStatus.OPEN,
+        created_at=utcnow(),
+        closed_at=None,
     )
-    await session.flush()
+    await session.execute(insert(Hold).values(_columns(hold)))
+    await _record(
+        session, account_id=account_id, kind=LedgerKind.HOLD, amount=amount, after=after, hold=hold
+    )
     return hold
 
 
@@ -132,16 +144,14 @@ async def release_hold(session: AsyncSession, *, hold_id: str) -> LedgerEntry:
     hold = await _close_hold(session, hold_id=hold_id, status=HoldStatus.RELEASED)
     after = await _change_account(session, account_id=hold.account_id, held_delta=-hold.amount)
     assert after is not None  # the hold's account exists: foreign key
-    entry = _entry(
+    return await _record(
+        session,
         account_id=hold.account_id,
         kind=LedgerKind.HOLD_RELEASE,
         amount=hold.amount,
         after=after,
         hold=hold,
     )
-    session.add(entry)
-    await session.flush()
-    return entry
 
 
 async def debit_hold(
@@ -156,12 +166,14 @@ async def debit_hold(
         session, account_id=hold.account_id, balance_delta=-spent, held_delta=-hold.amount
     )
     assert after is not None  # the hold's account exists: foreign key
-    entry = _entry(
-        account_id=hold.account_id, kind=LedgerKind.DEBIT, amount=spent, after=after, hold=hold
+    return await _record(
+        session,
+        account_id=hold.account_id,
+        kind=LedgerKind.DEBIT,
+        amount=spent,
+        after=after,
+        hold=hold,
     )
-    session.add(entry)
-    await session.flush()
-    return entry
 
 
 async def _close_hold(session: AsyncSession, *, hold_id: str, status: HoldStatus) -> Hold:

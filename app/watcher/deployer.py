@@ -1,6 +1,7 @@
 """Claims (one commit for a whole pass) and the create calls that follow them."""
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -23,13 +24,21 @@ from app.providers.base import (
 )
 from app.services import deployments
 from app.services.deployments import Intent
-from app.services.orders import add_event
 from app.watcher.book import OfferBook, Taken
 from app.watcher.match import Assignment
 from app.watcher.notes import Note
 
 log = logging.getLogger(__name__)
 RATE_LIMIT_PAUSE_SECONDS = 5.0
+
+
+def session_isolator(
+    savepoints: bool,
+) -> Callable[[AsyncSession], contextlib.AbstractAsyncContextManager[object]]:
+    """A savepoint per claim when there are several, so one short of money spoils no other."""
+    if savepoints:
+        return lambda session: session.begin_nested()
+    return lambda _session: contextlib.nullcontext()
 
 
 class Deployer:
@@ -61,24 +70,32 @@ class Deployer:
         """
         intents = []
         gone = set()
-        async with session_scope(self.sessionmaker) as session:
-            for assignment in assignments:
-                try:
-                    async with session.begin_nested():
-                        intent = await deployments.claim(
-                            session,
-                            order_id=assignment.order_id,
-                            offer=assignment.offer,
-                            price_with_fees=assignment.price_with_fees,
-                        )
-                except BalanceShort:
-                    continue  # the balance moved since the snapshot; the next pass notes it
-                if intent is None:
-                    gone.add(assignment.order_id)
-                else:
-                    intents.append(intent)
-            for note in notes:
-                add_event(session, order_id=note.order_id, kind=note.kind, message=note.message)
+        # One claim needs no savepoint: if its money is short, the whole commit is rolled back.
+        isolate = session_isolator(len(assignments) > 1)
+        try:
+            async with session_scope(self.sessionmaker) as session:
+                for assignment in assignments:
+                    try:
+                        async with isolate(session):
+                            intent = await deployments.claim(
+                                session,
+                                order_id=assignment.order_id,
+                                offer=assignment.offer,
+                                price_with_fees=assignment.price_with_fees,
+                            )
+                    except BalanceShort:
+                        if len(assignments) == 1:
+                            raise
+                        continue  # the balance moved since the book was read
+                    if intent is None:
+                        gone.add(assignment.order_id)
+                    else:
+                        intents.append(intent)
+                await deployments.add_events(
+                    session, [(n.order_id, n.kind, n.message) for n in notes]
+                )
+        except BalanceShort:
+            return [], set()  # the next pass notes it
         return intents, gone
 
     def launch(self, intent: Intent, taken: Taken) -> None:
