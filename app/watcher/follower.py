@@ -65,10 +65,15 @@ class Follower:
                 log.info("following %s: %s", attempt.id, exc)
 
     async def _follow_one(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
-        age = utcnow() - attempt.created_at
+        now = utcnow()
+        age = now - attempt.created_at
         if attempt.status == DeploymentStatus.DEPLOYED and attempt.provider_vm_id:
             await self._check_vm(adapter, attempt)
-        elif attempt.status == DeploymentStatus.UNKNOWN and age >= self.outcome_check:
+        elif attempt.status == DeploymentStatus.UNKNOWN and (
+            now - attempt.updated_at >= self.outcome_check
+        ):
+            # The consistency window runs from when the answer was given up on (updated_at),
+            # not from the create: a provider may make the VM late, after our timeout.
             await self._resolve(adapter, attempt)
         elif (
             attempt.status == DeploymentStatus.CREATING

@@ -10,7 +10,7 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.dbtypes import utcnow
 from app.metrics import UNTRACKED_VMS
-from app.models import Deployment
+from app.models import Deployment, DeploymentStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import deployments
 from app.services.deployments import OPEN, VM_TAG_PREFIX
@@ -49,8 +49,8 @@ class Reconciler:
             except ProviderError as exc:
                 log.info("untracked-VM sweep of %s skipped: %s", provider, exc)
 
-    async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
-        """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""
+    async def _ownership(self, provider: Provider) -> tuple[set[str], set[str], set[str]]:
+        """VM ids attempts own, names of attempts still open, names of released attempts."""
         async with session_scope(self.sessionmaker) as session:
             rows = (
                 await session.execute(
@@ -61,6 +61,12 @@ class Reconciler:
             ).all()
         owned = {vm_id for vm_id, _name, _status in rows if vm_id}
         resolving = {name for _id, name, status in rows if status in OPEN}
+        released = {name for _id, name, status in rows if status == DeploymentStatus.NOT_CREATED}
+        return owned, resolving, released
+
+    async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
+        """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""
+        owned, resolving, _released = await self._ownership(provider)
         young = utcnow() - self.grace
         return [
             vm
@@ -72,7 +78,16 @@ class Reconciler:
         ]
 
     async def _sweep(self, provider: Provider, adapter: ProviderAdapter) -> None:
-        strays = await self.untracked(provider, await adapter.list_vms())
+        vms = await adapter.list_vms()
+        owned, _resolving, released = await self._ownership(provider)
+        for vm in vms:
+            if vm.name in released and vm.id not in owned and vm.state not in GONE:
+                # Its attempt was looked up, nothing was found and it was released (hold and
+                # all): the provider made the VM later. It carries that attempt's own name,
+                # so it is certainly ours and certainly unwanted.
+                await adapter.delete_vm(vm.id)
+                log.warning("deleted %s VM %s made after its attempt was released", provider, vm.id)
+        strays = [vm for vm in await self.untracked(provider, vms) if vm.name not in released]
         UNTRACKED_VMS.labels(str(provider)).set(len(strays))
         for vm in strays:
             ours = any(tag.startswith(VM_TAG_PREFIX) for tag in vm.tags)

@@ -12,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.catalogue import Provider
 from app.db import create_sessionmaker, session_scope
 from app.models import Hold, HoldStatus
-from app.providers.base import ProviderAdapter
+from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
-from app.services import accounts, ledger
+from app.schemas import OrderCreate
+from app.services import accounts, deployments, ledger, orders
 from app.settings import Settings
 from app.watcher.reconciler import Reconciler
 from tests.watcher.conftest import Sim
@@ -96,3 +97,35 @@ async def test_quantacloud_deployments_are_reported_but_never_deleted(
 
 def _untracked(provider: str) -> float:
     return REGISTRY.get_sample_value("autoprovision_untracked_vms", {"provider": provider}) or 0.0
+
+
+async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+) -> None:
+    maker = create_sessionmaker(engine)
+    offer = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-H100x1", "H100", 1, Decimal("2.40"))
+    async with session_scope(maker) as session:
+        account, _key = await accounts.create_account(session, name="late")
+        await ledger.credit(session, account_id=account.id, amount=Decimal(10))
+        request = OrderCreate.model_validate(
+            {"gpu_model": "H100", "gpu_count": 1, "providers": ["hyperstack"],
+             "max_price_per_hour": 3}
+        )  # fmt: skip
+        order = await orders.place_order(session, account_id=account.id, request=request)
+        intent = await deployments.claim(
+            session, order_id=order.id, offer=offer, price_with_fees=Decimal("2.40")
+        )
+        assert intent is not None
+        await deployments.settle_not_created(
+            session, deployment_id=intent.deployment_id, kind="not_created", message="none"
+        )
+    await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
+    (live,) = [
+        o for o in await adapters[Provider.HYPERSTACK].fetch_offers() if o.sku == "n3-H100x1"
+    ]
+    late = await adapters[Provider.HYPERSTACK].create_vm(
+        live, name=intent.vm_name, tag=intent.tag, ssh_public_key=None
+    )
+    await reconciler(engine, adapters, delete=False).tick()
+    (vm,) = await sim.vms("hyperstack")
+    assert (str(vm["id"]), vm["status"]) == (late.id, "DELETING")
