@@ -151,6 +151,7 @@ class Order(Base):
     interconnect: Mapped[str | None] = mapped_column(String(20))
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ssh_public_key: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # create attempts so far
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -12,12 +12,13 @@
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import cast
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
-from app.dbtypes import utcnow
+from app.dbtypes import UTCDateTime, utcnow
 from app.ids import new_id
 from app.models import (
     Deployment,
@@ -35,6 +36,22 @@ from app.services.orders import add_event
 
 OPEN = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
 COLUMNS = Deployment.__table__.columns
+# Built once: on the deploy path, building and keying a statement costs more than running it.
+_orders = cast(Table, Order.__table__)
+_CLAIM = (
+    update(_orders)
+    .where(_orders.c.id == bindparam("order_id"), _orders.c.status == OrderStatus.WAITING)
+    .values(
+        status=OrderStatus.DEPLOYING,
+        updated_at=bindparam("now", type_=UTCDateTime()),
+        attempts=_orders.c.attempts + 1,
+    )
+    .returning(
+        _orders.c.account_id, _orders.c.ssh_public_key, _orders.c.min_disk_gb, _orders.c.attempts
+    )
+)
+_INSERT_DEPLOYMENT = insert(cast(Table, Deployment.__table__))
+_INSERT_EVENT = insert(cast(Table, OrderEvent.__table__))
 
 
 @dataclass(frozen=True)
@@ -83,25 +100,14 @@ async def claim(
     available balance.
     """
     now = utcnow()
-    claimed = (
-        await session.execute(
-            update(Order)
-            .where(Order.id == order_id, Order.status == OrderStatus.WAITING)
-            .values(status=OrderStatus.DEPLOYING, updated_at=now)
-            .returning(Order.account_id, Order.ssh_public_key, Order.min_disk_gb)
-            .execution_options(synchronize_session=False)
-        )
-    ).first()
+    connection = await session.connection()
+    claimed = (await connection.execute(_CLAIM, {"order_id": order_id, "now": now})).first()
     if claimed is None:
         return None
-    account_id, ssh_public_key, min_disk_gb = claimed
+    account_id, ssh_public_key, min_disk_gb, attempt = claimed
     hold = await ledger.place_hold(
         session, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
-    last = await session.scalar(
-        select(func.max(Deployment.attempt)).where(Deployment.order_id == order_id)
-    )
-    attempt = (last or 0) + 1
     deployment = Deployment(
         id=new_id("dep"),
         provider_vm_id=None,
@@ -127,8 +133,8 @@ async def claim(
         updated_at=now,
     )
     # Plain INSERTs: this commit is on the path from stock read to create call.
-    await session.execute(
-        insert(Deployment).values({c.key: getattr(deployment, c.key) for c in COLUMNS})
+    await connection.execute(
+        _INSERT_DEPLOYMENT, {c.key: getattr(deployment, c.key) for c in COLUMNS}
     )
     await add_events(
         session,
@@ -392,8 +398,8 @@ async def add_events(session: AsyncSession, events: list[tuple[str, str, str]]) 
     if not events:
         return
     now = utcnow()
-    await session.execute(
-        insert(OrderEvent),
+    await (await session.connection()).execute(
+        _INSERT_EVENT,
         [
             {
                 "id": new_id("evt"),

@@ -7,20 +7,34 @@ re-checks it against the row as it is when the update runs, on SQLite and Postgr
 """
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, insert, literal, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import Money, utcnow
+from app.dbtypes import Money, UTCDateTime, utcnow
 from app.errors import Conflict, InsufficientFunds, NotFound
 from app.ids import new_id
 from app.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
 from app.money import format_usd
 
-
-def _money(amount: Decimal) -> ColumnElement[Decimal]:
-    return literal(amount, Money())
+# Built once: on the deploy path, building and keying a statement costs more than running it.
+_accounts = cast(Table, Account.__table__)
+_ADJUST = (
+    update(_accounts)
+    .where(_accounts.c.id == bindparam("account_id"))
+    .values(
+        balance=_accounts.c.balance + bindparam("balance_delta", type_=Money()),
+        held=_accounts.c.held + bindparam("held_delta", type_=Money()),
+        updated_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .returning(_accounts.c.balance, _accounts.c.held)
+)
+_ADJUST_IF_AVAILABLE = _ADJUST.where(
+    _accounts.c.balance - _accounts.c.held >= bindparam("required", type_=Money())
+)
+_INSERT_ENTRY = insert(cast(Table, LedgerEntry.__table__))
+_INSERT_HOLD = insert(cast(Table, Hold.__table__))
 
 
 async def _change_account(
@@ -32,19 +46,18 @@ async def _change_account(
     require_available: Decimal | None = None,
 ) -> tuple[Decimal, Decimal] | None:
     """Apply deltas to one account; returns (balance, held) after, or None if the guard failed."""
-    statement = update(Account).where(Account.id == account_id)
-    if require_available is not None:
-        statement = statement.where(Account.balance - Account.held >= _money(require_available))
-    statement = (
-        statement.values(
-            balance=Account.balance + _money(balance_delta),
-            held=Account.held + _money(held_delta),
-            updated_at=utcnow(),
-        )
-        .returning(Account.balance, Account.held)
-        .execution_options(synchronize_session=False)
-    )
-    row = (await session.execute(statement)).first()
+    params = {
+        "account_id": account_id,
+        "balance_delta": balance_delta,
+        "held_delta": held_delta,
+        "now": utcnow(),
+    }
+    if require_available is None:
+        statement = _ADJUST
+    else:
+        statement, params["required"] = _ADJUST_IF_AVAILABLE, require_available
+    connection = await session.connection()
+    row = (await connection.execute(statement, params)).first()
     return None if row is None else (row[0], row[1])
 
 
@@ -72,7 +85,7 @@ async def _record(
         note=note,
         created_at=utcnow(),
     )
-    await session.execute(insert(LedgerEntry).values(_columns(entry)))
+    await (await session.connection()).execute(_INSERT_ENTRY, _columns(entry))
     return entry
 
 
@@ -132,7 +145,7 @@ async def place_hold(
         created_at=utcnow(),
         closed_at=None,
     )
-    await session.execute(insert(Hold).values(_columns(hold)))
+    await (await session.connection()).execute(_INSERT_HOLD, _columns(hold))
     await _record(
         session, account_id=account_id, kind=LedgerKind.HOLD, amount=amount, after=after, hold=hold
     )

@@ -70,6 +70,7 @@ class WaitingBook:
         self._full_read_at = 0.0
 
     def _clear(self) -> None:
+        self.version = 0  # changes whenever an order or a balance in the book does
         self.orders: dict[str, OrderWants] = {}
         self.by_machine: dict[MachineKey, list[OrderWants]] = defaultdict(list)
         self.funds: dict[str, Decimal] = {}
@@ -89,8 +90,11 @@ class WaitingBook:
 
     def add(self, order: OrderWants) -> None:
         """Keep (or replace) a waiting order."""
+        if self.orders.get(order.id) == order:
+            return  # re-read unchanged (the refresh overlaps the previous one)
         self.discard(order.id)
         self.orders[order.id] = order
+        self.version += 1
         group = self.by_machine[(order.gpu_model, order.gpu_count)]
         group.insert(bisect.bisect(group, _age(order), key=_age), order)
         self._providers.update(order.providers)
@@ -100,6 +104,7 @@ class WaitingBook:
         order = self.orders.pop(order_id, None)
         if order is None:
             return
+        self.version += 1
         group = self.by_machine[(order.gpu_model, order.gpu_count)]
         index = bisect.bisect_left(group, _age(order), key=_age)
         if index < len(group) and group[index].id == order_id:
@@ -143,7 +148,9 @@ class WaitingBook:
             )
         )
         for account_id, balance, held in changed:
-            self.funds[account_id] = balance - held
+            if self.funds.get(account_id) != balance - held:
+                self.funds[account_id] = balance - held
+                self.version += 1
         await self._read_funds(session, unknown_accounts - set(self.funds))
 
     async def _read_funds(self, session: AsyncSession, account_ids: set[str]) -> None:
@@ -154,3 +161,4 @@ class WaitingBook:
         )
         for account_id, balance, held in rows:
             self.funds[account_id] = balance - held
+        self.version += 1

@@ -88,6 +88,7 @@ class Watcher:
         )
         self._pass_lock = asyncio.Lock()
         self._noted_at = 0.0
+        self._noted_situation: object = None
         self._refresh = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -184,19 +185,23 @@ class Watcher:
             return
         self._noted_at = now
         offers = self._fresh_offers()
+        excluded = self.book.cooling()
+        situation = (
+            frozenset((o.key, o.price_per_hour, o.available) for o in offers),
+            excluded,
+            self.waiting.version,
+        )
+        if situation == self._noted_situation:
+            return  # nothing changed since every order was told: skip the work
         candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
-        if not candidates:
-            return
         result = assign(
-            candidates,
-            offers,
-            fees=self.fees,
-            excluded=self.book.cooling(),
-            funds=self.waiting.funds,
+            candidates, offers, fees=self.fees, excluded=excluded, funds=self.waiting.funds
         )
         notes = self.notes.fresh(result, self.waiting.orders, self.waiting.funds)
         if notes:
             await self.deployer.claim([], notes[:MAX_NOTES_PER_WRITE])
+        # Only when every note went out is this situation done; else the rest go next time.
+        self._noted_situation = situation if len(notes) <= MAX_NOTES_PER_WRITE else None
 
     async def _refresh_loop(self) -> None:
         while True:
