@@ -63,11 +63,20 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 _write_gates: "weakref.WeakKeyDictionary[Engine, asyncio.Lock]" = weakref.WeakKeyDictionary()
 
 
-def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    """Sessions that write: on SQLite they take the write lock when they begin."""
-    if engine.dialect.name == "sqlite":
+def create_sessionmaker(
+    engine: AsyncEngine, *, queue: bool = True
+) -> async_sessionmaker[AsyncSession]:
+    """Sessions that write: on SQLite they take the write lock when they begin.
+
+    `queue=False` leaves them out of this process's writer queue (SQLite's own lock still
+    applies): for request handlers, which hold a session across CPU-heavy work, so queued
+    behind them the watcher's claims would wait on other requests' parsing and rendering.
+    """
+    if engine.dialect.name == "sqlite" and queue:
         _write_gates.setdefault(engine.sync_engine, asyncio.Lock())
-    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+        return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+    unqueued = engine.execution_options(writer_queue=False)
+    return async_sessionmaker(unqueued, expire_on_commit=False, autoflush=False)
 
 
 def create_read_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

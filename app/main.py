@@ -61,6 +61,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 announce_admin_key(new_admin_key)
             app.state.engine = engine
             app.state.sessionmaker = create_sessionmaker(engine)
+            app.state.request_sessionmaker = create_sessionmaker(engine, queue=False)
             app.state.read_sessionmaker = create_read_sessionmaker(engine)
             scheduler = create_scheduler(app.state.sessionmaker)
             scheduler.start()

@@ -21,7 +21,9 @@ _bearer = HTTPBearer(auto_error=False)
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     """The request's one unit of work, committed before the response is sent."""
     state = request.app.state
-    maker = state.read_sessionmaker if request.method in READ_METHODS else state.sessionmaker
+    maker = (
+        state.read_sessionmaker if request.method in READ_METHODS else state.request_sessionmaker
+    )
     async with session_scope(maker) as session:
         yield session
 
