@@ -39,6 +39,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -345,7 +346,14 @@ def run_wrk(
 
 
 async def one_database(
-    label: str, database_url: str, *, clients: int, seconds: float, accounts: int, workdir: Path
+    label: str,
+    database_url: str,
+    *,
+    clients: int,
+    seconds: float,
+    accounts: int,
+    workdir: Path,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Start the API-only service on `database_url` and run every phase against it."""
     port = free_port()
@@ -361,8 +369,21 @@ async def one_database(
         }
     )
     log = workdir / f"service-{label}.log"
+    command = [sys.executable, "-m", "app", "serve"]
+    if profile is not None:  # py-spy starts the service and samples it (it may slow it a bit)
+        profile.mkdir(parents=True, exist_ok=True)
+        spy = [str(Path(sys.executable).parent / "py-spy"), "record", "-r", "100"]
+        command = [
+            *spy,
+            "-f",
+            "raw",
+            "-o",
+            str((profile / f"{label}.txt").resolve()),
+            "--",
+            *command,
+        ]
     process = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve"],
+        command,
         cwd=workdir,
         env=env,
         stdout=log.open("wb"),
@@ -373,6 +394,9 @@ async def one_database(
     try:
         url = f"http://127.0.0.1:{port}"
         await wait_up(f"{url}/healthz", process)
+        pid = process.pid
+        if profile is not None:  # the service is py-spy's one child
+            pid = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
         limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
         async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as api:
             admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -390,7 +414,7 @@ async def one_database(
             async def load(posters: int, getters: int, length: float) -> dict[str, Any]:
                 return await phase(
                     api,
-                    process.pid,
+                    pid,
                     posters=posters,
                     getters=getters,
                     seconds=length,
@@ -402,19 +426,25 @@ async def one_database(
             await load(clients, 0, 2)  # warm-up, not counted: connections, first of everything
             report["post"] = await load(clients, 0, seconds)
             report["get"] = await load(0, clients, seconds)
-            report["wrk_get"] = run_wrk(url, placed, clients, seconds, workdir, process.pid)
+            report["wrk_get"] = run_wrk(url, placed, clients, seconds, workdir, pid)
             half = max(clients // 2, 1)
             report["mixed"] = await load(half, half, seconds)
             report["orders_placed"] = len(placed)
     finally:
-        process.terminate()
+        if process.poll() is None:
+            os.kill(pid if profile is not None else process.pid, signal.SIGTERM)
         process.wait(timeout=60)
     report["load_average_after"] = load_average()
     return report
 
 
 async def run(
-    *, clients: int, seconds: float, accounts: int, postgres_url: str | None
+    *,
+    clients: int,
+    seconds: float,
+    accounts: int,
+    postgres_url: str | None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ap-load-"))
     report: dict[str, Any] = {
@@ -427,7 +457,13 @@ async def run(
     }
     sqlite_url = f"sqlite+aiosqlite:///{workdir / 'load.db'}"
     report["databases"]["sqlite"] = await one_database(
-        "sqlite", sqlite_url, clients=clients, seconds=seconds, accounts=accounts, workdir=workdir
+        "sqlite",
+        sqlite_url,
+        clients=clients,
+        seconds=seconds,
+        accounts=accounts,
+        workdir=workdir,
+        profile=profile,
     )
     if postgres_url is not None:
         name = f"ap_bench_{uuid.uuid4().hex[:12]}"
@@ -440,6 +476,7 @@ async def run(
                 seconds=seconds,
                 accounts=accounts,
                 workdir=workdir,
+                profile=profile,
             )
         finally:
             await pg_admin(postgres_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -517,6 +554,13 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true", help="SQLite only")
     parser.add_argument("--target", type=float, default=200.0, help="orders per second")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="run the service under py-spy, raw samples in DIR/<database>.txt "
+        "(slows the service: not for the figures)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the app next to this script, not another checkout's
     report = asyncio.run(
@@ -525,6 +569,7 @@ def main() -> int:
             seconds=args.seconds,
             accounts=args.accounts,
             postgres_url=None if args.no_postgres else args.postgres_url,
+            profile=args.profile,
         )
     )
     met = verdict(report, args.target)

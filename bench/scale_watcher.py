@@ -641,7 +641,7 @@ async def service_run(
     )
     command = [sys.executable, "-m", "app", "serve"]
     if profile is not None:  # py-spy starts the service and samples it (it may slow it a bit)
-        spy = [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking"]
+        spy = [str(Path(sys.executable).parent / "py-spy"), "record"]
         command = [*spy, "-r", "100", "-f", "raw", "-o", str(profile.resolve()), "--", *command]
     process = start(command, env, workdir / f"service-{label}.log")
     report: dict[str, Any] = {
