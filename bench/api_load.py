@@ -50,8 +50,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import (
+    ROOT,
+    busy_percent,
+    cpu_seconds,
+    free_port,
+    git_revision,
+    load_average,
+    machine_cpu,
+    wait_up,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 ADMIN_KEY = "bench-admin-key-0123456789"
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 MACHINES = [
@@ -93,20 +102,6 @@ def order_body(rng: random.Random, n: int) -> dict[str, Any]:
 # --- processes and databases ---------------------------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -115,36 +110,6 @@ def own_cpu_seconds() -> float:
 def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) CPU time of the whole machine so far, all cores, from /proc/stat."""
-    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def busy_percent(before: tuple[float, float]) -> float:
-    """Per cent of all cores busy since `before` (this benchmark's processes and any other)."""
-    after = machine_cpu()
-    return round(100 * (after[0] - before[0]) / max(after[1] - before[1], 1.0), 1)
-
-
-def load_average() -> list[float]:
-    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-
-
-def git_revision() -> str:
-    try:
-        return subprocess.run(
-            ["git", "describe", "--always", "--dirty"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
 
 
 async def pg_admin(url: str, sql: str) -> None:
@@ -163,19 +128,6 @@ def with_database(url: str, database: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).set(database=database).render_as_string(hide_password=False)
-
-
-async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as client:
-        for _ in range(600):
-            if process.poll() is not None:
-                raise RuntimeError(f"{url} exited early")
-            try:
-                await client.get(url)
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
 
 
 # --- load ----------------------------------------------------------------------------------------

@@ -76,8 +76,18 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
+from common import (
+    ROOT,
+    busy_percent,
+    cpu_seconds,
+    free_port,
+    git_revision,
+    load_average,
+    machine_cpu,
+    start,
+    wait_up,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 ADMIN_KEY = "bench-admin-key-0123456789"
 PROVIDERS = ("verda", "hyperstack", "quantacloud")
 # The machine that appears, per provider (cheap, as in stock_to_create.py).
@@ -360,37 +370,6 @@ def count_by_status(db_path: Path) -> dict[str, int]:
 # --- processes -----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        command,
-        cwd=log.parent,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-
-
-async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as client:
-        for _ in range(600):
-            if process.poll() is not None:
-                raise RuntimeError(f"{url} exited early")
-            try:
-                await client.get(url)
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
-
-
 def service_pid(process: subprocess.Popen[bytes], *, profiled: bool) -> int:
     """The service's own pid: under py-spy, the one child of py-spy."""
     if not profiled:
@@ -407,42 +386,6 @@ def proc_status(pid: int) -> dict[str, int]:
         if name in ("VmRSS", "VmHWM"):
             values[name] = int(rest.split()[0])
     return values
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) CPU time of the whole machine so far, all cores, from /proc/stat."""
-    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def busy_percent(before: tuple[float, float]) -> float:
-    """Per cent of all cores busy since `before` (this benchmark's processes and any other)."""
-    after = machine_cpu()
-    return round(100 * (after[0] - before[0]) / max(after[1] - before[1], 1.0), 1)
-
-
-def load_average() -> list[float]:
-    return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
-
-
-def git_revision() -> str:
-    try:
-        return subprocess.run(
-            ["git", "describe", "--always", "--dirty"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
 
 
 # --- measuring -----------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import ROOT, free_port, wait_up
 
-ROOT = Path(__file__).resolve().parent.parent
 ADMIN_KEY = "bench-admin-key-0123456789"
 # One cheap machine per provider, so a few hundred first hours cost little of the credit.
 MACHINES = {
@@ -41,14 +41,6 @@ PERIOD_SETTINGS = {
 DEFAULT_PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "app", *args],
@@ -57,19 +49,6 @@ def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
-
-
-async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as client:
-        for _ in range(300):
-            if process.poll() is not None:
-                raise RuntimeError(f"{url} exited early")
-            try:
-                await client.get(url)
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
 
 
 async def one_provider(
