@@ -25,6 +25,8 @@ from app.providers.registry import build_adapters
 from app.services import leases
 from app.settings import Settings
 from app.watcher.watcher import Watcher
+from app.webhooks.dispatcher import Dispatcher
+from app.webhooks.secrets import SecretBoxLoader
 
 log = logging.getLogger(__name__)
 WATCHER_LEASE = "watcher"
@@ -52,8 +54,10 @@ class Background:
         settings: Settings,
         sessionmaker: async_sessionmaker[AsyncSession],
         read_sessionmaker: async_sessionmaker[AsyncSession],
+        secret_boxes: SecretBoxLoader,
     ) -> None:
         self.settings = settings
+        self.secret_boxes = secret_boxes
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -63,6 +67,7 @@ class Background:
         self.client: httpx.AsyncClient | None = None
         self.adapters: dict[Provider, ProviderAdapter] = {}
         self.watcher: Watcher | None = None
+        self.dispatcher: Dispatcher | None = None
 
     async def start(self) -> None:
         """Simulators first (demo), then the demo account, then the bid for the lease."""
@@ -123,12 +128,24 @@ class Background:
             )
             await watcher.start()
             self.watcher = watcher
+            dispatcher = Dispatcher(
+                settings=self.settings,
+                sessionmaker=self.sessionmaker,
+                secret_boxes=self.secret_boxes,
+            )
+            await dispatcher.start()
+            self.dispatcher = dispatcher
             LEADER.set(1)
         elif not held and self.watcher is not None:
             log.warning("%s lost the watcher lease: stopping the watcher", self.holder)
             watcher, self.watcher = self.watcher, None
             LEADER.set(0)
-            await watcher.stop()
+            await asyncio.gather(self._stop_dispatcher(), watcher.stop())
+
+    async def _stop_dispatcher(self) -> None:
+        if self.dispatcher is not None:
+            dispatcher, self.dispatcher = self.dispatcher, None
+            await dispatcher.stop()
 
     async def stop(self) -> None:
         """The reverse of start: creates in flight get a bounded time to finish, then the lease
@@ -138,7 +155,7 @@ class Background:
         if self.feed is not None:
             self.feed.cancel()
         if self.watcher is not None:
-            await self.watcher.stop()
+            await asyncio.gather(self._stop_dispatcher(), self.watcher.stop())
             self.watcher = None
             LEADER.set(0)
             try:

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import accounts, health, metrics, offers, orders
+from app.api import accounts, health, metrics, offers, orders, webhooks
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimit
 from app.background import Background
@@ -24,6 +24,7 @@ from app.db import (
 from app.jobs import create_scheduler
 from app.services.accounts import ensure_admin_key
 from app.settings import Settings, get_settings
+from app.webhooks.secrets import SecretBoxLoader
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             app.state.sessionmaker = create_sessionmaker(engine)
             app.state.request_sessionmaker = create_sessionmaker(engine, queue=False)
             app.state.read_sessionmaker = create_read_sessionmaker(engine)
+            app.state.secret_boxes = SecretBoxLoader(settings)
             scheduler = create_scheduler(app.state.sessionmaker)
             scheduler.start()
-            background = Background(settings, app.state.sessionmaker, app.state.read_sessionmaker)
+            background = Background(
+                settings,
+                app.state.sessionmaker,
+                app.state.read_sessionmaker,
+                app.state.secret_boxes,
+            )
             try:
                 await background.start()
                 app.state.background = background
@@ -96,6 +103,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         accounts.account_router,
         orders.router,
         offers.router,
+        webhooks.router,
+        webhooks.deliveries_router,
     ):
         app.include_router(router)
     return app

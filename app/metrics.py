@@ -40,3 +40,8 @@ UNTRACKED_VMS = Gauge(
     ["provider"],
 )
 LEADER = Gauge("autoprovision_leader", "1 while this process runs the watcher (holds the lease).")
+WEBHOOK_ATTEMPTS = Counter(
+    "autoprovision_webhook_attempts_total",
+    "Webhook requests sent, by result (delivered: 2xx; failed: anything else).",
+    ["result"],
+)

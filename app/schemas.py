@@ -247,6 +247,14 @@ class OrderOut(BaseModel):
     updated_at: datetime
     deployment: DeploymentOut | None = None
 
+    @classmethod
+    def present(cls, order: object, deployment: object | None) -> "OrderOut":
+        """The order with its latest deployment attempt, if it has one."""
+        out = cls.model_validate(order)
+        if deployment is not None:
+            out.deployment = DeploymentOut.model_validate(deployment)
+        return out
+
 
 class OrderEventOut(BaseModel):
     """One line of an order's timeline."""

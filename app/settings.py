@@ -2,6 +2,7 @@
 
 from decimal import Decimal
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
@@ -65,6 +66,19 @@ class Settings(BaseSettings):
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
 
+    # Fernet keys (comma-separated, the first encrypts) for webhook secrets at rest; without
+    # one, a key is generated once into `secret_key_file`. Replicas must share the key.
+    secret_key: SecretStr | None = None
+    secret_key_file: Path = Path("autoprovision.key")
+    webhook_allow_private: bool | None = None  # loopback/private receivers; default: demo mode
+    webhook_timeout_seconds: float = Field(default=15.0, gt=0, le=60)
+    # Standard Webhooks' schedule: seconds before each attempt, the first one immediate.
+    webhook_retry_schedule: list[float] = Field(
+        default=[0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400], min_length=1
+    )
+    webhook_poll_seconds: float = Field(default=0.5, ge=0.05, le=60)
+    webhook_disable_after_hours: float = Field(default=72.0, gt=0, le=24 * 30)
+
     @field_validator("database_url")
     @classmethod
     def _supported_database(cls, value: str) -> str:
@@ -80,6 +94,20 @@ class Settings(BaseSettings):
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("admin_api_key must be at least 16 characters")
         return value
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _schedule_not_negative(cls, value: list[float]) -> list[float]:
+        if any(delay < 0 or delay > 7 * 86400 for delay in value):
+            raise ValueError("webhook_retry_schedule delays must be between 0 and 604800 seconds")
+        return value
+
+    @property
+    def allows_private_webhooks(self) -> bool:
+        """Whether webhooks may go to loopback and private addresses (and over plain http)."""
+        if self.webhook_allow_private is None:
+            return self.mode == "demo"
+        return self.webhook_allow_private
 
     @property
     def is_sqlite(self) -> bool:

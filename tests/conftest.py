@@ -25,6 +25,7 @@ from app.main import create_app
 from app.settings import Settings
 
 ADMIN_KEY = "test-admin-key-0123456789"
+SECRET_KEY = "zxQiNoixPG0eXzADaLWjtkeI4shbNSSQAMyGwVfv3jU="  # a Fernet key, for tests only
 PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgres"]
 
@@ -136,6 +137,7 @@ def settings(database_url: str) -> Settings:
         _env_file=None,
         database_url=database_url,
         admin_api_key=ADMIN_KEY,
+        secret_key=SECRET_KEY,
         fee_percent="5",
         fee_flat_per_hour="0.10",
         watcher=False,

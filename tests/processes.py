@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +66,7 @@ class ServiceProcess:
         values = {
             "DATABASE_URL": database_url,
             "ADMIN_API_KEY": ADMIN_KEY,
+            "SECRET_KEY": SECRET_KEY,
             "MODE": "live",
             "PORT": str(self.port),
             "LOG_LEVEL": "warning",

@@ -16,7 +16,8 @@ from app.schemas import (
     LedgerEntryOut,
     Page,
 )
-from app.services import accounts, ledger
+from app.services import account_events, accounts, ledger
+from app.webhooks.schemas import AccountEventOut
 
 ADMIN_PRINCIPAL = "admin"  # whose Idempotency-Keys admin requests use
 admin_router = APIRouter(prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly])
@@ -78,3 +79,18 @@ async def get_ledger(
     )
     page, next_cursor = split_page(entries, limit, key=lambda e: e.id)
     return Page(data=[LedgerEntryOut.model_validate(e) for e in page], next_cursor=next_cursor)
+
+
+@account_router.get("/events")
+async def get_account_events(
+    account: CurrentAccount,
+    session: SessionDep,
+    limit: Limit = 20,
+    cursor: Annotated[str | None, cursor_param("aev")] = None,
+) -> Page[AccountEventOut]:
+    """What happened to the account outside any order (an endpoint disabled), newest first."""
+    events = await account_events.list_events(
+        session, account_id=account.id, cursor=cursor, limit=limit + 1
+    )
+    page, next_cursor = split_page(events, limit, key=lambda e: e.id)
+    return Page(data=[AccountEventOut.model_validate(e) for e in page], next_cursor=next_cursor)

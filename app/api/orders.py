@@ -9,7 +9,7 @@ from app.api.deps import CurrentAccount, SessionDep, nudge_watcher
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.models import Order, OrderStatus
-from app.schemas import DeploymentOut, OrderCreate, OrderEventOut, OrderOut, Page
+from app.schemas import OrderCreate, OrderEventOut, OrderOut, Page
 from app.services import orders
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -17,14 +17,7 @@ router = APIRouter(prefix="/v1/orders", tags=["orders"])
 
 async def _present(session: SessionDep, items: list[Order]) -> list[OrderOut]:
     deployments = await orders.latest_deployments(session, order_ids=[o.id for o in items])
-    presented = []
-    for order in items:
-        out = OrderOut.model_validate(order)
-        deployment = deployments.get(order.id)
-        if deployment is not None:
-            out.deployment = DeploymentOut.model_validate(deployment)
-        presented.append(out)
-    return presented
+    return [OrderOut.present(order, deployments.get(order.id)) for order in items]
 
 
 @router.post("", status_code=201, response_model=OrderOut)

@@ -28,10 +28,11 @@ from app.models import (
     Order,
     OrderEvent,
     OrderStatus,
+    WebhookEventType,
 )
 from app.money import format_usd
 from app.providers.base import VM, Offer
-from app.services import ledger
+from app.services import ledger, outbox
 from app.services.orders import add_event
 
 OPEN = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
@@ -204,11 +205,15 @@ async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -
     )
     if deployment is None:
         return False
-    await _set_order(
+    deployed = await _set_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
     )
     if deployment.hold_id is not None:
         await ledger.debit_hold(session, hold_id=deployment.hold_id)
+    if deployed:
+        await outbox.emit(
+            session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_DEPLOYED
+        )
     add_event(
         session,
         order_id=deployment.order_id,
@@ -241,13 +246,17 @@ async def settle_not_created(
         return False
     if deployment.hold_id is not None:
         await ledger.release_hold(session, hold_id=deployment.hold_id)
-    await _set_order(
+    moved = await _set_order(
         session,
         deployment.order_id,
         expected=OrderStatus.DEPLOYING,
         status=OrderStatus.FAILED if fail_order else OrderStatus.WAITING,
     )
     add_event(session, order_id=deployment.order_id, kind=kind, message=message)
+    if moved and fail_order:
+        await outbox.emit(
+            session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_FAILED
+        )
     await session.flush()
     return True
 
@@ -286,10 +295,14 @@ async def settle_running(session: AsyncSession, *, deployment_id: str, vm: VM) -
     )
     if deployment is None:
         return False
-    await _set_order(
+    running = await _set_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
     )
     add_event(session, order_id=deployment.order_id, kind="running", message=f"Running at {vm.ip}.")
+    if running:
+        await outbox.emit(
+            session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_RUNNING
+        )
     await session.flush()
     return True
 
@@ -366,6 +379,7 @@ async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
             kind="expired",
             message="Expired before matching stock appeared: stopped waiting.",
         )
+        await outbox.emit(session, order_id=order_id, event_type=WebhookEventType.ORDER_EXPIRED)
     await session.flush()
     return list(expired)
 

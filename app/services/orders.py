@@ -9,9 +9,10 @@ from app.catalogue import Provider
 from app.dbtypes import utcnow
 from app.errors import Conflict, NotFound
 from app.ids import new_id
-from app.models import Deployment, Order, OrderEvent, OrderStatus
+from app.models import Deployment, Order, OrderEvent, OrderStatus, WebhookEventType
 from app.money import format_usd
 from app.schemas import OrderCreate
+from app.services import outbox
 
 
 def describe_request(order: Order) -> str:
@@ -115,6 +116,7 @@ async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str)
             code="order_not_waiting",
         )
     add_event(session, order_id=order.id, kind="cancelled", message="Cancelled by you.")
+    await outbox.emit(session, order_id=order.id, event_type=WebhookEventType.ORDER_CANCELLED)
     await session.flush()
     return order
 

@@ -19,7 +19,7 @@ from schemathesis.core.result import Ok
 
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 
 
@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             _env_file=None,
             database_url=f"sqlite+aiosqlite:///{db}",
             admin_api_key=ADMIN_KEY,
+            secret_key=SECRET_KEY,
             watcher=False,
         )
     )
@@ -54,7 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 def _cases() -> list[Any]:
     """(operation, mode) pairs; only operations that take input can be sent invalid input."""
-    app = create_app(Settings(_env_file=None, admin_api_key=ADMIN_KEY))
+    app = create_app(Settings(_env_file=None, admin_api_key=ADMIN_KEY, secret_key=SECRET_KEY))
     schema = schemathesis.openapi.from_dict(app.openapi())
     pairs = []
     for result in schema.get_all_operations():

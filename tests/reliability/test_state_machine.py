@@ -95,7 +95,7 @@ from app.models import (
 from app.money import price_with_fees
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 
 T = TypeVar("T")
@@ -305,6 +305,7 @@ class ServiceMachine(RuleBasedStateMachine):
             _env_file=None,
             database_url=self.database_url,
             admin_api_key=ADMIN_KEY,
+            secret_key=SECRET_KEY,
             mode="live",
             watcher=True,
             fee_percent=FEE_PERCENT,

@@ -10,7 +10,7 @@ import pytest
 from app.catalogue import Provider
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 
 BOOT_SECONDS = 0.3
@@ -72,10 +72,16 @@ async def sim(sim_url: str) -> AsyncIterator[Sim]:
 @pytest.fixture
 def settings(database_url: str, sim_url: str, sim: Sim) -> Settings:
     """Live mode pointed at the simulators, with everything tuned to be quick."""
+    return live_settings(database_url, sim_url)
+
+
+def live_settings(database_url: str, sim_url: str) -> Settings:
+    """Live mode pointed at the simulators at `sim_url`, with everything tuned to be quick."""
     return Settings(
         _env_file=None,
         database_url=database_url,
         admin_api_key=ADMIN_KEY,
+        secret_key=SECRET_KEY,
         mode="live",
         watcher=True,
         fee_percent=Decimal("5"),

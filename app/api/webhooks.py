@@ -1,0 +1,166 @@
+"""Webhook endpoints, their deliveries, and redelivery."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.pagination import Limit, cursor_param, split_page
+from app.models import WebhookDelivery, WebhookEndpoint
+from app.schemas import Page
+from app.services import outbox, webhook_endpoints
+from app.webhooks.schemas import (
+    AttemptOut,
+    DeliveryOut,
+    EndpointCreate,
+    EndpointOut,
+    EndpointUpdate,
+    EndpointWithSecret,
+)
+from app.webhooks.secrets import SecretBox, SecretBoxLoader
+
+router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
+deliveries_router = APIRouter(prefix="/v1/webhook-deliveries", tags=["webhooks"])
+
+
+def get_secret_box(request: Request) -> SecretBox:
+    """The box that seals signing secrets at rest."""
+    loader: SecretBoxLoader = request.app.state.secret_boxes
+    return loader.get()
+
+
+SecretBoxDep = Annotated[SecretBox, Depends(get_secret_box)]
+
+
+def _with_secret(endpoint: WebhookEndpoint, secret: str) -> EndpointWithSecret:
+    return EndpointWithSecret(**EndpointOut.model_validate(endpoint).model_dump(), secret=secret)
+
+
+def _delivery_out(
+    delivery: WebhookDelivery, event_type: str, attempts: list[AttemptOut]
+) -> DeliveryOut:
+    return DeliveryOut(
+        id=delivery.id,
+        endpoint_id=delivery.endpoint_id,
+        event_id=delivery.event_id,
+        event_type=event_type,
+        status=delivery.status,
+        next_attempt_at=delivery.next_attempt_at,
+        created_at=delivery.created_at,
+        attempts=attempts,
+    )
+
+
+@router.post("", status_code=201)
+async def create_endpoint(
+    body: EndpointCreate,
+    account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
+    box: SecretBoxDep,
+) -> EndpointWithSecret:
+    """Register a URL for order events; the signing secret is in this response only."""
+    endpoint, secret = await webhook_endpoints.create_endpoint(
+        session,
+        account_id=account.id,
+        request=body,
+        box=box,
+        allow_private=settings.allows_private_webhooks,
+    )
+    return _with_secret(endpoint, secret)
+
+
+@router.get("")
+async def list_endpoints(
+    account: CurrentAccount,
+    session: SessionDep,
+    limit: Limit = 20,
+    cursor: Annotated[str | None, cursor_param("whe")] = None,
+) -> Page[EndpointOut]:
+    """The caller's webhook endpoints, newest first."""
+    items = await webhook_endpoints.list_endpoints(
+        session, account_id=account.id, cursor=cursor, limit=limit + 1
+    )
+    page, next_cursor = split_page(items, limit, key=lambda e: e.id)
+    return Page(data=[EndpointOut.model_validate(e) for e in page], next_cursor=next_cursor)
+
+
+@router.get("/{endpoint_id}")
+async def get_endpoint(
+    endpoint_id: str, account: CurrentAccount, session: SessionDep
+) -> EndpointOut:
+    """One webhook endpoint (without its secret)."""
+    endpoint = await webhook_endpoints.get_endpoint(
+        session, account_id=account.id, endpoint_id=endpoint_id
+    )
+    return EndpointOut.model_validate(endpoint)
+
+
+@router.patch("/{endpoint_id}")
+async def update_endpoint(
+    endpoint_id: str,
+    body: EndpointUpdate,
+    account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> EndpointOut:
+    """Change the URL, the event types or whether it is enabled."""
+    endpoint = await webhook_endpoints.update_endpoint(
+        session,
+        account_id=account.id,
+        endpoint_id=endpoint_id,
+        request=body,
+        allow_private=settings.allows_private_webhooks,
+    )
+    return EndpointOut.model_validate(endpoint)
+
+
+@router.delete("/{endpoint_id}", status_code=204)
+async def delete_endpoint(
+    endpoint_id: str, account: CurrentAccount, session: SessionDep
+) -> Response:
+    """Remove the endpoint and its delivery history."""
+    await webhook_endpoints.delete_endpoint(session, account_id=account.id, endpoint_id=endpoint_id)
+    return Response(status_code=204)
+
+
+@router.post("/{endpoint_id}/rotate-secret")
+async def rotate_secret(
+    endpoint_id: str, account: CurrentAccount, session: SessionDep, box: SecretBoxDep
+) -> EndpointWithSecret:
+    """A new secret; for 24 hours deliveries carry signatures by both the new and the old."""
+    endpoint, secret = await webhook_endpoints.rotate_secret(
+        session, account_id=account.id, endpoint_id=endpoint_id, box=box
+    )
+    return _with_secret(endpoint, secret)
+
+
+@router.get("/{endpoint_id}/deliveries")
+async def list_deliveries(
+    endpoint_id: str,
+    account: CurrentAccount,
+    session: SessionDep,
+    limit: Limit = 20,
+    cursor: Annotated[str | None, cursor_param("whd")] = None,
+) -> Page[DeliveryOut]:
+    """The endpoint's deliveries, newest first, each with every attempt's result."""
+    await webhook_endpoints.get_endpoint(session, account_id=account.id, endpoint_id=endpoint_id)
+    rows = await outbox.list_deliveries(
+        session, endpoint_id=endpoint_id, cursor=cursor, limit=limit + 1
+    )
+    page, next_cursor = split_page(rows, limit, key=lambda r: r[0].id)
+    data = [
+        _delivery_out(delivery, event_type, [AttemptOut.model_validate(a) for a in attempts])
+        for delivery, event_type, attempts in page
+    ]
+    return Page(data=data, next_cursor=next_cursor)
+
+
+@deliveries_router.post("/{delivery_id}/redeliver", status_code=202)
+async def redeliver(delivery_id: str, account: CurrentAccount, session: SessionDep) -> DeliveryOut:
+    """Send the event again now (same webhook-id), starting its retry schedule over."""
+    await webhook_endpoints.redeliver(session, account_id=account.id, delivery_id=delivery_id)
+    row = await outbox.get_delivery(session, delivery_id=delivery_id)
+    assert row is not None  # found just above, in this transaction
+    delivery, event_type, attempts = row
+    return _delivery_out(delivery, event_type, [AttemptOut.model_validate(a) for a in attempts])

@@ -1,0 +1,132 @@
+"""The dispatcher: takes due deliveries from the outbox and sends them, each on its own.
+
+Runs on the replica that holds the watcher lease. Every delivery is its own task with its own
+timeout, at most one at a time per endpoint (so one endpoint's events go out in order while
+it answers) and at most MAX_IN_FLIGHT in all, so a slow receiver holds up only itself.
+"""
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.db import session_scope
+from app.dbtypes import utcnow
+from app.metrics import WEBHOOK_ATTEMPTS
+from app.services import outbox
+from app.settings import Settings
+from app.webhooks import doorbell
+from app.webhooks.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
+from app.webhooks.sender import Outcome, WebhookSender
+
+log = logging.getLogger(__name__)
+MAX_IN_FLIGHT = 64
+LEASE_MARGIN_SECONDS = 15.0  # beyond the request timeout, before another dispatcher may resend
+
+
+class Dispatcher:
+    """Sends due webhook deliveries until stopped."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        secret_boxes: SecretBoxLoader,
+    ) -> None:
+        self.settings = settings
+        self.sessionmaker = sessionmaker
+        self.secret_boxes = secret_boxes
+        self.sender = WebhookSender(
+            timeout_seconds=settings.webhook_timeout_seconds,
+            allow_private=settings.allows_private_webhooks,
+        )
+        self.lease_seconds = settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
+        self.busy: set[str] = set()  # endpoints with a request out
+        self.sending: set[asyncio.Task[None]] = set()
+        self.wake = asyncio.Event()
+        self.loop_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start looking for due deliveries (and listen for this process's new events)."""
+        doorbell.listen(self.wake)
+        self.loop_task = asyncio.create_task(self._run(), name="webhook dispatcher")
+
+    async def stop(self) -> None:
+        """Stop; requests out get until their timeout, the rest resume from the outbox later."""
+        doorbell.stop_listening(self.wake)
+        if self.loop_task is not None:
+            self.loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.loop_task
+        if self.sending:
+            await asyncio.wait(self.sending, timeout=self.settings.webhook_timeout_seconds + 1)
+        for task in self.sending:
+            task.cancel()
+        await self.sender.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            self.wake.clear()
+            try:
+                await self.dispatch_due()
+            except Exception:
+                log.exception("looking for due webhook deliveries failed; trying again")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.settings.webhook_poll_seconds)
+
+    async def dispatch_due(self) -> int:
+        """Lease what is due and start sending it; returns how many were started."""
+        free = MAX_IN_FLIGHT - len(self.sending)
+        if free <= 0:
+            return 0
+        async with session_scope(self.sessionmaker) as session:
+            claimed = await outbox.claim_due(
+                session,
+                now=utcnow(),
+                busy_endpoints=self.busy,
+                limit=free,
+                lease_seconds=self.lease_seconds,
+            )
+        for claim in claimed:
+            self.busy.add(claim.endpoint_id)
+            task = asyncio.create_task(self._deliver(claim), name=f"webhook {claim.delivery_id}")
+            self.sending.add(task)
+            task.add_done_callback(self.sending.discard)
+        return len(claimed)
+
+    async def _deliver(self, claim: outbox.Claimed) -> None:
+        try:
+            outcome = await self._send(claim)
+            WEBHOOK_ATTEMPTS.labels(result="delivered" if outcome.succeeded else "failed").inc()
+            async with session_scope(self.sessionmaker) as session:
+                await outbox.record_attempt(
+                    session,
+                    claim=claim,
+                    outcome=outcome,
+                    now=utcnow(),
+                    schedule=self.settings.webhook_retry_schedule,
+                    disable_after=timedelta(hours=self.settings.webhook_disable_after_hours),
+                )
+        except Exception:
+            log.exception(
+                "recording webhook delivery %s failed; its lease will run out and it is sent again",
+                claim.delivery_id,
+            )
+        finally:
+            self.busy.discard(claim.endpoint_id)
+            self.wake.set()  # the endpoint's next delivery may go now
+
+    async def _send(self, claim: outbox.Claimed) -> Outcome:
+        try:
+            box = self.secret_boxes.get()
+            secrets = [box.open(claim.endpoint_id, claim.secret)]
+            if claim.previous_secret is not None:
+                secrets.append(box.open(claim.endpoint_id, claim.previous_secret))
+        except (SealedSecretError, SecretKeyError, OSError) as exc:
+            return Outcome(status_code=None, duration_ms=0, error=str(exc))
+        return await self.sender.send(
+            claim.url, msg_id=claim.event_id, payload=claim.payload, secrets=secrets
+        )
