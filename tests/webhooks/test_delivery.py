@@ -1,17 +1,21 @@
 """Webhooks end to end: an order deploys at the simulator, a receiver verifies what arrives."""
 
+import asyncio
+import json
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from app.models import WebhookEndpoint
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
 from tests.watcher.conftest import Sim
 from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
-from tests.webhooks.receiver import Receiver
+from tests.webhooks.receiver import Answer, Receiver
 
 
 async def add_endpoint(
@@ -93,3 +97,177 @@ class TestOrderEvents:
         tampered = request.body.replace("café".encode(), b"cafe")
         with pytest.raises(WebhookVerificationError):
             Webhook(endpoint["secret"]).verify(tampered, request.headers)
+
+
+async def cancelled_order(client: httpx.AsyncClient, account: AccountHandle) -> str:
+    """Place an order that cannot match and cancel it: one order.cancelled event."""
+    order_id = await place(client, account, h100(providers=["quantacloud"]))
+    answer = await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
+    assert answer.status_code == 200, answer.text
+    return order_id
+
+
+class TestRetries:
+    async def test_a_failing_receiver_gets_the_event_when_it_recovers_same_id(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        receiver.plan("/hook", Answer(500), Answer(502, body="bad gateway"), Answer(599))
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/hook")
+        await cancelled_order(client, account)
+        attempts = await arrived(receiver, "/hook", 4)
+        assert len({a.headers["webhook-id"] for a in attempts}) == 1
+        assert attempts[-1].verify(endpoint["secret"])["type"] == "order.cancelled"
+        (delivery,) = await eventually(
+            lambda: _delivery_in(client, account, endpoint["id"], "succeeded")
+        )
+        codes = [a["status_code"] for a in delivery["attempts"]]
+        assert codes == [500, 502, 599, 200]
+        assert delivery["attempts"][1]["response_body"] == "bad gateway"
+        assert delivery["event_type"] == "order.cancelled"
+
+    async def test_after_the_last_scheduled_attempt_the_delivery_fails(
+        self, client: httpx.AsyncClient, receiver: Receiver, settings: Any
+    ) -> None:
+        receiver.always("/down", Answer(503))
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/down")
+        await cancelled_order(client, account)
+        (delivery,) = await eventually(
+            lambda: _delivery_in(client, account, endpoint["id"], "failed"), seconds=10
+        )
+        assert len(delivery["attempts"]) == len(settings.webhook_retry_schedule)
+        assert delivery["next_attempt_at"] is None
+        redelivered = await client.post(
+            f"/v1/webhook-deliveries/{delivery['id']}/redeliver", headers=account.headers
+        )
+        assert redelivered.status_code == 202
+        receiver.always("/down", Answer(200))
+        (done,) = await eventually(
+            lambda: _delivery_in(client, account, endpoint["id"], "succeeded")
+        )
+        assert done["attempts"][-1]["status_code"] == 200
+        ids = {r.headers["webhook-id"] for r in receiver.on("/down")}
+        assert ids == {delivery["event_id"]}
+
+    async def test_410_gone_disables_the_endpoint_and_tells_the_account(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        receiver.always("/gone", Answer(410))
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/gone")
+        await cancelled_order(client, account)
+        await eventually(lambda: _delivery_in(client, account, endpoint["id"], "failed"))
+        shown = await client.get(f"/v1/webhook-endpoints/{endpoint['id']}", headers=account.headers)
+        assert shown.json()["enabled"] is False
+        assert "410" in shown.json()["disabled_reason"]
+        events = (await client.get("/v1/account/events", headers=account.headers)).json()["data"]
+        assert [e["kind"] for e in events] == ["webhook_endpoint_disabled"]
+        assert endpoint["id"] in events[0]["message"]
+        await cancelled_order(client, account)
+        await asyncio.sleep(0.5)
+        assert len(receiver.on("/gone")) == 1  # a disabled endpoint gets nothing new
+
+    async def test_retry_after_is_honoured(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        receiver.plan("/busy", Answer(429, headers={"Retry-After": "2"}))
+        account = await create_account(client)
+        await add_endpoint(client, account, f"{receiver.url}/busy")
+        await cancelled_order(client, account)
+        first, second = await arrived(receiver, "/busy", 2, seconds=6)
+        assert second.at - first.at >= 1.9  # the schedule alone would retry after 0.3 s
+
+    async def test_an_endpoint_failing_for_too_long_is_disabled(
+        self, client: httpx.AsyncClient, receiver: Receiver, app: Any
+    ) -> None:
+        app.state.settings.webhook_disable_after_hours = 0.0003  # about one second
+        receiver.always("/broken", Answer(500))
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/broken")
+        await cancelled_order(client, account)
+
+        async def disabled() -> dict[str, Any] | None:
+            path = f"/v1/webhook-endpoints/{endpoint['id']}"
+            shown: dict[str, Any] = (await client.get(path, headers=account.headers)).json()
+            return None if shown["enabled"] else shown
+
+        shown = await eventually(disabled, seconds=10)
+        assert "no successful delivery" in shown["disabled_reason"]
+        events = (await client.get("/v1/account/events", headers=account.headers)).json()["data"]
+        assert events[0]["kind"] == "webhook_endpoint_disabled"
+
+
+async def _delivery_in(
+    client: httpx.AsyncClient, account: AccountHandle, endpoint_id: str, status: str
+) -> list[dict[str, Any]] | None:
+    found = await deliveries(client, account, endpoint_id)
+    return found if found and all(d["status"] == status for d in found) else None
+
+
+class TestIsolationAndSafety:
+    async def test_a_slow_endpoint_does_not_hold_up_another(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        receiver.always("/slow", Answer(200, delay=1.5))
+        slow_account, fast_account = await create_account(client), await create_account(client)
+        await add_endpoint(client, slow_account, f"{receiver.url}/slow")
+        await add_endpoint(client, fast_account, f"{receiver.url}/fast")
+        for _ in range(3):
+            await cancelled_order(client, slow_account)
+        await arrived(receiver, "/slow", 1)
+        started = asyncio.get_running_loop().time()
+        await cancelled_order(client, fast_account)
+        await arrived(receiver, "/fast", 1)
+        assert asyncio.get_running_loop().time() - started < 1.0
+        assert len(receiver.on("/slow")) == 1  # still busy with its first
+
+    async def test_only_chosen_event_types_are_sent(
+        self, client: httpx.AsyncClient, sim: Sim, receiver: Receiver
+    ) -> None:
+        account = await create_account(client, credit="10")
+        await add_endpoint(client, account, f"{receiver.url}/running", events=["order.running"])
+        await cancelled_order(client, account)
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.stock(*HYPER_H100, 1)
+        await reaches(client, account, order_id, "running")
+        (only,) = await arrived(receiver, "/running", 1)
+        await asyncio.sleep(0.3)
+        assert len(receiver.on("/running")) == 1
+        assert json.loads(only.body)["type"] == "order.running"
+
+    async def test_during_rotation_deliveries_verify_with_old_and_new_secret(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/hook")
+        rotated = await client.post(
+            f"/v1/webhook-endpoints/{endpoint['id']}/rotate-secret", headers=account.headers
+        )
+        new_secret = rotated.json()["secret"]
+        await cancelled_order(client, account)
+        (request,) = await arrived(receiver, "/hook", 1)
+        assert request.verifies(endpoint["secret"]) and request.verifies(new_secret)
+
+    async def test_an_address_refused_at_delivery_is_a_recorded_failure(
+        self, client: httpx.AsyncClient, receiver: Receiver, engine: Any
+    ) -> None:
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/hook")
+        async with engine.begin() as connection:  # as if the name now pointed at metadata
+            await connection.execute(
+                update(WebhookEndpoint)
+                .where(WebhookEndpoint.id == endpoint["id"])
+                .values(url="http://169.254.169.254/latest/meta-data")
+            )
+        await cancelled_order(client, account)
+
+        async def refused() -> dict[str, Any] | None:
+            found = await deliveries(client, account, endpoint["id"])
+            attempts = found[0]["attempts"] if found else []
+            return attempts[0] if attempts else None
+
+        attempt = await eventually(refused)
+        assert attempt["status_code"] is None
+        assert "link-local" in attempt["error"]
+        assert receiver.on("/hook") == []

@@ -1,0 +1,88 @@
+"""The SSRF guard refuses every address class that leads into private networks."""
+
+import ipaddress
+
+import pytest
+
+from app.webhooks.ssrf import UrlRefused, embedded_ipv4, refusal, resolve
+
+REFUSED = {
+    "https://127.0.0.1/hook": "loopback",
+    "https://127.1/hook": "loopback",  # short form
+    "https://2130706433/hook": "loopback",  # decimal form
+    "https://0x7f000001/hook": "loopback",  # hex form
+    "https://10.0.0.5/hook": "private",
+    "https://172.16.3.4/hook": "private",
+    "https://192.168.1.1/hook": "private",
+    "https://169.254.169.254/latest/meta-data": "link-local",
+    "https://100.64.0.1/hook": "carrier-grade NAT",
+    "https://0.0.0.0/hook": "unspecified",
+    "https://224.0.0.1/hook": "multicast",
+    "https://[::1]/hook": "loopback",
+    "https://[::ffff:127.0.0.1]/hook": "loopback",
+    "https://[::ffff:169.254.169.254]/hook": "link-local",
+    "https://[64:ff9b::a9fe:a9fe]/hook": "link-local",  # NAT64 of 169.254.169.254
+    "https://[2002:7f00:1::]/hook": "loopback",  # 6to4 of 127.0.0.1
+    "https://[fd00::1]/hook": "unique-local",
+    "https://[fe80::1]/hook": "link-local",
+    "https://[ff02::1]/hook": "multicast",
+    "https://localhost/hook": "loopback",  # a name that resolves to loopback
+    "https://192.0.2.10/hook": "not a public address",  # documentation range
+}
+
+
+@pytest.mark.parametrize(("url", "kind"), REFUSED.items())
+async def test_private_and_special_addresses_are_refused(url: str, kind: str) -> None:
+    with pytest.raises(UrlRefused, match=kind):
+        await resolve(url, allow_private=False)
+
+
+async def test_a_public_address_passes_and_is_what_gets_connected_to() -> None:
+    target = await resolve("https://203.0.114.9:8443/hooks?x=1", allow_private=False)
+    assert str(target.address) == "203.0.114.9"
+    assert str(target.pinned_url) == "https://203.0.114.9:8443/hooks?x=1"
+    assert target.host_header == "203.0.114.9:8443"
+
+
+async def test_a_name_is_resolved_once_and_the_request_pinned_to_its_address() -> None:
+    target = await resolve("http://localhost:9000/hook", allow_private=True)
+    assert target.address == ipaddress.ip_address("127.0.0.1")
+    assert target.pinned_url.host == "127.0.0.1"
+    assert target.host_header == "localhost:9000"  # the receiver still sees its own name
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://203.0.114.9/hook", "https"),
+        ("ftp://203.0.114.9/hook", "https"),
+        ("https://user:pw@203.0.114.9/hook", "user name or password"),
+        ("https:///hook", "no host"),
+        ("not a url", "https"),
+    ],
+)
+async def test_only_plain_https_urls_are_accepted(url: str, reason: str) -> None:
+    with pytest.raises(UrlRefused, match=reason):
+        await resolve(url, allow_private=False)
+
+
+async def test_allow_private_opens_loopback_and_private_but_never_metadata() -> None:
+    for url in ("http://127.0.0.1:8080/", "http://10.1.2.3/", "http://[::1]:8080/"):
+        await resolve(url, allow_private=True)
+    for url in ("http://169.254.169.254/", "http://[::ffff:169.254.169.254]/", "http://0.0.0.0/"):
+        with pytest.raises(UrlRefused):
+            await resolve(url, allow_private=True)
+
+
+async def test_an_unresolvable_name_is_refused_with_the_reason() -> None:
+    with pytest.raises(UrlRefused, match="cannot resolve"):
+        await resolve("https://no-such-host.invalid/hook", allow_private=False)
+
+
+def test_embedded_ipv4_is_unwrapped_from_every_ipv6_form() -> None:
+    loopback = ipaddress.IPv4Address("127.0.0.1")
+    for form in ("::ffff:127.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::"):
+        assert embedded_ipv4(ipaddress.IPv6Address(form)) == loopback
+    public = ipaddress.IPv6Address("2606:4700::1111")
+    assert embedded_ipv4(public) == public
+    assert refusal(public, allow_private=False) is None
