@@ -1,16 +1,19 @@
 """Periodic jobs: only their registration lives here; each calls one service function."""
 
 import logging
+from datetime import timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.db import session_scope
 from app.dbtypes import utcnow
-from app.services import idempotency
+from app.services import idempotency, outbox
 
 logger = logging.getLogger(__name__)
 PRUNE_IDEMPOTENCY_KEYS_SECONDS = 3600
+PRUNE_WEBHOOK_EVENTS_SECONDS = 3600
+WEBHOOK_HISTORY_DAYS = 30
 
 
 async def prune_idempotency_keys(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
@@ -19,6 +22,17 @@ async def prune_idempotency_keys(sessionmaker: async_sessionmaker[AsyncSession])
         pruned = await idempotency.prune_expired(session, now=utcnow())
     if pruned:
         logger.info("pruned %d expired idempotency keys", pruned)
+    return pruned
+
+
+async def prune_webhook_events(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
+    """Delete delivered (or given-up) webhook events older than 30 days, with their attempts."""
+    async with session_scope(sessionmaker) as session:
+        pruned = await outbox.prune(
+            session, older_than=utcnow() - timedelta(days=WEBHOOK_HISTORY_DAYS)
+        )
+    if pruned:
+        logger.info("pruned %d webhook events older than %d days", pruned, WEBHOOK_HISTORY_DAYS)
     return pruned
 
 
@@ -31,6 +45,17 @@ def create_scheduler(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIOS
         seconds=PRUNE_IDEMPOTENCY_KEYS_SECONDS,
         args=[sessionmaker],
         id="prune_idempotency_keys",
+        max_instances=1,
+        coalesce=True,
+        misfire_grace_time=60,
+        replace_existing=True,
+    )
+    scheduler.add_job(
+        prune_webhook_events,
+        "interval",
+        seconds=PRUNE_WEBHOOK_EVENTS_SECONDS,
+        args=[sessionmaker],
+        id="prune_webhook_events",
         max_instances=1,
         coalesce=True,
         misfire_grace_time=60,

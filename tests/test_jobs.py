@@ -8,8 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
-from app.jobs import create_scheduler, prune_idempotency_keys
-from app.models import IdempotencyKey
+from app.jobs import create_scheduler, prune_idempotency_keys, prune_webhook_events
+from app.models import DeliveryStatus, IdempotencyKey, WebhookDelivery, WebhookEvent
 from tests.factories import create_account, order_body
 
 
@@ -39,5 +39,30 @@ async def test_idempotency_keys_older_than_a_day_are_pruned(
 def test_the_scheduler_registers_each_job_once_with_no_overlap(engine: AsyncEngine) -> None:
     scheduler = create_scheduler(create_sessionmaker(engine))
     jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {"prune_idempotency_keys"}
-    assert jobs["prune_idempotency_keys"].max_instances == 1
+    assert set(jobs) == {"prune_idempotency_keys", "prune_webhook_events"}
+    assert all(job.max_instances == 1 for job in jobs.values())
+
+
+async def test_delivered_webhook_events_older_than_30_days_are_pruned_pending_ones_kept(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    created = await client.post(
+        "/v1/webhook-endpoints", json={"url": "https://203.0.114.9/h"}, headers=account.headers
+    )
+    assert created.status_code == 201
+    for _ in range(2):
+        order = await client.post("/v1/orders", json=order_body(), headers=account.headers)
+        await client.post(f"/v1/orders/{order.json()['id']}/cancel", headers=account.headers)
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        delivered, pending = (await session.execute(select(WebhookEvent.id))).scalars().all()
+        await session.execute(update(WebhookEvent).values(created_at=utcnow() - timedelta(days=31)))
+        await session.execute(
+            update(WebhookDelivery)
+            .where(WebhookDelivery.event_id == delivered)
+            .values(status=DeliveryStatus.SUCCEEDED)
+        )
+    assert await prune_webhook_events(maker) == 1
+    async with session_scope(maker) as session:
+        assert (await session.execute(select(WebhookEvent.id))).scalars().all() == [pending]

@@ -9,10 +9,11 @@ delivery is sent again with the same webhook-id: a duplicate is possible, a gap 
 import json
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, insert, or_, select, update
+from sqlalchemy import Select, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import utcnow
@@ -202,7 +203,7 @@ async def claim_due(
 
 def retry_delay(
     attempts_made: int,
-    schedule: list[float],
+    schedule: Sequence[float],
     *,
     retry_after: float | None = None,
     rng: random.Random | None = None,
@@ -227,7 +228,7 @@ async def record_attempt(
     claim: Claimed,
     outcome: Outcome,
     now: datetime,
-    schedule: list[float],
+    schedule: Sequence[float],
     disable_after: timedelta,
 ) -> str:
     """Store the attempt and move the delivery on; returns the delivery's new status."""
@@ -396,3 +397,23 @@ async def get_delivery(session: AsyncSession, *, delivery_id: str) -> DeliveryRo
     """One delivery with its event type and attempts."""
     rows = await _with_attempts(session, _deliveries().where(WebhookDelivery.id == delivery_id))
     return rows[0] if rows else None
+
+
+async def prune(session: AsyncSession, *, older_than: datetime) -> int:
+    """Delete events older than `older_than` with nothing left to deliver; returns how many."""
+    pending = select(WebhookDelivery.event_id).where(
+        WebhookDelivery.status == DeliveryStatus.PENDING
+    )
+    old = select(WebhookEvent.id).where(
+        WebhookEvent.created_at < older_than, WebhookEvent.id.not_in(pending)
+    )
+    event_ids = list((await session.execute(old)).scalars())
+    for start in range(0, len(event_ids), 500):
+        batch = event_ids[start : start + 500]
+        deliveries = select(WebhookDelivery.id).where(WebhookDelivery.event_id.in_(batch))
+        await session.execute(
+            delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(deliveries))
+        )
+        await session.execute(delete(WebhookDelivery).where(WebhookDelivery.event_id.in_(batch)))
+        await session.execute(delete(WebhookEvent).where(WebhookEvent.id.in_(batch)))
+    return len(event_ids)

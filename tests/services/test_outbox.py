@@ -1,0 +1,131 @@
+"""The outbox: events exist exactly when their change committed; leases make one sender."""
+
+import random
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_sessionmaker, session_scope
+from app.dbtypes import utcnow
+from app.models import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookEventType
+from app.schemas import OrderCreate
+from app.services import accounts, orders, outbox, webhook_endpoints
+from app.webhooks.schemas import EndpointCreate, EndpointUpdate
+from app.webhooks.secrets import SecretBox
+from app.webhooks.sender import Outcome
+from tests.conftest import SECRET_KEY
+
+STANDARD: list[float] = [0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400]
+
+
+class TestRetryDelay:
+    def test_follows_the_standard_schedule_within_20_percent(self) -> None:
+        rng = random.Random(7)
+        for attempts_made, base in enumerate(STANDARD):
+            delay = outbox.retry_delay(attempts_made, STANDARD, rng=rng)
+            assert delay is not None
+            assert base * 0.8 <= delay <= base * 1.2
+
+    def test_nothing_is_left_after_the_last_attempt(self) -> None:
+        assert outbox.retry_delay(len(STANDARD), STANDARD) is None
+
+    def test_retry_after_is_a_floor_capped_at_a_day(self) -> None:
+        assert (outbox.retry_delay(1, STANDARD, retry_after=60) or 0) >= 60
+        assert (outbox.retry_delay(2, STANDARD, retry_after=1) or 0) >= 240
+        capped = outbox.retry_delay(1, STANDARD, retry_after=10**9)
+        assert capped == 86_400
+
+
+async def _account_with_endpoint(engine: AsyncEngine) -> tuple[str, str]:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name="Outbox")
+        endpoint, _secret = await webhook_endpoints.create_endpoint(
+            session,
+            account_id=account.id,
+            request=EndpointCreate(url="https://203.0.114.9/hook"),
+            box=SecretBox([SECRET_KEY]),
+            allow_private=False,
+        )
+        return account.id, endpoint.id
+
+
+async def _place(engine: AsyncEngine, account_id: str) -> str:
+    request = OrderCreate(
+        gpu_model="H100", gpu_count=1, providers=["hyperstack"], max_price_per_hour="3.00"
+    )
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await orders.place_order(session, account_id=account_id, request=request)
+        return order.id
+
+
+async def _count(engine: AsyncEngine, model: type) -> int:
+    async with engine.connect() as connection:
+        return int((await connection.execute(select(func.count()).select_from(model))).scalar_one())
+
+
+async def test_a_change_rolled_back_leaves_no_event(engine: AsyncEngine) -> None:
+    account_id, _endpoint_id = await _account_with_endpoint(engine)
+    order_id = await _place(engine, account_id)
+    with pytest.raises(RuntimeError):
+        async with session_scope(create_sessionmaker(engine)) as session:
+            await orders.cancel_order(session, account_id=account_id, order_id=order_id)
+            raise RuntimeError("the transaction dies before its commit")
+    assert await _count(engine, WebhookEvent) == 0
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await orders.cancel_order(session, account_id=account_id, order_id=order_id)
+    assert await _count(engine, WebhookEvent) == 1
+    assert await _count(engine, WebhookDelivery) == 1
+
+
+async def test_a_leased_delivery_goes_to_one_sender_until_its_lease_runs_out(
+    engine: AsyncEngine,
+) -> None:
+    account_id, _endpoint_id = await _account_with_endpoint(engine)
+    order_id = await _place(engine, account_id)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await orders.cancel_order(session, account_id=account_id, order_id=order_id)
+    now = utcnow()
+
+    async def claim(at: timedelta) -> list[outbox.Claimed]:
+        async with session_scope(create_sessionmaker(engine)) as session:
+            return await outbox.claim_due(
+                session, now=now + at, busy_endpoints=set(), limit=10, lease_seconds=30
+            )
+
+    (first,) = await claim(timedelta(0))
+    assert await claim(timedelta(seconds=1)) == []  # another dispatcher: leased
+    (again,) = await claim(timedelta(seconds=31))  # the first died: its lease ran out
+    assert (again.delivery_id, again.event_id) == (first.delivery_id, first.event_id)
+    assert again.lease_token != first.lease_token
+
+    async with session_scope(create_sessionmaker(engine)) as session:  # the dead one's answer
+        await outbox.record_attempt(
+            session,
+            claim=first,
+            outcome=Outcome(status_code=200, duration_ms=5),
+            now=now,
+            schedule=STANDARD,
+            disable_after=timedelta(days=3),
+        )
+    async with engine.connect() as connection:
+        status = (await connection.execute(select(WebhookDelivery.status))).scalar_one()
+    assert status == "pending"  # only the lease holder moves the delivery
+    assert await _count(engine, WebhookAttempt) == 1  # but the attempt is on record
+
+
+async def test_only_subscribed_enabled_endpoints_get_a_delivery(engine: AsyncEngine) -> None:
+    account_id, endpoint_id = await _account_with_endpoint(engine)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await webhook_endpoints.update_endpoint(
+            session,
+            account_id=account_id,
+            endpoint_id=endpoint_id,
+            request=EndpointUpdate(events=[WebhookEventType.ORDER_RUNNING]),
+            allow_private=False,
+        )
+    order_id = await _place(engine, account_id)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await orders.cancel_order(session, account_id=account_id, order_id=order_id)
+    assert await _count(engine, WebhookEvent) == 0
