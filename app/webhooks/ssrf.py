@@ -28,6 +28,7 @@ _PRIVATE = {
     "unique-local": ["fc00::/7"],
 }
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+RESOLVE_TIMEOUT_SECONDS = 5.0
 
 
 def _networks(
@@ -123,9 +124,12 @@ async def resolve(url: str, *, allow_private: bool) -> Target:
     except ValueError:
         literal = False
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                parsed.host, port, type=socket.SOCK_STREAM
-            )
+            async with asyncio.timeout(RESOLVE_TIMEOUT_SECONDS):
+                infos = await asyncio.get_running_loop().getaddrinfo(
+                    parsed.host, port, type=socket.SOCK_STREAM
+                )
+        except TimeoutError as exc:
+            raise UrlRefused(f"cannot resolve {parsed.host}: no answer in time") from exc
         except (socket.gaierror, UnicodeError) as exc:
             raise UrlRefused(f"cannot resolve {parsed.host}: {exc}") from exc
         addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
