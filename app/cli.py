@@ -20,6 +20,7 @@ def _serve(settings: Settings) -> None:
     shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{shown_host}:{settings.port}"
     sys.stdout.write(f"\n  autoprovision listening on {url}  (API docs: {url}/docs)\n")
+    sys.stdout.write(f"  Dashboard: {url}/  (sign in with an account's API key)\n")
     if shown_host != settings.host:
         sys.stdout.write(f"  (bound to {settings.host}: every interface of this machine)\n")
     sys.stdout.write(f"  database: {_redacted(settings.database_url)}\n")

@@ -133,11 +133,13 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
 
 def announce_demo(api_key: str, settings: Settings) -> None:
     """Tell the person at the console how to try the demo."""
-    url = f"http://{settings.host}:{settings.port}"
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = f"http://{host}:{settings.port}"
     sys.stdout.write(
         f"\n  Demo mode: providers are simulated on http://127.0.0.1:{settings.sim_port}.\n"
         f"  Demo account API key: {api_key}\n"
-        f"  Try: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
+        f"  Open {url}/ and sign in with it to watch the demo orders deploy.\n"
+        f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
     )
     sys.stdout.flush()
 

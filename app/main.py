@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import accounts, health, metrics, offers, orders, webhooks
+from app.api import accounts, catalogue, health, metrics, offers, orders, webhooks
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimit
 from app.background import Background
+from app.dashboard import install_dashboard
 from app.db import (
     create_engine,
     create_read_sessionmaker,
@@ -105,6 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         offers.router,
         webhooks.router,
         webhooks.deliveries_router,
+        catalogue.router,
     ):
         app.include_router(router)
+    install_dashboard(app)
     return app

@@ -283,6 +283,10 @@ class OfferOut(BaseModel):
     available: int | None  # None: the provider only says "in stock"
     price_per_hour: MoneyOut
     price_per_hour_with_fees: MoneyOut
+    matching_orders: list[str] = Field(
+        default_factory=list,
+        description="Your waiting orders this offer satisfies (price included), oldest first.",
+    )
 
 
 class ProviderReadOut(BaseModel):

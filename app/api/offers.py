@@ -16,14 +16,15 @@ router = APIRouter(prefix="/v1/offers", tags=["offers"])
 
 @router.get("")
 async def list_offers(
-    _account: CurrentAccount,
+    account: CurrentAccount,
     session: SessionDep,
     settings: SettingsDep,
     gpu_model: Annotated[str | None, Query(max_length=40)] = None,
     gpu_count: Annotated[int | None, Query(ge=1, le=64)] = None,
     provider: Provider | None = None,
 ) -> OffersOut:
-    """The latest offers of every provider, cheapest first (price with fees)."""
+    """The latest offers of every provider, cheapest first (price with fees), each with the
+    caller's waiting orders it would satisfy."""
     model = None
     if gpu_model is not None:
         model = normalize_gpu_model(gpu_model)
@@ -32,6 +33,7 @@ async def list_offers(
     return await offers.latest_offers(
         session,
         fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+        account_id=account.id,
         gpu_model=model,
         gpu_count=gpu_count,
         provider=str(provider) if provider else None,

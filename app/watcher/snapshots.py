@@ -2,15 +2,17 @@
 
 import dataclasses
 import time
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
+from app.catalogue import Interconnect, Provider
 from app.db import session_scope
 from app.dbtypes import utcnow
 from app.models import OfferSnapshot
 from app.money import format_money
+from app.providers.base import Offer
 from app.watcher.book import OfferBook
 
 HEARTBEAT_SECONDS = 5.0  # rewrite an unchanged snapshot this often, so its age stays honest
@@ -23,6 +25,18 @@ def offer_json(offer: Any) -> dict[str, Any]:
     data["interconnect"] = str(offer.interconnect) if offer.interconnect else None
     data["price_per_hour"] = format_money(offer.price_per_hour)
     return data
+
+
+def offer_from_json(data: dict[str, Any]) -> Offer:
+    """The Offer a stored snapshot entry was made from."""
+    return Offer(
+        **{
+            **data,
+            "provider": Provider(data["provider"]),
+            "interconnect": Interconnect(data["interconnect"]) if data["interconnect"] else None,
+            "price_per_hour": Decimal(data["price_per_hour"]),
+        }
+    )
 
 
 class SnapshotWriter:

@@ -41,7 +41,8 @@ _ORDER_COLUMNS = (
 )
 
 
-def _wants(row: Any) -> OrderWants:
+def wants_of(row: Any) -> OrderWants:
+    """What the matcher needs of an order row (or of a row with the same columns)."""
     return OrderWants(
         id=row.id,
         created_at=row.created_at,
@@ -127,7 +128,7 @@ class WaitingBook:
         )
         self._clear()
         for row in rows:
-            self.add(_wants(row))
+            self.add(wants_of(row))
         await self._read_funds(session, {o.account_id for o in self.orders.values()})
 
     async def _read_changes(self, session: AsyncSession) -> None:
@@ -137,7 +138,7 @@ class WaitingBook:
         unknown_accounts = set()
         for row in rows:
             if row.status == OrderStatus.WAITING:
-                self.add(_wants(row))
+                self.add(wants_of(row))
                 if row.account_id not in self.funds:
                     unknown_accounts.add(row.account_id)
             else:

@@ -304,8 +304,12 @@ class TestPolling:
     async def test_offers_show_the_latest_stock_with_fees(
         self, client: httpx.AsyncClient, sim: Sim
     ) -> None:
-        account = await create_account(client, credit="1")
-        await place(client, account, h100(providers=["hyperstack"]))
+        account = await create_account(client, credit="1")  # too little to deploy
+        other = await create_account(client, "other", credit="1")
+        fits = await place(client, account, h100(providers=["hyperstack"]))
+        await place(client, account, h100(providers=["hyperstack"], max_price_per_hour="2.50"))
+        await place(client, account, h100(providers=["verda"]))
+        await place(client, other, h100(providers=["hyperstack"]))
         await sim.stock(*HYPER_H100, 3)
 
         async def shown() -> list[dict[str, Any]]:
@@ -320,6 +324,7 @@ class TestPolling:
             3,
         )
         assert (offer["price_per_hour"], offer["price_per_hour_with_fees"]) == ("2.40", "2.62")
+        assert offer["matching_orders"] == [fits]  # only the caller's, only those it satisfies
 
     async def test_metrics_are_served(self, client: httpx.AsyncClient, sim: Sim) -> None:
         answer = await client.get("/metrics")

@@ -1,0 +1,40 @@
+"""`GET /v1/catalogue`: the names an order may use (GPU models, providers, interconnects)."""
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from app.catalogue import GPU_MODELS, Interconnect, Provider
+
+router = APIRouter(prefix="/v1/catalogue", tags=["catalogue"])
+
+
+class GpuModelOut(BaseModel):
+    """A GPU model an order can ask for."""
+
+    name: str
+    description: str
+
+
+class ProviderOut(BaseModel):
+    """A provider an order can accept."""
+
+    id: str
+    name: str
+
+
+class CatalogueOut(BaseModel):
+    """Every value `gpu_model`, `providers` and `interconnect` accept."""
+
+    gpu_models: list[GpuModelOut]
+    providers: list[ProviderOut]
+    interconnects: list[str]
+
+
+@router.get("")
+async def get_catalogue() -> CatalogueOut:
+    """The GPU models, providers and interconnects orders may name (no key needed)."""
+    return CatalogueOut(
+        gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
+        providers=[ProviderOut(id=str(p), name=p.display_name) for p in Provider],
+        interconnects=[str(i) for i in Interconnect],
+    )

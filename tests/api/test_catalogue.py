@@ -1,0 +1,16 @@
+"""The catalogue: the names orders may use."""
+
+import httpx
+
+
+async def test_the_catalogue_lists_what_orders_may_name(client: httpx.AsyncClient) -> None:
+    answer = await client.get("/v1/catalogue")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert {"name": "B300", "description": "NVIDIA B300 288GB"} in body["gpu_models"]
+    assert body["providers"] == [
+        {"id": "verda", "name": "Verda"},
+        {"id": "hyperstack", "name": "Hyperstack"},
+        {"id": "quantacloud", "name": "QuantaCloud"},
+    ]
+    assert body["interconnects"] == ["pcie", "nvlink", "sxm"]
