@@ -39,26 +39,20 @@ async def prune_webhook_events(sessionmaker: async_sessionmaker[AsyncSession]) -
 def create_scheduler(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIOScheduler:
     """The scheduler with every periodic job registered (not started)."""
     scheduler = AsyncIOScheduler(timezone="UTC")
-    scheduler.add_job(
-        prune_idempotency_keys,
-        "interval",
-        seconds=PRUNE_IDEMPOTENCY_KEYS_SECONDS,
-        args=[sessionmaker],
-        id="prune_idempotency_keys",
-        max_instances=1,
-        coalesce=True,
-        misfire_grace_time=60,
-        replace_existing=True,
-    )
-    scheduler.add_job(
-        prune_webhook_events,
-        "interval",
-        seconds=PRUNE_WEBHOOK_EVENTS_SECONDS,
-        args=[sessionmaker],
-        id="prune_webhook_events",
-        max_instances=1,
-        coalesce=True,
-        misfire_grace_time=60,
-        replace_existing=True,
-    )
+    jobs = [
+        (prune_idempotency_keys, PRUNE_IDEMPOTENCY_KEYS_SECONDS),
+        (prune_webhook_events, PRUNE_WEBHOOK_EVENTS_SECONDS),
+    ]
+    for job, seconds in jobs:
+        scheduler.add_job(
+            job,
+            "interval",
+            seconds=seconds,
+            args=[sessionmaker],
+            id=job.__name__,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=60,
+            replace_existing=True,
+        )
     return scheduler

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Select, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, Select, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import utcnow
@@ -115,6 +115,11 @@ class Claimed:
     previous_secret: str | None
 
 
+def _lease_free(now: datetime) -> ColumnElement[bool]:
+    """No dispatcher holds the delivery: never leased, or its holder's lease ran out."""
+    return or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at < now)
+
+
 async def claim_due(
     session: AsyncSession,
     *,
@@ -131,10 +136,7 @@ async def claim_due(
             .where(
                 WebhookDelivery.status == DeliveryStatus.PENDING,
                 WebhookDelivery.next_attempt_at <= now,
-                or_(
-                    WebhookDelivery.lease_expires_at.is_(None),
-                    WebhookDelivery.lease_expires_at < now,
-                ),
+                _lease_free(now),
                 WebhookEndpoint.enabled.is_(True),
             )
             .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
@@ -157,10 +159,7 @@ async def claim_due(
                 .where(
                     WebhookDelivery.id.in_(picked.values()),
                     WebhookDelivery.status == DeliveryStatus.PENDING,
-                    or_(
-                        WebhookDelivery.lease_expires_at.is_(None),
-                        WebhookDelivery.lease_expires_at < now,
-                    ),
+                    _lease_free(now),
                 )
                 .values(lease_token=token, lease_expires_at=now + timedelta(seconds=lease_seconds))
                 .returning(WebhookDelivery.id)
