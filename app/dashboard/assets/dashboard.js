@@ -1,0 +1,181 @@
+// Dashboard entry point: sign-in, hash routing, the 2-second poll loop and shared UI (banner, notices, confirm dialog).
+
+import { api, apiKey, ApiError, NetworkError } from "./api.js";
+import { money } from "./dom.js";
+import { mountOrders } from "./orders.js";
+import { mountOrderDetail } from "./detail.js";
+import { mountOffers } from "./offers.js";
+import { mountAccount } from "./account.js";
+
+const POLL_MS = 2000;
+const $ = (id) => document.getElementById(id);
+
+let view = null; // the mounted view: {refresh(): Promise, title?: Element}
+let pollId = 0;
+let timer = null;
+
+// ---- shared UI -------------------------------------------------------------------------------
+
+function banner(text) {
+  $("banner").textContent = text || "";
+  $("banner").hidden = !text;
+}
+
+let noticeTimer = null;
+/** A short message under the header ("Order placed.", "Could not cancel: …"). */
+function notify(text, kind = "ok") {
+  const el = $("notice");
+  el.textContent = text;
+  el.className = `notice notice-${kind}`;
+  el.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => (el.hidden = true), 6000);
+}
+
+/** The confirmation <dialog>; resolves true when the user confirms. Escape or "keep" resolves false. */
+function confirmDialog({ title, message, confirm, keep }) {
+  const dialog = $("confirm");
+  const opener = document.activeElement;
+  $("confirm-title").textContent = title;
+  $("confirm-message").textContent = message;
+  $("confirm-ok").textContent = confirm;
+  $("confirm-keep").textContent = keep;
+  dialog.returnValue = "";
+  dialog.showModal();
+  $("confirm-keep").focus();
+  return new Promise((resolve) => {
+    dialog.addEventListener(
+      "close",
+      () => {
+        if (opener?.isConnected) opener.focus();
+        resolve(dialog.returnValue === "ok");
+      },
+      { once: true },
+    );
+  });
+}
+
+/** Errors every view shares: a rejected key signs out, an unreachable service shows the banner. */
+function handleError(err) {
+  if (err instanceof ApiError && err.status === 401) return signOut("That key was not accepted.");
+  if (err instanceof ApiError && err.status === 403) {
+    return signOut("That is an admin key. The dashboard needs an account's API key (ap_live_…).");
+  }
+  if (err instanceof NetworkError) return banner("Cannot reach the service — retrying");
+  banner(`The service answered with an error: ${err.message} — retrying`);
+  console.warn(err);
+}
+
+const ctx = { api, notify, confirm: confirmDialog, handleError, refresh: () => startPolling() };
+
+// ---- polling ---------------------------------------------------------------------------------
+
+async function refreshHeader() {
+  const account = await api("/v1/account");
+  $("who").textContent = `${account.name} · ${money(account.available)} available`;
+}
+
+/** One poll chain at a time: starting a new one (route change, tab shown, action) ends the old. */
+function startPolling() {
+  clearTimeout(timer);
+  poll(++pollId);
+}
+
+async function poll(id) {
+  if (id !== pollId || !apiKey.get() || document.hidden) return;
+  try {
+    await Promise.all([refreshHeader(), view?.refresh()]);
+    if (id === pollId) banner(null);
+  } catch (err) {
+    if (id === pollId) handleError(err);
+  }
+  if (id === pollId && apiKey.get()) timer = setTimeout(() => poll(id), POLL_MS);
+}
+
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && view) startPolling();
+});
+
+// ---- routing ---------------------------------------------------------------------------------
+
+function parseRoute() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "orders" && parts[1]) return { name: "orders", id: parts[1] };
+  if (["orders", "offers", "account"].includes(parts[0]) && !parts[1]) return { name: parts[0] };
+  return null;
+}
+
+function route(focusView) {
+  if (!apiKey.get()) return;
+  const r = parseRoute();
+  if (!r) return location.replace("#/orders");
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.dataset.route === r.name) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  const root = $("view");
+  root.replaceChildren();
+  const mount = r.id ? mountOrderDetail : { orders: mountOrders, offers: mountOffers, account: mountAccount }[r.name];
+  view = mount(root, ctx, r.id);
+  document.title = `${view.name} · autoprovision`;
+  if (focusView) view.title?.focus();
+  startPolling();
+}
+
+window.addEventListener("hashchange", () => route(true));
+
+// ---- sign-in ---------------------------------------------------------------------------------
+
+function showShell(signedIn) {
+  $("signin").hidden = signedIn;
+  $("shell").hidden = !signedIn;
+}
+
+function signOut(message = "") {
+  apiKey.clear();
+  clearTimeout(timer);
+  pollId++;
+  view = null;
+  $("view").replaceChildren();
+  $("who").textContent = "";
+  $("confirm").open && $("confirm").close();
+  banner(null);
+  showShell(false);
+  $("signin-error").textContent = message;
+  $("api-key").value = "";
+  $("api-key").focus();
+}
+
+$("signin-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const key = $("api-key").value.trim();
+  const error = $("signin-error");
+  error.textContent = "";
+  if (!key) return (error.textContent = "Enter your API key.");
+  const button = event.submitter || $("signin-form").querySelector("button");
+  button.disabled = true;
+  try {
+    await api("/v1/account", { key });
+    apiKey.set(key);
+    $("api-key").value = "";
+    showShell(true);
+    route(true);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 401) error.textContent = "That key was not accepted.";
+    else if (err instanceof ApiError && err.status === 403) {
+      error.textContent = "That is an admin key. The dashboard needs an account's API key (ap_live_…).";
+    } else if (err instanceof NetworkError) error.textContent = "Cannot reach the service. Try again in a moment.";
+    else error.textContent = err.message;
+  } finally {
+    button.disabled = false;
+  }
+});
+
+$("sign-out").addEventListener("click", () => signOut());
+
+if (apiKey.get()) {
+  showShell(true);
+  route(false);
+} else {
+  signOut();
+}

@@ -1,0 +1,94 @@
+// The order detail view (#/orders/<id>): the order's fields, its deployment and its timeline of events.
+
+import { ApiError, getCatalogue, providerName } from "./api.js";
+import { dl, gpu, h, orderLabel, patch, perHour, pill, syncList, timeEl, when } from "./dom.js";
+import { cancelOrder, isDeadAttempt } from "./orders.js";
+
+const any = (value, none = "Any") => (value === null || value === undefined || value === "" ? none : value);
+
+function orderFields(o) {
+  return dl([
+    ["Status", pill(o.status)],
+    ["GPU", gpu(o)],
+    ["Providers", o.providers.map(providerName).join(", ")],
+    ["Max price (incl. fees)", perHour(o.max_price_per_hour)],
+    ["Regions", o.regions?.length ? o.regions.join(", ") : "Any"],
+    ["Min disk", o.min_disk_gb ? `${o.min_disk_gb} GB` : "Any"],
+    ["Interconnect", any(o.interconnect)],
+    ["Expires", o.expires_at ? when(o.expires_at) : "Never"],
+    ["SSH key", o.ssh_public_key ? h("code", { class: "wrap" }, o.ssh_public_key) : "None"],
+    ["Placed", when(o.created_at)],
+    ["Last change", when(o.updated_at)],
+    ["Order id", h("code", { class: "wrap" }, o.id)],
+  ]);
+}
+
+function deploymentFields(o) {
+  const d = o.deployment;
+  if (!d && ["cancelled", "expired", "failed"].includes(o.status)) return h("p", { class: "empty" }, `No machine: the order is ${o.status}.`);
+  if (!d) return h("p", { class: "empty" }, "No machine yet. The order deploys one as soon as matching stock appears.");
+  const note = isDeadAttempt(d) &&
+    h("p", { class: "muted" }, `The latest try did not give a machine (${d.status.replace("_", " ")}); see the timeline.`);
+  return [note, dl([
+    ["Provider", providerName(d.provider)],
+    ["Region", d.region],
+    ["Instance type", h("code", {}, d.instance_type)],
+    ["Price (incl. fees)", perHour(d.price_per_hour_with_fees)],
+    ["Provider's price", perHour(d.price_per_hour)],
+    ["IP address", d.ip ? h("code", {}, d.ip) : "pending"],
+    ["Machine status", any(d.status, "unknown")],
+    ["Provider VM id", d.provider_vm_id ? h("code", { class: "wrap" }, d.provider_vm_id) : "pending"],
+    ["Created", when(d.created_at)],
+  ])];
+}
+
+export function mountOrderDetail(root, ctx, id) {
+  const title = h("h1", { tabindex: -1 }, "Order");
+  const actions = h("div", { class: "head-actions" });
+  const fields = h("div", {}, h("p", { class: "muted" }, "Loading the order…"));
+  const deployment = h("div");
+  const timeline = h("ol", { class: "timeline", "data-testid": "timeline" });
+  const noEvents = h("p", { class: "muted" }, "Loading the timeline…");
+  const path = `/v1/orders/${encodeURIComponent(id)}`;
+
+  root.append(
+    h("p", { class: "crumbs" }, h("a", { href: "#/orders" }, "← All orders")),
+    h("div", { class: "page-head row" }, title, actions),
+    h("div", { class: "detail-grid" },
+      h("section", { class: "card", "aria-labelledby": "h-order" }, h("h2", { id: "h-order" }, "Order"), fields),
+      h("section", { class: "card", "aria-labelledby": "h-dep" }, h("h2", { id: "h-dep" }, "Deployment"), deployment),
+      h("section", { class: "card span-2", "aria-labelledby": "h-tl" },
+        h("h2", { id: "h-tl" }, "Timeline"), noEvents, timeline)),
+  );
+
+  return {
+    name: "Order",
+    title,
+    async refresh() {
+      await getCatalogue().catch(() => null);
+      let order, events;
+      try {
+        [order, events] = await Promise.all([ctx.api(path), ctx.api(`${path}/events`)]);
+      } catch (err) {
+        if (!(err instanceof ApiError && err.status === 404)) throw err;
+        title.textContent = "Order not found";
+        fields.replaceChildren(h("p", { class: "empty" }, "There is no order with this id in your account."));
+        deployment.replaceChildren();
+        noEvents.textContent = "";
+        return;
+      }
+      title.textContent = orderLabel(order);
+      document.title = `${orderLabel(order)} · autoprovision`;
+      patch(actions, order.status, () => [
+        pill(order.status),
+        order.status === "waiting" && h("button", { type: "button", onclick: () => cancelOrder(ctx, order) }, "Cancel"),
+      ]);
+      patch(fields, JSON.stringify(order), () => orderFields(order));
+      patch(deployment, order.status + JSON.stringify(order.deployment), () => deploymentFields(order));
+      syncList(timeline, events, "data-event-id", (e) => e.id, (li, e) =>
+        patch(li, e.id, () => [timeEl(e.created_at), h("span", { class: `kind kind-${e.kind}` }, e.message)]), "li");
+      noEvents.textContent = events.length ? "" : "No events yet.";
+      noEvents.hidden = events.length > 0;
+    },
+  };
+}

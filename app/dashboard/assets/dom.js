@@ -1,0 +1,120 @@
+// Small DOM and formatting helpers. API data only ever reaches the page as text nodes (no innerHTML).
+
+/** Creates an element: h("a", {href: "#/", class: "x", onclick: fn}, "text", child, [more]). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
+    else el.setAttribute(name, value === true ? "" : String(value));
+  }
+  el.append(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+  return el;
+}
+
+/** Rebuilds el's children only when sig changed (keeps focus and selection stable while polling). */
+export function patch(el, sig, build) {
+  if (el._sig === sig) return;
+  el._sig = sig;
+  el.replaceChildren(...[build()].flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+/** Keyed update of parent's children: one element per item, in items' order, reusing existing ones. */
+export function syncList(parent, items, keyAttr, keyOf, render, tag = "tr") {
+  const old = new Map([...parent.children].map((el) => [el.getAttribute(keyAttr), el]));
+  let prev = null;
+  for (const item of items) {
+    const key = keyOf(item);
+    let el = old.get(key);
+    old.delete(key);
+    if (!el) el = h(tag, { [keyAttr]: key });
+    render(el, item);
+    const want = prev ? prev.nextSibling : parent.firstChild;
+    if (want !== el) parent.insertBefore(el, want);
+    prev = el;
+  }
+  for (const el of old.values()) el.remove();
+}
+
+/** Shows loading / empty / content: exactly one of the three is visible. */
+export function showState({ loading, empty, content }, state) {
+  loading.hidden = state !== "loading";
+  empty.hidden = state !== "empty";
+  content.hidden = state !== "content";
+}
+
+/** "1234.5" -> "$1,234.50" without going through floating point. */
+export function money(amount) {
+  if (amount === null || amount === undefined) return "—";
+  const [whole, frac = ""] = String(amount).replace(/^-/, "").split(".");
+  const sign = String(amount).startsWith("-") ? "-" : "";
+  return `${sign}$${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",")}.${frac.padEnd(2, "0")}`;
+}
+
+export const perHour = (amount) => `${money(amount)}/h`;
+
+/** A duration in ms as "12 s", "3 min", "2 h 5 min" or "3 d 4 h". */
+export function duration(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min`;
+  const hours = Math.floor(m / 60);
+  if (hours < 48) return m % 60 ? `${hours} h ${m % 60} min` : `${hours} h`;
+  return `${Math.floor(hours / 24)} d ${hours % 24} h`;
+}
+
+export const since = (iso) => duration(Date.now() - Date.parse(iso));
+export const between = (from, to) => duration(Date.parse(to) - Date.parse(from));
+
+/** A timestamp in the reader's locale and time zone. */
+export function when(iso) {
+  if (!iso) return "—";
+  return new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+export const timeEl = (iso, text = when(iso)) => h("time", { datetime: iso, title: when(iso) }, text);
+
+export const gpu = (o) => `${o.gpu_count}x ${o.gpu_model}`;
+
+/** "ord_01m8m87z8x8css93mbqhc74dqb" -> "ord_…c74dqb" */
+export const shortId = (id) => (id.length > 12 ? `${id.slice(0, id.indexOf("_") + 1)}…${id.slice(-6)}` : id);
+
+export const orderLabel = (o) => o.name || o.id;
+
+export const pill = (status) => h("span", { class: `pill pill-${status}` }, status);
+
+/** A <dl> from [term, value] pairs; values may be strings or nodes. */
+export const dl = (pairs) =>
+  h("dl", { class: "fields" }, pairs.map(([term, value]) => [h("dt", {}, term), h("dd", {}, value ?? "—")]));
+
+/**
+ * Puts 422 details next to the fields they name: details[].field's first segment picks the
+ * element #<prefix><field>; anything else (e.g. "body") goes to the form's alert element.
+ */
+export function showFieldErrors(form, err, prefix = "error-") {
+  clearFieldErrors(form);
+  const general = [];
+  for (const d of err.details || []) {
+    const field = String(d.field || "").split(".")[0];
+    const slot = field && form.querySelector(`#${CSS.escape(prefix + field)}`);
+    if (!slot) {
+      general.push(field && field !== "body" ? `${field}: ${d.message}` : d.message);
+      continue;
+    }
+    slot.textContent = slot.textContent ? `${slot.textContent} ${d.message}` : d.message;
+    for (const input of form.querySelectorAll(`[aria-describedby~="${slot.id}"]`)) {
+      input.setAttribute("aria-invalid", "true");
+    }
+  }
+  if (!err.details?.length) general.push(err.message);
+  form.querySelector("[role=alert]").textContent = general.join(" ");
+  const first = form.querySelector(":is(input, select)[aria-invalid=true]");
+  first?.focus();
+  first?.scrollIntoView({ block: "center" });
+}
+
+export function clearFieldErrors(form) {
+  for (const el of form.querySelectorAll(".field-error, [role=alert]")) el.textContent = "";
+  for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+}

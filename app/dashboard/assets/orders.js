@@ -1,0 +1,217 @@
+// The orders view (#/orders): the live table of the account's orders, the "Place an order" form, and cancelling.
+
+import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
+import {
+  between, clearFieldErrors, gpu, h, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
+  syncList, when,
+} from "./dom.js";
+
+const FINAL = ["cancelled", "expired", "failed"];
+
+/** Confirms, then cancels a waiting order; afterwards focus moves to the order's link (or the page heading). */
+export async function cancelOrder(ctx, order) {
+  const label = orderLabel(order);
+  const ok = await ctx.confirm({
+    title: "Cancel this order?",
+    message: `“${label}” stops waiting for stock. This cannot be undone.`,
+    confirm: "Cancel order",
+    keep: "Keep waiting",
+  });
+  if (!ok) return;
+  try {
+    await ctx.api(`/v1/orders/${encodeURIComponent(order.id)}/cancel`, { method: "POST" });
+    ctx.notify(`Cancelled “${label}”.`);
+    (document.querySelector(`tr[data-order-id="${CSS.escape(order.id)}"] a`) || document.querySelector("main h1"))?.focus();
+  } catch (err) {
+    if (err instanceof ApiError && ![401, 403].includes(err.status)) ctx.notify(`Could not cancel: ${err.message}.`, "error");
+    else ctx.handleError(err);
+  }
+  ctx.refresh();
+}
+
+/** A deployment that is only a past try (refused, or failed before running): no machine behind it. */
+export const isDeadAttempt = (d) => d && (d.status === "not_created" || d.status === "failed");
+
+/** "3 min" waiting so far, or how long it took to get a machine, or how long it waited before ending. */
+function waited(o) {
+  const d = o.deployment;
+  if ((o.status === "deployed" || o.status === "running") && d) {
+    return { text: `took ${between(o.created_at, d.created_at)}`, title: `Deployed ${when(d.created_at)}` };
+  }
+  if (FINAL.includes(o.status)) return { text: `after ${between(o.created_at, o.updated_at)}`, title: `${o.status} ${when(o.updated_at)}` };
+  return { text: since(o.created_at), title: `Placed ${when(o.created_at)}` };
+}
+
+function deploymentCell(d) {
+  if (!d) return h("span", { class: "muted" }, "—");
+  const where = h("span", { class: "nowrap" }, `${providerName(d.provider)} ${d.region}`);
+  if (isDeadAttempt(d)) return h("span", { class: "muted" }, "last try: ", where, ` (${d.status.replace("_", " ")})`);
+  return [where, h("br"), h("span", { class: "muted" }, `${perHour(d.price_per_hour_with_fees)} · ${d.ip || "IP pending"}`)];
+}
+
+/** The table's columns: [header, data-field, class, content]. */
+const COLUMNS = [
+  ["Order", "name", "", (o) => h("a", { href: `#/orders/${encodeURIComponent(o.id)}` }, orderLabel(o))],
+  ["Status", "status", "", (o) => pill(o.status)],
+  ["GPU", "gpu", "nowrap", gpu],
+  ["Providers", "providers", "", (o) => o.providers.map(providerName).join(", ")],
+  ["Max price", "max_price_per_hour", "num", (o) => perHour(o.max_price_per_hour)],
+  ["Waiting", "waited", "nowrap", (o) => waited(o).text],
+  ["Deployment", "deployment", "", (o) => deploymentCell(o.deployment)],
+  ["", "actions", "actions", (o, ctx) =>
+    o.status === "waiting" && h("button", { type: "button", class: "small", onclick: () => cancelOrder(ctx, o) }, "Cancel")],
+];
+
+/** Updates one row cell by cell, touching only cells whose content changed (focus stays put). */
+function renderRow(ctx, tr, o) {
+  if (!tr.cells.length) {
+    tr.append(...COLUMNS.map(([label, field, cls]) => h("td", { "data-label": label, "data-field": field, class: cls || null })));
+  }
+  COLUMNS.forEach(([, , , content], i) => {
+    const nodes = [content(o, ctx)].flat().filter((c) => c !== false && c !== null && c !== undefined);
+    const sig = nodes.map((c) => (c instanceof Node ? c.outerHTML : String(c))).join("");
+    patch(tr.cells[i], sig, () => nodes);
+  });
+  tr.cells[5].title = waited(o).title;
+}
+
+// ---- the form --------------------------------------------------------------------------------
+
+const errorSlot = (field) => h("p", { class: "field-error", id: `error-${field}` });
+
+function field(label, id, input) {
+  input.id = id;
+  input.name = id;
+  input.setAttribute("aria-describedby", `error-${id}`);
+  return h("div", { class: "field" }, h("label", { for: id }, label), input, errorSlot(id));
+}
+
+function orderForm(onPlaced, ctx) {
+  const gpuSelect = h("select", {}, h("option", { value: "" }, "Choose a GPU…"));
+  const interconnect = h("select", {}, h("option", { value: "" }, "Any"));
+  const providers = h("div", { class: "checks" });
+  const status = h("p", { class: "form-alert", role: "alert" });
+  let idemKey = newIdempotencyKey();
+
+  const form = h("form", { class: "card order-form", novalidate: true, "aria-labelledby": "place-heading" },
+    h("h2", { id: "place-heading" }, "Place an order"),
+    h("div", { class: "grid" },
+      field("GPU model", "gpu_model", gpuSelect),
+      field("GPU count", "gpu_count", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" })),
+      field("Max price per hour (USD, incl. fees)", "max_price_per_hour",
+        h("input", { type: "text", inputmode: "decimal", placeholder: "e.g. 46.50", autocomplete: "off" })),
+      field("Name", "name", h("input", { type: "text", maxlength: 100, placeholder: "optional", autocomplete: "off" })),
+      field("Regions", "regions", h("input", { type: "text", placeholder: "any; or e.g. FIN-01, CANADA-1", autocomplete: "off" })),
+      field("Min disk (GB)", "min_disk_gb", h("input", { type: "number", min: 1, step: 1, placeholder: "any", inputmode: "numeric" })),
+      field("Interconnect", "interconnect", interconnect),
+      field("Expires at", "expires_at", h("input", { type: "datetime-local" })),
+    ),
+    h("fieldset", { class: "providers", "aria-describedby": "error-providers" },
+      h("legend", {}, "Providers"), providers, errorSlot("providers")),
+    status,
+    h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary" }, "Place order")),
+  );
+
+  /** Fills the GPU, interconnect and provider choices once the catalogue has loaded. */
+  form.fill = (cat) => {
+    if (providers.childElementCount) return;
+    for (const m of cat.gpu_models) gpuSelect.append(h("option", { value: m.name }, `${m.name} · ${m.description}`));
+    for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
+    for (const p of cat.providers) {
+      const id = `provider-${p.id}`;
+      providers.append(h("label", { class: "check", for: id },
+        h("input", { type: "checkbox", id, name: "providers", value: p.id, "aria-describedby": "error-providers" }), p.name));
+    }
+  };
+
+  /** The request body: only the fields filled in; anything odd is sent as typed so the API explains it. */
+  function body() {
+    const v = (name) => form.elements[name].value.trim();
+    const int = (s) => (/^\d+$/.test(s) ? Number(s) : s);
+    const b = {
+      gpu_model: v("gpu_model") || undefined,
+      gpu_count: v("gpu_count") ? int(v("gpu_count")) : undefined,
+      providers: [...form.querySelectorAll("input[name=providers]:checked")].map((c) => c.value),
+      max_price_per_hour: v("max_price_per_hour") || undefined,
+    };
+    const regions = v("regions").split(",").map((s) => s.trim()).filter(Boolean);
+    if (regions.length) b.regions = regions;
+    if (v("min_disk_gb")) b.min_disk_gb = int(v("min_disk_gb"));
+    if (v("interconnect")) b.interconnect = v("interconnect");
+    if (v("expires_at")) {
+      const t = new Date(v("expires_at"));
+      b.expires_at = Number.isNaN(t.getTime()) ? v("expires_at") : t.toISOString();
+    }
+    if (v("name")) b.name = v("name");
+    return b;
+  }
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearFieldErrors(form);
+    const button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    try {
+      const order = await ctx.api("/v1/orders", { method: "POST", body: body(), headers: { "Idempotency-Key": idemKey } });
+      idemKey = newIdempotencyKey();
+      form.reset();
+      ctx.notify(`Order placed: “${orderLabel(order)}” is waiting for stock.`);
+      onPlaced(order);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 422) showFieldErrors(form, err);
+      else if (err instanceof ApiError && err.status !== 401 && err.status !== 403) status.textContent = err.message;
+      else if (err instanceof ApiError) ctx.handleError(err);
+      else status.textContent = "Cannot reach the service; your order was not placed yet. Try again.";
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
+// ---- the view --------------------------------------------------------------------------------
+
+export function mountOrders(root, ctx) {
+  const tbody = h("tbody");
+  const table = h("div", { class: "table-wrap" },
+    h("table", { class: "cards" },
+      h("thead", {}, h("tr", {}, COLUMNS.map(([t]) => h("th", { scope: "col" }, t || h("span", { class: "visually-hidden" }, "Actions"))))),
+      tbody));
+  const loading = h("p", { class: "muted" }, "Loading orders…");
+  const empty = h("p", { class: "empty" }, "No orders yet. Place one above: it waits here until matching stock appears.");
+  const more = h("p", { class: "muted small", hidden: true }, "Showing your latest 100 orders.");
+  const title = h("h1", { tabindex: -1 }, "Orders");
+  let orders = null;
+
+  function render() {
+    syncList(tbody, orders, "data-order-id", (o) => o.id, (tr, o) => renderRow(ctx, tr, o));
+    showState({ loading, empty, content: table }, orders.length ? "content" : "empty");
+  }
+
+  const form = orderForm((order) => {
+    if (orders && !orders.some((o) => o.id === order.id)) orders.unshift(order);
+    if (orders) render();
+    ctx.refresh();
+  }, ctx);
+
+  root.append(
+    h("div", { class: "page-head" }, title, h("p", { class: "muted" }, "Standing orders: each deploys a machine the moment matching stock appears.")),
+    form,
+    h("section", { class: "card", "aria-labelledby": "orders-heading" },
+      h("h2", { id: "orders-heading" }, "Your orders"), loading, empty, table, more),
+  );
+  showState({ loading, empty, content: table }, "loading");
+
+  return {
+    name: "Orders",
+    title,
+    async refresh() {
+      const cat = await getCatalogue().catch(() => null);
+      if (cat) form.fill(cat);
+      const page = await ctx.api("/v1/orders?limit=100");
+      orders = page.data;
+      more.hidden = !page.next_cursor;
+      render();
+    },
+  };
+}

@@ -1,0 +1,157 @@
+"""Browser tests: the service (watcher on) against the simulators, driven in Debian's Chromium.
+
+They skip, saying why, when Chromium is missing; `.ci/run` installs Debian's.
+Each test leaves a screenshot in test-artifacts/screenshots/.
+"""
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from app.catalogue import Provider
+from app.main import create_app
+from app.settings import Settings
+from app.simulators.app import create_simulator_app
+from tests.conftest import ADMIN_KEY
+from tests.servers import serve_in_thread
+from tests.watcher.conftest import live_settings
+
+CHROMIUM = os.environ.get("AUTOPROVISION_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+BOOT_SECONDS = 4.0  # long enough for the page to show "deployed" before "running"
+
+
+@pytest.fixture(scope="module")
+def browser(sqlite_template: Path) -> Iterator[Browser]:
+    """Debian's Chromium, headless, through Playwright (no browser download needed).
+
+    Playwright's sync API keeps an event loop running in this thread while it is open, so it
+    opens after the fixtures that run their own loop (the database template) and closes with
+    the module, before any asyncio test.
+    """
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"browser tests need Chromium at {CHROMIUM}: apt-get install chromium")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """The provider simulators on a real socket."""
+    with serve_in_thread(create_simulator_app()) as url:
+        yield url
+
+
+class Sim:
+    """The simulators' control API, synchronously."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpx.Client(base_url=url, timeout=10)
+
+    def reset(self) -> None:
+        for provider in Provider:
+            assert self.client.post(f"/{provider}/_sim/reset").status_code == 200
+            config = {"boot_seconds": BOOT_SECONDS}
+            assert self.client.put(f"/{provider}/_sim/config", json=config).status_code == 200
+
+    def stock(self, provider: str, sku: str, region: str, quantity: int) -> None:
+        body = {"sku": sku, "region": region, "quantity": quantity}
+        assert self.client.put(f"/{provider}/_sim/stock", json=body).status_code == 200
+
+
+@pytest.fixture
+def sim(sim_url: str) -> Iterator[Sim]:
+    """The simulators, reset."""
+    control = Sim(sim_url)
+    control.reset()
+    yield control
+    control.client.close()
+
+
+@pytest.fixture
+def service(sim: Sim, sim_url: str, sqlite_template: Path, tmp_path: Path) -> Iterator[str]:
+    """The service with its watcher, on a database of this test's own; yields its URL."""
+    database = tmp_path / "dashboard.db"
+    shutil.copyfile(sqlite_template, database)
+    settings: Settings = live_settings(f"sqlite+aiosqlite:///{database}", sim_url)
+    with serve_in_thread(create_app(settings), lifespan="on") as url:
+        yield url
+
+
+class Api:
+    """The REST API as an admin and as the test's account, to set up and check things."""
+
+    def __init__(self, url: str, credit: str = "100") -> None:
+        self.client = httpx.Client(base_url=url, timeout=10)
+        admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        created = self.client.post("/v1/accounts", json={"name": "Grace"}, headers=admin)
+        assert created.status_code == 201, created.text
+        self.account_id = created.json()["id"]
+        self.key = created.json()["api_key"]
+        self.headers = {"Authorization": f"Bearer {self.key}"}
+        topped = self.client.post(
+            f"/v1/accounts/{self.account_id}/credits", json={"amount": credit}, headers=admin
+        )
+        assert topped.status_code == 201, topped.text
+
+    def place(self, **body: Any) -> dict[str, Any]:
+        answer = self.client.post("/v1/orders", json=body, headers=self.headers)
+        assert answer.status_code == 201, answer.text
+        order: dict[str, Any] = answer.json()
+        return order
+
+    def order(self, order_id: str) -> dict[str, Any]:
+        order: dict[str, Any] = self.client.get(
+            f"/v1/orders/{order_id}", headers=self.headers
+        ).json()
+        return order
+
+
+@pytest.fixture
+def api(service: str) -> Iterator[Api]:
+    """An account with $100 on the running service."""
+    handle = Api(service)
+    yield handle
+    handle.client.close()
+
+
+@pytest.fixture
+def page(browser: Browser, service: str, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh browser tab at laptop size on the service; a screenshot is kept afterwards."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=service)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    # An API answering 4xx is logged by Chromium itself ("Failed to load resource"); that is
+    # the page working, not failing.
+    tab.on(
+        "console",
+        lambda message: (
+            errors.append(message.text)
+            if message.type == "error" and not message.text.startswith("Failed to load resource")
+            else None
+        ),
+    )
+    yield tab
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=SCREENSHOTS / f"{request.node.name}.png", full_page=True)
+    context.close()
+    expected = getattr(request.node, "expected_console_errors", False)
+    assert expected or not errors, f"the page logged errors: {errors}"

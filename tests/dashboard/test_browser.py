@@ -1,0 +1,165 @@
+"""The dashboard in a real browser: sign in, place, watch, cancel, offers, account."""
+
+import re
+from typing import Any
+
+from playwright.sync_api import Page, expect
+
+from tests.dashboard.conftest import Api, Sim
+
+HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
+SLOW = 15_000  # ms: deploy, boot and the page's next poll
+
+
+def h100(**overrides: Any) -> dict[str, Any]:
+    return {
+        "gpu_model": "H100",
+        "gpu_count": 1,
+        "providers": ["hyperstack"],
+        "max_price_per_hour": "3.00",
+        **overrides,
+    }
+
+
+def sign_in(page: Page, key: str) -> None:
+    page.goto("/")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+
+
+def row(page: Page, order_id: str) -> Any:
+    return page.locator(f'tr[data-order-id="{order_id}"]')
+
+
+def test_a_wrong_key_is_refused_and_the_right_one_signs_in(page: Page, api: Api) -> None:
+    page.goto("/")
+    page.get_by_label("API key").fill("ap_live_not-a-real-key")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("not accepted")
+    page.get_by_label("API key").fill(api.key)
+    page.get_by_label("API key").press("Enter")  # keyboard only
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    expect(page.get_by_text("No orders yet")).to_be_visible()
+
+
+def test_an_order_placed_in_the_form_waits_then_deploys_and_runs_without_a_reload(
+    page: Page, api: Api, sim: Sim
+) -> None:
+    sign_in(page, api.key)
+    page.get_by_label("GPU model").select_option("H100")
+    page.get_by_label("GPU count").fill("1")
+    page.get_by_label("Hyperstack").check()
+    page.get_by_label("Max price per hour (USD, incl. fees)").fill("3.00")
+    page.get_by_label("Name").fill("browser test")
+    page.get_by_role("button", name="Place order").click()
+
+    placed = page.locator("tr[data-order-id]", has_text="browser test")
+    expect(placed.locator('[data-field="status"]')).to_have_text("waiting")
+    order_id = placed.get_attribute("data-order-id")
+    assert order_id and api.order(order_id)["max_price_per_hour"] == "3.00"
+
+    page.evaluate("window.__notReloaded = true")
+    sim.stock(*HYPER_H100, 1)
+    status = row(page, order_id).locator('[data-field="status"]')
+    expect(status).to_have_text("deployed", timeout=SLOW)
+    expect(status).to_have_text("running", timeout=SLOW)
+    expect(row(page, order_id)).to_contain_text("CANADA-1")
+    expect(row(page, order_id)).to_contain_text("$2.62")
+    assert page.evaluate("window.__notReloaded") is True
+
+    row(page, order_id).get_by_role("link").click()
+    timeline = page.get_by_test_id("timeline")
+    expect(timeline).to_contain_text("create sent")
+    expect(timeline).to_contain_text(re.compile(r"Running at \d+\.\d+\.\d+\.\d+"))
+
+
+def test_cancelling_asks_first_and_only_cancels_that_order(page: Page, api: Api) -> None:
+    keep = api.place(**h100(name="keep me"))
+    drop = api.place(**h100(name="drop me"))
+    sign_in(page, api.key)
+    row(page, drop["id"]).get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Keep waiting").click()
+    expect(row(page, drop["id"]).locator('[data-field="status"]')).to_have_text("waiting")
+
+    row(page, drop["id"]).get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Cancel order").click()
+    expect(row(page, drop["id"]).locator('[data-field="status"]')).to_have_text("cancelled")
+    expect(row(page, keep["id"]).locator('[data-field="status"]')).to_have_text("waiting")
+    assert api.order(drop["id"])["status"] == "cancelled"
+    assert api.order(keep["id"])["status"] == "waiting"
+
+
+def test_a_bad_price_shows_the_apis_error_next_to_the_field(page: Page, api: Api) -> None:
+    sign_in(page, api.key)
+    page.get_by_label("GPU model").select_option("B300")
+    page.get_by_label("GPU count").fill("8")
+    page.get_by_label("Verda").check()
+    price = page.get_by_label("Max price per hour (USD, incl. fees)")
+    price.fill("12.345")
+    page.get_by_role("button", name="Place order").click()
+    error = page.locator("#error-max_price_per_hour")
+    expect(error).to_contain_text("decimal places")  # the API's own words
+    expect(price).to_have_attribute("aria-invalid", "true")
+    assert "error-max_price_per_hour" in (price.get_attribute("aria-describedby") or "")
+    listed = api.client.get("/v1/orders", headers=api.headers).json()["data"]
+    assert listed == []
+
+    price.fill("45.50")
+    page.get_by_role("button", name="Place order").click()
+    expect(page.locator("tr[data-order-id]")).to_have_count(1)
+    expect(error).to_be_empty()
+
+
+def test_offers_show_prices_with_fees_and_which_orders_they_satisfy(
+    page: Page, service: str, sim: Sim
+) -> None:
+    poor = Api(service, credit="1")  # matching orders stay waiting: one hour is $2.62
+    poor.place(**h100(name="cheap enough"))
+    poor.place(**h100(name="too cheap", max_price_per_hour="2.00"))
+    sim.stock(*HYPER_H100, 2)
+    sign_in(page, poor.key)
+    page.get_by_role("link", name="Offers").click()
+    page.get_by_label("Filter by GPU").select_option("H100")
+    offer = page.locator('tr[data-offer="hyperstack/CANADA-1/n3-H100x1"]')
+    expect(offer).to_contain_text("$2.62", timeout=SLOW)  # $2.40 + 5 % + $0.10
+    expect(offer).to_contain_text("cheap enough")
+    expect(offer).not_to_contain_text("too cheap")
+    poor.client.close()
+
+
+def test_the_account_page_shows_money_and_manages_webhook_endpoints(page: Page, api: Api) -> None:
+    sign_in(page, api.key)
+    page.get_by_role("link", name="Account").click()
+    expect(page.locator('[data-field="balance"]')).to_have_text("$100.00")
+    expect(page.locator('[data-field="available"]')).to_have_text("$100.00")
+    url = page.get_by_label("Webhook URL")
+    url.fill("https://169.254.169.254/latest/meta-data")  # the SSRF guard's answer is shown
+    page.get_by_role("button", name="Add endpoint").click()
+    expect(page.get_by_text("link-local (cloud metadata)")).to_be_visible()
+    url.fill("https://203.0.114.9/hooks")
+    page.get_by_role("button", name="Add endpoint").click()
+    expect(page.get_by_text(re.compile(r"whsec_[A-Za-z0-9+/=]{40,}"))).to_be_visible()
+    endpoints = api.client.get("/v1/webhook-endpoints", headers=api.headers).json()["data"]
+    assert [e["url"] for e in endpoints] == ["https://203.0.114.9/hooks"]
+
+
+def test_at_phone_width_the_orders_fit_the_screen(page: Page, api: Api) -> None:
+    api.place(**h100(name="on the phone"))
+    page.set_viewport_size({"width": 375, "height": 812})
+    sign_in(page, api.key)
+    expect(page.get_by_text("on the phone")).to_be_visible()
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+
+
+def test_when_the_service_cannot_be_reached_the_page_says_so_and_recovers(
+    page: Page, api: Api
+) -> None:
+    api.place(**h100(name="still here"))
+    sign_in(page, api.key)
+    page.route("**/v1/**", lambda route: route.abort())
+    expect(page.get_by_text("Cannot reach the service")).to_be_visible(timeout=SLOW)
+    page.unroute("**/v1/**")
+    expect(page.get_by_text("Cannot reach the service")).to_be_hidden(timeout=SLOW)
+    expect(page.get_by_text("still here")).to_be_visible()
