@@ -1,5 +1,6 @@
 """The simulators and the service as real processes, for tests that kill them."""
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from app.db import create_engine
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
 
@@ -117,3 +119,17 @@ class ServiceProcess:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=40)
+
+
+def query(database_url: str, statement: Any) -> list[Any]:
+    """Run one read against the test's database from synchronous test code."""
+
+    async def read() -> list[Any]:
+        engine = create_engine(database_url)
+        try:
+            async with engine.connect() as connection:
+                return list((await connection.execute(statement)).all())
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(read())

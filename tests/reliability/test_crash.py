@@ -3,7 +3,6 @@
 The simulators run in their own process and outlive the service, as a real provider would.
 """
 
-import asyncio
 import random
 import time
 from collections.abc import Iterator
@@ -15,10 +14,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.db import create_engine
 from app.models import Deployment, Hold, HoldStatus, LedgerEntry, LedgerKind, Order
 from tests.factories import ADMIN
-from tests.processes import ServiceProcess, SimProcess
+from tests.processes import ServiceProcess, SimProcess, query
 
 MACHINES = {
     "hyperstack": ("n3-H100x1", "CANADA-1", "H100"),
@@ -32,20 +30,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
     process = SimProcess(tmp_path_factory.mktemp("sim"))
     yield process
     process.stop()
-
-
-def query(database_url: str, statement: Any) -> list[Any]:
-    """Run one read against the test's database from synchronous test code."""
-
-    async def read() -> list[Any]:
-        engine = create_engine(database_url)
-        try:
-            async with engine.connect() as connection:
-                return list((await connection.execute(statement)).all())
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(read())
 
 
 class Run:

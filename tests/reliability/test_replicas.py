@@ -11,8 +11,7 @@ from sqlalchemy import select
 
 from app.models import Lease
 from tests.factories import ADMIN
-from tests.processes import ServiceProcess, SimProcess
-from tests.reliability.test_crash import query
+from tests.processes import ServiceProcess, SimProcess, query
 
 TAKEOVER_LIMIT = 15.0
 
