@@ -144,6 +144,16 @@ def announce_demo(api_key: str, settings: Settings) -> None:
     sys.stdout.flush()
 
 
+def _takes(order: dict[str, Any], provider: Provider, entry: dict[str, Any]) -> bool:
+    """Whether a demo order would take this simulator catalogue entry (fees aside)."""
+    return (
+        str(provider) in order["providers"]
+        and (entry["gpu_model"], entry["gpu_count"]) == (order["gpu_model"], order["gpu_count"])
+        and entry["region"] in order.get("regions", [entry["region"]])
+        and Decimal(entry["price_per_hour"]) <= Decimal(order["max_price_per_hour"])
+    )
+
+
 class StockFeed:
     """Makes stock come and go on the simulators, so demo orders have something to catch."""
 
@@ -163,21 +173,21 @@ class StockFeed:
     async def run(self) -> None:
         """Until cancelled: every few seconds, one machine appears for a few seconds.
 
-        Seven times in ten it is a machine a demo order wants, so demo orders do deploy.
+        Seven times in ten it is a machine some demo order would take (before fees), so demo
+        orders deploy within a minute or so; the rest of the time it is any machine.
         """
-        wanted = {(o["gpu_model"], o["gpu_count"]) for o in DEMO_ORDERS}
         async with httpx.AsyncClient(base_url=self.sim_url, timeout=5) as client:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
-                    await self._one_appearance(client, wanted)
+                    await self._one_appearance(client)
                 except httpx.HTTPError as exc:
                     log.info("demo stock feed: %s", exc)
 
-    async def _one_appearance(self, client: httpx.AsyncClient, wanted: set[Any]) -> None:
+    async def _one_appearance(self, client: httpx.AsyncClient) -> None:
         provider = self.random.choice(list(Provider))
         catalog = (await client.get(f"/{provider}/_sim/catalog")).json()
-        liked = [e for e in catalog if (e["gpu_model"], e["gpu_count"]) in wanted]
+        liked = [e for e in catalog if any(_takes(o, provider, e) for o in DEMO_ORDERS)]
         pool = liked if liked and self.random.random() < 0.7 else catalog
         entry = self.random.choice(pool)
         where = {"sku": entry["sku"], "region": entry["region"]}

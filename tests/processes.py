@@ -18,13 +18,15 @@ from tests.servers import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any AUTOPROVISION_ setting, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
     env.update(PYTHONPATH=str(ROOT), **extra)
     return env
 
 
-def _wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
+    """Block until `url` answers; fail if the process exits first."""
     deadline = time.monotonic() + seconds
     while True:
         if process.poll() is not None:
@@ -46,11 +48,11 @@ class SimProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "sim", "--port", str(self.port)],
             cwd=workdir,
-            env=_clean_env(AUTOPROVISION_LOG_LEVEL="warning"),
+            env=clean_env(AUTOPROVISION_LOG_LEVEL="warning"),
             stdout=(workdir / "sim.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
-        _wait_until_up(f"{self.url}/verda/_sim/config", self.process)
+        wait_until_up(f"{self.url}/verda/_sim/config", self.process)
 
     def stop(self) -> None:
         """Terminate it."""
@@ -94,7 +96,7 @@ class ServiceProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve"],
             cwd=workdir,
-            env=_clean_env(**{f"AUTOPROVISION_{k}": v for k, v in values.items()}),
+            env=clean_env(**{f"AUTOPROVISION_{k}": v for k, v in values.items()}),
             stdout=(workdir / f"service-{self.port}.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
@@ -106,7 +108,7 @@ class ServiceProcess:
 
     def wait_until_up(self) -> "ServiceProcess":
         """Block until /healthz answers (migrations done, lifespan started)."""
-        _wait_until_up(f"{self.url}/healthz", self.process)
+        wait_until_up(f"{self.url}/healthz", self.process)
         return self
 
     def kill(self) -> None:

@@ -1,0 +1,70 @@
+"""What a new user does: `make run`, open the printed URL, sign in with the printed demo key,
+and watch the demo orders deploy."""
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from tests.dashboard.conftest import SCREENSHOTS
+from tests.processes import clean_env, wait_until_up
+from tests.servers import free_port
+
+PRINTED = re.compile(r"Open (http://\S+/) and sign in")
+DEMO_KEY = re.compile(r"Demo account API key: (\S+)")
+DEPLOY_WITHIN_MS = 90_000  # the demo feed shows a wanted machine every few seconds, at random
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """`autoprovision serve` with no settings at all but ports: demo mode, as `make run` starts it.
+
+    Yields the URL and the demo key it printed.
+    """
+    log = tmp_path / "serve.log"
+    env = clean_env(AUTOPROVISION_PORT=str(free_port()), AUTOPROVISION_SIM_PORT=str(free_port()))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "serve"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (PRINTED.search(log.read_text()) and DEMO_KEY.search(log.read_text())):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"nothing printed: {log.read_text()}"
+            time.sleep(0.1)
+        output = log.read_text()
+        url, key = PRINTED.search(output), DEMO_KEY.search(output)
+        assert url and key
+        wait_until_up(f"{url.group(1)}healthz", process)  # printed before the socket is bound
+        yield url.group(1), key.group(1)
+    finally:
+        process.terminate()
+        process.wait(timeout=40)
+
+
+def test_the_printed_url_and_demo_key_show_demo_orders_deploying(
+    browser: Browser, demo: tuple[str, str]
+) -> None:
+    url, key = demo
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto(url)
+        page.get_by_label("API key").fill(key)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("tr[data-order-id]")).to_have_count(4)
+        running = page.locator('tr[data-order-id] [data-field="status"]', has_text="running")
+        expect(running.first).to_be_visible(timeout=DEPLOY_WITHIN_MS)
+    finally:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / "demo_orders_deploying.png", full_page=True)
+        context.close()
