@@ -154,7 +154,9 @@ class Background:
             self.leadership.cancel()
         if self.feed is not None:
             self.feed.cancel()
-        if self.watcher is not None:
+        if self.watcher is None:
+            await self._stop_dispatcher()
+        else:
             await asyncio.gather(self._stop_dispatcher(), self.watcher.stop())
             self.watcher = None
             LEADER.set(0)

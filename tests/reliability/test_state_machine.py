@@ -33,6 +33,9 @@ nothing is left in flight):
   holds and `balance` the sum of its ledger; every open hold stands behind an attempt in flight;
   a deployed or running order has paid exactly one hour (one debit not refunded, no open hold),
   any other order nothing;
+- webhooks: every order change a webhook reports has its outbox event, exactly once (one
+  `order.deployed` per accepted attempt, one `order.running` per attempt that ran, one
+  `order.cancelled`/`expired`/`failed` for an order in that state), crashes included;
 - after the run: no attempt in flight, no hold open, every deployed VM running, and every live
   VM at the simulators is an accepted attempt's.
 
@@ -91,10 +94,13 @@ from app.models import (
     LedgerKind,
     Order,
     OrderStatus,
+    WebhookEvent,
+    WebhookEventType,
 )
 from app.money import price_with_fees
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.webhooks import doorbell
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 
@@ -205,6 +211,12 @@ class Placed:
         return any(self.accepts(o.provider, o.sku, o.region) for o in KINDS[self.gpu_model])
 
 
+# Every account has a webhook endpoint, so every order change writes an outbox event; nothing
+# listens there, so deliveries fail and wait, which the invariants do not look at.
+DEAD_RECEIVER = "http://127.0.0.1:9/hooks"
+ACCEPTED = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING, DeploymentStatus.FAILED)
+
+
 @dataclass
 class DbView:
     """One consistent read of the tables the invariants look at."""
@@ -214,6 +226,7 @@ class DbView:
     holds: list[Hold]
     ledger: list[LedgerEntry]
     accounts: list[Account]
+    events: list[WebhookEvent]
 
 
 @dataclass
@@ -306,6 +319,7 @@ class ServiceMachine(RuleBasedStateMachine):
             database_url=self.database_url,
             admin_api_key=ADMIN_KEY,
             secret_key=SECRET_KEY,
+            webhook_allow_private=True,
             mode="live",
             watcher=True,
             fee_percent=FEE_PERCENT,
@@ -345,6 +359,10 @@ class ServiceMachine(RuleBasedStateMachine):
             )
             assert topped.status_code == 201, topped.text
             self.accounts[name] = {"Authorization": f"Bearer {body['api_key']}"}
+            hooked = await self.api.post(
+                "/v1/webhook-endpoints", json={"url": DEAD_RECEIVER}, headers=self.accounts[name]
+            )
+            assert hooked.status_code == 201, hooked.text
             self.account_ids[body["id"]] = name
 
     @property
@@ -385,11 +403,20 @@ class ServiceMachine(RuleBasedStateMachine):
                 tasks.extend(watcher._tasks)  # pollers, follower, reconciler, refresh
                 tasks.extend(watcher.deployer.in_flight)  # creates in flight: no answer recorded
                 self.cut_off += len(watcher.deployer.in_flight)
+            dispatcher = background.dispatcher
+            if dispatcher is not None:  # webhooks: nothing more is sent or recorded
+                if dispatcher.loop_task is not None:
+                    tasks.append(dispatcher.loop_task)
+                tasks.extend(dispatcher.sending)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if dispatcher is not None:
+                doorbell.stop_listening(dispatcher.wake)
+                await dispatcher.sender.aclose()
             # A dead process neither drains its creates nor gives its lease back.
             background.leadership = background.feed = background.watcher = None
+            background.dispatcher = None
         await lifespan.__aexit__(None, None, None)
         if crash:
             self._assert_no_lock_left()
@@ -626,7 +653,8 @@ class ServiceMachine(RuleBasedStateMachine):
             holds = list((await session.execute(select(Hold))).scalars())
             ledger = list((await session.execute(select(LedgerEntry))).scalars())
             accounts = list((await session.execute(select(Account))).scalars())
-        return DbView(orders, deployments, holds, ledger, accounts)
+            events = list((await session.execute(select(WebhookEvent))).scalars())
+        return DbView(orders, deployments, holds, ledger, accounts, events)
 
     def _check(self, sims: SimView, db: DbView) -> list[str]:
         return [
@@ -634,6 +662,7 @@ class ServiceMachine(RuleBasedStateMachine):
             *self._check_creates(sims),
             *self._check_orders(db),
             *self._check_money(db),
+            *self._check_outbox(db),
         ]
 
     def _owner(self, vm: dict[str, Any]) -> tuple[str | None, str]:
@@ -758,6 +787,33 @@ class ServiceMachine(RuleBasedStateMachine):
                 )
         for order_id in db.orders.keys() - self.placed.keys():
             problems.append(f"{order_id} is in the database but this run never placed it")
+        return problems
+
+    def _check_outbox(self, db: DbView) -> list[str]:
+        """Every change a webhook reports has its event, once: the outbox loses nothing."""
+        problems = []
+        written = Counter((e.order_id, e.type) for e in db.events)
+        accepted: Counter[str] = Counter()
+        ran: Counter[str] = Counter()
+        for d in db.deployments:
+            if d.status in ACCEPTED:
+                accepted[d.order_id] += 1
+            if d.running_at is not None:
+                ran[d.order_id] += 1
+        for order_id, order in db.orders.items():
+            expected = {
+                WebhookEventType.ORDER_DEPLOYED: accepted[order_id],
+                WebhookEventType.ORDER_RUNNING: ran[order_id],
+                WebhookEventType.ORDER_CANCELLED: int(order.status == OrderStatus.CANCELLED),
+                WebhookEventType.ORDER_EXPIRED: int(order.status == OrderStatus.EXPIRED),
+                WebhookEventType.ORDER_FAILED: int(order.status == OrderStatus.FAILED),
+            }
+            for event_type, count in expected.items():
+                if written[(order_id, str(event_type))] != count:
+                    problems.append(
+                        f"{order_id} ({order.status}) has {written[(order_id, str(event_type))]} "
+                        f"{event_type} webhook events, not {count}"
+                    )
         return problems
 
     def _check_money(self, db: DbView) -> list[str]:
