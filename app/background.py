@@ -131,6 +131,7 @@ class Background:
             dispatcher = Dispatcher(
                 settings=self.settings,
                 sessionmaker=self.sessionmaker,
+                read_sessionmaker=self.read_sessionmaker,
                 secret_boxes=self.secret_boxes,
             )
             await dispatcher.start()

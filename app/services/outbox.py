@@ -120,16 +120,11 @@ def _lease_free(now: datetime) -> ColumnElement[bool]:
     return or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at < now)
 
 
-async def claim_due(
-    session: AsyncSession,
-    *,
-    now: datetime,
-    busy_endpoints: set[str],
-    limit: int,
-    lease_seconds: float,
-) -> list[Claimed]:
-    """Lease up to `limit` due deliveries, at most one per endpoint and none of busy ones."""
-    due = (
+async def due(
+    session: AsyncSession, *, now: datetime, busy_endpoints: set[str], limit: int
+) -> list[str]:
+    """Up to `limit` due deliveries, the oldest of each endpoint not busy (a read only)."""
+    rows = (
         await session.execute(
             select(WebhookDelivery.id, WebhookDelivery.endpoint_id)
             .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
@@ -144,12 +139,19 @@ async def claim_due(
         )
     ).all()
     picked: dict[str, str] = {}  # endpoint -> its oldest due delivery
-    for delivery_id, endpoint_id in due:
+    for delivery_id, endpoint_id in rows:
         if endpoint_id not in busy_endpoints and endpoint_id not in picked:
             picked[endpoint_id] = delivery_id
             if len(picked) >= limit:
                 break
-    if not picked:
+    return list(picked.values())
+
+
+async def claim(
+    session: AsyncSession, *, delivery_ids: list[str], now: datetime, lease_seconds: float
+) -> list[Claimed]:
+    """Lease these deliveries where no one else did first; what is needed to send each."""
+    if not delivery_ids:
         return []
     token = uuid.uuid4().hex
     leased = (
@@ -157,7 +159,7 @@ async def claim_due(
             await session.execute(
                 update(WebhookDelivery)
                 .where(
-                    WebhookDelivery.id.in_(picked.values()),
+                    WebhookDelivery.id.in_(delivery_ids),
                     WebhookDelivery.status == DeliveryStatus.PENDING,
                     _lease_free(now),
                 )

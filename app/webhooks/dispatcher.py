@@ -34,10 +34,12 @@ class Dispatcher:
         *,
         settings: Settings,
         sessionmaker: async_sessionmaker[AsyncSession],
+        read_sessionmaker: async_sessionmaker[AsyncSession],
         secret_boxes: SecretBoxLoader,
     ) -> None:
         self.settings = settings
         self.sessionmaker = sessionmaker
+        self.read_sessionmaker = read_sessionmaker
         self.secret_boxes = secret_boxes
         self.sender = WebhookSender(
             timeout_seconds=settings.webhook_timeout_seconds,
@@ -82,13 +84,15 @@ class Dispatcher:
         free = MAX_IN_FLIGHT - len(self.sending)
         if free <= 0:
             return 0
+        # Looking is a read: on SQLite, a write transaction every poll would take the one
+        # write lock from the watcher's claims for nothing.
+        async with session_scope(self.read_sessionmaker) as session:
+            due = await outbox.due(session, now=utcnow(), busy_endpoints=self.busy, limit=free)
+        if not due:
+            return 0
         async with session_scope(self.sessionmaker) as session:
-            claimed = await outbox.claim_due(
-                session,
-                now=utcnow(),
-                busy_endpoints=self.busy,
-                limit=free,
-                lease_seconds=self.lease_seconds,
+            claimed = await outbox.claim(
+                session, delivery_ids=due, now=utcnow(), lease_seconds=self.lease_seconds
             )
         for claim in claimed:
             self.busy.add(claim.endpoint_id)

@@ -90,12 +90,16 @@ async def test_a_leased_delivery_goes_to_one_sender_until_its_lease_runs_out(
 
     async def claim(at: timedelta) -> list[outbox.Claimed]:
         async with session_scope(create_sessionmaker(engine)) as session:
-            return await outbox.claim_due(
-                session, now=now + at, busy_endpoints=set(), limit=10, lease_seconds=30
-            )
+            due = await outbox.due(session, now=now + at, busy_endpoints=set(), limit=10)
+            return await outbox.claim(session, delivery_ids=due, now=now + at, lease_seconds=30)
 
     (first,) = await claim(timedelta(0))
     assert await claim(timedelta(seconds=1)) == []  # another dispatcher: leased
+    async with session_scope(create_sessionmaker(engine)) as session:  # seen due by two at once
+        late = await outbox.claim(
+            session, delivery_ids=[first.delivery_id], now=now, lease_seconds=30
+        )
+    assert late == []  # the one that claims second gets nothing
     (again,) = await claim(timedelta(seconds=31))  # the first died: its lease ran out
     assert (again.delivery_id, again.event_id) == (first.delivery_id, first.event_id)
     assert again.lease_token != first.lease_token
