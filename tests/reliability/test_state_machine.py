@@ -101,8 +101,9 @@ from app.money import price_with_fees
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.webhooks import doorbell
-from tests.conftest import ADMIN_KEY, SECRET_KEY
+from tests.conftest import ADMIN_KEY
 from tests.servers import serve_in_thread
+from tests.watcher.conftest import live_settings
 
 T = TypeVar("T")
 
@@ -313,35 +314,16 @@ class ServiceMachine(RuleBasedStateMachine):
     def settings(self) -> Settings:
         """tests/watcher/conftest.py's settings, with a short lease and reconcile period and a
         longer outcome check (see HANG_SECONDS)."""
-        url = self.sim_url
-        return Settings(
-            _env_file=None,
-            database_url=self.database_url,
-            admin_api_key=ADMIN_KEY,
-            secret_key=SECRET_KEY,
-            webhook_allow_private=True,
-            mode="live",
-            watcher=True,
-            fee_percent=FEE_PERCENT,
-            fee_flat_per_hour=FEE_FLAT,
-            verda_base_url=f"{url}/verda/v1",
-            verda_client_id="sim-client",
-            verda_client_secret="sim-secret",
-            hyperstack_base_url=f"{url}/hyperstack/v1",
-            hyperstack_api_key="sim-key",
-            quantacloud_base_url=f"{url}/quantacloud/api/v1",
-            quantacloud_api_key="sim-key",
-            verda_poll_seconds=0.1,
-            hyperstack_poll_seconds=0.1,
-            quantacloud_poll_seconds=0.1,
-            follow_seconds=0.1,
-            outcome_check_seconds=OUTCOME_CHECK,
-            waiting_refresh_seconds=0.1,
-            capacity_cooldown_seconds=0.5,
-            reconcile_seconds=self.reconcile_seconds,
-            leader_lease_seconds=LEASE_SECONDS,
-            provider_timeout_seconds=2,
-            provider_create_timeout_seconds=CREATE_TIMEOUT,
+        return live_settings(self.database_url, self.sim_url).model_copy(
+            update={
+                "webhook_allow_private": True,
+                "fee_percent": FEE_PERCENT,
+                "fee_flat_per_hour": FEE_FLAT,
+                "outcome_check_seconds": OUTCOME_CHECK,
+                "reconcile_seconds": self.reconcile_seconds,
+                "leader_lease_seconds": LEASE_SECONDS,
+                "provider_create_timeout_seconds": CREATE_TIMEOUT,
+            }
         )
 
     async def _setup(self) -> None:
