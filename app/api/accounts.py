@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import AdminOnly, CurrentAccount, SessionDep
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
-from app.api.pagination import Limit, cursor_param, split_page
+from app.api.pagination import Limit, cursor_param, page_of
 from app.schemas import (
     AccountCreate,
     AccountCreated,
@@ -77,8 +77,7 @@ async def get_ledger(
     entries = await ledger.list_entries(
         session, account_id=account.id, cursor=cursor, limit=limit + 1
     )
-    page, next_cursor = split_page(entries, limit, key=lambda e: e.id)
-    return Page(data=[LedgerEntryOut.model_validate(e) for e in page], next_cursor=next_cursor)
+    return page_of(entries, limit, LedgerEntryOut)
 
 
 @account_router.get("/events")
@@ -92,5 +91,4 @@ async def get_account_events(
     events = await account_events.list_events(
         session, account_id=account.id, cursor=cursor, limit=limit + 1
     )
-    page, next_cursor = split_page(events, limit, key=lambda e: e.id)
-    return Page(data=[AccountEventOut.model_validate(e) for e in page], next_cursor=next_cursor)
+    return page_of(events, limit, AccountEventOut)

@@ -4,8 +4,14 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
+from pydantic import BaseModel
+
+from app.schemas import Page
 
 T = TypeVar("T")
+OutT = TypeVar("OutT", bound=BaseModel)
+
+
 Limit = Annotated[int, Query(ge=1, le=100, description="How many items per page.")]
 
 
@@ -23,3 +29,9 @@ def split_page(items: list[T], limit: int, key: Callable[[T], str]) -> tuple[lis
         return items, None
     page = items[:limit]
     return page, key(page[-1])
+
+
+def page_of(items: list[Any], limit: int, out: type[OutT]) -> Page[OutT]:
+    """A `limit + 1` fetch of rows with ids, presented as a page of `out` with its cursor."""
+    page, next_cursor = split_page(items, limit, key=lambda row: row.id)
+    return Page[out](data=[out.model_validate(row) for row in page], next_cursor=next_cursor)  # type: ignore[valid-type]

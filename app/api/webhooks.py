@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
-from app.api.pagination import Limit, cursor_param, split_page
+from app.api.pagination import Limit, cursor_param, page_of, split_page
 from app.models import WebhookDelivery, WebhookEndpoint
 from app.schemas import Page
 from app.services import outbox, webhook_endpoints
@@ -81,8 +81,7 @@ async def list_endpoints(
     items = await webhook_endpoints.list_endpoints(
         session, account_id=account.id, cursor=cursor, limit=limit + 1
     )
-    page, next_cursor = split_page(items, limit, key=lambda e: e.id)
-    return Page(data=[EndpointOut.model_validate(e) for e in page], next_cursor=next_cursor)
+    return page_of(items, limit, EndpointOut)
 
 
 @router.get("/{endpoint_id}")

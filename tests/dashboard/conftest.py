@@ -153,5 +153,4 @@ def page(browser: Browser, service: str, request: pytest.FixtureRequest) -> Iter
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     tab.screenshot(path=SCREENSHOTS / f"{request.node.name}.png", full_page=True)
     context.close()
-    expected = getattr(request.node, "expected_console_errors", False)
-    assert expected or not errors, f"the page logged errors: {errors}"
+    assert not errors, f"the page logged errors: {errors}"
