@@ -15,6 +15,11 @@ class Provider(StrEnum):
         """The provider's name as people write it."""
         return _PROVIDER_DISPLAY[self]
 
+    @property
+    def names_vms(self) -> bool:
+        """Whether a VM can be found again by the name and tag its create was sent with."""
+        return self is not Provider.QUANTACLOUD  # its deployments carry no name, label or tag
+
 
 _PROVIDER_DISPLAY = {
     Provider.VERDA: "Verda",

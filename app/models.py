@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -181,6 +182,20 @@ class DeploymentStatus(StrEnum):
     FAILED = "failed"  # the provider failed the VM before it ran; we deleted it
 
 
+# Attempts whose create may still make (or have made) a VM nobody has recorded yet.
+OPEN_STATUSES = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
+# Attempts that own their VM: the provider accepted the create and the VM has not failed.
+LIVE_STATUSES = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+
+
+def _status_in(statuses: tuple[DeploymentStatus, ...]) -> str:
+    return "status IN ({})".format(", ".join(f"'{s}'" for s in statuses))
+
+
+_ONE_OPEN_PER_SERIAL_KIND = text(f"serial_kind IS NOT NULL AND {_status_in(OPEN_STATUSES)}")
+_ONE_OWNER_PER_VM = text(f"provider_vm_id IS NOT NULL AND {_status_in(LIVE_STATUSES)}")
+
+
 class Deployment(Base):
     """One attempt to create a VM for an order, with the deterministic name it was sent with."""
 
@@ -188,6 +203,26 @@ class Deployment(Base):
     __table_args__ = (
         UniqueConstraint("order_id", "attempt"),
         Index("ix_deployments_status", "status"),
+        # Money rule: a VM belongs to one order. A second live attempt recording a VM another
+        # already owns is refused, and the code reads the refusal as "not this attempt's VM".
+        Index(
+            "uq_deployments_live_provider_vm",
+            "provider",
+            "provider_vm_id",
+            unique=True,
+            sqlite_where=_ONE_OWNER_PER_VM,
+            postgresql_where=_ONE_OWNER_PER_VM,
+        ),
+        # At a provider that cannot name a VM, an unclear create can only be told apart from
+        # another of the same kind if the two never overlap: one open attempt per kind.
+        Index(
+            "uq_deployments_open_serial_kind",
+            "provider",
+            "serial_kind",
+            unique=True,
+            sqlite_where=_ONE_OPEN_PER_SERIAL_KIND,
+            postgresql_where=_ONE_OPEN_PER_SERIAL_KIND,
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -201,6 +236,8 @@ class Deployment(Base):
     offer_id: Mapped[str | None] = mapped_column(String(128))
     vm_name: Mapped[str] = mapped_column(String(64))
     tag: Mapped[str] = mapped_column(String(64), default="")
+    # `<region>/<sku>`, set only at providers that cannot name a VM (QuantaCloud): see the index.
+    serial_kind: Mapped[str | None] = mapped_column(String(200))
     provider_vm_id: Mapped[str | None] = mapped_column(String(128))
     provider_status: Mapped[str | None] = mapped_column(String(40))
     price_per_hour: Mapped[Decimal] = mapped_column(Money)

@@ -14,13 +14,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Table, bindparam, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.dbtypes import UTCDateTime, utcnow
 from app.ids import new_id
 from app.models import (
+    OPEN_STATUSES,
     Deployment,
     DeploymentStatus,
     Hold,
@@ -35,7 +37,7 @@ from app.providers.base import VM, Offer
 from app.services import ledger, outbox
 from app.services.orders import add_event
 
-OPEN = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
+OPEN = OPEN_STATUSES
 COLUMNS = Deployment.__table__.columns
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _orders = cast(Table, Order.__table__)
@@ -53,6 +55,14 @@ _CLAIM = (
 )
 _INSERT_DEPLOYMENT = insert(cast(Table, Deployment.__table__))
 _INSERT_EVENT = insert(cast(Table, OrderEvent.__table__))
+
+
+class KindBusy(Exception):
+    """Another attempt of this kind is still open at a provider that cannot name VMs."""
+
+
+class VMAlreadyOwned(Exception):
+    """The VM is already recorded as another live attempt's: it is not this attempt's."""
 
 
 @dataclass(frozen=True)
@@ -92,13 +102,19 @@ def describe_offer(offer: Offer, price_with_fees: Decimal) -> str:
     )
 
 
+def serial_kind(region: str, sku: str) -> str:
+    """The kind of machine an attempt at a provider that cannot name VMs is serialized on."""
+    return f"{region}/{sku}"
+
+
 async def claim(
     session: AsyncSession, *, order_id: str, offer: Offer, price_with_fees: Decimal
 ) -> Intent | None:
     """Claim a waiting order for `offer`; None if it is no longer waiting.
 
     Raises InsufficientFunds (nothing written) when one hour is more than the account's
-    available balance.
+    available balance, and KindBusy when the provider cannot name VMs and another attempt of
+    this kind is still open (the caller rolls back what was written).
     """
     now = utcnow()
     connection = await session.connection()
@@ -126,6 +142,7 @@ async def claim(
         offer_id=offer.offer_id,
         vm_name=vm_name(order_id, attempt),
         tag=vm_tag(order_id),
+        serial_kind=None if offer.provider.names_vms else serial_kind(offer.region, offer.sku),
         price_per_hour=offer.price_per_hour,
         price_per_hour_with_fees=price_with_fees,
         status=DeploymentStatus.CREATING,
@@ -134,9 +151,14 @@ async def claim(
         updated_at=now,
     )
     # Plain INSERTs: this commit is on the path from stock read to create call.
-    await connection.execute(
-        _INSERT_DEPLOYMENT, {c.key: getattr(deployment, c.key) for c in COLUMNS}
-    )
+    try:
+        await connection.execute(
+            _INSERT_DEPLOYMENT, {c.key: getattr(deployment, c.key) for c in COLUMNS}
+        )
+    except IntegrityError as exc:
+        if "serial_kind" in str(exc.orig):
+            raise KindBusy(deployment.serial_kind) from exc
+        raise
     await add_events(
         session,
         [(order_id, "create_sent", f"{describe_offer(offer, price_with_fees)}: create sent.")],
@@ -194,15 +216,24 @@ async def _set_order(
 
 
 async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -> bool:
-    """The provider accepted the create: the order is deployed and its first hour is paid."""
-    deployment = await _move(
-        session,
-        deployment_id,
-        allowed=OPEN,
-        status=DeploymentStatus.DEPLOYED,
-        provider_vm_id=vm.id,
-        provider_status=vm.provider_status[:40],
-    )
+    """The provider accepted the create: the order is deployed and its first hour is paid.
+
+    Raises VMAlreadyOwned (nothing written) when another live attempt already owns the VM.
+    """
+    try:
+        async with session.begin_nested():
+            deployment = await _move(
+                session,
+                deployment_id,
+                allowed=OPEN,
+                status=DeploymentStatus.DEPLOYED,
+                provider_vm_id=vm.id,
+                provider_status=vm.provider_status[:40],
+            )
+    except IntegrityError as exc:
+        if "provider_vm_id" not in str(exc.orig) and "live_provider_vm" not in str(exc.orig):
+            raise
+        raise VMAlreadyOwned(vm.id) from exc
     if deployment is None:
         return False
     deployed = await _set_order(
@@ -351,6 +382,49 @@ async def deployments_in(
         .order_by(Deployment.created_at, Deployment.id)
     )
     return list((await session.execute(statement)).scalars())
+
+
+async def ownership_at(session: AsyncSession, *, provider: str) -> list[Deployment]:
+    """The attempts at `provider` that are open or have recorded a VM, in one statement (so
+    one snapshot: an attempt cannot settle between reading the open ones and the owned VMs)."""
+    statement = select(Deployment).where(
+        Deployment.provider == provider,
+        or_(Deployment.status.in_(OPEN), Deployment.provider_vm_id.is_not(None)),
+    )
+    return list((await session.execute(statement)).scalars())
+
+
+async def open_serial_kinds(session: AsyncSession) -> set[tuple[str, str, str]]:
+    """(provider, region, sku) of every open attempt at providers that cannot name VMs."""
+    rows = await session.execute(
+        select(Deployment.provider, Deployment.region, Deployment.instance_type).where(
+            Deployment.serial_kind.is_not(None), Deployment.status.in_(OPEN)
+        )
+    )
+    return {(provider, region, sku) for provider, region, sku in rows}
+
+
+async def note_unresolved(session: AsyncSession, *, deployment_id: str, message: str) -> bool:
+    """An unclear create cannot be resolved yet: say why on the timeline, once per reason."""
+    detail = message[:500]
+    noted = (
+        await session.execute(
+            update(Deployment)
+            .where(
+                Deployment.id == deployment_id,
+                Deployment.status == DeploymentStatus.UNKNOWN,
+                or_(Deployment.detail.is_(None), Deployment.detail != detail),
+            )
+            .values(detail=detail)  # not updated_at: the look-ups go on at the same pace
+            .returning(Deployment.order_id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if noted is None:
+        return False
+    add_event(session, order_id=noted.order_id, kind="outcome_ambiguous", message=message)
+    await session.flush()
+    return True
 
 
 async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
