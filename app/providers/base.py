@@ -5,12 +5,15 @@ the typed outcomes below, keyed on HTTP status and error code, never on message 
 """
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Protocol
 
 from app.catalogue import Interconnect, Provider
+
+# How far a provider's clock (its VMs' creation times) may be from ours.
+PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
 
 
 class VMState(StrEnum):

@@ -23,8 +23,8 @@ from app.providers.base import (
     Unavailable,
 )
 from app.services import deployments
-from app.services.deployments import Intent
-from app.watcher.book import OfferBook, Taken
+from app.services.deployments import Intent, KindBusy, VMAlreadyOwned
+from app.watcher.book import OfferBook, OfferKey, Taken
 from app.watcher.match import Assignment
 from app.watcher.notes import Note
 
@@ -60,6 +60,8 @@ class Deployer:
         self.pause_provider = pause_provider
         self.in_flight: set[asyncio.Task[None]] = set()
         self.in_flight_ids: set[str] = set()  # deployment ids whose create is being sent
+        # Offer keys of creates in flight at providers that cannot name VMs (one per kind).
+        self.serial_in_flight: dict[str, OfferKey] = {}
 
     async def claim(
         self, assignments: list[Assignment], notes: list[Note]
@@ -83,10 +85,10 @@ class Deployer:
                                 offer=assignment.offer,
                                 price_with_fees=assignment.price_with_fees,
                             )
-                    except BalanceShort:
+                    except (BalanceShort, KindBusy):
                         if len(assignments) == 1:
                             raise
-                        continue  # the balance moved since the book was read
+                        continue  # the balance moved, or a create of that kind is open
                     if intent is None:
                         gone.add(assignment.order_id)
                     else:
@@ -94,8 +96,8 @@ class Deployer:
                 await deployments.add_events(
                     session, [(n.order_id, n.kind, n.message) for n in notes]
                 )
-        except BalanceShort:
-            return [], set()  # the next pass notes it
+        except (BalanceShort, KindBusy):
+            return [], set()  # the next pass notes it, or waits for the open attempt
         return intents, gone
 
     def launch(self, intent: Intent, taken: Taken) -> None:
@@ -103,10 +105,13 @@ class Deployer:
         task = asyncio.create_task(self.send(intent, taken), name=f"create {intent.deployment_id}")
         self.in_flight.add(task)
         self.in_flight_ids.add(intent.deployment_id)
+        if not intent.offer.provider.names_vms:
+            self.serial_in_flight[intent.deployment_id] = intent.offer.key
 
         def done(finished: asyncio.Task[None]) -> None:
             self.in_flight.discard(finished)
             self.in_flight_ids.discard(intent.deployment_id)
+            self.serial_in_flight.pop(intent.deployment_id, None)
 
         task.add_done_callback(done)
 
@@ -178,7 +183,20 @@ class Deployer:
             consumed = True
             CREATES.labels(str(provider), "created").inc()
             async with session_scope(self.sessionmaker) as session:
-                await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+                try:
+                    await deployments.settle_created(
+                        session, deployment_id=intent.deployment_id, vm=vm
+                    )
+                except VMAlreadyOwned:
+                    # Only a wrong adoption elsewhere could get here; the VM stays with its
+                    # owner and this attempt is looked up like any unclear create.
+                    log.error("%s answered %s with VM %s, owned already", provider, intent, vm.id)
+                    await deployments.mark_unknown(
+                        session,
+                        deployment_id=intent.deployment_id,
+                        message=f"{provider.display_name} answered with VM {vm.id}, which "
+                        "another order already owns",
+                    )
         finally:
             self.book.answered(taken, consumed=consumed)
         self.on_settled()

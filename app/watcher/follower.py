@@ -16,7 +16,9 @@ from app.metrics import DEPLOY_TO_RUNNING_SECONDS, ORDERS
 from app.models import Deployment, DeploymentStatus, Order, OrderStatus
 from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
 from app.services import deployments
+from app.services.deployments import OPEN
 from app.services.orders import add_event
+from app.watcher import adoption
 
 log = logging.getLogger(__name__)
 FOLLOWED = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN, DeploymentStatus.DEPLOYED)
@@ -34,6 +36,7 @@ class Follower:
         outcome_check_seconds: float,
         create_timeout_seconds: float,
         in_flight: Callable[[], set[str]],
+        on_settled: Callable[[], None],
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
@@ -41,6 +44,7 @@ class Follower:
         self.outcome_check = timedelta(seconds=outcome_check_seconds)
         self.create_timeout = timedelta(seconds=create_timeout_seconds)
         self.in_flight = in_flight
+        self.on_settled = on_settled
 
     async def tick(self) -> None:
         """Follow, resolve, expire, count."""
@@ -113,9 +117,11 @@ class Follower:
             )
 
     async def _resolve(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
-        """Look up the VM an unclear create may have made: adopt it, or release the order."""
+        """Look up the VM an unclear create may have made: adopt it, release the order, or
+        wait while another attempt could have made the same VM (see `adoption`)."""
+        provider = adapter.provider
         offer = Offer(
-            provider=adapter.provider,
+            provider=provider,
             region=attempt.region,
             sku=attempt.instance_type,
             gpu_model=attempt.gpu_model,
@@ -126,43 +132,53 @@ class Follower:
         found = await adapter.find_vms(
             name=attempt.vm_name, tag=attempt.tag, offer=offer, not_before=attempt.created_at
         )
+        # Read after the listing: an attempt that settles in between owns its VM by now.
         async with session_scope(self.sessionmaker) as session:
-            owned = set(
-                (
-                    await session.execute(
-                        select(Deployment.provider_vm_id).where(
-                            Deployment.provider == attempt.provider,
-                            Deployment.provider_vm_id.is_not(None),
-                        )
-                    )
-                ).scalars()
+            others = await deployments.ownership_at(session, provider=str(provider))
+            decision = adoption.decide(
+                adoption.view(attempt),
+                found,
+                owned={d.provider_vm_id for d in others if d.provider_vm_id},
+                rivals=[adoption.view(d) for d in others if d.status in OPEN],
+                names_vms=provider.names_vms,
             )
-            # A VM carrying this attempt's own name is its VM; one without a name (QuantaCloud)
-            # is only a candidate if no other attempt already owns it.
-            candidates = [
-                vm
-                for vm in found
-                if vm.state is not VMState.GONE
-                and (vm.name == attempt.vm_name or (vm.name is None and vm.id not in owned))
-            ]
-            if candidates:
-                vm = candidates[0]
-                if await deployments.settle_created(session, deployment_id=attempt.id, vm=vm):
-                    add_event(
-                        session,
-                        order_id=attempt.order_id,
-                        kind="adopted",
-                        message=f"Found the VM the unclear create made ({vm.id}): it is this "
-                        "order's.",
-                    )
-            else:
+            if isinstance(decision, adoption.Wait):
+                await deployments.note_unresolved(
+                    session, deployment_id=attempt.id, message=decision.reason
+                )
+                return
+            if isinstance(decision, adoption.NotCreated):
                 await deployments.settle_not_created(
                     session,
                     deployment_id=attempt.id,
                     kind="not_created",
-                    message=f"Looked it up at {adapter.provider.display_name}: no VM came of "
-                    "the create; keeps waiting.",
+                    message=f"Looked it up at {provider.display_name}: no VM came of the "
+                    "create; keeps waiting.",
                 )
+                self.on_settled()
+                return
+            try:
+                adopted = await deployments.settle_created(
+                    session, deployment_id=attempt.id, vm=decision.vm
+                )
+            except deployments.VMAlreadyOwned:
+                log.warning("%s VM %s is another order's by now", provider, decision.vm.id)
+                return  # looked at again next tick, with that VM owned
+            if adopted:
+                others_note = (
+                    f" ({', '.join(vm.id for vm in decision.others)} could have been too, "
+                    "and are reported as owned by no order)"
+                    if decision.others
+                    else ""
+                )
+                add_event(
+                    session,
+                    order_id=attempt.order_id,
+                    kind="adopted",
+                    message=f"Found the VM the unclear create made ({decision.vm.id}): it is "
+                    f"this order's{others_note}.",
+                )
+        self.on_settled()
 
     async def _count_orders(self) -> None:
         async with session_scope(self.read_sessionmaker) as session:

@@ -112,8 +112,9 @@ def assign(
     """Oldest order first, each to its cheapest matching offer with room left.
 
     `excluded` holds offer keys not to send anything to now (cooling down after a capacity
-    error). `funds` (account id -> available balance), when given, skips orders whose account
-    cannot pay one hour, spending it down as orders of one account are assigned.
+    error, or a kind whose last create is unresolved at a provider that cannot name VMs).
+    `funds` (account id -> available balance), when given, skips orders whose account cannot
+    pay one hour, spending it down as orders of one account are assigned.
     `near_misses=False` (the watcher's hot path) skips, without looking at them, orders that no
     offer is cheap enough for, and leaves `above_max` empty. Ties on price go to the offer that
     sorts first by key, so the result is stable.

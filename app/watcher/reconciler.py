@@ -1,6 +1,7 @@
 """Periodic checks that nothing is left behind: open holds, and VMs no order owns."""
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -14,6 +15,7 @@ from app.models import Deployment, DeploymentStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import deployments
 from app.services.deployments import OPEN, VM_TAG_PREFIX
+from app.watcher.adoption import possible_owners, view
 
 log = logging.getLogger(__name__)
 GONE = (VMState.GONE, VMState.DELETING)
@@ -30,11 +32,13 @@ class Reconciler:
         sessionmaker: async_sessionmaker[AsyncSession],
         grace_seconds: float,
         delete_untracked: bool,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
         self.grace = timedelta(seconds=grace_seconds)
         self.delete_untracked = delete_untracked
+        self.clock = clock
         self.reported: set[tuple[str, str]] = set()
 
     async def tick(self) -> None:
@@ -49,25 +53,21 @@ class Reconciler:
             except ProviderError as exc:
                 log.info("untracked-VM sweep of %s skipped: %s", provider, exc)
 
-    async def _ownership(self, provider: Provider) -> tuple[set[str], set[str], set[str]]:
-        """VM ids attempts own, names of attempts still open, names of released attempts."""
+    async def _attempts(self, provider: Provider) -> list[Deployment]:
         async with session_scope(self.sessionmaker) as session:
-            rows = (
-                await session.execute(
-                    select(Deployment.provider_vm_id, Deployment.vm_name, Deployment.status).where(
-                        Deployment.provider == str(provider)
-                    )
-                )
-            ).all()
-        owned = {vm_id for vm_id, _name, _status in rows if vm_id}
-        resolving = {name for _id, name, status in rows if status in OPEN}
-        released = {name for _id, name, status in rows if status == DeploymentStatus.NOT_CREATED}
-        return owned, resolving, released
+            rows = await session.execute(
+                select(Deployment).where(Deployment.provider == str(provider))
+            )
+            return list(rows.scalars())
 
     async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
         """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""
-        owned, resolving, _released = await self._ownership(provider)
-        young = utcnow() - self.grace
+        return self._untracked(vms, await self._attempts(provider))
+
+    def _untracked(self, vms: list[VM], attempts: list[Deployment]) -> list[VM]:
+        owned = {a.provider_vm_id for a in attempts if a.provider_vm_id}
+        resolving = {a.vm_name for a in attempts if a.status in OPEN}
+        young = self.clock() - self.grace
         return [
             vm
             for vm in vms
@@ -79,7 +79,9 @@ class Reconciler:
 
     async def _sweep(self, provider: Provider, adapter: ProviderAdapter) -> None:
         vms = await adapter.list_vms()
-        owned, _resolving, released = await self._ownership(provider)
+        attempts = await self._attempts(provider)
+        owned = {a.provider_vm_id for a in attempts if a.provider_vm_id}
+        released = {a.vm_name for a in attempts if a.status == DeploymentStatus.NOT_CREATED}
         for vm in vms:
             if vm.name in released and vm.id not in owned and vm.state not in GONE:
                 # Its attempt was looked up, nothing was found and it was released (hold and
@@ -87,22 +89,37 @@ class Reconciler:
                 # so it is certainly ours and certainly unwanted.
                 await adapter.delete_vm(vm.id)
                 log.warning("deleted %s VM %s made after its attempt was released", provider, vm.id)
-        strays = [vm for vm in await self.untracked(provider, vms) if vm.name not in released]
+        strays = [vm for vm in self._untracked(vms, attempts) if vm.name not in released]
         UNTRACKED_VMS.labels(str(provider)).set(len(strays))
         for vm in strays:
             ours = any(tag.startswith(VM_TAG_PREFIX) for tag in vm.tags)
             if (str(provider), vm.id) not in self.reported:
                 self.reported.add((str(provider), vm.id))
                 log.warning(
-                    "%s VM %s (%s) is %s but no order owns it",
+                    "%s VM %s (%s) is %s but no order owns it%s",
                     provider.display_name,
                     vm.id,
                     vm.name,
                     "tagged by us" if ours else "on our account",
+                    _may_belong_to(provider, vm, attempts),
                 )
             if self.delete_untracked and ours:
                 await adapter.delete_vm(vm.id)
                 log.warning("deleted untracked %s VM %s", provider.display_name, vm.id)
+
+
+def _may_belong_to(provider: Provider, vm: VM, attempts: list[Deployment]) -> str:
+    """`; it may be ...` naming the attempts without a VM of their own that could have made it."""
+    unowned = [
+        view(a)
+        for a in attempts
+        if a.status in (*OPEN, DeploymentStatus.NOT_CREATED) and not a.provider_vm_id
+    ]
+    owners = possible_owners(vm, unowned, names_vms=provider.names_vms)
+    if not owners:
+        return ""
+    shown = ", ".join(f"attempt {a.attempt} of {a.order_id} ({a.status})" for a in owners[-5:])
+    return f"; it may be what this create made: {shown}"
 
 
 def _created_after(vm: VM, moment: datetime) -> bool:

@@ -18,6 +18,7 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.metrics import STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
+from app.services import deployments
 from app.services.deployments import Intent
 from app.settings import Settings
 from app.watcher.book import OfferBook
@@ -79,6 +80,7 @@ class Watcher:
             outcome_check_seconds=settings.outcome_check_seconds,
             create_timeout_seconds=settings.provider_create_timeout_seconds,
             in_flight=lambda: self.deployer.in_flight_ids,
+            on_settled=self.nudge,
         )
         self.reconciler = Reconciler(
             adapters=adapters,
@@ -86,6 +88,9 @@ class Watcher:
             grace_seconds=settings.provider_create_timeout_seconds + settings.outcome_check_seconds,
             delete_untracked=settings.delete_untracked_vms,
         )
+        # Kinds with an open attempt at providers that cannot name VMs, as last read: no
+        # second create of such a kind goes out until the first is resolved (see adoption).
+        self.unresolved_kinds: set[tuple[str, str, str]] = set()
         self._pass_lock = asyncio.Lock()
         self._noted_at = 0.0
         self._noted_situation: object = None
@@ -135,6 +140,7 @@ class Watcher:
         """Catch up with the waiting orders and their accounts' balances."""
         async with session_scope(self.read_sessionmaker) as session:
             await self.waiting.refresh(session)
+            self.unresolved_kinds = await deployments.open_serial_kinds(session)
         self.notes.keep_only(self.waiting.orders.keys())
 
     async def on_offers(self, provider: Provider, offers: list[Offer], started: float) -> None:
@@ -154,7 +160,7 @@ class Watcher:
                 candidates,
                 offers,
                 fees=self.fees,
-                excluded=self.book.cooling(),
+                excluded=self._excluded(),
                 funds=self.waiting.funds,
                 near_misses=False,
             )
@@ -174,6 +180,11 @@ class Watcher:
             self.nudge()  # some claims lost a race or the balance moved: re-read
         await self._note_why_waiting()
 
+    def _excluded(self) -> frozenset[tuple[str, str, str]]:
+        """Offers no create may go to now: cooling down, or of a kind still being resolved."""
+        serial = self.unresolved_kinds.union(self.deployer.serial_in_flight.values())
+        return self.book.cooling() | serial
+
     def _fresh_offers(self) -> list[Offer]:
         max_age = {p: period * STALE_AFTER_PERIODS for p, period in self.periods.items()}
         return self.book.current(max_age=max_age)
@@ -185,7 +196,7 @@ class Watcher:
             return
         self._noted_at = now
         offers = self._fresh_offers()
-        excluded = self.book.cooling()
+        excluded = self._excluded()
         situation = (
             frozenset((o.key, o.price_per_hour, o.available) for o in offers),
             excluded,

@@ -226,3 +226,46 @@ def test_sigterm_lets_a_create_in_flight_finish(
     assert status.status == "deployed"
     attempts = query(database_url, select(Deployment.status).where(Deployment.order_id == order_id))
     assert [a.status for a in attempts] == ["deployed"]
+
+
+def test_killed_between_two_unclear_creates_of_one_unnamed_kind(
+    database_url: str, sim: SimProcess, tmp_path: Path
+) -> None:
+    """QuantaCloud's VMs carry no name: A's create makes a VM and answers 500, B is placed for
+    the same kind, the service is killed and restarted. Each order ends on its own VM."""
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    run = Run(service, sim)
+    run.reset_sim()
+    body = {"gpu_model": "L40S", "gpu_count": 1, "providers": ["quantacloud"],
+            "max_price_per_hour": "2.00"}  # fmt: skip
+    first = run.api.post("/v1/orders", json=body, headers=run.headers).json()["id"]
+    run.fault("quantacloud", "create_error_after_commit")
+    run.fault("quantacloud", "create_delay", seconds=2)
+    assert run.sim.put(
+        "/quantacloud/_sim/stock", json={"sku": "l40s-x1", "region": "us-east-1", "quantity": 2}
+    ).is_success
+    run.wait_for_create("quantacloud")
+    second = run.api.post("/v1/orders", json=body, headers=run.headers).json()["id"]
+    run.orders = {first: "quantacloud", second: "quantacloud"}
+    service.kill()
+    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    try:
+        run.wait_until_running(service)
+        creates = run.creates("quantacloud")
+        assert [c["outcome"] for c in creates] == ["error_after_commit", "created"]
+        owned = dict(
+            query(
+                database_url,
+                select(Deployment.order_id, Deployment.provider_vm_id).where(
+                    Deployment.status == "running"
+                ),
+            )
+        )
+        assert owned == {first: creates[0]["vm_id"], second: creates[1]["vm_id"]}
+        debits = query(
+            database_url,
+            select(LedgerEntry.order_id).where(LedgerEntry.kind == LedgerKind.DEBIT),
+        )
+        assert sorted(d.order_id for d in debits) == sorted([first, second])
+    finally:
+        service.terminate()

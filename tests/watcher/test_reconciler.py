@@ -1,7 +1,8 @@
 """The reconciler: no hold stays open without an attempt, no VM of ours goes unnoticed."""
 
-import asyncio
+import logging
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from decimal import Decimal
 
 import httpx
@@ -11,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.catalogue import Provider
 from app.db import create_sessionmaker, session_scope
+from app.dbtypes import utcnow
 from app.models import Hold, HoldStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
@@ -30,14 +32,25 @@ async def adapters(settings: Settings) -> AsyncIterator[dict[Provider, ProviderA
 
 
 def reconciler(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], *, delete: bool
+    engine: AsyncEngine,
+    adapters: dict[Provider, ProviderAdapter],
+    *,
+    delete: bool,
+    later: float = 0.0,
 ) -> Reconciler:
+    """A reconciler whose clock runs `later` seconds ahead of the simulators'."""
     return Reconciler(
         adapters=adapters,
         sessionmaker=create_sessionmaker(engine),
         grace_seconds=GRACE,
         delete_untracked=delete,
+        clock=lambda: utcnow() + timedelta(seconds=later),
     )
+
+
+# Creation times are whole seconds, so the grace is rounded up: this far on, a VM made now is
+# past it.
+PAST_GRACE = GRACE + 1.1
 
 
 async def test_a_hold_without_an_attempt_is_released(
@@ -66,14 +79,12 @@ async def test_a_vm_of_ours_no_order_owns_is_reported_and_deleted_when_allowed(
     stray = await adapters[Provider.HYPERSTACK].create_vm(
         offer, name="ap-nobodys-1", tag="ap-order-nobodys", ssh_public_key=None
     )
-    report_only = reconciler(engine, adapters, delete=False)
-    await report_only.tick()
+    await reconciler(engine, adapters, delete=False).tick()
     assert _untracked("hyperstack") == 0  # too young: a create in flight may still claim it
-    await asyncio.sleep(GRACE + 1.1)  # creation times are whole seconds: the grace rounds up
-    await report_only.tick()
+    await reconciler(engine, adapters, delete=False, later=PAST_GRACE).tick()
     assert _untracked("hyperstack") == 1
     assert [vm["status"] for vm in await sim.vms("hyperstack")] != ["DELETING"]
-    await reconciler(engine, adapters, delete=True).tick()
+    await reconciler(engine, adapters, delete=True, later=PAST_GRACE).tick()
     (vm,) = await sim.vms("hyperstack")
     assert (str(vm["id"]), vm["status"]) == (stray.id, "DELETING")
 
@@ -88,8 +99,7 @@ async def test_quantacloud_deployments_are_reported_but_never_deleted(
     await adapters[Provider.QUANTACLOUD].create_vm(
         offer, name="ap-x-1", tag="ap-order-x", ssh_public_key=None
     )
-    await asyncio.sleep(GRACE + 1.1)
-    await reconciler(engine, adapters, delete=True).tick()
+    await reconciler(engine, adapters, delete=True, later=PAST_GRACE).tick()
     assert _untracked("quantacloud") == 1
     (deployment,) = await sim.vms("quantacloud")
     assert deployment["status"] not in ("stopping", "terminated")
@@ -129,3 +139,42 @@ async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
     await reconciler(engine, adapters, delete=False).tick()
     (vm,) = await sim.vms("hyperstack")
     assert (str(vm["id"]), vm["status"]) == (late.id, "DELETING")
+
+
+async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible_attempt(
+    engine: AsyncEngine,
+    adapters: dict[Provider, ProviderAdapter],
+    sim: Sim,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A QuantaCloud VM no order owns, while an unclear create of its kind is open: reported
+    on the first sweep past the grace (so within the grace plus one period), with the attempt
+    it may have come from."""
+    maker = create_sessionmaker(engine)
+    offer = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("0.99"))
+    async with session_scope(maker) as session:
+        account, _key = await accounts.create_account(session, name="unclear")
+        await ledger.credit(session, account_id=account.id, amount=Decimal(10))
+        request = OrderCreate.model_validate(
+            {"gpu_model": "L40S", "gpu_count": 1, "providers": ["quantacloud"],
+             "max_price_per_hour": 2}
+        )  # fmt: skip
+        order = await orders.place_order(session, account_id=account.id, request=request)
+        intent = await deployments.claim(
+            session, order_id=order.id, offer=offer, price_with_fees=Decimal("1.14")
+        )
+        assert intent is not None
+        await deployments.mark_unknown(session, deployment_id=intent.deployment_id, message="500")
+    await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
+    (live,) = [o for o in await adapters[Provider.QUANTACLOUD].fetch_offers() if o.sku == "l40s-x1"]
+    vm = await adapters[Provider.QUANTACLOUD].create_vm(
+        live, name="-", tag="-", ssh_public_key=None
+    )
+    caplog.set_level(logging.WARNING, logger="app.watcher.reconciler")
+    await reconciler(engine, adapters, delete=False, later=GRACE - 0.2).tick()
+    assert _untracked("quantacloud") == 0 and not caplog.records  # within the grace
+    await reconciler(engine, adapters, delete=False, later=PAST_GRACE).tick()
+    assert _untracked("quantacloud") == 1
+    (report,) = [r.getMessage() for r in caplog.records]
+    assert vm.id in report and "no order owns it" in report
+    assert f"attempt 1 of {order.id} (unknown)" in report

@@ -9,7 +9,7 @@ import base64
 import binascii
 import hashlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
@@ -18,7 +18,15 @@ import httpx
 from pydantic import SecretStr
 
 from app.catalogue import Interconnect, Provider, normalize_gpu_model
-from app.providers.base import VM, Offer, OutcomeUnknown, Rejected, Unavailable, VMState
+from app.providers.base import (
+    PROVIDER_CLOCK_SKEW,
+    VM,
+    Offer,
+    OutcomeUnknown,
+    Rejected,
+    Unavailable,
+    VMState,
+)
 from app.providers.http import ProviderHTTP, wire_decimal
 from app.providers.quantacloud.client import NotFound, QuantaCloudClient
 
@@ -26,7 +34,6 @@ logger = logging.getLogger(__name__)
 
 PROVIDER_SLUG = "quantacloud"
 MIG_MARKER = "-mig-"  # a MIG slice is a partition of a GPU and must never sell as the whole GPU
-CLOCK_SKEW = timedelta(seconds=60)
 GPU_SLUGS = {
     "b300-sxm": "B300",
     "b200-sxm": "B200",
@@ -141,7 +148,7 @@ class QuantaCloudAdapter:
         """
         if not_before.tzinfo is None:
             not_before = not_before.replace(tzinfo=UTC)
-        since = not_before - CLOCK_SKEW
+        since = not_before - PROVIDER_CLOCK_SKEW
         slug = offer.sku.rpartition("-x")[0] or offer.sku
         rows = await self._api.collect("/deployments", "data", public=False, size=self.page_size)
         found = []
