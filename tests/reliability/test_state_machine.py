@@ -42,15 +42,18 @@ nothing is left in flight):
 A third kind of lost answer is a create the provider serves after the service's create timeout
 (`late_create`); the fixed-order test at the end of this file walks through it step by step.
 
-QuantaCloud is left out of the orders. Its VMs carry neither name nor tag, so the only way to
-tell which order one of them belongs to is the service's own deployments table, and a VM the
-service lost track of (what this test looks for) would be invisible to that check. Verda
-(hostname + tag) and Hyperstack (name + label) let the test map every VM to its order without
-asking the service.
+QuantaCloud's VMs carry neither name nor tag, so no one, the test included, can tell from the
+simulator which order one of them was made for; the service's own deployments table is the
+only record. For its VMs the promises are the ones that record can keep: no two orders ever
+record one VM, each live VM is recorded by exactly one order, and after the run one that no
+order records has been reported by the reconciler, naming the attempts it may have come from.
+Verda (hostname + tag) and Hyperstack (name + label) let the test map every VM to its order
+without asking the service.
 """
 
 import asyncio
 import contextlib
+import logging
 import re
 import shutil
 import sqlite3
@@ -114,14 +117,17 @@ OUTCOME_CHECK = 0.5  # how long the service is to wait after an unclear answer b
 # A hung create is served (its VM made) this long after it was sent: after the create timeout,
 # well within the OUTCOME_CHECK the service promises to wait before looking the VM up.
 HANG_SECONDS = CREATE_TIMEOUT + 0.25
-HANG_CALLS = {"verda": 2, "hyperstack": 3}  # one stock read (Hyperstack: two requests), the create
+# One stock read (Hyperstack: two requests), then the create.
+HANG_CALLS = {"verda": 2, "hyperstack": 3, "quantacloud": 2}
 BOOT_SECONDS = 0.3
 LEASE_SECONDS = 1.0  # a restarted process takes over the dead one's lease within ~1.3 s
 STEP_SECONDS = 0.1  # the service runs this long after every step (the watcher acts meanwhile)
 SETTLE_SECONDS = 15.0  # after the run: everything in flight resolved, every VM running
 STALE_SECONDS = 0.5  # the watcher acts on reads younger than 3 poll periods (0.3 s here)
-PROVIDERS = ("verda", "hyperstack")  # QuantaCloud left out: see the module docstring
-GONE = {"deleting", "discontinued", "DELETING", "DELETED"}  # the simulators' words: on its way out
+PROVIDERS = ("verda", "hyperstack", "quantacloud")
+UNNAMED = "quantacloud"  # its VMs carry no name: see the module docstring
+# The simulators' words for a VM on its way out.
+GONE = {"deleting", "discontinued", "DELETING", "DELETED", "stopping", "terminated"}
 VM_NAME = re.compile(r"^ap-([0-9a-z]+)-(\d+)$")  # app.services.deployments.vm_name
 TAG = re.compile(r"(?:^|=)ap-order-([0-9a-z]+)$")  # Hyperstack label / Verda `autoprovision=...`
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -153,16 +159,24 @@ KINDS: dict[str, tuple[SimOffer, ...]] = {  # GPU model (1 GPU) -> where the sim
     "H100": (
         SimOffer("verda", "1H100.80S.30V", "FIN-01", Decimal("2.59")),  # $2.82 with fees
         SimOffer("hyperstack", "n3-H100x1", "CANADA-1", Decimal("2.40")),  # $2.62
+        SimOffer("quantacloud", "h100-sxm-x1", "us-midwest-4", Decimal("2.46")),  # $2.68
     ),
     "A100-80G": (
         SimOffer("verda", "1A100.22V", "FIN-01", Decimal("1.49")),  # $1.66
         SimOffer("hyperstack", "n3-A100x1", "CANADA-1", Decimal("1.35")),  # $1.52
+        SimOffer("quantacloud", "a100-80gb-sxm-x1", "us-midwest-4", Decimal("1.42")),  # $1.59
     ),
 }
 OFFERS = [offer for offers in KINDS.values() for offer in offers]
 # "tight" pays one hour of one machine and never a second: balance races and short-of-funds
 ACCOUNTS = {"rich": Decimal("100.00"), "tight": Decimal("3.00")}
-PROVIDER_CHOICES = [("verda",), ("hyperstack",), ("verda", "hyperstack")]
+PROVIDER_CHOICES = [
+    ("verda",),
+    ("hyperstack",),
+    ("quantacloud",),
+    ("verda", "hyperstack"),
+    ("hyperstack", "quantacloud"),
+]
 ORDER = st.tuples(
     st.sampled_from(sorted(ACCOUNTS)),
     st.sampled_from(sorted(KINDS)),
@@ -266,6 +280,23 @@ class KilledProcess:
         worker._tx.put_nowait((None, roll_back))  # queued ahead of the close
 
 
+class Reports(logging.Handler):
+    """What the reconciler logged: its reports of VMs no order owns."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def mention(self, vm_id: str) -> bool:
+        return any(vm_id in m and "no order owns it" in m for m in self.messages)
+
+
+RECONCILER_LOG = logging.getLogger("app.watcher.reconciler")
+
+
 class ServiceMachine(RuleBasedStateMachine):
     """The service under random work, faults and crashes; see the module docstring."""
 
@@ -300,6 +331,8 @@ class ServiceMachine(RuleBasedStateMachine):
         self.terminal: dict[str, str] = {}  # order id -> the terminal status it was seen in
         self.restarts = 0
         self.cut_off = 0  # creates in flight when a crash cut them off
+        self.reports = Reports()
+        RECONCILER_LOG.addHandler(self.reports)
         try:
             self.run(self._setup())
         except BaseException:
@@ -432,6 +465,7 @@ class ServiceMachine(RuleBasedStateMachine):
                     self.loop.run_until_complete(self.loop.shutdown_asyncgens())
                     self.loop.close()
         finally:
+            RECONCILER_LOG.removeHandler(self.reports)
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # --- rules ---------------------------------------------------------------------------
@@ -613,8 +647,26 @@ class ServiceMachine(RuleBasedStateMachine):
         open_holds = [h.id for h in db.holds if h.status == HoldStatus.OPEN]
         if open_holds:
             problems.append(f"holds still open after settling: {open_holds}")
-        problems.extend(self._untracked(sims, db))
+        unreported = await self._unowned_reported(sims, db)
+        problems.extend(self._untracked(sims, db, reported=unreported))
         return problems
+
+    async def _unowned_reported(self, sims: SimView, db: DbView) -> set[tuple[str, str]]:
+        """Wait (bounded: the grace, one reconcile period and a second more) until the
+        reconciler has reported every live VM of the unnamed provider that no order records;
+        returns the ones it did report."""
+        recorded = self._recorded(db)
+        unowned = {
+            (UNNAMED, str(vm["id"]))
+            for vm in sims.vms.get(UNNAMED, [])
+            if vm["status"] not in GONE and (UNNAMED, str(vm["id"])) not in recorded
+        }
+        deadline = time.monotonic() + CREATE_TIMEOUT + OUTCOME_CHECK + self.reconcile_seconds + 1
+        while not all(self.reports.mention(vm_id) for _p, vm_id in unowned):
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+        return {key for key in unowned if self.reports.mention(key[1])}
 
     async def _problems(self) -> list[str]:
         sims = await self._sims()  # first: a VM seen here must be known to the database read next
@@ -641,7 +693,8 @@ class ServiceMachine(RuleBasedStateMachine):
     def _check(self, sims: SimView, db: DbView) -> list[str]:
         return [
             *self._check_vms(sims, db),
-            *self._check_creates(sims),
+            *self._check_sharing(db),
+            *self._check_creates(sims, db),
             *self._check_orders(db),
             *self._check_money(db),
             *self._check_outbox(db),
@@ -663,14 +716,22 @@ class ServiceMachine(RuleBasedStateMachine):
     def _check_vms(self, sims: SimView, db: DbView) -> list[str]:
         problems = []
         live: dict[str, list[tuple[str, str, str]]] = defaultdict(list)  # order -> VMs
+        recorded = self._recorded(db)
         for provider, vms in sims.vms.items():
             for vm in vms:
                 if vm["status"] in GONE:
                     continue
-                order_id, problem = self._owner(vm)
-                if order_id is None:
-                    problems.append(f"{provider}: {problem}")
-                    continue
+                if provider == UNNAMED:
+                    owners = recorded.get((provider, str(vm["id"])), set())
+                    if len(owners) != 1:
+                        continue  # not recorded (yet): see _unowned_reported; shared: sharing
+                    order_id: str | None = next(iter(owners))
+                else:
+                    order_id, problem = self._owner(vm)
+                    if order_id is None:
+                        problems.append(f"{provider}: {problem}")
+                        continue
+                assert order_id is not None
                 shown = f"{provider} VM {vm['id']} {vm['name']} ({vm['status']})"
                 live[order_id].append((provider, str(vm["id"]), shown))
         accepted = {
@@ -700,9 +761,30 @@ class ServiceMachine(RuleBasedStateMachine):
                 )
         return problems
 
-    def _check_creates(self, sims: SimView) -> list[str]:
+    @staticmethod
+    def _recorded(db: DbView) -> dict[tuple[str, str], set[str]]:
+        """(provider, VM id) -> the orders whose attempts record that VM, whatever their status."""
+        owners: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for d in db.deployments:
+            if d.provider_vm_id:
+                owners[(d.provider, str(d.provider_vm_id))].add(d.order_id)
+        return owners
+
+    def _check_sharing(self, db: DbView) -> list[str]:
+        """No two orders ever record one VM (a machine one pays for and another gets)."""
+        return [
+            f"{provider} VM {vm_id} is recorded by {len(owners)} orders: "
+            + "; ".join(self._describe(o, db) for o in sorted(owners))
+            for (provider, vm_id), owners in sorted(self._recorded(db).items())
+            if len(owners) > 1
+        ]
+
+    def _check_creates(self, sims: SimView, db: DbView) -> list[str]:
         problems = []
         for provider, creates in sims.creates.items():
+            if provider == UNNAMED:
+                problems.extend(self._check_unnamed_creates(creates, db))
+                continue
             names = Counter(c["name"] for c in creates)
             for name, count in sorted(names.items()):
                 if count > 1:
@@ -717,6 +799,24 @@ class ServiceMachine(RuleBasedStateMachine):
                         f"{provider}: {create['sku']} {create['region']} sent for "
                         f"{order.order_id}, which does not accept it ({order})"
                     )
+        return problems
+
+    def _check_unnamed_creates(self, creates: list[dict[str, Any]], db: DbView) -> list[str]:
+        """Creates without a name cannot be traced to an order: no more of them than attempts
+        of that kind, and none of a kind no order placed in this run accepts there."""
+        problems = []
+        sent = Counter((c["sku"], c["region"]) for c in creates if c["outcome"] != "rejected")
+        attempts = Counter(
+            (d.instance_type, d.region) for d in db.deployments if d.provider == UNNAMED
+        )
+        for kind, count in sorted(sent.items()):
+            if count > attempts[kind]:
+                problems.append(
+                    f"{UNNAMED}: {count} creates of {kind} reached it, for {attempts[kind]} "
+                    "attempts (one was sent twice)"
+                )
+            if not any(p.accepts(UNNAMED, *kind) for p in self.placed.values()):
+                problems.append(f"{UNNAMED}: a create of {kind}, which no order accepts there")
         return problems
 
     def _check_orders(self, db: DbView) -> list[str]:
@@ -868,8 +968,9 @@ class ServiceMachine(RuleBasedStateMachine):
                 )
         return problems
 
-    def _untracked(self, sims: SimView, db: DbView) -> list[str]:
-        """After settling: every live VM is an accepted attempt's, and every such VM lives."""
+    def _untracked(self, sims: SimView, db: DbView, *, reported: set[tuple[str, str]]) -> list[str]:
+        """After settling: every live VM is an accepted attempt's (or, at the unnamed provider,
+        was reported as no order's), and every such VM lives."""
         problems = []
         owned = {
             (d.provider, str(d.provider_vm_id)): d
@@ -883,7 +984,7 @@ class ServiceMachine(RuleBasedStateMachine):
                 if vm["status"] in GONE:
                     continue
                 seen.add(key)
-                if key not in owned:
+                if key not in owned and key not in reported:
                     order_id, _problem = self._owner(vm)
                     problems.append(
                         f"{provider} VM {vm['id']} {vm['name']} ({vm['status']}) is owned by no "
