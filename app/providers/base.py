@@ -93,7 +93,7 @@ class NoCapacity(ProviderError):
         self.retry_after = retry_after
 
 
-class InsufficientFunds(ProviderError):
+class ProviderOutOfFunds(ProviderError):
     """Our account at the provider cannot pay for this machine."""
 
 

@@ -25,12 +25,12 @@ from app.providers.base import PROVIDER_CLOCK_SKEW, VM, VMState
 
 
 @dataclass(frozen=True)
-class AttemptView:
+class DeploymentView:
     """What the decision needs of one create attempt."""
 
     id: str
     order_id: str
-    attempt: int
+    attempt: int  # its number among the order's attempts
     region: str
     sku: str
     vm_name: str
@@ -38,17 +38,17 @@ class AttemptView:
     status: str
 
 
-def view(attempt: Deployment) -> AttemptView:
+def view(deployment: Deployment) -> DeploymentView:
     """What the decision needs of an attempt row."""
-    return AttemptView(
-        id=attempt.id,
-        order_id=attempt.order_id,
-        attempt=attempt.attempt,
-        region=attempt.region,
-        sku=attempt.instance_type,
-        vm_name=attempt.vm_name,
-        created_at=attempt.created_at,
-        status=attempt.status,
+    return DeploymentView(
+        id=deployment.id,
+        order_id=deployment.order_id,
+        attempt=deployment.attempt,
+        region=deployment.region,
+        sku=deployment.instance_type,
+        vm_name=deployment.vm_name,
+        created_at=deployment.created_at,
+        status=deployment.status,
     )
 
 
@@ -75,33 +75,33 @@ class Wait:
 Decision = Adopt | NotCreated | Wait
 
 
-def could_have_made(attempt: AttemptView, vm: VM, *, names_vms: bool) -> bool:
-    """Whether `vm` may be what `attempt`'s create made, by all the listing says of it."""
+def could_have_made(deployment: DeploymentView, vm: VM, *, names_vms: bool) -> bool:
+    """Whether `vm` may be what `deployment`'s create made, by all the listing says of it."""
     if names_vms:
-        return vm.name == attempt.vm_name
-    if vm.region is not None and vm.region.lower() != attempt.region.lower():
+        return vm.name == deployment.vm_name
+    if vm.region is not None and vm.region.lower() != deployment.region.lower():
         return False
-    if vm.sku is not None and vm.sku.lower() != attempt.sku.lower():
+    if vm.sku is not None and vm.sku.lower() != deployment.sku.lower():
         return False
-    return vm.created_at is None or vm.created_at >= attempt.created_at - PROVIDER_CLOCK_SKEW
+    return vm.created_at is None or vm.created_at >= deployment.created_at - PROVIDER_CLOCK_SKEW
 
 
 def decide(
-    attempt: AttemptView,
+    deployment: DeploymentView,
     found: list[VM],
     *,
     owned: set[str],
-    rivals: list[AttemptView],
+    rivals: list[DeploymentView],
     names_vms: bool,
 ) -> Decision:
-    """Resolve `attempt` from the provider's VMs, the VM ids attempts own, and the other
+    """Resolve `deployment` from the provider's VMs, the VM ids attempts own, and the other
     attempts at the provider whose outcome is not recorded yet (`rivals`)."""
     candidates = [
         vm
         for vm in found
         if vm.state is not VMState.GONE
         and vm.id not in owned
-        and could_have_made(attempt, vm, names_vms=names_vms)
+        and could_have_made(deployment, vm, names_vms=names_vms)
     ]
     if not candidates:
         return NotCreated()
@@ -112,21 +112,23 @@ def decide(
         return Adopt(candidates[0])
     for vm in candidates:
         for rival in rivals:
-            if rival.id != attempt.id and could_have_made(rival, vm, names_vms=False):
+            if rival.id != deployment.id and could_have_made(rival, vm, names_vms=False):
                 return Wait(
                     f"VM {vm.id} could also be what the create for {rival.order_id} made, whose "
                     "answer is not in yet: deciding once it is"
                 )
-    chosen = min(candidates, key=lambda vm: _distance(attempt, vm))
+    chosen = min(candidates, key=lambda vm: _distance(deployment, vm))
     return Adopt(chosen, tuple(vm for vm in candidates if vm is not chosen))
 
 
-def _distance(attempt: AttemptView, vm: VM) -> tuple[int, float]:
+def _distance(deployment: DeploymentView, vm: VM) -> tuple[int, float]:
     if vm.created_at is None:
         return (1, 0.0)
-    return (0, abs((vm.created_at - attempt.created_at).total_seconds()))
+    return (0, abs((vm.created_at - deployment.created_at).total_seconds()))
 
 
-def possible_owners(vm: VM, attempts: list[AttemptView], *, names_vms: bool) -> list[AttemptView]:
+def possible_owners(
+    vm: VM, recorded: list[DeploymentView], *, names_vms: bool
+) -> list[DeploymentView]:
     """The attempts `vm` may have come from (for the report of a VM no order owns)."""
-    return [a for a in attempts if could_have_made(a, vm, names_vms=names_vms)]
+    return [d for d in recorded if could_have_made(d, vm, names_vms=names_vms)]

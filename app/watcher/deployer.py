@@ -10,14 +10,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue import Provider
 from app.db import session_scope
-from app.errors import InsufficientFunds as BalanceShort
+from app.errors import InsufficientFunds
 from app.metrics import CREATES
 from app.providers.base import (
     AuthFailed,
-    InsufficientFunds,
     NoCapacity,
     OutcomeUnknown,
     ProviderAdapter,
+    ProviderOutOfFunds,
     RateLimited,
     Rejected,
     Unavailable,
@@ -63,10 +63,8 @@ class Deployer:
         # Offer keys of creates in flight at providers that cannot name VMs (one per kind).
         self.serial_in_flight: dict[str, OfferKey] = {}
 
-    async def claim(
-        self, assignments: list[Assignment], notes: list[Note]
-    ) -> tuple[list[Intent], set[str]]:
-        """Claim every assigned order and write the notes, all in one commit.
+    async def claim(self, assignments: list[Assignment]) -> tuple[list[Intent], set[str]]:
+        """Claim every assigned order, all in one commit.
 
         Returns the intents, and the ids of orders that turned out not to be waiting any more.
         """
@@ -85,7 +83,7 @@ class Deployer:
                                 offer=assignment.offer,
                                 price_with_fees=assignment.price_with_fees,
                             )
-                    except (BalanceShort, KindBusy):
+                    except (InsufficientFunds, KindBusy):
                         if len(assignments) == 1:
                             raise
                         continue  # the balance moved, or a create of that kind is open
@@ -93,12 +91,14 @@ class Deployer:
                         gone.add(assignment.order_id)
                     else:
                         intents.append(intent)
-                await deployments.add_events(
-                    session, [(n.order_id, n.kind, n.message) for n in notes]
-                )
-        except (BalanceShort, KindBusy):
+        except (InsufficientFunds, KindBusy):
             return [], set()  # the next pass notes it, or waits for the open attempt
         return intents, gone
+
+    async def write_notes(self, notes: list[Note]) -> None:
+        """Write "why still waiting" notes to the orders' timelines, in one commit."""
+        async with session_scope(self.sessionmaker) as session:
+            await deployments.add_events(session, [(n.order_id, n.kind, n.message) for n in notes])
 
     def launch(self, intent: Intent, taken: Taken) -> None:
         """Send the create in the background; creates for different orders go out together."""
@@ -143,7 +143,7 @@ class Deployer:
                 "rate_limited",
                 f"{provider.display_name} asked us to slow down before the create: keeps waiting.",
             )
-        except InsufficientFunds:
+        except ProviderOutOfFunds:
             self.book.cool(offer.key)
             await self._not_created(
                 intent,

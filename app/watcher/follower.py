@@ -51,37 +51,38 @@ class Follower:
         async with session_scope(self.read_sessionmaker) as session:
             open_attempts = await deployments.deployments_in(session, statuses=FOLLOWED)
         by_provider: dict[str, list[Deployment]] = defaultdict(list)
-        for attempt in open_attempts:
-            by_provider[attempt.provider].append(attempt)
+        for deployment in open_attempts:
+            by_provider[deployment.provider].append(deployment)
         await asyncio.gather(*(self._follow(p, items) for p, items in by_provider.items()))
         async with session_scope(self.sessionmaker) as session:
             await deployments.expire_due(session, now=utcnow())
         await self._count_orders()
 
-    async def _follow(self, provider: str, attempts: list[Deployment]) -> None:
+    async def _follow(self, provider: str, open_attempts: list[Deployment]) -> None:
         adapter = self.adapters.get(Provider(provider))
         if adapter is None:
             return  # no credentials for it now; the attempts wait for a process that has them
-        for attempt in attempts:  # one provider at a time, in order: kind to its rate limits
+        # One provider at a time, in order: kind to its rate limits.
+        for deployment in open_attempts:
             try:
-                await self._follow_one(adapter, attempt)
+                await self._follow_one(adapter, deployment)
             except ProviderError as exc:
-                log.info("following %s: %s", attempt.id, exc)
+                log.info("following %s: %s", deployment.id, exc)
 
-    async def _follow_one(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
+    async def _follow_one(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
         now = utcnow()
-        age = now - attempt.created_at
-        if attempt.status == DeploymentStatus.DEPLOYED and attempt.provider_vm_id:
-            await self._check_vm(adapter, attempt)
-        elif attempt.status == DeploymentStatus.UNKNOWN and (
-            now - attempt.updated_at >= self.outcome_check
+        age = now - deployment.created_at
+        if deployment.status == DeploymentStatus.DEPLOYED and deployment.provider_vm_id:
+            await self._check_vm(adapter, deployment)
+        elif deployment.status == DeploymentStatus.UNKNOWN and (
+            now - deployment.updated_at >= self.outcome_check
         ):
             # The consistency window runs from when the answer was given up on (updated_at),
             # not from the create: a provider may make the VM late, after our timeout.
-            await self._resolve(adapter, attempt)
+            await self._resolve(adapter, deployment)
         elif (
-            attempt.status == DeploymentStatus.CREATING
-            and attempt.id not in self.in_flight()
+            deployment.status == DeploymentStatus.CREATING
+            and deployment.id not in self.in_flight()
             and age >= self.create_timeout
         ):
             # Past the create timeout no process can still be waiting on this create (ours
@@ -89,20 +90,22 @@ class Follower:
             async with session_scope(self.sessionmaker) as session:
                 await deployments.mark_unknown(
                     session,
-                    deployment_id=attempt.id,
+                    deployment_id=deployment.id,
                     message="The create's answer was never recorded (the service stopped?)",
                 )
 
-    async def _check_vm(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
-        assert attempt.provider_vm_id is not None
-        vm = await adapter.get_vm(attempt.provider_vm_id)
+    async def _check_vm(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
+        assert deployment.provider_vm_id is not None
+        vm = await adapter.get_vm(deployment.provider_vm_id)
         name = adapter.provider.display_name
         if vm is not None and vm.state is VMState.RUNNING and vm.ip:
             async with session_scope(self.sessionmaker) as session:
-                settled = await deployments.settle_running(session, deployment_id=attempt.id, vm=vm)
+                settled = await deployments.settle_running(
+                    session, deployment_id=deployment.id, vm=vm
+                )
             if settled:
-                booted = (utcnow() - attempt.created_at).total_seconds()
-                DEPLOY_TO_RUNNING_SECONDS.labels(attempt.provider).observe(booted)
+                booted = (utcnow() - deployment.created_at).total_seconds()
+                DEPLOY_TO_RUNNING_SECONDS.labels(deployment.provider).observe(booted)
             return
         if vm is not None and vm.state not in (VMState.FAILED, VMState.GONE):
             return  # still booting (or a status we do not know: wait and see)
@@ -113,30 +116,33 @@ class Follower:
             reason = f"{name} lost the VM before it ran"
         async with session_scope(self.sessionmaker) as session:
             await deployments.settle_failed_before_running(
-                session, deployment_id=attempt.id, reason=reason
+                session, deployment_id=deployment.id, reason=reason
             )
 
-    async def _resolve(self, adapter: ProviderAdapter, attempt: Deployment) -> None:
+    async def _resolve(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
         """Look up the VM an unclear create may have made: adopt it, release the order, or
         wait while another attempt could have made the same VM (see `adoption`)."""
         provider = adapter.provider
         offer = Offer(
             provider=provider,
-            region=attempt.region,
-            sku=attempt.instance_type,
-            gpu_model=attempt.gpu_model,
-            gpu_count=attempt.gpu_count,
-            price_per_hour=attempt.price_per_hour,
-            offer_id=attempt.offer_id,
+            region=deployment.region,
+            sku=deployment.instance_type,
+            gpu_model=deployment.gpu_model,
+            gpu_count=deployment.gpu_count,
+            price_per_hour=deployment.price_per_hour,
+            offer_id=deployment.offer_id,
         )
         found = await adapter.find_vms(
-            name=attempt.vm_name, tag=attempt.tag, offer=offer, not_before=attempt.created_at
+            name=deployment.vm_name,
+            tag=deployment.tag,
+            offer=offer,
+            not_before=deployment.created_at,
         )
         # Read after the listing: an attempt that settles in between owns its VM by now.
         async with session_scope(self.sessionmaker) as session:
             others = await deployments.ownership_at(session, provider=str(provider))
             decision = adoption.decide(
-                adoption.view(attempt),
+                adoption.view(deployment),
                 found,
                 owned={d.provider_vm_id for d in others if d.provider_vm_id},
                 rivals=[adoption.view(d) for d in others if d.status in OPEN],
@@ -144,13 +150,13 @@ class Follower:
             )
             if isinstance(decision, adoption.Wait):
                 await deployments.note_unresolved(
-                    session, deployment_id=attempt.id, message=decision.reason
+                    session, deployment_id=deployment.id, message=decision.reason
                 )
                 return
             if isinstance(decision, adoption.NotCreated):
                 await deployments.settle_not_created(
                     session,
-                    deployment_id=attempt.id,
+                    deployment_id=deployment.id,
                     kind="not_created",
                     message=f"Looked it up at {provider.display_name}: no VM came of the "
                     "create; keeps waiting.",
@@ -159,7 +165,7 @@ class Follower:
                 return
             try:
                 adopted = await deployments.settle_created(
-                    session, deployment_id=attempt.id, vm=decision.vm
+                    session, deployment_id=deployment.id, vm=decision.vm
                 )
             except deployments.VMAlreadyOwned:
                 log.warning("%s VM %s is another order's by now", provider, decision.vm.id)
@@ -173,7 +179,7 @@ class Follower:
                 )
                 add_event(
                     session,
-                    order_id=attempt.order_id,
+                    order_id=deployment.order_id,
                     kind="adopted",
                     message=f"Found the VM the unclear create made ({decision.vm.id}): it is "
                     f"this order's{others_note}.",

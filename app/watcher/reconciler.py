@@ -53,7 +53,7 @@ class Reconciler:
             except ProviderError as exc:
                 log.info("untracked-VM sweep of %s skipped: %s", provider, exc)
 
-    async def _attempts(self, provider: Provider) -> list[Deployment]:
+    async def _recorded(self, provider: Provider) -> list[Deployment]:
         async with session_scope(self.sessionmaker) as session:
             rows = await session.execute(
                 select(Deployment).where(Deployment.provider == str(provider))
@@ -62,11 +62,11 @@ class Reconciler:
 
     async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
         """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""
-        return self._untracked(vms, await self._attempts(provider))
+        return self._untracked(vms, await self._recorded(provider))
 
-    def _untracked(self, vms: list[VM], attempts: list[Deployment]) -> list[VM]:
-        owned = {a.provider_vm_id for a in attempts if a.provider_vm_id}
-        resolving = {a.vm_name for a in attempts if a.status in OPEN}
+    def _untracked(self, vms: list[VM], recorded: list[Deployment]) -> list[VM]:
+        owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
+        resolving = {a.vm_name for a in recorded if a.status in OPEN}
         young = self.clock() - self.grace
         return [
             vm
@@ -79,9 +79,9 @@ class Reconciler:
 
     async def _sweep(self, provider: Provider, adapter: ProviderAdapter) -> None:
         vms = await adapter.list_vms()
-        attempts = await self._attempts(provider)
-        owned = {a.provider_vm_id for a in attempts if a.provider_vm_id}
-        released = {a.vm_name for a in attempts if a.status == DeploymentStatus.NOT_CREATED}
+        recorded = await self._recorded(provider)
+        owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
+        released = {a.vm_name for a in recorded if a.status == DeploymentStatus.NOT_CREATED}
         for vm in vms:
             if vm.name in released and vm.id not in owned and vm.state not in GONE:
                 # Its attempt was looked up, nothing was found and it was released (hold and
@@ -89,7 +89,7 @@ class Reconciler:
                 # so it is certainly ours and certainly unwanted.
                 await adapter.delete_vm(vm.id)
                 log.warning("deleted %s VM %s made after its attempt was released", provider, vm.id)
-        strays = [vm for vm in self._untracked(vms, attempts) if vm.name not in released]
+        strays = [vm for vm in self._untracked(vms, recorded) if vm.name not in released]
         UNTRACKED_VMS.labels(str(provider)).set(len(strays))
         for vm in strays:
             ours = any(tag.startswith(VM_TAG_PREFIX) for tag in vm.tags)
@@ -101,18 +101,18 @@ class Reconciler:
                     vm.id,
                     vm.name,
                     "tagged by us" if ours else "on our account",
-                    _may_belong_to(provider, vm, attempts),
+                    _may_belong_to(provider, vm, recorded),
                 )
             if self.delete_untracked and ours:
                 await adapter.delete_vm(vm.id)
                 log.warning("deleted untracked %s VM %s", provider.display_name, vm.id)
 
 
-def _may_belong_to(provider: Provider, vm: VM, attempts: list[Deployment]) -> str:
+def _may_belong_to(provider: Provider, vm: VM, recorded: list[Deployment]) -> str:
     """`; it may be ...` naming the attempts without a VM of their own that could have made it."""
     unowned = [
         view(a)
-        for a in attempts
+        for a in recorded
         if a.status in (*OPEN, DeploymentStatus.NOT_CREATED) and not a.provider_vm_id
     ]
     owners = possible_owners(vm, unowned, names_vms=provider.names_vms)

@@ -166,7 +166,7 @@ class Watcher:
             )
             intents: list[Intent] = []
             if result.assignments:
-                intents, gone = await self.deployer.claim(result.assignments, [])
+                intents, gone = await self.deployer.claim(result.assignments)
                 # Orders whose claim failed only for money stay: they are still waiting.
                 for order_id in gone | {i.order_id for i in intents}:
                     self.waiting.discard(order_id)
@@ -210,7 +210,7 @@ class Watcher:
         )
         notes = self.notes.fresh(result, self.waiting.orders, self.waiting.funds)
         if notes:
-            await self.deployer.claim([], notes[:MAX_NOTES_PER_WRITE])
+            await self.deployer.write_notes(notes[:MAX_NOTES_PER_WRITE])
         # Only when every note went out is this situation done; else the rest go next time.
         self._noted_situation = situation if len(notes) <= MAX_NOTES_PER_WRITE else None
 

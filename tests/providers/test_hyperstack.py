@@ -15,10 +15,10 @@ from app.catalogue import Interconnect, Provider
 from app.providers.base import (
     VM,
     AuthFailed,
-    InsufficientFunds,
     NoCapacity,
     Offer,
     OutcomeUnknown,
+    ProviderOutOfFunds,
     RateLimited,
     Rejected,
     Unavailable,
@@ -438,7 +438,7 @@ class TestOutcomes:
         self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
     ) -> None:
         await control(http, sim_url, "PUT", "config", {"balance": "1"})
-        with pytest.raises(InsufficientFunds):
+        with pytest.raises(ProviderOutOfFunds):
             await create(ready)
 
     @pytest.mark.parametrize(

@@ -16,10 +16,10 @@ from app.catalogue import Interconnect, Provider
 from app.providers.base import (
     VM,
     AuthFailed,
-    InsufficientFunds,
     NoCapacity,
     Offer,
     OutcomeUnknown,
+    ProviderOutOfFunds,
     RateLimited,
     Rejected,
     Unavailable,
@@ -419,7 +419,7 @@ class TestCreateOutcomes:
     ) -> None:
         await control.put("/_sim/config", json={"balance": "1"})
         await stock(control, RTX)
-        with pytest.raises(InsufficientFunds) as caught:
+        with pytest.raises(ProviderOutOfFunds) as caught:
             await self.create(adapter, await offer_of(adapter, RTX))
         assert caught.value.status_code == 402
 

@@ -16,11 +16,11 @@ from app.catalogue import Interconnect, Provider
 from app.providers.base import (
     VM,
     AuthFailed,
-    InsufficientFunds,
     NoCapacity,
     Offer,
     OutcomeUnknown,
     ProviderAdapter,
+    ProviderOutOfFunds,
     RateLimited,
     Rejected,
     Unavailable,
@@ -401,7 +401,7 @@ class TestCreateOutcomes:
         self, adapter: VerdaAdapter, control: httpx.AsyncClient
     ) -> None:
         await control.put("/_sim/config", json={"balance": "1"})
-        with pytest.raises(InsufficientFunds):
+        with pytest.raises(ProviderOutOfFunds):
             await create(adapter)
 
     async def test_429_on_a_create_is_rate_limited(

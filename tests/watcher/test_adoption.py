@@ -7,8 +7,8 @@ from app.catalogue import Provider
 from app.providers.base import VM, VMState
 from app.watcher.adoption import (
     Adopt,
-    AttemptView,
     Decision,
+    DeploymentView,
     NotCreated,
     Wait,
     decide,
@@ -21,9 +21,9 @@ KIND = ("us-east-1", "l40s-x1")
 
 def attempt(
     order: str, *, at: datetime = T0, kind: tuple[str, str] = KIND, status: str = "unknown"
-) -> AttemptView:
+) -> DeploymentView:
     region, sku = kind
-    return AttemptView(
+    return DeploymentView(
         id=f"dep_{order}",
         order_id=f"ord_{order}",
         attempt=1,
@@ -54,11 +54,11 @@ def named(vm_id: str, name: str) -> VM:
 
 
 def blind(
-    a: AttemptView,
+    a: DeploymentView,
     found: list[VM],
     *,
     owned: Collection[str] = (),
-    rivals: Collection[AttemptView] = (),
+    rivals: Collection[DeploymentView] = (),
 ) -> Decision:
     """The decision at a provider whose VMs carry no name (QuantaCloud)."""
     return decide(a, found, owned=set(owned), rivals=list(rivals), names_vms=False)

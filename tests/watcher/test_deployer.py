@@ -82,7 +82,7 @@ async def test_a_create_answered_with_a_vm_another_order_owns_is_looked_up_not_r
     book = OfferBook(cooldown_seconds=0)
     deployer = _deployer(engine, adapter, book)
     for order_id in (owner, late):
-        (intent,), _gone = await deployer.claim([Assignment(order_id, OFFER, Decimal("1.10"))], [])
+        (intent,), _gone = await deployer.claim([Assignment(order_id, OFFER, Decimal("1.10"))])
         await deployer.send(intent, book.take(OFFER.key))
 
     assert adapter.creates == 2
@@ -110,7 +110,7 @@ async def test_a_create_answered_with_its_own_vm_is_recorded(engine: AsyncEngine
     adapter = AnswersWith("vm-2")
     book = OfferBook(cooldown_seconds=0)
     deployer = _deployer(engine, adapter, book)
-    (intent,), _gone = await deployer.claim([Assignment(order_id, OFFER, Decimal("1.10"))], [])
+    (intent,), _gone = await deployer.claim([Assignment(order_id, OFFER, Decimal("1.10"))])
     await deployer.send(intent, book.take(OFFER.key))
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await session.get(Order, order_id)

@@ -15,11 +15,11 @@ from pydantic import SecretStr
 from app.catalogue import Provider
 from app.providers.base import (
     VM,
-    InsufficientFunds,
     NoCapacity,
     Offer,
     OutcomeUnknown,
     ProviderError,
+    ProviderOutOfFunds,
     Rejected,
     Unavailable,
     VMState,
@@ -222,7 +222,7 @@ class HyperstackAdapter:
             and answer.reason in (None, "bad_request")
             and await self._cannot_pay(offer)
         ):
-            raise InsufficientFunds(
+            raise ProviderOutOfFunds(
                 self.provider, f"create of {offer.sku}: {answer.message}", status_code=400
             )
         if answer.status == 404:

@@ -28,7 +28,7 @@ from app.providers.base import (
     VMState,
 )
 from app.providers.http import ProviderHTTP, wire_decimal
-from app.providers.quantacloud.client import NotFound, QuantaCloudClient
+from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class QuantaCloudAdapter:
         """The deployment with this id, or None when QuantaCloud says it does not exist."""
         try:
             body = await self._api.call("GET", f"/deployments/{quote(vm_id, safe='')}")
-        except NotFound:
+        except DeploymentNotFound:
             return None
         if not isinstance(body, dict):
             raise Unavailable(self.provider, "GET /deployments/{id}: not an object")
@@ -178,7 +178,7 @@ class QuantaCloudAdapter:
         path = f"/deployments/{quote(vm_id, safe='')}/stop"
         try:
             await self._api.call("POST", path, want_body=False)
-        except NotFound:
+        except DeploymentNotFound:
             return
         except Rejected as refused:
             # "cannot stop" comes as validation_error; trust the status, not the message.

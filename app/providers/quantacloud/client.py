@@ -10,7 +10,7 @@ import httpx
 from pydantic import SecretStr
 
 from app.catalogue import Provider
-from app.providers.base import InsufficientFunds, NoCapacity, Rejected, Unavailable
+from app.providers.base import NoCapacity, ProviderOutOfFunds, Rejected, Unavailable
 from app.providers.http import ProviderHTTP, error_field, retry_after, wire_decimal
 
 PROVIDER = Provider.QUANTACLOUD
@@ -18,7 +18,7 @@ MAX_PAGES = 100
 CAPACITY_CODES = ("offer_unavailable", "offer_cooling_down")
 
 
-class NotFound(Rejected):
+class DeploymentNotFound(Rejected):
     """404: the deployment (or offer) does not exist, or no longer does."""
 
 
@@ -80,10 +80,10 @@ class QuantaCloudClient:
                 retry_after=wait if wait is not None else retry_after(response),
             )
         if status == 402 or code == "insufficient_balance":
-            raise InsufficientFunds(PROVIDER, summary, status_code=status)
+            raise ProviderOutOfFunds(PROVIDER, summary, status_code=status)
         self._http.raise_common(response, is_create=is_create)
         if status == 404:
-            raise NotFound(PROVIDER, summary, status_code=status)
+            raise DeploymentNotFound(PROVIDER, summary, status_code=status)
         raise Rejected(PROVIDER, summary, status_code=status)
 
     async def collect(self, path: str, rows_key: str, *, public: bool, size: int) -> list[Any]:

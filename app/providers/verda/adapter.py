@@ -16,10 +16,10 @@ from pydantic import SecretStr
 from app.catalogue import Provider
 from app.providers.base import (
     VM,
-    InsufficientFunds,
     NoCapacity,
     Offer,
     OutcomeUnknown,
+    ProviderOutOfFunds,
     Rejected,
     Unavailable,
     VMState,
@@ -164,7 +164,7 @@ class VerdaAdapter:
         if status == 503 and code == "service_unavailable":
             raise NoCapacity(self.provider, f"{where}: no capacity", status_code=status)
         if status == 402:
-            raise InsufficientFunds(self.provider, f"{where}: {code}", status_code=status)
+            raise ProviderOutOfFunds(self.provider, f"{where}: {code}", status_code=status)
         self._api.http.raise_common(response, is_create=True)
         if 400 <= status < 500:
             raise Rejected(self.provider, f"{where}: refused ({code})", status_code=status)
