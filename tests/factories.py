@@ -1,4 +1,5 @@
-"""Helpers that create things through the public API, as a client would."""
+"""Helpers that create things through the public API, as a client would, and (for tests of
+the layers below it) through the services."""
 
 from decimal import Decimal
 from typing import Any
@@ -8,6 +9,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, session_scope
 from app.models import Order, OrderStatus
+from app.providers.base import Offer
+from app.schemas import OrderCreate
+from app.services import accounts, deployments, ledger, orders
+from app.services.deployments import Intent
 from tests.conftest import ADMIN_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -68,3 +73,36 @@ async def force_order_status(engine: AsyncEngine, order_id: str, status: OrderSt
         order = await session.get(Order, order_id)
         assert order is not None
         order.status = status
+
+
+async def waiting_orders(
+    engine: AsyncEngine, offer: Offer, count: int = 1, *, credit: int = 100
+) -> list[str]:
+    """`count` orders for `offer`'s machine that accept only its provider and price, placed
+    through the service layer by one new account with `credit` dollars."""
+    request = OrderCreate.model_validate(
+        {"gpu_model": offer.gpu_model, "gpu_count": offer.gpu_count,
+         "providers": [str(offer.provider)], "max_price_per_hour": offer.price_per_hour}
+    )  # fmt: skip
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name="service layer")
+        await ledger.credit(session, account_id=account.id, amount=Decimal(credit))
+        return [
+            (await orders.place_order(session, account_id=account.id, request=request)).id
+            for _ in range(count)
+        ]
+
+
+async def claim(engine: AsyncEngine, order_id: str, offer: Offer) -> Intent:
+    """Claim a waiting order for `offer` at its price, committed, as a deploy pass does."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        intent = await deployments.claim(
+            session, order_id=order_id, offer=offer, price_with_fees=offer.price_per_hour
+        )
+    assert intent is not None
+    return intent
+
+
+async def claimed(engine: AsyncEngine, *offers: Offer) -> list[Intent]:
+    """For each offer, an order of its own, claimed for it."""
+    return [await claim(engine, (await waiting_orders(engine, o))[0], o) for o in offers]

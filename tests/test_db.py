@@ -22,8 +22,8 @@ from app.db import (
 )
 from app.models import Base, Deployment
 from app.providers.base import VM, Offer, VMState
-from app.schemas import OrderCreate
-from app.services import accounts, deployments, ledger, orders
+from app.services import deployments
+from tests.factories import claimed
 
 QUANTA_L40S = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
 HYPER_L40S = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
@@ -102,30 +102,10 @@ async def _to_revision(engine: AsyncEngine, action: str, revision: str) -> None:
         await connection.commit()
 
 
-async def _claimed(engine: AsyncEngine, offers: list[Offer]) -> list[str]:
-    """One order claimed for each offer; their attempts' ids."""
-    request = OrderCreate.model_validate(
-        {"gpu_model": "L40S", "gpu_count": 1, "max_price_per_hour": "5",
-         "providers": ["hyperstack", "quantacloud"]}
-    )  # fmt: skip
-    ids = []
-    async with session_scope(create_sessionmaker(engine)) as session:
-        account, _key = await accounts.create_account(session, name="migration")
-        await ledger.credit(session, account_id=account.id, amount=Decimal(100))
-        for offer in offers:
-            order = await orders.place_order(session, account_id=account.id, request=request)
-            intent = await deployments.claim(
-                session, order_id=order.id, offer=offer, price_with_fees=offer.price_per_hour
-            )
-            assert intent is not None
-            ids.append(intent.deployment_id)
-    return ids
-
-
 async def test_the_one_owner_rule_is_not_added_over_a_vm_two_orders_share(
     engine: AsyncEngine,
 ) -> None:
-    first, second = await _claimed(engine, [HYPER_L40S, HYPER_L40S])
+    first, second = [i.deployment_id for i in await claimed(engine, HYPER_L40S, HYPER_L40S)]
     async with session_scope(create_sessionmaker(engine)) as session:
         for deployment_id, vm_id in ((first, "vm-1"), (second, "vm-2")):
             vm = VM(Provider.HYPERSTACK, vm_id, VMState.PENDING, "BUILD")
@@ -148,7 +128,7 @@ async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_se
     engine: AsyncEngine,
 ) -> None:
     other_kind = Offer(Provider.QUANTACLOUD, "us-east-1", "h100-sxm-x1", "H100", 1, Decimal(2))
-    older, younger = await _claimed(engine, [QUANTA_L40S, other_kind])
+    older, younger = [i.deployment_id for i in await claimed(engine, QUANTA_L40S, other_kind)]
     await _to_revision(engine, "downgrade", "0007")
     async with engine.begin() as connection:  # two open attempts of one kind, as before
         await connection.execute(

@@ -9,11 +9,11 @@ from app.catalogue import Provider
 from app.db import create_sessionmaker, session_scope
 from app.models import Deployment, DeploymentStatus, LedgerEntry, LedgerKind, Order, OrderStatus
 from app.providers.base import VM, Offer, VMState
-from app.schemas import OrderCreate
-from app.services import accounts, deployments, ledger, orders
+from app.services import deployments
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment
+from tests.factories import waiting_orders
 
 OFFER = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
 
@@ -50,20 +50,6 @@ class AnswersWith:
         return Decimal(0)
 
 
-async def _waiting_orders(engine: AsyncEngine, count: int) -> list[str]:
-    request = OrderCreate.model_validate(
-        {"gpu_model": "L40S", "gpu_count": 1, "providers": ["hyperstack"],
-         "max_price_per_hour": 5}
-    )  # fmt: skip
-    async with session_scope(create_sessionmaker(engine)) as session:
-        account, _key = await accounts.create_account(session, name="deployer")
-        await ledger.credit(session, account_id=account.id, amount=Decimal(100))
-        return [
-            (await orders.place_order(session, account_id=account.id, request=request)).id
-            for _ in range(count)
-        ]
-
-
 def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Deployer:
     return Deployer(
         adapters={Provider.HYPERSTACK: adapter},
@@ -77,7 +63,7 @@ def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Dep
 async def test_a_create_answered_with_a_vm_another_order_owns_is_looked_up_not_recorded(
     engine: AsyncEngine,
 ) -> None:
-    owner, late = await _waiting_orders(engine, 2)
+    owner, late = await waiting_orders(engine, OFFER, 2)
     adapter = AnswersWith("vm-1")
     book = OfferBook(cooldown_seconds=0)
     deployer = _deployer(engine, adapter, book)
@@ -106,7 +92,7 @@ async def test_a_create_answered_with_a_vm_another_order_owns_is_looked_up_not_r
 
 async def test_a_create_answered_with_its_own_vm_is_recorded(engine: AsyncEngine) -> None:
     """Positive control: the same path with a VM no one owns deploys the order."""
-    (order_id,) = await _waiting_orders(engine, 1)
+    (order_id,) = await waiting_orders(engine, OFFER)
     adapter = AnswersWith("vm-2")
     book = OfferBook(cooldown_seconds=0)
     deployer = _deployer(engine, adapter, book)

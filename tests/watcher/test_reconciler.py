@@ -16,10 +16,10 @@ from app.dbtypes import utcnow
 from app.models import Hold, HoldStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
-from app.schemas import OrderCreate
-from app.services import accounts, deployments, ledger, orders
+from app.services import accounts, deployments, ledger
 from app.settings import Settings
 from app.watcher.reconciler import Reconciler
+from tests.factories import claimed
 from tests.watcher.conftest import Sim
 
 GRACE = 0.3
@@ -112,20 +112,9 @@ def _untracked(provider: str) -> float:
 async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
     engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
 ) -> None:
-    maker = create_sessionmaker(engine)
     offer = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-H100x1", "H100", 1, Decimal("2.40"))
-    async with session_scope(maker) as session:
-        account, _key = await accounts.create_account(session, name="late")
-        await ledger.credit(session, account_id=account.id, amount=Decimal(10))
-        request = OrderCreate.model_validate(
-            {"gpu_model": "H100", "gpu_count": 1, "providers": ["hyperstack"],
-             "max_price_per_hour": 3}
-        )  # fmt: skip
-        order = await orders.place_order(session, account_id=account.id, request=request)
-        intent = await deployments.claim(
-            session, order_id=order.id, offer=offer, price_with_fees=Decimal("2.40")
-        )
-        assert intent is not None
+    (intent,) = await claimed(engine, offer)
+    async with session_scope(create_sessionmaker(engine)) as session:
         await deployments.settle_not_created(
             session, deployment_id=intent.deployment_id, kind="not_created", message="none"
         )
@@ -150,20 +139,9 @@ async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible
     """A QuantaCloud VM no order owns, while an unclear create of its kind is open: reported
     on the first sweep past the grace (so within the grace plus one period), with the attempt
     it may have come from."""
-    maker = create_sessionmaker(engine)
-    offer = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("0.99"))
-    async with session_scope(maker) as session:
-        account, _key = await accounts.create_account(session, name="unclear")
-        await ledger.credit(session, account_id=account.id, amount=Decimal(10))
-        request = OrderCreate.model_validate(
-            {"gpu_model": "L40S", "gpu_count": 1, "providers": ["quantacloud"],
-             "max_price_per_hour": 2}
-        )  # fmt: skip
-        order = await orders.place_order(session, account_id=account.id, request=request)
-        intent = await deployments.claim(
-            session, order_id=order.id, offer=offer, price_with_fees=Decimal("1.14")
-        )
-        assert intent is not None
+    offer = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.14"))
+    (intent,) = await claimed(engine, offer)
+    async with session_scope(create_sessionmaker(engine)) as session:
         await deployments.mark_unknown(session, deployment_id=intent.deployment_id, message="500")
     await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
     (live,) = [o for o in await adapters[Provider.QUANTACLOUD].fetch_offers() if o.sku == "l40s-x1"]
@@ -177,4 +155,4 @@ async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible
     assert _untracked("quantacloud") == 1
     (report,) = [r.getMessage() for r in caplog.records]
     assert vm.id in report and "no order owns it" in report
-    assert f"attempt 1 of {order.id} (unknown)" in report
+    assert f"attempt 1 of {intent.order_id} (unknown)" in report
