@@ -22,6 +22,7 @@ from pydantic import (
 
 from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
 from app.money import format_money, to_cents
+from app.text import MultiLine, OneLine
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")
@@ -48,8 +49,10 @@ CreditIn = Annotated[
 Region = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[\w.-]+$")
 ]
-ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-Note = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
+ShortText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), OneLine
+]
+Note = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500), MultiLine]
 T = TypeVar("T")
 
 
@@ -69,7 +72,9 @@ class AccountCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    name: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), OneLine
+    ]
 
 
 class AccountCreated(BaseModel):
@@ -150,7 +155,14 @@ class OrderCreate(BaseModel):
     interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
     expires_at: AwareDatetime | None = None
     name: ShortText | None = None
-    ssh_public_key: Annotated[str, StringConstraints(max_length=MAX_SSH_KEY_LENGTH)] | None = None
+    ssh_public_key: (
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, max_length=MAX_SSH_KEY_LENGTH),
+            OneLine,
+        ]
+        | None
+    ) = None
 
     @field_validator("gpu_model")
     @classmethod
