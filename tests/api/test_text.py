@@ -189,3 +189,24 @@ class TestIdsInThePath:
                 method, path.format("x_01jd3x0000000000000000000"), json=body, headers=headers
             )
             assert unknown.status_code == 404, (method, path, unknown.text)
+
+
+class TestQueryParameters:
+    async def test_nul_in_a_filter_or_cursor_is_a_422_naming_it(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        account = await create_account(client)
+        for path, field in [
+            ("/v1/offers?gpu_model=secret%00", "gpu_model"),
+            ("/v1/orders?cursor=ord_secret%00", "cursor"),
+            ("/v1/orders?status=waiting%00", "status"),
+            ("/v1/webhook-endpoints?cursor=whe_secret%00", "cursor"),
+            ("/v1/account/ledger?cursor=led_secret%00", "cursor"),
+        ]:
+            response = await client.get(path, headers=account.headers)
+            assert response.status_code == 422, (path, response.text)
+            error = response.json()["error"]
+            assert [d["field"] for d in error["details"]] == [field], path
+            assert "secret" not in response.text, path
+        known = await client.get("/v1/offers?gpu_model=h100", headers=account.headers)
+        assert known.status_code == 200
