@@ -1,9 +1,35 @@
-"""Money in USD as Decimal: fee arithmetic and the one way amounts are written out."""
+"""Money in USD as Decimal: the one way amounts are read in, fee arithmetic, and the one way
+they are written out."""
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 CENT = Decimal("0.01")
 MICRO = Decimal("0.000001")
+# The JSON number grammar without sign, exponent or more than two decimals, in ASCII digits only.
+MONEY_PATTERN = r"^(0|[1-9][0-9]*)(\.[0-9]{1,2})?$"
+_MONEY = re.compile(MONEY_PATTERN)
+MONEY_FORMAT = (
+    'must be an amount like "46.50" or 46.5: ASCII digits, at most one dot and two decimals, '
+    "no sign, exponent, spaces or underscores"
+)
+
+
+def parse_money(value: object) -> Decimal:
+    """An amount from a request, exactly as written: `"46.50"`, `46.5` or `46` (ValueError else)."""
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, float):
+        # JSON numbers arrive as floats: read their shortest decimal form, which is what was
+        # written (10.1 is "10.1"), never the binary value (10.0999999999999996447...).
+        text = repr(value)
+    elif isinstance(value, int | Decimal) and not isinstance(value, bool):
+        text = str(value)
+    else:
+        raise ValueError(MONEY_FORMAT)
+    if not _MONEY.fullmatch(text):
+        raise ValueError(MONEY_FORMAT)
+    return Decimal(text)
 
 
 def price_with_fees(price: Decimal, *, fee_percent: Decimal, fee_flat_per_hour: Decimal) -> Decimal:

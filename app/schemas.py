@@ -16,12 +16,14 @@ from pydantic import (
     PlainSerializer,
     StrictInt,
     StringConstraints,
+    WithJsonSchema,
     computed_field,
     field_validator,
 )
 
 from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
-from app.money import format_money, to_cents
+from app.money import MONEY_PATTERN, format_money, parse_money, to_cents
+from app.text import MultiLine, OneLine
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")
@@ -38,18 +40,42 @@ SSH_KEY_TYPES = (
 )
 
 MoneyOut = Annotated[Decimal, PlainSerializer(format_money, return_type=str)]
+
+
+def _money_schema(maximum: Decimal) -> WithJsonSchema:
+    return WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": MONEY_PATTERN},
+                {"type": "number", "exclusiveMinimum": 0, "maximum": int(maximum)},
+            ],
+            "description": 'USD, more than 0, with at most two decimals: "46.50" or 46.5.',
+        }
+    )
+
+
 # Amounts in cents; quantized so that "45.5", 45.5 and "45.50" are the same request.
 PriceIn = Annotated[
-    Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR, decimal_places=2), AfterValidator(to_cents)
+    Decimal,
+    BeforeValidator(parse_money),
+    Field(gt=0, le=MAX_PRICE_PER_HOUR),
+    AfterValidator(to_cents),
+    _money_schema(MAX_PRICE_PER_HOUR),
 ]
 CreditIn = Annotated[
-    Decimal, Field(gt=0, le=MAX_CREDIT, decimal_places=2), AfterValidator(to_cents)
+    Decimal,
+    BeforeValidator(parse_money),
+    Field(gt=0, le=MAX_CREDIT),
+    AfterValidator(to_cents),
+    _money_schema(MAX_CREDIT),
 ]
 Region = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[\w.-]+$")
 ]
-ShortText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-Note = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
+ShortText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100), OneLine
+]
+Note = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500), MultiLine]
 T = TypeVar("T")
 
 
@@ -69,7 +95,9 @@ class AccountCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    name: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200), OneLine
+    ]
 
 
 class AccountCreated(BaseModel):
@@ -150,7 +178,14 @@ class OrderCreate(BaseModel):
     interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
     expires_at: AwareDatetime | None = None
     name: ShortText | None = None
-    ssh_public_key: Annotated[str, StringConstraints(max_length=MAX_SSH_KEY_LENGTH)] | None = None
+    ssh_public_key: (
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, max_length=MAX_SSH_KEY_LENGTH),
+            OneLine,
+        ]
+        | None
+    ) = None
 
     @field_validator("gpu_model")
     @classmethod

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import AdminOnly, CurrentAccount, SessionDep
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, page_of
+from app.api.params import PathId
 from app.schemas import (
     AccountCreate,
     AccountCreated,
@@ -35,7 +36,7 @@ async def create_account(body: AccountCreate, session: SessionDep) -> AccountCre
 
 @admin_router.post("/{account_id}/credits", status_code=201, response_model=LedgerEntryOut)
 async def add_credit(
-    account_id: str,
+    account_id: PathId,
     body: CreditCreate,
     request: Request,
     session: SessionDep,

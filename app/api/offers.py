@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
-from app.catalogue import Provider, normalize_gpu_model
+from app.catalogue import GPU_MODELS, Provider, normalize_gpu_model
 from app.errors import ValidationFailed
 from app.schemas import OffersOut
 from app.services import offers
@@ -29,7 +29,10 @@ async def list_offers(
     if gpu_model is not None:
         model = normalize_gpu_model(gpu_model)
         if model is None:
-            raise ValidationFailed(f"unknown GPU model {gpu_model!r}")
+            message = f"unknown GPU model; known models: {', '.join(GPU_MODELS)}"
+            raise ValidationFailed(
+                f"gpu_model: {message}", details=[{"field": "gpu_model", "message": message}]
+            )
     return await offers.latest_offers(
         session,
         fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),

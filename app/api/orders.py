@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import CurrentAccount, SessionDep, nudge_watcher
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
+from app.api.params import PathId
 from app.models import Order, OrderStatus
 from app.schemas import OrderCreate, OrderEventOut, OrderOut, Page
 from app.services import orders
@@ -64,7 +65,7 @@ async def list_orders(
 
 
 @router.get("/{order_id}")
-async def get_order(order_id: str, account: CurrentAccount, session: SessionDep) -> OrderOut:
+async def get_order(order_id: PathId, account: CurrentAccount, session: SessionDep) -> OrderOut:
     """One order, with its deployment once there is one."""
     order = await orders.get_order(session, account_id=account.id, order_id=order_id)
     return (await _present(session, [order]))[0]
@@ -72,7 +73,7 @@ async def get_order(order_id: str, account: CurrentAccount, session: SessionDep)
 
 @router.get("/{order_id}/events")
 async def list_events(
-    order_id: str, account: CurrentAccount, session: SessionDep
+    order_id: PathId, account: CurrentAccount, session: SessionDep
 ) -> list[OrderEventOut]:
     """What happened to the order, oldest first, in sentences."""
     events = await orders.list_events(session, account_id=account.id, order_id=order_id)
@@ -81,7 +82,7 @@ async def list_events(
 
 @router.post("/{order_id}/cancel")
 async def cancel_order(
-    order_id: str,
+    order_id: PathId,
     request: Request,
     account: CurrentAccount,
     session: SessionDep,

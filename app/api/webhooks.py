@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.pagination import Limit, cursor_param, page_of, split_page
+from app.api.params import PathId
 from app.models import WebhookDelivery, WebhookEndpoint
 from app.schemas import Page
 from app.services import outbox, webhook_endpoints
@@ -86,7 +87,7 @@ async def list_endpoints(
 
 @router.get("/{endpoint_id}")
 async def get_endpoint(
-    endpoint_id: str, account: CurrentAccount, session: SessionDep
+    endpoint_id: PathId, account: CurrentAccount, session: SessionDep
 ) -> EndpointOut:
     """One webhook endpoint (without its secret)."""
     endpoint = await webhook_endpoints.get_endpoint(
@@ -97,7 +98,7 @@ async def get_endpoint(
 
 @router.patch("/{endpoint_id}")
 async def update_endpoint(
-    endpoint_id: str,
+    endpoint_id: PathId,
     body: EndpointUpdate,
     account: CurrentAccount,
     session: SessionDep,
@@ -116,7 +117,7 @@ async def update_endpoint(
 
 @router.delete("/{endpoint_id}", status_code=204)
 async def delete_endpoint(
-    endpoint_id: str, account: CurrentAccount, session: SessionDep
+    endpoint_id: PathId, account: CurrentAccount, session: SessionDep
 ) -> Response:
     """Remove the endpoint and its delivery history."""
     await webhook_endpoints.delete_endpoint(session, account_id=account.id, endpoint_id=endpoint_id)
@@ -125,7 +126,7 @@ async def delete_endpoint(
 
 @router.post("/{endpoint_id}/rotate-secret")
 async def rotate_secret(
-    endpoint_id: str, account: CurrentAccount, session: SessionDep, box: SecretBoxDep
+    endpoint_id: PathId, account: CurrentAccount, session: SessionDep, box: SecretBoxDep
 ) -> EndpointWithSecret:
     """A new secret; for 24 hours deliveries carry signatures by both the new and the old."""
     endpoint, secret = await webhook_endpoints.rotate_secret(
@@ -136,7 +137,7 @@ async def rotate_secret(
 
 @router.get("/{endpoint_id}/deliveries")
 async def list_deliveries(
-    endpoint_id: str,
+    endpoint_id: PathId,
     account: CurrentAccount,
     session: SessionDep,
     limit: Limit = 20,
@@ -156,7 +157,9 @@ async def list_deliveries(
 
 
 @deliveries_router.post("/{delivery_id}/redeliver", status_code=202)
-async def redeliver(delivery_id: str, account: CurrentAccount, session: SessionDep) -> DeliveryOut:
+async def redeliver(
+    delivery_id: PathId, account: CurrentAccount, session: SessionDep
+) -> DeliveryOut:
     """Send the event again now (same webhook-id), starting its retry schedule over."""
     await webhook_endpoints.redeliver(session, account_id=account.id, delivery_id=delivery_id)
     row = await outbox.get_delivery(session, delivery_id=delivery_id)

@@ -6,13 +6,16 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from app.models import WebhookEventType
+from app.text import MultiLine, OneLine
 
 MAX_URL_LENGTH = 2048
 
 WebhookUrl = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_URL_LENGTH)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_URL_LENGTH),
+    OneLine,
 ]
-Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
+Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500), MultiLine]
 
 
 def _distinct(values: list[WebhookEventType] | None) -> list[WebhookEventType] | None:

@@ -89,7 +89,7 @@ class WebhookSender:
             "webhook-timestamp": str(int(now.timestamp())),
             "webhook-signature": signature_header(msg_id, now, payload, secrets),
         }
-        extensions = {"sni_hostname": target.url.host} if target.url.scheme == "https" else {}
+        extensions = {"sni_hostname": target.sni_hostname} if target.url.scheme == "https" else {}
         request = self.client.build_request(
             "POST",
             target.pinned_url,

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.models import WebhookEndpoint
 from app.settings import Settings
 from tests.factories import AccountHandle, create_account
+from tests.webhooks.dns import fake_dns
 
 PUBLIC_URL = "https://203.0.114.9/hooks/autoprovision"
 
@@ -76,6 +77,15 @@ class TestRegister:
             "https://[::ffff:127.0.0.1]/hook",
             "https://localhost/hook",
             "http://203.0.114.9/hook",
+            "https://[::127.0.0.1]/hook",
+            "https://[::7f00:1]/hook",
+            "https://127.0.0.1./hook",
+            "https://localhost./hook",
+            "https://203.0.114.9:0/hook",
+            "https://203.0.114.9:99999/hook",
+            "https://hooks example.com/hook",
+            "https://hooks%00.example.com/hook",
+            "https://hooks_1.example.com/hook",
         ],
     )
     async def test_urls_into_private_networks_are_a_422_on_the_url_field(
@@ -89,6 +99,16 @@ class TestRegister:
         assert error["details"][0]["field"] == "url"
         listed = await client.get("/v1/webhook-endpoints", headers=account.headers)
         assert listed.json()["data"] == []
+
+    async def test_a_unicode_host_name_is_accepted_and_looked_up_idna_encoded(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        account = await create_account(client)
+        with fake_dns({"xn--bcher-kva.example": "203.0.114.9"}) as asked:
+            created = await register(client, account, url="https://b\u00fccher.example/hook")
+        assert created.status_code == 201, created.text
+        assert created.json()["url"] == "https://b\u00fccher.example/hook"
+        assert asked == ["xn--bcher-kva.example"]
 
     async def test_a_name_that_does_not_resolve_yet_is_accepted(
         self, client: httpx.AsyncClient
@@ -145,6 +165,21 @@ class TestChange:
             path, json={"url": "https://169.254.169.254/"}, headers=account.headers
         )
         assert refused.status_code == 422
+        assert (await client.get(path, headers=account.headers)).json()["url"] == PUBLIC_URL
+
+    @pytest.mark.parametrize(
+        "url",
+        ["https://[::127.0.0.1]/", "https://127.0.0.1./", "https://203.0.114.9:0/", "https://a b/"],
+    )
+    async def test_a_new_url_gets_every_check_of_a_first_one(
+        self, client: httpx.AsyncClient, url: str
+    ) -> None:
+        account = await create_account(client)
+        created = (await register(client, account)).json()
+        path = f"/v1/webhook-endpoints/{created['id']}"
+        refused = await client.patch(path, json={"url": url}, headers=account.headers)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["details"][0]["field"] == "url"
         assert (await client.get(path, headers=account.headers)).json()["url"] == PUBLIC_URL
 
     async def test_rotation_shows_a_new_secret_and_keeps_the_old_for_a_day(

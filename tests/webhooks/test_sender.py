@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 from standardwebhooks.webhooks import Webhook
 
 from app.webhooks.secrets import new_signing_secret
-from app.webhooks.sender import Outcome, retry_after_seconds, signature_header
+from app.webhooks.sender import Outcome, WebhookSender, retry_after_seconds, signature_header
+from tests.webhooks.receiver import running_receiver
 
 
 def test_during_a_rotation_either_secret_verifies() -> None:
@@ -36,3 +37,26 @@ def test_only_2xx_is_a_success() -> None:
     for code in (301, 302, 400, 410, 500):
         assert not Outcome(status_code=code, duration_ms=3).succeeded
     assert not Outcome(status_code=None, duration_ms=3, error="timed out").succeeded
+
+
+async def test_delivery_refuses_the_ipv4_compatible_form_of_a_receiver_it_reaches() -> None:
+    sender = WebhookSender(timeout_seconds=2, allow_private=True)  # loopback allowed, as in demo
+    outcomes = {}
+    try:
+        with running_receiver() as receiver:
+            port = receiver.url.rsplit(":", 1)[1]
+            for host in ("[::127.0.0.1]", "127.0.0.1.", "127.0.0.1"):
+                outcomes[host] = await sender.send(
+                    f"http://{host}:{port}/hook",
+                    msg_id=f"msg_{host}",
+                    payload="{}",
+                    secrets=[new_signing_secret()],
+                )
+            arrived = [r.headers["webhook-id"] for r in receiver.on("/hook")]
+    finally:
+        await sender.aclose()
+    refused = outcomes["[::127.0.0.1]"]
+    assert refused.status_code is None
+    assert "reserved (IPv4-compatible)" in (refused.error or "")
+    assert outcomes["127.0.0.1."].succeeded and outcomes["127.0.0.1"].succeeded
+    assert arrived == ["msg_127.0.0.1.", "msg_127.0.0.1"]

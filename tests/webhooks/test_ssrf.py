@@ -4,7 +4,8 @@ import ipaddress
 
 import pytest
 
-from app.webhooks.ssrf import UrlRefused, embedded_ipv4, refusal, resolve
+from app.webhooks.ssrf import UrlRefused, check_url, embedded_ipv4, refusal, resolve
+from tests.webhooks.dns import fake_dns
 
 REFUSED = {
     "https://127.0.0.1/hook": "loopback",
@@ -28,6 +29,13 @@ REFUSED = {
     "https://[ff02::1]/hook": "multicast",
     "https://localhost/hook": "loopback",  # a name that resolves to loopback
     "https://192.0.2.10/hook": "not a public address",  # documentation range
+    "https://[::]/hook": "unspecified",
+    "https://[::127.0.0.1]/hook": "reserved",  # IPv4-compatible (::/96), deprecated
+    "https://[::7f00:1]/hook": "reserved",  # the same, written in hex
+    "https://[::a9fe:a9fe]/hook": "reserved",  # ::169.254.169.254
+    "https://[::cb00:7209]/hook": "reserved",  # even with a public IPv4 inside
+    "https://127.0.0.1./hook": "loopback",  # a trailing dot changes nothing
+    "https://localhost./hook": "loopback",
 }
 
 
@@ -69,9 +77,69 @@ async def test_only_plain_https_urls_are_accepted(url: str, reason: str) -> None
 async def test_allow_private_opens_loopback_and_private_but_never_metadata() -> None:
     for url in ("http://127.0.0.1:8080/", "http://10.1.2.3/", "http://[::1]:8080/"):
         await resolve(url, allow_private=True)
-    for url in ("http://169.254.169.254/", "http://[::ffff:169.254.169.254]/", "http://0.0.0.0/"):
+    for url in (
+        "http://169.254.169.254/",
+        "http://[::ffff:169.254.169.254]/",
+        "http://0.0.0.0/",
+        "http://[::]/",
+        "http://[::127.0.0.1]:8080/",
+    ):
         with pytest.raises(UrlRefused):
             await resolve(url, allow_private=True)
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("https://203.0.114.9:0/hook", "port"),
+        ("https://203.0.114.9:99999/hook", "port"),
+        ("https://203.0.114.9:65536/hook", "port"),
+        ("https://203.0.114.9:+443/hook", "port"),  # httpx alone reads these as numbers
+        ("https://203.0.114.9:4_43/hook", "port"),
+        ("https://203.0.114.9:\u0664\u0664\u0663/hook", "port"),
+        ("https://203.0.114.9:https/hook", "port"),
+        ("https://hooks example.com/hook", "spaces or percent-encoding"),
+        ("https://hooks%00.example.com/hook", "spaces or percent-encoding"),
+        ("https://hooks%2eexample.com/hook", "spaces or percent-encoding"),
+        ("https://[fe80::1%25eth0]/hook", "spaces or percent-encoding"),
+        ("https://hooks_1.example.com/hook", "not a valid host name"),
+        ("https://-hooks.example.com/hook", "not a valid host name"),
+        ("https://hooks-.example.com/hook", "not a valid host name"),
+        ("https://hooks..example.com/hook", "not a valid host name"),
+        ("https://hooks*.example.com/hook", "not a valid host name"),
+        (f"https://{'h' * 64}.example.com/hook", "not a valid host name"),
+        (f"https://{'h.' * 127}com/hook", "not a valid host name"),  # 257 characters
+        ("https://xn--zz.example.com/hook", "not a valid URL"),  # not a valid A-label
+        ("https://./hook", "no host"),
+    ],
+)
+def test_ports_and_hosts_are_checked_before_any_lookup(url: str, reason: str) -> None:
+    with fake_dns({}) as asked, pytest.raises(UrlRefused, match=reason):
+        check_url(url, allow_private=False)
+    assert asked == []
+
+
+async def test_ports_at_the_ends_of_the_range_are_fine() -> None:
+    for port in (1, 443, 65535):
+        target = await resolve(f"https://203.0.114.9:{port}/hook", allow_private=False)
+        assert target.pinned_url.port == (None if port == 443 else port)
+
+
+async def test_a_unicode_name_is_resolved_and_sent_idna_encoded() -> None:
+    with fake_dns({"xn--bcher-kva.example": "203.0.114.9"}) as asked:
+        target = await resolve("https://B\u00fccher.example/hook", allow_private=False)
+    assert asked == ["xn--bcher-kva.example"]
+    assert str(target.address) == "203.0.114.9"
+    assert target.host_header == target.sni_hostname == "xn--bcher-kva.example"
+
+
+async def test_a_trailing_dot_is_dropped_before_the_lookup_and_the_request() -> None:
+    with fake_dns({"hooks.example.com": "203.0.114.9"}) as asked:
+        target = await resolve("https://hooks.example.com./hook", allow_private=False)
+    assert asked == ["hooks.example.com"]
+    assert (target.host_header, target.sni_hostname) == ("hooks.example.com", "hooks.example.com")
+    literal = await resolve("https://203.0.114.9./hook", allow_private=False)
+    assert str(literal.pinned_url) == "https://203.0.114.9/hook"
 
 
 async def test_an_unresolvable_name_is_refused_with_the_reason() -> None:
@@ -86,3 +154,14 @@ def test_embedded_ipv4_is_unwrapped_from_every_ipv6_form() -> None:
     public = ipaddress.IPv6Address("2606:4700::1111")
     assert embedded_ipv4(public) == public
     assert refusal(public, allow_private=False) is None
+
+
+def test_the_narrowest_range_names_an_address() -> None:
+    def named(address: str, *, allow_private: bool = False) -> str | None:
+        return refusal(ipaddress.ip_address(address), allow_private=allow_private)
+
+    assert named("::") == "an unspecified address"
+    assert named("::1") == "a loopback address"
+    assert named("::1", allow_private=True) is None
+    assert named("::2") == named("::7f00:1") == "a reserved (IPv4-compatible) address"
+    assert named("::7f00:1", allow_private=True) == "a reserved (IPv4-compatible) address"
