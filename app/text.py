@@ -33,3 +33,9 @@ def _check_multi_line(value: str) -> str:
 # It runs after the string constraints, so whitespace they strip off is no longer there.
 OneLine = AfterValidator(check_text)
 MultiLine = AfterValidator(_check_multi_line)
+
+
+def storable(text: str) -> str:
+    """Text from outside (a receiver's answer, a provider's error) with every NUL, which
+    PostgreSQL cannot store, replaced by U+FFFD: kept as evidence, never a failed write."""
+    return text.replace("\x00", "\ufffd")

@@ -8,9 +8,11 @@ cloned from a migrated template made once per run, and dropped afterwards.
 import asyncio
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -28,6 +30,28 @@ ADMIN_KEY = "test-admin-key-0123456789"
 SECRET_KEY = "zxQiNoixPG0eXzADaLWjtkeI4shbNSSQAMyGwVfv3jU="  # a Fernet key, for tests only
 PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgres"]
+
+
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _loopback_only_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    """Resolve addresses and `localhost` as usual; refuse every other name without asking DNS
+    (a test that needs a name to resolve gives its answers with tests/webhooks/dns.py)."""
+    name = host.decode() if isinstance(host, bytes) else host
+    if name is None or name == "localhost":
+        return _real_getaddrinfo(host, *args, **kwargs)
+    try:  # an address in any form the resolver reads without asking DNS ("127.1" too)
+        _real_getaddrinfo(name, None, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        raise socket.gaierror(socket.EAI_NONAME, f"tests do not resolve {name!r}") from None
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def no_real_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests send nothing beyond loopback, DNS queries included."""
+    monkeypatch.setattr(socket, "getaddrinfo", _loopback_only_getaddrinfo)
 
 
 def _pg_base_url() -> str | None:

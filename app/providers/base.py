@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from app.catalogue import Interconnect, Provider
+from app.text import storable
 
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
@@ -72,6 +73,7 @@ class ProviderError(Exception):
     """Base of every typed outcome; carries the provider and, where there was one, the status."""
 
     def __init__(self, provider: Provider, message: str, *, status_code: int | None = None) -> None:
+        message = storable(message)  # it may quote the provider, and it goes to the database
         super().__init__(f"{provider.display_name}: {message}")
         self.provider = provider
         self.message = message

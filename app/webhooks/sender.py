@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import httpx
 from standardwebhooks.webhooks import Webhook
 
+from app.text import storable
 from app.webhooks.ssrf import UrlRefused, resolve
 
 RESPONSE_CHARS = 2048  # of a receiver's answer, kept with the attempt
@@ -114,7 +115,7 @@ class WebhookSender:
             return Outcome(
                 status_code=None,
                 duration_ms=elapsed_ms(),
-                error=(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:500],
+                error=storable(_describe(exc))[:500],
             )
         retry_after = None
         if response.status_code in (429, 503):
@@ -136,4 +137,8 @@ async def _read_start(response: httpx.Response) -> str:
         size += len(chunk)
         if size >= RESPONSE_CHARS * 4:  # enough bytes for RESPONSE_CHARS UTF-8 characters
             break
-    return b"".join(chunks).decode("utf-8", errors="replace")[:RESPONSE_CHARS]
+    return storable(b"".join(chunks).decode("utf-8", errors="replace")[:RESPONSE_CHARS])
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -126,6 +126,21 @@ class TestRetries:
         assert delivery["attempts"][1]["response_body"] == "bad gateway"
         assert delivery["event_type"] == "order.cancelled"
 
+    async def test_an_answer_with_nul_in_its_body_is_recorded_on_every_database(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        """PostgreSQL cannot store NUL: the answer is kept with U+FFFD in its place."""
+        receiver.plan("/hook", Answer(500, body="bro\x00ken"))
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/hook")
+        await cancelled_order(client, account)
+        (delivery,) = await eventually(
+            lambda: _delivery_in(client, account, endpoint["id"], "succeeded")
+        )
+        first, second = delivery["attempts"]
+        assert (first["status_code"], first["response_body"]) == (500, "bro\ufffdken")
+        assert second["status_code"] == 200
+
     async def test_after_the_last_scheduled_attempt_the_delivery_fails(
         self, client: httpx.AsyncClient, receiver: Receiver, settings: Any
     ) -> None:
