@@ -63,7 +63,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 announce_admin_key(new_admin_key)
             app.state.engine = engine
             app.state.sessionmaker = create_sessionmaker(engine)
-            app.state.request_sessionmaker = create_sessionmaker(engine, queue=False)
+            app.state.request_sessionmaker = create_sessionmaker(engine, requests=True)
             app.state.read_sessionmaker = create_read_sessionmaker(engine)
             app.state.secret_boxes = SecretBoxLoader(settings)
             scheduler = create_scheduler(app.state.sessionmaker)

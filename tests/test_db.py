@@ -1,5 +1,6 @@
-"""Migrations, schema drift and the SQLite connection settings."""
+"""Migrations, schema drift, the SQLite connection settings and its writers' queue."""
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -7,8 +8,18 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, inspect, text
 
-from app.db import DatabaseInUse, create_engine, lock_sqlite_file, migrate
+from app.db import (
+    DatabaseInUse,
+    WriteGate,
+    create_engine,
+    create_read_sessionmaker,
+    create_sessionmaker,
+    lock_sqlite_file,
+    migrate,
+    session_scope,
+)
 from app.models import Base
+from tests.waiting import eventually
 
 
 def _drift(connection: Connection) -> list[Any]:
@@ -70,3 +81,116 @@ def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path: Any) -> None:
     assert again is not None
     again.close()
     assert lock_sqlite_file("postgresql+asyncpg://x@localhost/db") is None
+
+
+def _gate_of(maker: Any) -> WriteGate:
+    gate = maker.kw["info"]["write_gate"]
+    assert isinstance(gate, WriteGate)
+    return gate
+
+
+async def test_the_write_gate_lets_urgent_writers_in_before_waiting_requests() -> None:
+    gate = WriteGate()
+    order: list[str] = []
+
+    async def writer(name: str, *, urgent: bool) -> None:
+        async with gate.turn(urgent=urgent):
+            order.append(name)
+
+    async with gate.turn(urgent=False):
+        tasks = [asyncio.create_task(writer("request 1", urgent=False))]
+        await _until_waiting(gate, 1)
+        tasks.append(asyncio.create_task(writer("request 2", urgent=False)))
+        await _until_waiting(gate, 2)
+        tasks.append(asyncio.create_task(writer("claim", urgent=True)))
+        await _until_waiting(gate, 3)
+        assert order == []  # positive control below: all three do get in once it is free
+    await asyncio.gather(*tasks)
+    assert order == ["claim", "request 1", "request 2"]
+
+
+async def test_the_write_gate_passes_to_the_next_waiter_not_to_a_newcomer() -> None:
+    gate = WriteGate()
+    order: list[str] = []
+
+    async def writer(name: str) -> None:
+        async with gate.turn(urgent=False):
+            order.append(name)
+
+    async with gate.turn(urgent=False):
+        waiter = asyncio.create_task(writer("waited"))
+        await _until_waiting(gate, 1)
+    # Released with a waiter in line: a newcomer arriving now queues behind it.
+    await writer("newcomer")
+    await waiter
+    assert order == ["waited", "newcomer"]
+
+
+async def test_a_cancelled_waiter_does_not_keep_the_write_gate() -> None:
+    gate = WriteGate()
+    async with gate.turn(urgent=False):
+        waiter = asyncio.create_task(_hold(gate))
+        await _until_waiting(gate, 1)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert gate.waiting == 0
+    async with asyncio.timeout(5), gate.turn(urgent=True):
+        pass  # free again
+
+
+async def _hold(gate: WriteGate) -> None:
+    async with gate.turn(urgent=False):
+        pass
+
+
+async def _until_waiting(gate: WriteGate, writers: int) -> None:
+    async def check() -> bool:
+        return gate.waiting == writers
+
+    await eventually(check)
+
+
+async def test_sqlite_request_writers_wait_in_process_behind_background_writers(
+    tmp_path: Any,
+) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'gate.db'}")
+    try:
+        requests = create_sessionmaker(engine, requests=True)
+        background = create_sessionmaker(engine)
+        gate = _gate_of(requests)
+        assert gate is _gate_of(background)  # one gate per database
+        order: list[str] = []
+        inside, leave = asyncio.Event(), asyncio.Event()
+
+        async def holding_request() -> None:
+            async with session_scope(requests) as session:
+                await session.execute(text("CREATE TABLE t (n INTEGER)"))
+                inside.set()
+                await leave.wait()
+
+        async def write(name: str, maker: Any) -> None:
+            async with session_scope(maker) as session:
+                order.append(name)
+                await session.execute(text("INSERT INTO t VALUES (1)"))
+
+        holder = asyncio.create_task(holding_request())
+        await inside.wait()
+        later = asyncio.create_task(write("request", requests))
+        await _until_waiting(gate, 1)
+        claim = asyncio.create_task(write("claim", background))
+        await _until_waiting(gate, 2)
+        assert order == []  # both wait in the process, neither began a transaction
+        leave.set()
+        await asyncio.gather(holder, later, claim)
+        assert order == ["claim", "request"]
+        reader = create_read_sessionmaker(engine)
+        async with session_scope(reader) as session:
+            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 2
+    finally:
+        await engine.dispose()
+
+
+def test_postgres_sessions_have_no_write_gate() -> None:
+    engine = create_engine("postgresql+asyncpg://x@127.0.0.1:9/none")
+    assert "write_gate" not in (create_sessionmaker(engine, requests=True).kw.get("info") or {})
