@@ -56,7 +56,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sqlite_lock = lock_sqlite_file(settings.database_url)
         if sqlite_lock is not None:
             held.callback(sqlite_lock.close)
-        engine = create_engine(settings.database_url)
+        engine = create_engine(
+            settings.database_url,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+            pool_timeout=settings.db_pool_timeout_seconds,
+        )
         try:
             new_admin_key = await prepare_database(engine, settings)
             if new_admin_key is not None:

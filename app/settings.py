@@ -22,6 +22,12 @@ class Settings(BaseSettings):
     )
 
     database_url: str = DEFAULT_DATABASE_URL
+    # Connections this process keeps open, and how many more it may open in a burst (those close
+    # again when returned to a full pool). Sized for the requests admitted at once plus the
+    # background jobs, so an admitted request does not queue for a connection.
+    db_pool_size: int = Field(default=20, ge=1, le=1000)
+    db_max_overflow: int = Field(default=20, ge=0, le=1000)
+    db_pool_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     admin_api_key: SecretStr | None = None

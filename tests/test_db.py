@@ -6,7 +6,8 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Connection, inspect, text
+from asgi_lifespan import LifespanManager
+from sqlalchemy import Connection, QueuePool, inspect, text
 
 from app.db import (
     DatabaseInUse,
@@ -18,7 +19,10 @@ from app.db import (
     migrate,
     session_scope,
 )
+from app.main import create_app
 from app.models import Base
+from app.settings import Settings
+from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.waiting import eventually
 
 
@@ -194,3 +198,21 @@ async def test_sqlite_request_writers_wait_in_process_behind_background_writers(
 def test_postgres_sessions_have_no_write_gate() -> None:
     engine = create_engine("postgresql+asyncpg://x@127.0.0.1:9/none")
     assert "write_gate" not in (create_sessionmaker(engine, requests=True).kw.get("info") or {})
+
+
+async def test_the_pool_settings_reach_the_service_engine(database_url: str) -> None:
+    settings = Settings(
+        _env_file=None,
+        database_url=database_url,
+        admin_api_key=ADMIN_KEY,
+        secret_key=SECRET_KEY,
+        watcher=False,
+        db_pool_size=3,
+        db_max_overflow=2,
+        db_pool_timeout_seconds=4.5,
+    )
+    app = create_app(settings)
+    async with LifespanManager(app):
+        pool = app.state.engine.pool
+        assert isinstance(pool, QueuePool)
+        assert (pool.size(), pool._max_overflow, pool._timeout) == (3, 2, 4.5)

@@ -18,6 +18,9 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "ADMIN_API_KEY",
         "FEE_PERCENT",
         "FEE_FLAT_PER_HOUR",
+        "DB_POOL_SIZE",
+        "DB_MAX_OVERFLOW",
+        "DB_POOL_TIMEOUT_SECONDS",
     ):
         monkeypatch.delenv(f"AUTOPROVISION_{name}", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -78,3 +81,33 @@ def test_env_example_lists_every_setting() -> None:
         name for name in Settings.model_fields if f"AUTOPROVISION_{name.upper()}=" not in example
     ]
     assert missing == []
+
+
+def test_pool_limits_have_defaults_and_read_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = Settings()
+    assert (defaults.db_pool_size, defaults.db_max_overflow) == (20, 20)
+    assert defaults.db_pool_timeout_seconds == 10
+    monkeypatch.setenv("AUTOPROVISION_DB_POOL_SIZE", "7")
+    monkeypatch.setenv("AUTOPROVISION_DB_MAX_OVERFLOW", "0")
+    monkeypatch.setenv("AUTOPROVISION_DB_POOL_TIMEOUT_SECONDS", "2.5")
+    settings = Settings()
+    assert (settings.db_pool_size, settings.db_max_overflow) == (7, 0)
+    assert settings.db_pool_timeout_seconds == 2.5
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DB_POOL_SIZE", "0"),
+        ("DB_MAX_OVERFLOW", "-1"),
+        ("DB_POOL_TIMEOUT_SECONDS", "0"),
+    ],
+)
+def test_bad_pool_limits_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(f"AUTOPROVISION_{name}", value)
+    with pytest.raises(ValidationError):
+        Settings()
