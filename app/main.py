@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api import accounts, catalogue, health, metrics, offers, orders, webhooks
 from app.api.errors import install_error_handlers
-from app.api.limits import BodySizeLimit
+from app.api.limits import BodySizeLimit, InFlightLimit
 from app.background import Background
 from app.dashboard import install_dashboard
 from app.db import (
@@ -101,6 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit)
+    # Added last, so outermost: a refused request costs no more than its 503.
+    app.add_middleware(InFlightLimit, limit=app.state.settings.max_requests_in_flight)
     app.state.background = None
     for router in (
         health.router,

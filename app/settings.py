@@ -34,6 +34,8 @@ class Settings(BaseSettings):
     fee_percent: Decimal = Field(default=Decimal("0"), ge=0, le=100)
     fee_flat_per_hour: Decimal = Field(default=Decimal("0"), ge=0, le=1000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # Requests served at once; past it the answer is an immediate 503 with Retry-After.
+    max_requests_in_flight: int = Field(default=32, ge=1, le=100_000)
 
     verda_base_url: str = "https://api.verda.com/v1"
     verda_client_id: SecretStr | None = None
