@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     # again when returned to a full pool). Sized for the requests admitted at once plus the
     # background jobs, so an admitted request does not queue for a connection.
     db_pool_size: int = Field(default=20, ge=1, le=1000)
-    db_max_overflow: int = Field(default=20, ge=0, le=1000)
+    db_max_overflow: int = Field(default=10, ge=0, le=1000)
     db_pool_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     fee_flat_per_hour: Decimal = Field(default=Decimal("0"), ge=0, le=1000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # Requests served at once; past it the answer is an immediate 503 with Retry-After.
-    max_requests_in_flight: int = Field(default=32, ge=1, le=100_000)
+    max_requests_in_flight: int = Field(default=16, ge=1, le=100_000)
 
     verda_base_url: str = "https://api.verda.com/v1"
     verda_client_id: SecretStr | None = None

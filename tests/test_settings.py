@@ -88,9 +88,9 @@ def test_pool_and_in_flight_limits_have_defaults_and_read_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     defaults = Settings()
-    assert (defaults.db_pool_size, defaults.db_max_overflow) == (20, 20)
+    assert (defaults.db_pool_size, defaults.db_max_overflow) == (20, 10)
     assert defaults.db_pool_timeout_seconds == 10
-    assert defaults.max_requests_in_flight == 32
+    assert defaults.max_requests_in_flight == 16
     # an admitted request never needs to queue for a connection, background jobs included
     assert defaults.db_pool_size + defaults.db_max_overflow >= defaults.max_requests_in_flight + 8
     monkeypatch.setenv("AUTOPROVISION_DB_POOL_SIZE", "7")

@@ -53,9 +53,11 @@ class BodySizeLimit:
 class InFlightLimit:
     """ASGI middleware: at most `limit` requests at once; past it an immediate 503.
 
-    One process answers on one core, so requests beyond a few dozen only wait there longer
-    (and for a database connection, in no fair order). Refusing them at once, with
-    Retry-After, lets clients back off or go to another replica instead.
+    One process answers on one core, which a handful of requests already keep busy: more
+    only wait longer, for the CPU and for a database connection (in no fair order). Each
+    also takes a turn on the event loop between every two steps of the others, so SQLite's
+    one writer, whose transaction spans a dozen steps, slows with every reader let in.
+    Refusing the excess at once, with Retry-After, lets clients back off or go elsewhere.
     """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
