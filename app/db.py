@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import fcntl
 import weakref
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -57,26 +58,80 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         connection.exec_driver_sql(f"BEGIN {mode}")
 
 
-# SQLite takes one writer at a time. Writers of this process queue on this lock instead of on
-# SQLite's busy handler, which sleeps in growing steps (1, 2, 5, 10 ... 100 ms) and so adds
-# milliseconds to a claim or an order placed right behind another write.
-_write_gates: "weakref.WeakKeyDictionary[Engine, asyncio.Lock]" = weakref.WeakKeyDictionary()
+class WriteGate:
+    """One writer at a time, handed from one to the next; urgent writers go before the rest.
+
+    SQLite takes one writer at a time. Writers of this process queue here instead of on SQLite's
+    busy handler, which sleeps in growing steps (1, 2, 5, 10 ... 100 ms): a writer that has
+    waited a while sleeps 100 ms between tries while newcomers polling every millisecond take
+    the lock first, so a few writers can wait for seconds. Here the gate passes straight to
+    the next waiter, first-come first-served within each kind.
+    """
+
+    def __init__(self) -> None:
+        self._held = False
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._others: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """How many writers wait for their turn."""
+        return sum(not t.done() for t in (*self._urgent, *self._others))
+
+    @asynccontextmanager
+    async def turn(self, *, urgent: bool) -> AsyncIterator[None]:
+        """Hold the gate for the block; `urgent` waiters are let in before all others."""
+        await self._acquire(self._urgent if urgent else self._others)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, line: deque[asyncio.Future[None]]) -> None:
+        if not self._held and not self._urgent and not self._others:
+            self._held = True
+            return
+        ticket = asyncio.get_running_loop().create_future()
+        line.append(ticket)
+        try:
+            await ticket
+        except BaseException:
+            if ticket.done() and not ticket.cancelled():
+                self._release()  # handed the gate just as it was cancelled: pass it on
+            else:
+                line.remove(ticket)
+            raise
+
+    def _release(self) -> None:
+        # The gate stays held while it passes to the next waiter, so no newcomer slips in.
+        for line in (self._urgent, self._others):
+            while line:
+                ticket = line.popleft()
+                if not ticket.done():
+                    ticket.set_result(None)
+                    return
+        self._held = False
+
+
+_write_gates: "weakref.WeakKeyDictionary[Engine, WriteGate]" = weakref.WeakKeyDictionary()
+_GATE = "write_gate"
+_URGENT = "write_gate_urgent"
 
 
 def create_sessionmaker(
-    engine: AsyncEngine, *, queue: bool = True
+    engine: AsyncEngine, *, requests: bool = False
 ) -> async_sessionmaker[AsyncSession]:
-    """Sessions that write: on SQLite they take the write lock when they begin.
+    """Sessions that write: on SQLite each waits its turn among this process's writers.
 
-    `queue=False` leaves them out of this process's writer queue (SQLite's own lock still
-    applies): for request handlers, which hold a session across CPU-heavy work, so queued
-    behind them the watcher's claims would wait on other requests' parsing and rendering.
+    `requests=True` is for request handlers: their writers wait behind the background jobs'
+    (the watcher's claims above all), never in front of them, and in arrival order among
+    themselves.
     """
-    if engine.dialect.name == "sqlite" and queue:
-        _write_gates.setdefault(engine.sync_engine, asyncio.Lock())
-        return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
-    unqueued = engine.execution_options(writer_queue=False)
-    return async_sessionmaker(unqueued, expire_on_commit=False, autoflush=False)
+    info: dict[str, Any] = {}
+    if engine.dialect.name == "sqlite":
+        info[_GATE] = _write_gates.setdefault(engine.sync_engine, WriteGate())
+        info[_URGENT] = not requests
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False, info=info)
 
 
 def create_read_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
@@ -91,11 +146,13 @@ async def session_scope(
 ) -> AsyncIterator[AsyncSession]:
     """One unit of work: commits if the caller finishes, rolls back if it raises.
 
-    On SQLite a writing session first waits its turn among this process's writers.
+    On SQLite a writing session first waits its turn among this process's writers, and holds
+    it until its transaction has ended (SQLite's write lock is held for as long).
     """
-    bind = sessionmaker.kw.get("bind")
-    gate = _write_gates.get(bind.sync_engine) if isinstance(bind, AsyncEngine) else None
-    async with gate or contextlib.nullcontext(), sessionmaker() as session:
+    info = sessionmaker.kw.get("info") or {}
+    gate: WriteGate | None = info.get(_GATE)
+    turn = gate.turn(urgent=info[_URGENT]) if gate is not None else contextlib.nullcontext()
+    async with turn, sessionmaker() as session:
         try:
             yield session
             await session.commit()

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api import accounts, catalogue, health, metrics, offers, orders, webhooks
 from app.api.errors import install_error_handlers
-from app.api.limits import BodySizeLimit
+from app.api.limits import BodySizeLimit, InFlightLimit
 from app.background import Background
 from app.dashboard import install_dashboard
 from app.db import (
@@ -56,14 +56,19 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sqlite_lock = lock_sqlite_file(settings.database_url)
         if sqlite_lock is not None:
             held.callback(sqlite_lock.close)
-        engine = create_engine(settings.database_url)
+        engine = create_engine(
+            settings.database_url,
+            pool_size=settings.db_pool_size,
+            max_overflow=settings.db_max_overflow,
+            pool_timeout=settings.db_pool_timeout_seconds,
+        )
         try:
             new_admin_key = await prepare_database(engine, settings)
             if new_admin_key is not None:
                 announce_admin_key(new_admin_key)
             app.state.engine = engine
             app.state.sessionmaker = create_sessionmaker(engine)
-            app.state.request_sessionmaker = create_sessionmaker(engine, queue=False)
+            app.state.request_sessionmaker = create_sessionmaker(engine, requests=True)
             app.state.read_sessionmaker = create_read_sessionmaker(engine)
             app.state.secret_boxes = SecretBoxLoader(settings)
             scheduler = create_scheduler(app.state.sessionmaker)
@@ -96,6 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit)
+    # Added last, so outermost: a refused request costs no more than its 503.
+    app.add_middleware(InFlightLimit, limit=app.state.settings.max_requests_in_flight)
     app.state.background = None
     for router in (
         health.router,

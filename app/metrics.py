@@ -45,3 +45,7 @@ WEBHOOK_ATTEMPTS = Counter(
     "Webhook requests sent, by result (delivered: 2xx; failed: anything else).",
     ["result"],
 )
+REQUESTS_SHED = Counter(
+    "autoprovision_requests_shed_total",
+    "Requests answered 503 at once because the process was already serving its limit.",
+)

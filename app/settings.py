@@ -22,12 +22,20 @@ class Settings(BaseSettings):
     )
 
     database_url: str = DEFAULT_DATABASE_URL
+    # Connections this process keeps open, and how many more it may open in a burst (those close
+    # again when returned to a full pool). Sized for the requests admitted at once plus the
+    # background jobs, so an admitted request does not queue for a connection.
+    db_pool_size: int = Field(default=20, ge=1, le=1000)
+    db_max_overflow: int = Field(default=10, ge=0, le=1000)
+    db_pool_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     admin_api_key: SecretStr | None = None
     fee_percent: Decimal = Field(default=Decimal("0"), ge=0, le=100)
     fee_flat_per_hour: Decimal = Field(default=Decimal("0"), ge=0, le=1000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # Requests served at once; past it the answer is an immediate 503 with Retry-After.
+    max_requests_in_flight: int = Field(default=16, ge=1, le=100_000)
 
     verda_base_url: str = "https://api.verda.com/v1"
     verda_client_id: SecretStr | None = None

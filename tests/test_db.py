@@ -1,32 +1,29 @@
-"""Migrations, schema drift and the SQLite connection settings."""
+"""Migrations, schema drift, the SQLite connection settings and its writers' queue."""
 
-from decimal import Decimal
+import asyncio
 from typing import Any
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Connection, inspect, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from asgi_lifespan import LifespanManager
+from sqlalchemy import Connection, QueuePool, inspect, text
 
-from app.catalogue import Provider
 from app.db import (
     DatabaseInUse,
-    alembic_config,
+    WriteGate,
     create_engine,
+    create_read_sessionmaker,
     create_sessionmaker,
     lock_sqlite_file,
     migrate,
     session_scope,
 )
-from app.models import Base, Deployment
-from app.providers.base import VM, Offer, VMState
-from app.services import deployments
-from tests.factories import claimed
-
-QUANTA_L40S = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
-HYPER_L40S = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
+from app.main import create_app
+from app.models import Base
+from app.settings import Settings
+from tests.conftest import ADMIN_KEY, SECRET_KEY
+from tests.waiting import eventually
 
 
 def _drift(connection: Connection) -> list[Any]:
@@ -90,51 +87,132 @@ def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path: Any) -> None:
     assert lock_sqlite_file("postgresql+asyncpg://x@localhost/db") is None
 
 
-def _alembic(connection: Connection, action: str, revision: str) -> None:
-    config = alembic_config(connection.engine.url.render_as_string(hide_password=False))
-    config.attributes["connection"] = connection
-    getattr(command, action)(config, revision)
+def _gate_of(maker: Any) -> WriteGate:
+    gate = maker.kw["info"]["write_gate"]
+    assert isinstance(gate, WriteGate)
+    return gate
 
 
-async def _to_revision(engine: AsyncEngine, action: str, revision: str) -> None:
-    async with engine.connect() as connection:
-        await connection.run_sync(_alembic, action, revision)
-        await connection.commit()
+async def test_the_write_gate_lets_urgent_writers_in_before_waiting_requests() -> None:
+    gate = WriteGate()
+    order: list[str] = []
+
+    async def writer(name: str, *, urgent: bool) -> None:
+        async with gate.turn(urgent=urgent):
+            order.append(name)
+
+    async with gate.turn(urgent=False):
+        tasks = [asyncio.create_task(writer("request 1", urgent=False))]
+        await _until_waiting(gate, 1)
+        tasks.append(asyncio.create_task(writer("request 2", urgent=False)))
+        await _until_waiting(gate, 2)
+        tasks.append(asyncio.create_task(writer("claim", urgent=True)))
+        await _until_waiting(gate, 3)
+        assert order == []  # positive control below: all three do get in once it is free
+    await asyncio.gather(*tasks)
+    assert order == ["claim", "request 1", "request 2"]
 
 
-async def test_the_one_owner_rule_is_not_added_over_a_vm_two_orders_share(
-    engine: AsyncEngine,
+async def test_the_write_gate_passes_to_the_next_waiter_not_to_a_newcomer() -> None:
+    gate = WriteGate()
+    order: list[str] = []
+
+    async def writer(name: str) -> None:
+        async with gate.turn(urgent=False):
+            order.append(name)
+
+    async with gate.turn(urgent=False):
+        waiter = asyncio.create_task(writer("waited"))
+        await _until_waiting(gate, 1)
+    # Released with a waiter in line: a newcomer arriving now queues behind it.
+    await writer("newcomer")
+    await waiter
+    assert order == ["waited", "newcomer"]
+
+
+async def test_a_cancelled_waiter_does_not_keep_the_write_gate() -> None:
+    gate = WriteGate()
+    async with gate.turn(urgent=False):
+        waiter = asyncio.create_task(_hold(gate))
+        await _until_waiting(gate, 1)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert gate.waiting == 0
+    async with asyncio.timeout(5), gate.turn(urgent=True):
+        pass  # free again
+
+
+async def _hold(gate: WriteGate) -> None:
+    async with gate.turn(urgent=False):
+        pass
+
+
+async def _until_waiting(gate: WriteGate, writers: int) -> None:
+    async def check() -> bool:
+        return gate.waiting == writers
+
+    await eventually(check)
+
+
+async def test_sqlite_request_writers_wait_in_process_behind_background_writers(
+    tmp_path: Any,
 ) -> None:
-    first, second = [i.deployment_id for i in await claimed(engine, HYPER_L40S, HYPER_L40S)]
-    async with session_scope(create_sessionmaker(engine)) as session:
-        for deployment_id, vm_id in ((first, "vm-1"), (second, "vm-2")):
-            vm = VM(Provider.HYPERSTACK, vm_id, VMState.PENDING, "BUILD")
-            await deployments.settle_created(session, deployment_id=deployment_id, vm=vm)
-    await _to_revision(engine, "downgrade", "0007")
-    async with engine.begin() as connection:  # what the bug this revision fixes left behind
-        await connection.execute(
-            text("UPDATE deployments SET provider_vm_id = 'vm-1' WHERE id = :id"), {"id": second}
-        )
-    with pytest.raises(RuntimeError, match="hyperstack VM vm-1 \\(2 attempts\\)"):
-        await _to_revision(engine, "upgrade", "head")
-    async with engine.begin() as connection:  # positive control: once mended, it migrates
-        await connection.execute(
-            text("UPDATE deployments SET status = 'failed' WHERE id = :id"), {"id": second}
-        )
-    await _to_revision(engine, "upgrade", "head")
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'gate.db'}")
+    try:
+        requests = create_sessionmaker(engine, requests=True)
+        background = create_sessionmaker(engine)
+        gate = _gate_of(requests)
+        assert gate is _gate_of(background)  # one gate per database
+        order: list[str] = []
+        inside, leave = asyncio.Event(), asyncio.Event()
+
+        async def holding_request() -> None:
+            async with session_scope(requests) as session:
+                await session.execute(text("CREATE TABLE t (n INTEGER)"))
+                inside.set()
+                await leave.wait()
+
+        async def write(name: str, maker: Any) -> None:
+            async with session_scope(maker) as session:
+                order.append(name)
+                await session.execute(text("INSERT INTO t VALUES (1)"))
+
+        holder = asyncio.create_task(holding_request())
+        await inside.wait()
+        later = asyncio.create_task(write("request", requests))
+        await _until_waiting(gate, 1)
+        claim = asyncio.create_task(write("claim", background))
+        await _until_waiting(gate, 2)
+        assert order == []  # both wait in the process, neither began a transaction
+        leave.set()
+        await asyncio.gather(holder, later, claim)
+        assert order == ["claim", "request"]
+        reader = create_read_sessionmaker(engine)
+        async with session_scope(reader) as session:
+            assert (await session.execute(text("SELECT count(*) FROM t"))).scalar_one() == 2
+    finally:
+        await engine.dispose()
 
 
-async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_serialized(
-    engine: AsyncEngine,
-) -> None:
-    other_kind = Offer(Provider.QUANTACLOUD, "us-east-1", "h100-sxm-x1", "H100", 1, Decimal(2))
-    older, younger = [i.deployment_id for i in await claimed(engine, QUANTA_L40S, other_kind)]
-    await _to_revision(engine, "downgrade", "0007")
-    async with engine.begin() as connection:  # two open attempts of one kind, as before
-        await connection.execute(
-            text("UPDATE deployments SET instance_type = 'l40s-x1' WHERE id = :id"), {"id": younger}
-        )
-    await _to_revision(engine, "upgrade", "head")
-    async with session_scope(create_sessionmaker(engine)) as session:
-        kinds = {d.id: d.serial_kind for d in (await session.execute(select(Deployment))).scalars()}
-    assert kinds == {older: "us-east-1/l40s-x1", younger: None}
+def test_postgres_sessions_have_no_write_gate() -> None:
+    engine = create_engine("postgresql+asyncpg://x@127.0.0.1:9/none")
+    assert "write_gate" not in (create_sessionmaker(engine, requests=True).kw.get("info") or {})
+
+
+async def test_the_pool_settings_reach_the_service_engine(database_url: str) -> None:
+    settings = Settings(
+        _env_file=None,
+        database_url=database_url,
+        admin_api_key=ADMIN_KEY,
+        secret_key=SECRET_KEY,
+        watcher=False,
+        db_pool_size=3,
+        db_max_overflow=2,
+        db_pool_timeout_seconds=4.5,
+    )
+    app = create_app(settings)
+    async with LifespanManager(app):
+        pool = app.state.engine.pool
+        assert isinstance(pool, QueuePool)
+        assert (pool.size(), pool._max_overflow, pool._timeout) == (3, 2, 4.5)

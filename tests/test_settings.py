@@ -18,6 +18,10 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "ADMIN_API_KEY",
         "FEE_PERCENT",
         "FEE_FLAT_PER_HOUR",
+        "DB_POOL_SIZE",
+        "DB_MAX_OVERFLOW",
+        "DB_POOL_TIMEOUT_SECONDS",
+        "MAX_REQUESTS_IN_FLIGHT",
     ):
         monkeypatch.delenv(f"AUTOPROVISION_{name}", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -78,3 +82,40 @@ def test_env_example_lists_every_setting() -> None:
         name for name in Settings.model_fields if f"AUTOPROVISION_{name.upper()}=" not in example
     ]
     assert missing == []
+
+
+def test_pool_and_in_flight_limits_have_defaults_and_read_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = Settings()
+    assert (defaults.db_pool_size, defaults.db_max_overflow) == (20, 10)
+    assert defaults.db_pool_timeout_seconds == 10
+    assert defaults.max_requests_in_flight == 16
+    # an admitted request never needs to queue for a connection, background jobs included
+    assert defaults.db_pool_size + defaults.db_max_overflow >= defaults.max_requests_in_flight + 8
+    monkeypatch.setenv("AUTOPROVISION_DB_POOL_SIZE", "7")
+    monkeypatch.setenv("AUTOPROVISION_DB_MAX_OVERFLOW", "0")
+    monkeypatch.setenv("AUTOPROVISION_DB_POOL_TIMEOUT_SECONDS", "2.5")
+    monkeypatch.setenv("AUTOPROVISION_MAX_REQUESTS_IN_FLIGHT", "5")
+    settings = Settings()
+    assert (settings.db_pool_size, settings.db_max_overflow) == (7, 0)
+    assert settings.db_pool_timeout_seconds == 2.5
+    assert settings.max_requests_in_flight == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DB_POOL_SIZE", "0"),
+        ("DB_MAX_OVERFLOW", "-1"),
+        ("DB_POOL_TIMEOUT_SECONDS", "0"),
+        ("MAX_REQUESTS_IN_FLIGHT", "0"),
+        ("MAX_REQUESTS_IN_FLIGHT", "many"),
+    ],
+)
+def test_bad_pool_and_in_flight_limits_are_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(f"AUTOPROVISION_{name}", value)
+    with pytest.raises(ValidationError):
+        Settings()

@@ -7,11 +7,15 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from app.errors import AppError
 
 logger = logging.getLogger(__name__)
+
+OVERLOADED_CODE = "overloaded"
+RETRY_AFTER_SECONDS = 1
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -78,6 +82,13 @@ async def _on_http_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, message, headers=exc.headers)
 
 
+async def _on_pool_timeout(_request: Request, _exc: Exception) -> JSONResponse:
+    logger.warning("no database connection free within the pool timeout")
+    message = f"no database connection is free; retry in {RETRY_AFTER_SECONDS} s"
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return error_response(503, OVERLOADED_CODE, message, headers=headers)
+
+
 async def _on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unhandled error", exc_info=exc)
     return error_response(500, "internal_error", "something went wrong on our side")
@@ -88,4 +99,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(AppError, _on_app_error)
     app.add_exception_handler(HTTPException, _on_http_error)
+    app.add_exception_handler(PoolTimeout, _on_pool_timeout)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -1,15 +1,21 @@
-"""Refuse request bodies larger than any valid request, before they are read into memory.
+"""Limits on requests: bodies larger than any valid request, and more requests than one
+process can answer in good time.
 
-FastAPI's own `max_body_size` answers some of these with a plain-text body; this keeps every
-413 in the service's JSON error shape.
+FastAPI's own `max_body_size` answers some of these with a plain-text body, and uvicorn's
+`--limit-concurrency` counts idle keep-alive connections too and answers in plain text; these
+keep every 413 and 503 in the service's JSON error shape.
 """
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import error_response
+from app.api.errors import OVERLOADED_CODE, RETRY_AFTER_SECONDS, error_response
+from app.metrics import REQUESTS_SHED
 
 MAX_BODY_BYTES = 64 * 1024
+# Probes and scrapes answer under overload too: a replica that is busy is still alive and
+# ready, and its metrics are what shows the overload.
+UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 class BodySizeLimit:
@@ -42,3 +48,37 @@ class BodySizeLimit:
             return incoming
 
         await self.app(scope, limited_receive, send)
+
+
+class InFlightLimit:
+    """ASGI middleware: at most `limit` requests at once; past it an immediate 503.
+
+    One process answers on one core, which a handful of requests already keep busy: more
+    only wait longer, for the CPU and for a database connection (in no fair order). Each
+    also takes a turn on the event loop between every two steps of the others, so SQLite's
+    one writer, whose transaction spans a dozen steps, slows with every reader let in.
+    Refusing the excess at once, with Retry-After, lets clients back off or go elsewhere.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in UNLIMITED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if self.in_flight >= self.limit:
+            REQUESTS_SHED.inc()
+            message = f"too many requests at once; retry in {RETRY_AFTER_SECONDS} s"
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+            await error_response(503, OVERLOADED_CODE, message, headers=headers)(
+                scope, receive, send
+            )
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1

@@ -1,0 +1,138 @@
+"""The bound on requests in flight: past it an immediate 503 with Retry-After, under it a pass."""
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from asgi_lifespan import LifespanManager
+from fastapi import FastAPI
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.limits import InFlightLimit
+from app.main import create_app
+from app.settings import Settings
+
+
+class Blocking:
+    """An ASGI app whose requests wait for `release`; probes answer at once."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.inside = 0
+        self.changed = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] not in ("/healthz", "/readyz", "/metrics"):
+            self.inside += 1
+            self.changed.set()
+            await self.release.wait()
+        await JSONResponse({"path": scope["path"]})(scope, receive, send)
+
+    async def until_inside(self, count: int) -> None:
+        while self.inside < count:
+            self.changed.clear()
+            await self.changed.wait()
+
+
+def _client(app: ASGIApp) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+
+async def test_past_the_bound_requests_get_an_immediate_503_and_under_it_they_pass() -> None:
+    inner = Blocking()
+    limited = InFlightLimit(inner, limit=2)
+    async with _client(limited) as client, asyncio.timeout(10):
+        first = asyncio.create_task(client.get("/v1/orders/a"))
+        second = asyncio.create_task(client.post("/v1/orders", json={}))
+        await inner.until_inside(2)
+        refused = await client.get("/v1/orders/c")  # answered while the two still block
+        assert limited.in_flight == 2
+        inner.release.set()
+        assert [r.status_code for r in await asyncio.gather(first, second)] == [200, 200]
+        assert limited.in_flight == 0
+        again = await client.get("/v1/orders/d")
+    assert refused.status_code == 503
+    assert refused.headers["Retry-After"] == "1"
+    assert refused.json()["error"]["code"] == "overloaded"
+    assert "retry" in refused.json()["error"]["message"]
+    assert again.status_code == 200
+    assert inner.inside == 3  # the refused one never reached the app
+
+
+async def test_probes_and_metrics_answer_past_the_bound() -> None:
+    inner = Blocking()
+    limited = InFlightLimit(inner, limit=1)
+    async with _client(limited) as client, asyncio.timeout(10):
+        blocked = asyncio.create_task(client.get("/v1/orders"))
+        await inner.until_inside(1)
+        refused = await client.get("/v1/account")
+        probes = [await client.get(path) for path in ("/healthz", "/readyz", "/metrics")]
+        inner.release.set()
+        await blocked
+    assert refused.status_code == 503  # the bound is reached: the control
+    assert [p.status_code for p in probes] == [200, 200, 200]
+    assert limited.in_flight == 0
+
+
+async def test_a_request_that_fails_still_leaves_the_count() -> None:
+    async def failing(scope: Scope, receive: Receive, send: Send) -> None:
+        raise RuntimeError("boom")
+
+    limited = InFlightLimit(failing, limit=1)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            await limited({"type": "http", "path": "/x", "headers": []}, _never, _nowhere)
+    assert limited.in_flight == 0
+
+
+async def _never() -> dict[str, object]:
+    raise AssertionError("not read")
+
+
+async def _nowhere(message: object) -> None:
+    raise AssertionError("not sent")
+
+
+class Gate:
+    """A route's two events: it has entered, and it may finish."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+
+@pytest.fixture
+async def app_of_one(settings: Settings) -> AsyncIterator[tuple[FastAPI, Gate]]:
+    """The service with room for one request at a time, and a route that blocks on events."""
+    application = create_app(settings.model_copy(update={"max_requests_in_flight": 1}))
+    gate = Gate()
+
+    @application.get("/test/blocking")
+    async def blocking() -> dict[str, str]:
+        gate.entered.set()
+        await gate.release.wait()
+        return {"status": "done"}
+
+    async with LifespanManager(application):
+        yield application, gate
+
+
+async def test_the_service_applies_its_configured_bound(app_of_one: tuple[FastAPI, Gate]) -> None:
+    application, gate = app_of_one
+    async with _client(application) as client, asyncio.timeout(10):
+        blocked = asyncio.create_task(client.get("/test/blocking"))
+        await gate.entered.wait()
+        refused = await client.get("/v1/catalogue")
+        health = await client.get("/healthz")
+        ready = await client.get("/readyz")
+        gate.release.set()
+        assert (await blocked).status_code == 200
+        served = await client.get("/v1/catalogue")
+        metrics = await client.get("/metrics")
+    assert refused.status_code == 503
+    assert refused.json()["error"]["code"] == "overloaded"
+    assert (health.status_code, ready.status_code) == (200, 200)
+    assert served.status_code == 200
+    assert "autoprovision_requests_shed_total" in metrics.text

@@ -1,0 +1,68 @@
+"""Migrations that move data: what they keep, and what they refuse to guess."""
+
+from decimal import Decimal
+
+import pytest
+from alembic import command
+from sqlalchemy import Connection, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.catalogue import Provider
+from app.db import alembic_config, create_sessionmaker, session_scope
+from app.models import Deployment
+from app.providers.base import VM, Offer, VMState
+from app.services import deployments
+from tests.factories import claimed
+
+QUANTA_L40S = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
+HYPER_L40S = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
+
+
+def _alembic(connection: Connection, action: str, revision: str) -> None:
+    config = alembic_config(connection.engine.url.render_as_string(hide_password=False))
+    config.attributes["connection"] = connection
+    getattr(command, action)(config, revision)
+
+
+async def _to_revision(engine: AsyncEngine, action: str, revision: str) -> None:
+    async with engine.connect() as connection:
+        await connection.run_sync(_alembic, action, revision)
+        await connection.commit()
+
+
+async def test_the_one_owner_rule_is_not_added_over_a_vm_two_orders_share(
+    engine: AsyncEngine,
+) -> None:
+    first, second = [i.deployment_id for i in await claimed(engine, HYPER_L40S, HYPER_L40S)]
+    async with session_scope(create_sessionmaker(engine)) as session:
+        for deployment_id, vm_id in ((first, "vm-1"), (second, "vm-2")):
+            vm = VM(Provider.HYPERSTACK, vm_id, VMState.PENDING, "BUILD")
+            await deployments.settle_created(session, deployment_id=deployment_id, vm=vm)
+    await _to_revision(engine, "downgrade", "0007")
+    async with engine.begin() as connection:  # what the bug this revision fixes left behind
+        await connection.execute(
+            text("UPDATE deployments SET provider_vm_id = 'vm-1' WHERE id = :id"), {"id": second}
+        )
+    with pytest.raises(RuntimeError, match="hyperstack VM vm-1 \\(2 attempts\\)"):
+        await _to_revision(engine, "upgrade", "head")
+    async with engine.begin() as connection:  # positive control: once mended, it migrates
+        await connection.execute(
+            text("UPDATE deployments SET status = 'failed' WHERE id = :id"), {"id": second}
+        )
+    await _to_revision(engine, "upgrade", "head")
+
+
+async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_serialized(
+    engine: AsyncEngine,
+) -> None:
+    other_kind = Offer(Provider.QUANTACLOUD, "us-east-1", "h100-sxm-x1", "H100", 1, Decimal(2))
+    older, younger = [i.deployment_id for i in await claimed(engine, QUANTA_L40S, other_kind)]
+    await _to_revision(engine, "downgrade", "0007")
+    async with engine.begin() as connection:  # two open attempts of one kind, as before
+        await connection.execute(
+            text("UPDATE deployments SET instance_type = 'l40s-x1' WHERE id = :id"), {"id": younger}
+        )
+    await _to_revision(engine, "upgrade", "head")
+    async with session_scope(create_sessionmaker(engine)) as session:
+        kinds = {d.id: d.serial_kind for d in (await session.execute(select(Deployment))).scalars()}
+    assert kinds == {older: "us-east-1/l40s-x1", younger: None}
