@@ -99,7 +99,7 @@ def test_a_bad_price_shows_the_apis_error_next_to_the_field(page: Page, api: Api
     price.fill("12.345")
     page.get_by_role("button", name="Place order").click()
     error = page.locator("#error-max_price_per_hour")
-    expect(error).to_contain_text("decimal places")  # the API's own words
+    expect(error).to_contain_text("two decimals")  # the API's own words
     expect(price).to_have_attribute("aria-invalid", "true")
     assert "error-max_price_per_hour" in (price.get_attribute("aria-describedby") or "")
     listed = api.client.get("/v1/orders", headers=api.headers).json()["data"]
