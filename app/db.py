@@ -15,6 +15,7 @@ from alembic.config import Config
 from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -175,12 +176,52 @@ async def migrate(engine: AsyncEngine) -> None:
         if engine.dialect.name == "postgresql":
             await connection.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_ID})"))
         try:
-            await connection.run_sync(_upgrade, engine.url.render_as_string(hide_password=False))
-            await connection.commit()
+            async with foreign_keys_checked_after(connection):
+                await connection.run_sync(
+                    _upgrade, engine.url.render_as_string(hide_password=False)
+                )
+                await connection.commit()
         finally:
             if engine.dialect.name == "postgresql":
                 await connection.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_ID})"))
                 await connection.commit()
+
+
+class ForeignKeysBroken(RuntimeError):
+    """A migration left rows that refer to rows that do not exist."""
+
+
+@asynccontextmanager
+async def foreign_keys_checked_after(connection: AsyncConnection) -> AsyncIterator[None]:
+    """On SQLite: foreign keys off for the block (migrations), then checked and back on.
+
+    SQLite changes a table (adding a CHECK, say) by copying it, dropping the old one and
+    renaming the copy; with foreign keys on, the drop fails while rows refer to the table, and
+    deferring the check does not help. SQLite's own recipe: keys off outside any transaction,
+    the change, then `PRAGMA foreign_key_check`. Elsewhere the block just runs.
+    """
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    await connection.run_sync(_sqlite_foreign_keys, "OFF")
+    try:
+        yield
+        broken = (await connection.exec_driver_sql("PRAGMA foreign_key_check")).all()
+        await connection.commit()
+        if broken:
+            raise ForeignKeysBroken(f"rows refer to rows that do not exist: {broken[:5]}")
+    finally:
+        await connection.run_sync(_sqlite_foreign_keys, "ON")
+
+
+def _sqlite_foreign_keys(connection: Connection, state: str) -> None:
+    # Straight to the driver: through SQLAlchemy the statement would open a transaction first,
+    # and inside one SQLite ignores this pragma.
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(f"PRAGMA foreign_keys={state}")
+    finally:
+        cursor.close()
 
 
 def _upgrade(connection: Connection, database_url: str) -> None:

@@ -18,12 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.ids import new_id
-from app.models import Account, Order, OrderStatus
+from app.models import Account, Order
 from app.schemas import OrderCreate
 from app.security import generate_api_key, hash_api_key
 from app.services import ledger, orders
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.states import OrderStatus
 
 log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"

@@ -9,6 +9,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     CheckConstraint,
+    Enum,
     ForeignKey,
     Index,
     Integer,
@@ -21,6 +22,13 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from app.dbtypes import Money, UTCDateTime, utcnow
+from app.states import (
+    OPEN_DEPLOYMENTS,
+    VM_OWNING_DEPLOYMENTS,
+    DeploymentStatus,
+    OrderEventKind,
+    OrderStatus,
+)
 
 
 class Base(DeclarativeBase):
@@ -37,16 +45,17 @@ class Base(DeclarativeBase):
     )
 
 
-class OrderStatus(StrEnum):
-    """Where an order is in its life; see the README for the transitions."""
-
-    WAITING = "waiting"
-    DEPLOYING = "deploying"
-    DEPLOYED = "deployed"
-    RUNNING = "running"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-    FAILED = "failed"
+def _states(enum: type[StrEnum], name: str) -> Enum:
+    """A column of one of `enum`'s values: VARCHAR with a CHECK on both databases."""
+    return Enum(
+        enum,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=20 if name != "order_event_kind" else 40,
+        values_callable=lambda members: [m.value for m in members],
+        validate_strings=True,
+    )
 
 
 class LedgerKind(StrEnum):
@@ -143,7 +152,9 @@ class Order(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
     name: Mapped[str | None] = mapped_column(String(100))
-    status: Mapped[str] = mapped_column(String(20), default=OrderStatus.WAITING)
+    status: Mapped[OrderStatus] = mapped_column(
+        _states(OrderStatus, "order_status"), default=OrderStatus.WAITING
+    )
     gpu_model: Mapped[str] = mapped_column(String(40))
     gpu_count: Mapped[int] = mapped_column(Integer)
     providers: Mapped[list[str]] = mapped_column(JSON)
@@ -166,34 +177,17 @@ class OrderEvent(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"))
-    kind: Mapped[str] = mapped_column(String(40))
+    kind: Mapped[OrderEventKind] = mapped_column(_states(OrderEventKind, "order_event_kind"))
     message: Mapped[str] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class DeploymentStatus(StrEnum):
-    """Where one create attempt is."""
-
-    CREATING = "creating"  # intent committed, create call in flight
-    UNKNOWN = "unknown"  # the create got no clear answer: the VM may exist
-    DEPLOYED = "deployed"  # the provider accepted the create
-    RUNNING = "running"
-    NOT_CREATED = "not_created"  # refused (capacity, limits) or proven not to exist
-    FAILED = "failed"  # the provider failed the VM before it ran; we deleted it
-
-
-# Attempts whose create may still make (or have made) a VM nobody has recorded yet.
-OPEN_STATUSES = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
-# Attempts that own their VM: the provider accepted the create and the VM has not failed.
-LIVE_STATUSES = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
 
 
 def _status_in(statuses: tuple[DeploymentStatus, ...]) -> str:
     return "status IN ({})".format(", ".join(f"'{s}'" for s in statuses))
 
 
-_ONE_OPEN_PER_SERIAL_KIND = text(f"serial_kind IS NOT NULL AND {_status_in(OPEN_STATUSES)}")
-_ONE_OWNER_PER_VM = text(f"provider_vm_id IS NOT NULL AND {_status_in(LIVE_STATUSES)}")
+_ONE_OPEN_PER_SERIAL_KIND = text(f"serial_kind IS NOT NULL AND {_status_in(OPEN_DEPLOYMENTS)}")
+_ONE_OWNER_PER_VM = text(f"provider_vm_id IS NOT NULL AND {_status_in(VM_OWNING_DEPLOYMENTS)}")
 
 
 class Deployment(Base):
@@ -243,7 +237,7 @@ class Deployment(Base):
     price_per_hour: Mapped[Decimal] = mapped_column(Money)
     price_per_hour_with_fees: Mapped[Decimal] = mapped_column(Money)
     ip: Mapped[str | None] = mapped_column(String(64))
-    status: Mapped[str] = mapped_column(String(20))
+    status: Mapped[DeploymentStatus] = mapped_column(_states(DeploymentStatus, "deployment_status"))
     detail: Mapped[str | None] = mapped_column(String(500))
     hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -23,6 +23,7 @@ from pydantic import (
 
 from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
 from app.money import MONEY_PATTERN, format_money, parse_money, to_cents
+from app.states import DeploymentStatus, OrderEventKind, OrderStatus
 from app.text import MultiLine, OneLine
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
@@ -257,7 +258,7 @@ class DeploymentOut(BaseModel):
     price_per_hour: MoneyOut
     price_per_hour_with_fees: MoneyOut
     ip: str | None
-    status: str
+    status: DeploymentStatus
     created_at: datetime
 
 
@@ -268,7 +269,7 @@ class OrderOut(BaseModel):
 
     id: str
     name: str | None
-    status: str
+    status: OrderStatus
     gpu_model: str
     gpu_count: int
     providers: list[str]
@@ -297,7 +298,7 @@ class OrderEventOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: str
-    kind: str
+    kind: OrderEventKind
     message: str
     created_at: datetime
 

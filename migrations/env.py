@@ -5,7 +5,7 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db import create_engine
+from app.db import create_engine, foreign_keys_checked_after
 from app.models import Base
 
 config = context.config
@@ -27,7 +27,7 @@ def run_on(connection: Connection) -> None:
 async def run_with_own_engine() -> None:
     """Open an engine from the configured URL, migrate, and close it."""
     engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
-    async with engine.connect() as connection:
+    async with engine.connect() as connection, foreign_keys_checked_after(connection):
         await connection.run_sync(run_on)
         await connection.commit()
     await engine.dispose()

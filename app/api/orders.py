@@ -9,9 +9,10 @@ from app.api.deps import CurrentAccount, SessionDep, nudge_watcher
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
-from app.models import Order, OrderStatus
+from app.models import Order
 from app.schemas import OrderCreate, OrderEventOut, OrderOut, Page
 from app.services import orders
+from app.states import OrderStatus
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 

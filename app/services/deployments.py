@@ -21,23 +21,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.catalogue import Provider
 from app.dbtypes import UTCDateTime, utcnow
 from app.ids import new_id
-from app.models import (
-    OPEN_STATUSES,
-    Deployment,
-    DeploymentStatus,
-    Hold,
-    HoldStatus,
-    Order,
-    OrderEvent,
-    OrderStatus,
-    WebhookEventType,
-)
+from app.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
 from app.money import format_usd
 from app.providers.base import VM, Offer
-from app.services import ledger, outbox
-from app.services.orders import add_event
+from app.services import ledger, outbox, timeline
+from app.services.timeline import Line
+from app.states import (
+    OPEN_DEPLOYMENTS,
+    DeploymentStatus,
+    OrderEventKind,
+    OrderStatus,
+    check_deployment_move,
+    check_order_move,
+)
 
-OPEN = OPEN_STATUSES
 COLUMNS = Deployment.__table__.columns
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _orders = cast(Table, Order.__table__)
@@ -53,8 +50,8 @@ _CLAIM = (
         _orders.c.account_id, _orders.c.ssh_public_key, _orders.c.min_disk_gb, _orders.c.attempts
     )
 )
+check_order_move(OrderStatus.WAITING, OrderStatus.DEPLOYING)  # what _CLAIM does, checked once
 _INSERT_DEPLOYMENT = insert(cast(Table, Deployment.__table__))
-_INSERT_EVENT = insert(cast(Table, OrderEvent.__table__))
 
 
 class KindBusy(Exception):
@@ -159,9 +156,13 @@ async def claim(
         if "serial_kind" in str(exc.orig):
             raise KindBusy(deployment.serial_kind) from exc
         raise
-    await add_events(
+    await timeline.write(
         session,
-        [(order_id, "create_sent", f"{describe_offer(offer, price_with_fees)}: create sent.")],
+        Line(
+            order_id,
+            OrderEventKind.CREATE_SENT,
+            f"{describe_offer(offer, price_with_fees)}: create sent.",
+        ),
     )
     return Intent(
         deployment_id=deployment.id,
@@ -186,6 +187,7 @@ async def _move(
     **values: object,
 ) -> Deployment | None:
     """Compare-and-set a deployment's status; the row as it is after, or None if not allowed."""
+    check_deployment_move(allowed, status)
     moved = (
         await session.execute(
             update(Deployment)
@@ -203,6 +205,7 @@ async def _move(
 async def _set_order(
     session: AsyncSession, order_id: str, *, expected: OrderStatus, status: OrderStatus
 ) -> bool:
+    check_order_move(expected, status)
     moved = (
         await session.execute(
             update(Order)
@@ -225,7 +228,7 @@ async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -
             deployment = await _move(
                 session,
                 deployment_id,
-                allowed=OPEN,
+                allowed=OPEN_DEPLOYMENTS,
                 status=DeploymentStatus.DEPLOYED,
                 provider_vm_id=vm.id,
                 provider_status=vm.provider_status[:40],
@@ -245,13 +248,15 @@ async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -
         await outbox.emit(
             session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_DEPLOYED
         )
-    add_event(
+    await timeline.write(
         session,
-        order_id=deployment.order_id,
-        kind="deployed",
-        message=f"{Provider(deployment.provider).display_name} accepted the create: VM "
-        f"{vm.id} is starting; first hour charged "
-        f"({format_usd(deployment.price_per_hour_with_fees)}).",
+        Line(
+            deployment.order_id,
+            OrderEventKind.DEPLOYED,
+            f"{Provider(deployment.provider).display_name} accepted the create: VM "
+            f"{vm.id} is starting; first hour charged "
+            f"({format_usd(deployment.price_per_hour_with_fees)}).",
+        ),
     )
     await session.flush()
     return True
@@ -261,7 +266,7 @@ async def settle_not_created(
     session: AsyncSession,
     *,
     deployment_id: str,
-    kind: str,
+    kind: OrderEventKind,
     message: str,
     fail_order: bool = False,
 ) -> bool:
@@ -269,7 +274,7 @@ async def settle_not_created(
     deployment = await _move(
         session,
         deployment_id,
-        allowed=OPEN,
+        allowed=OPEN_DEPLOYMENTS,
         status=DeploymentStatus.NOT_CREATED,
         detail=message[:500],
     )
@@ -283,7 +288,7 @@ async def settle_not_created(
         expected=OrderStatus.DEPLOYING,
         status=OrderStatus.FAILED if fail_order else OrderStatus.WAITING,
     )
-    add_event(session, order_id=deployment.order_id, kind=kind, message=message)
+    await timeline.write(session, Line(deployment.order_id, kind, message))
     if moved and fail_order:
         await outbox.emit(
             session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_FAILED
@@ -303,11 +308,13 @@ async def mark_unknown(session: AsyncSession, *, deployment_id: str, message: st
     )
     if deployment is None:
         return False
-    add_event(
+    await timeline.write(
         session,
-        order_id=deployment.order_id,
-        kind="outcome_unknown",
-        message=f"{message}: checking whether the VM exists before anything else is sent.",
+        Line(
+            deployment.order_id,
+            OrderEventKind.OUTCOME_UNKNOWN,
+            f"{message}: checking whether the VM exists before anything else is sent.",
+        ),
     )
     await session.flush()
     return True
@@ -329,7 +336,9 @@ async def settle_running(session: AsyncSession, *, deployment_id: str, vm: VM) -
     running = await _set_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
     )
-    add_event(session, order_id=deployment.order_id, kind="running", message=f"Running at {vm.ip}.")
+    await timeline.write(
+        session, Line(deployment.order_id, OrderEventKind.RUNNING, f"Running at {vm.ip}.")
+    )
     if running:
         await outbox.emit(
             session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_RUNNING
@@ -361,12 +370,14 @@ async def settle_failed_before_running(
         note=f"VM {deployment.provider_vm_id} failed before it ran",
     )
     await _set_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
-    add_event(
+    await timeline.write(
         session,
-        order_id=order.id,
-        kind="vm_failed",
-        message=f"{reason}: deleted it and refunded "
-        f"{format_usd(deployment.price_per_hour_with_fees)}; keeps waiting.",
+        Line(
+            order.id,
+            OrderEventKind.VM_FAILED,
+            f"{reason}: deleted it and refunded "
+            f"{format_usd(deployment.price_per_hour_with_fees)}; keeps waiting.",
+        ),
     )
     await session.flush()
     return True
@@ -389,7 +400,7 @@ async def ownership_at(session: AsyncSession, *, provider: str) -> list[Deployme
     one snapshot: an attempt cannot settle between reading the open ones and the owned VMs)."""
     statement = select(Deployment).where(
         Deployment.provider == provider,
-        or_(Deployment.status.in_(OPEN), Deployment.provider_vm_id.is_not(None)),
+        or_(Deployment.status.in_(OPEN_DEPLOYMENTS), Deployment.provider_vm_id.is_not(None)),
     )
     return list((await session.execute(statement)).scalars())
 
@@ -398,7 +409,7 @@ async def open_serial_kinds(session: AsyncSession) -> set[tuple[str, str, str]]:
     """(provider, region, sku) of every open attempt at providers that cannot name VMs."""
     rows = await session.execute(
         select(Deployment.provider, Deployment.region, Deployment.instance_type).where(
-            Deployment.serial_kind.is_not(None), Deployment.status.in_(OPEN)
+            Deployment.serial_kind.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
         )
     )
     return {(provider, region, sku) for provider, region, sku in rows}
@@ -422,13 +433,14 @@ async def note_unresolved(session: AsyncSession, *, deployment_id: str, message:
     ).first()
     if noted is None:
         return False
-    add_event(session, order_id=noted.order_id, kind="outcome_ambiguous", message=message)
+    await timeline.write(session, Line(noted.order_id, OrderEventKind.OUTCOME_AMBIGUOUS, message))
     await session.flush()
     return True
 
 
 async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
     """Waiting orders past their `expires_at` become expired; returns their ids."""
+    check_order_move(OrderStatus.WAITING, OrderStatus.EXPIRED)
     expired = (
         (
             await session.execute(
@@ -447,11 +459,13 @@ async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
         .all()
     )
     for order_id in expired:
-        add_event(
+        await timeline.write(
             session,
-            order_id=order_id,
-            kind="expired",
-            message="Expired before matching stock appeared: stopped waiting.",
+            Line(
+                order_id,
+                OrderEventKind.EXPIRED,
+                "Expired before matching stock appeared: stopped waiting.",
+            ),
         )
         await outbox.emit(session, order_id=order_id, event_type=WebhookEventType.ORDER_EXPIRED)
     await session.flush()
@@ -465,7 +479,7 @@ async def release_stray_holds(session: AsyncSession) -> list[str]:
     finds nothing unless something went wrong; it exists so that a hold can never stay open.
     """
     in_flight = select(Deployment.hold_id).where(
-        Deployment.hold_id.is_not(None), Deployment.status.in_(OPEN)
+        Deployment.hold_id.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
     )
     stray = (
         (
@@ -479,23 +493,3 @@ async def release_stray_holds(session: AsyncSession) -> list[str]:
     for hold_id in stray:
         await ledger.release_hold(session, hold_id=hold_id)
     return list(stray)
-
-
-async def add_events(session: AsyncSession, events: list[tuple[str, str, str]]) -> None:
-    """Write many (order id, kind, message) timeline events in one statement."""
-    if not events:
-        return
-    now = utcnow()
-    await (await session.connection()).execute(
-        _INSERT_EVENT,
-        [
-            {
-                "id": new_id("evt"),
-                "order_id": order_id,
-                "kind": kind,
-                "message": message,
-                "created_at": now,
-            }
-            for order_id, kind, message in events
-        ],
-    )

@@ -5,8 +5,9 @@ from decimal import Decimal
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import OfferSnapshot, Order, OrderStatus
+from app.models import OfferSnapshot, Order
 from app.schemas import OfferOut, OffersOut, ProviderReadOut
+from app.states import OrderStatus
 from app.watcher.match import Fees, OrderWants, matches
 from app.watcher.snapshots import offer_from_json
 from app.watcher.waiting import wants_of

@@ -9,10 +9,12 @@ from app.catalogue import Provider
 from app.dbtypes import utcnow
 from app.errors import Conflict, NotFound
 from app.ids import new_id
-from app.models import Deployment, Order, OrderEvent, OrderStatus, WebhookEventType
+from app.models import Deployment, Order, OrderEvent, WebhookEventType
 from app.money import format_usd
 from app.schemas import OrderCreate
-from app.services import outbox
+from app.services import outbox, timeline
+from app.services.timeline import Line
+from app.states import OrderEventKind, OrderStatus, check_order_move
 
 
 def describe_request(order: Order) -> str:
@@ -23,13 +25,6 @@ def describe_request(order: Order) -> str:
     if order.regions:
         text += f" in {', '.join(order.regions)}"
     return text
-
-
-def add_event(session: AsyncSession, *, order_id: str, kind: str, message: str) -> OrderEvent:
-    """Append a line to an order's timeline (in the caller's transaction)."""
-    event = OrderEvent(id=new_id("evt"), order_id=order_id, kind=kind, message=message)
-    session.add(event)
-    return event
 
 
 async def place_order(session: AsyncSession, *, account_id: str, request: OrderCreate) -> Order:
@@ -54,14 +49,15 @@ async def place_order(session: AsyncSession, *, account_id: str, request: OrderC
     )
     session.add(order)
     await session.flush()
-    add_event(
+    await timeline.write(
         session,
-        order_id=order.id,
-        kind="placed",
-        message=f"Order placed: {describe_request(order)} at up to "
-        f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock.",
+        Line(
+            order.id,
+            OrderEventKind.PLACED,
+            f"Order placed: {describe_request(order)} at up to "
+            f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock.",
+        ),
     )
-    await session.flush()
     return order
 
 
@@ -100,6 +96,7 @@ async def list_orders(
 async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:
     """Cancel a waiting order; any other state is a Conflict that says why."""
     order = await get_order(session, account_id=account_id, order_id=order_id)
+    check_order_move(OrderStatus.WAITING, OrderStatus.CANCELLED)
     cancelled = (
         await session.execute(
             update(Order)
@@ -115,7 +112,7 @@ async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str)
             f"order {order_id} is {order.status}; only a waiting order can be cancelled",
             code="order_not_waiting",
         )
-    add_event(session, order_id=order.id, kind="cancelled", message="Cancelled by you.")
+    await timeline.write(session, Line(order.id, OrderEventKind.CANCELLED, "Cancelled by you."))
     await outbox.emit(session, order_id=order.id, event_type=WebhookEventType.ORDER_CANCELLED)
     await session.flush()
     return order

@@ -22,11 +22,12 @@ from app.providers.base import (
     Rejected,
     Unavailable,
 )
-from app.services import deployments
+from app.services import deployments, timeline
 from app.services.deployments import Intent, KindBusy, VMAlreadyOwned
+from app.services.timeline import Line
+from app.states import OrderEventKind
 from app.watcher.book import OfferBook, OfferKey, Taken
 from app.watcher.match import Assignment
-from app.watcher.notes import Note
 
 log = logging.getLogger(__name__)
 RATE_LIMIT_PAUSE_SECONDS = 5.0
@@ -95,10 +96,10 @@ class Deployer:
             return [], set()  # the next pass notes it, or waits for the open attempt
         return intents, gone
 
-    async def write_notes(self, notes: list[Note]) -> None:
+    async def write_notes(self, notes: list[Line]) -> None:
         """Write "why still waiting" notes to the orders' timelines, in one commit."""
         async with session_scope(self.sessionmaker) as session:
-            await deployments.add_events(session, [(n.order_id, n.kind, n.message) for n in notes])
+            await timeline.write(session, *notes)
 
     def launch(self, intent: Intent, taken: Taken) -> None:
         """Send the create in the background; creates for different orders go out together."""
@@ -133,21 +134,21 @@ class Deployer:
             self.book.cool(offer.key, exc.retry_after)
             await self._not_created(
                 intent,
-                "no_capacity",
+                OrderEventKind.NO_CAPACITY,
                 "Stock gone before the create (someone else got it first): keeps waiting.",
             )
         except RateLimited as exc:
             self.pause_provider(provider, exc.retry_after or RATE_LIMIT_PAUSE_SECONDS)
             await self._not_created(
                 intent,
-                "rate_limited",
+                OrderEventKind.RATE_LIMITED,
                 f"{provider.display_name} asked us to slow down before the create: keeps waiting.",
             )
         except ProviderOutOfFunds:
             self.book.cool(offer.key)
             await self._not_created(
                 intent,
-                "provider_funds",
+                OrderEventKind.PROVIDER_FUNDS,
                 f"Our account at {provider.display_name} cannot pay for this machine right "
                 "now: keeps waiting.",
             )
@@ -155,17 +156,19 @@ class Deployer:
             log.error("%s refused our credentials on a create", provider.display_name)
             await self._not_created(
                 intent,
-                "provider_auth",
+                OrderEventKind.PROVIDER_AUTH,
                 f"{provider.display_name} refused our credentials: keeps waiting.",
             )
         except Unavailable as exc:
             await self._not_created(
-                intent, "provider_unavailable", f"Nothing sent ({exc.message}): keeps waiting."
+                intent,
+                OrderEventKind.PROVIDER_UNAVAILABLE,
+                f"Nothing sent ({exc.message}): keeps waiting.",
             )
         except Rejected as exc:
             await self._not_created(
                 intent,
-                "rejected",
+                OrderEventKind.REJECTED,
                 f"{provider.display_name} refused the request itself ({exc.message}): "
                 "the order cannot succeed.",
                 fail_order=True,
@@ -202,7 +205,7 @@ class Deployer:
         self.on_settled()
 
     async def _not_created(
-        self, intent: Intent, kind: str, message: str, *, fail_order: bool = False
+        self, intent: Intent, kind: OrderEventKind, message: str, *, fail_order: bool = False
     ) -> None:
         CREATES.labels(str(intent.offer.provider), kind).inc()
         async with session_scope(self.sessionmaker) as session:

@@ -13,15 +13,14 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.dbtypes import utcnow
 from app.metrics import DEPLOY_TO_RUNNING_SECONDS, ORDERS
-from app.models import Deployment, DeploymentStatus, Order, OrderStatus
+from app.models import Deployment, Order
 from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
-from app.services import deployments
-from app.services.deployments import OPEN
-from app.services.orders import add_event
+from app.services import deployments, timeline
+from app.services.timeline import Line
+from app.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind, OrderStatus
 from app.watcher import adoption
 
 log = logging.getLogger(__name__)
-FOLLOWED = (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN, DeploymentStatus.DEPLOYED)
 
 
 class Follower:
@@ -49,7 +48,7 @@ class Follower:
     async def tick(self) -> None:
         """Follow, resolve, expire, count."""
         async with session_scope(self.read_sessionmaker) as session:
-            open_attempts = await deployments.deployments_in(session, statuses=FOLLOWED)
+            open_attempts = await deployments.deployments_in(session, statuses=FOLLOWED_DEPLOYMENTS)
         by_provider: dict[str, list[Deployment]] = defaultdict(list)
         for deployment in open_attempts:
             by_provider[deployment.provider].append(deployment)
@@ -145,7 +144,7 @@ class Follower:
                 adoption.view(deployment),
                 found,
                 owned={d.provider_vm_id for d in others if d.provider_vm_id},
-                rivals=[adoption.view(d) for d in others if d.status in OPEN],
+                rivals=[adoption.view(d) for d in others if d.status.is_open],
                 names_vms=provider.names_vms,
             )
             if isinstance(decision, adoption.Wait):
@@ -157,7 +156,7 @@ class Follower:
                 await deployments.settle_not_created(
                     session,
                     deployment_id=deployment.id,
-                    kind="not_created",
+                    kind=OrderEventKind.NOT_CREATED,
                     message=f"Looked it up at {provider.display_name}: no VM came of the "
                     "create; keeps waiting.",
                 )
@@ -177,12 +176,14 @@ class Follower:
                     if decision.others
                     else ""
                 )
-                add_event(
+                await timeline.write(
                     session,
-                    order_id=deployment.order_id,
-                    kind="adopted",
-                    message=f"Found the VM the unclear create made ({decision.vm.id}): it is "
-                    f"this order's{others_note}.",
+                    Line(
+                        deployment.order_id,
+                        OrderEventKind.ADOPTED,
+                        f"Found the VM the unclear create made ({decision.vm.id}): it is this "
+                        f"order's{others_note}.",
+                    ),
                 )
         self.on_settled()
 

@@ -1,21 +1,13 @@
 """Timeline notes that say why an order is still waiting, produced once per situation."""
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 
 from app.money import format_usd
 from app.services.deployments import describe_offer
+from app.services.timeline import Line
+from app.states import OrderEventKind
 from app.watcher.match import Assignment, MatchResult, OrderWants
-
-
-@dataclass(frozen=True)
-class Note:
-    """An order event to write."""
-
-    order_id: str
-    kind: str
-    message: str
 
 
 class WaitingNotes:
@@ -29,16 +21,16 @@ class WaitingNotes:
         result: MatchResult,
         orders: Mapping[str, OrderWants],
         funds: Mapping[str, Decimal],
-    ) -> list[Note]:
+    ) -> list[Line]:
         """Notes for near misses and funding gaps this order has not been told about yet."""
         notes = []
         for miss in result.above_max:
             if self._new(miss, "above_max"):
                 limit = format_usd(orders[miss.order_id].max_price_per_hour)
                 notes.append(
-                    Note(
+                    Line(
                         miss.order_id,
-                        "above_max",
+                        OrderEventKind.ABOVE_MAX,
                         f"Stock seen: {describe_offer(miss.offer, miss.price_with_fees)}, "
                         f"above your max of {limit}.",
                     )
@@ -47,9 +39,9 @@ class WaitingNotes:
             if self._new(short, "short_of_funds"):
                 available = funds.get(orders[short.order_id].account_id, Decimal(0))
                 notes.append(
-                    Note(
+                    Line(
                         short.order_id,
-                        "short_of_funds",
+                        OrderEventKind.SHORT_OF_FUNDS,
                         f"{describe_offer(short.offer, short.price_with_fees)} matches, but your "
                         f"available balance ({format_usd(available)}) does not cover one hour: "
                         "keeps waiting.",

@@ -11,10 +11,11 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.dbtypes import utcnow
 from app.metrics import UNTRACKED_VMS
-from app.models import Deployment, DeploymentStatus
+from app.models import Deployment
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import deployments
-from app.services.deployments import OPEN, VM_TAG_PREFIX
+from app.services.deployments import VM_TAG_PREFIX
+from app.states import DeploymentStatus
 from app.watcher.adoption import possible_owners, view
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class Reconciler:
 
     def _untracked(self, vms: list[VM], recorded: list[Deployment]) -> list[VM]:
         owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
-        resolving = {a.vm_name for a in recorded if a.status in OPEN}
+        resolving = {a.vm_name for a in recorded if a.status.is_open}
         young = self.clock() - self.grace
         return [
             vm
@@ -113,7 +114,7 @@ def _may_belong_to(provider: Provider, vm: VM, recorded: list[Deployment]) -> st
     unowned = [
         view(a)
         for a in recorded
-        if a.status in (*OPEN, DeploymentStatus.NOT_CREATED) and not a.provider_vm_id
+        if (a.status.is_open or a.status is DeploymentStatus.NOT_CREATED) and not a.provider_vm_id
     ]
     owners = possible_owners(vm, unowned, names_vms=provider.names_vms)
     if not owners:

@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Interconnect
 from app.dbtypes import utcnow
-from app.models import Account, Order, OrderStatus
+from app.models import Account, Order
+from app.states import OrderStatus
 from app.watcher.match import OrderWants
 
 OVERLAP = timedelta(seconds=10)  # > the longest write transaction, and the clock skew

@@ -1,0 +1,93 @@
+"""The state tables: complete, checked by the services, held by the database, shown in the docs."""
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_sessionmaker, session_scope
+from app.models import Order
+from app.services import deployments
+from app.states import (
+    DEPLOYMENT_TRANSITIONS,
+    ORDER_TRANSITIONS,
+    DeploymentStatus,
+    IllegalTransition,
+    OrderStatus,
+    check_deployment_move,
+    check_order_move,
+    mermaid,
+)
+from tests.factories import claimed, waiting_orders
+from tests.services.test_deployments import HYPER_L40S
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_every_state_has_a_row_and_moves_only_to_known_states() -> None:
+    assert set(ORDER_TRANSITIONS) == set(OrderStatus)
+    assert set(DEPLOYMENT_TRANSITIONS) == set(DeploymentStatus)
+    reasons = [r for moves in ORDER_TRANSITIONS.values() for r in moves.values()]
+    reasons += [r for moves in DEPLOYMENT_TRANSITIONS.values() for r in moves.values()]
+    for reason in reasons:
+        assert reason and ":" not in reason and ";" not in reason  # Mermaid labels
+
+
+def test_status_groups_follow_from_the_tables() -> None:
+    assert {s for s in OrderStatus if s.is_final} == {
+        OrderStatus.RUNNING, OrderStatus.CANCELLED, OrderStatus.EXPIRED, OrderStatus.FAILED
+    }  # fmt: skip
+    assert {s for s in DeploymentStatus if s.is_open} == {
+        DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN
+    }  # fmt: skip
+    for status in DeploymentStatus:  # only an open attempt can still come to own a VM
+        if not status.is_open and not status.owns_vm:
+            assert DeploymentStatus.DEPLOYED not in DEPLOYMENT_TRANSITIONS[status]
+
+
+def test_a_move_the_table_does_not_allow_raises() -> None:
+    check_order_move(OrderStatus.WAITING, OrderStatus.DEPLOYING)  # allowed: no error
+    with pytest.raises(IllegalTransition, match="from running to waiting"):
+        check_order_move(OrderStatus.RUNNING, OrderStatus.WAITING)
+    with pytest.raises(IllegalTransition, match="from not_created to deployed"):
+        check_deployment_move((DeploymentStatus.UNKNOWN, DeploymentStatus.NOT_CREATED),
+                              DeploymentStatus.DEPLOYED)  # fmt: skip
+
+
+async def test_an_illegal_move_is_never_written(engine: AsyncEngine) -> None:
+    (order_id,) = await waiting_orders(engine, HYPER_L40S)
+    maker = create_sessionmaker(engine)
+    with pytest.raises(IllegalTransition):
+        async with session_scope(maker) as session:
+            await deployments._set_order(
+                session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.RUNNING
+            )
+    async with session_scope(maker) as session:
+        order = await session.get(Order, order_id)
+        assert order is not None and order.status is OrderStatus.WAITING
+        # Positive control: the same function makes a move the table allows.
+        assert await deployments._set_order(
+            session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.CANCELLED
+        )
+
+
+async def test_the_database_refuses_a_status_it_does_not_know(engine: AsyncEngine) -> None:
+    (intent,) = await claimed(engine, HYPER_L40S)  # an order, its attempt and its events
+    for table, column, value in [
+        ("orders", "status", "paused"),
+        ("deployments", "status", "paused"),
+        ("order_events", "kind", "paused"),
+    ]:
+        with pytest.raises(IntegrityError):
+            async with engine.begin() as connection:
+                await connection.execute(text(f"UPDATE {table} SET {column} = '{value}'"))
+    async with engine.begin() as connection:  # positive control: a known value is fine
+        await connection.execute(
+            text("UPDATE orders SET status = 'cancelled' WHERE id = :id"), {"id": intent.order_id}
+        )
+
+
+def test_the_readme_shows_the_order_states_as_the_code_has_them() -> None:
+    assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in README.read_text()
