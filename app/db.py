@@ -100,7 +100,10 @@ class WriteGate:
             if ticket.done() and not ticket.cancelled():
                 self._release()  # handed the gate just as it was cancelled: pass it on
             else:
-                line.remove(ticket)
+                # A release may already have dropped the cancelled ticket from the line;
+                # raising here would turn the cancellation into an error the caller survives.
+                with contextlib.suppress(ValueError):
+                    line.remove(ticket)
             raise
 
     def _release(self) -> None:
@@ -160,6 +163,12 @@ async def session_scope(
         except BaseException:
             await session.rollback()
             raise
+
+
+async def ping(sessionmaker: async_sessionmaker[AsyncSession]) -> None:
+    """One round trip to the database; raises if it does not answer."""
+    async with sessionmaker() as session:
+        await session.execute(text("SELECT 1"))
 
 
 def alembic_config(database_url: str) -> Config:

@@ -143,6 +143,22 @@ async def test_a_cancelled_waiter_does_not_keep_the_write_gate() -> None:
         pass  # free again
 
 
+async def test_a_waiter_cancelled_just_before_a_release_stays_cancelled() -> None:
+    """The release drops the cancelled ticket before the waiter runs its cleanup: the waiter
+    must still end cancelled (not with an error its caller would survive), the gate free."""
+    gate = WriteGate()
+    holder = gate.turn(urgent=False)
+    await holder.__aenter__()
+    waiter = asyncio.create_task(_hold(gate))
+    await _until_waiting(gate, 1)
+    waiter.cancel()
+    await holder.__aexit__(None, None, None)  # before the waiter has run again
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    async with asyncio.timeout(5), gate.turn(urgent=False):
+        pass  # free again
+
+
 async def _hold(gate: WriteGate) -> None:
     async with gate.turn(urgent=False):
         pass
