@@ -23,10 +23,10 @@ from app.metrics import LEADER
 from app.providers.base import ProviderAdapter
 from app.providers.registry import build_adapters
 from app.services import leases
+from app.services.webhook_secrets import SecretBoxLoader
 from app.settings import Settings
 from app.watcher.watcher import Watcher
 from app.webhooks.dispatcher import Dispatcher
-from app.webhooks.secrets import SecretBoxLoader
 
 log = logging.getLogger(__name__)
 WATCHER_LEASE = "watcher"

@@ -16,10 +16,10 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.schemas import OrderCreate
 from app.catalogue import Provider
 from app.ids import new_id
 from app.models import Account, Order
-from app.schemas import OrderCreate
 from app.security import generate_api_key, hash_api_key
 from app.services import ledger, orders
 from app.settings import Settings
@@ -127,7 +127,7 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
         )
         if waiting is None:
             for body in DEMO_ORDERS:
-                request = OrderCreate.model_validate(body)
+                request = OrderCreate.model_validate(body).new_order()
                 await orders.place_order(session, account_id=account.id, request=request)
     return api_key
 

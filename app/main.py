@@ -24,8 +24,8 @@ from app.db import (
 )
 from app.jobs import create_scheduler
 from app.services.accounts import ensure_admin_key
+from app.services.webhook_secrets import SecretBoxLoader
 from app.settings import Settings, get_settings
-from app.webhooks.secrets import SecretBoxLoader
 
 logger = logging.getLogger(__name__)
 

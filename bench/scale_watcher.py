@@ -331,8 +331,8 @@ def order_mix(count: int, targets_per_provider: int, rng: random.Random) -> list
 
 async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -> float:
     """Migrate, make `accounts` funded accounts and place `orders` among them; seconds taken."""
+    from app.api.schemas import OrderCreate
     from app.db import create_engine, create_sessionmaker, migrate, session_scope
-    from app.schemas import OrderCreate
     from app.services import ledger
     from app.services import orders as order_service
     from app.services.accounts import create_account
@@ -354,7 +354,7 @@ async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -
                     await order_service.place_order(
                         session,
                         account_id=account_ids[n % accounts],
-                        request=OrderCreate.model_validate(body),
+                        request=OrderCreate.model_validate(body).new_order(),
                     )
     finally:
         await engine.dispose()

@@ -37,7 +37,7 @@ _real_getaddrinfo = socket.getaddrinfo
 
 def _loopback_only_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
     """Resolve addresses and `localhost` as usual; refuse every other name without asking DNS
-    (a test that needs a name to resolve gives its answers with tests/webhooks/dns.py)."""
+    (a test that needs a name to resolve gives its answers with tests/dns.py)."""
     name = host.decode() if isinstance(host, bytes) else host
     if name is None or name == "localhost":
         return _real_getaddrinfo(host, *args, **kwargs)

@@ -7,12 +7,13 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.api.schemas import OrderCreate
 from app.db import create_sessionmaker, session_scope
-from app.models import Order, OrderStatus
+from app.models import Order
 from app.providers.base import Offer
-from app.schemas import OrderCreate
 from app.services import accounts, deployments, ledger, orders
 from app.services.deployments import Intent
+from app.states import OrderStatus
 from tests.conftest import ADMIN_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -83,7 +84,7 @@ async def waiting_orders(
     request = OrderCreate.model_validate(
         {"gpu_model": offer.gpu_model, "gpu_count": offer.gpu_count,
          "providers": [str(offer.provider)], "max_price_per_hour": offer.price_per_hour}
-    )  # fmt: skip
+    ).new_order()  # fmt: skip
     async with session_scope(create_sessionmaker(engine)) as session:
         account, _key = await accounts.create_account(session, name="service layer")
         await ledger.credit(session, account_id=account.id, amount=Decimal(credit))

@@ -8,7 +8,7 @@ from sqlalchemy import Connection, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.catalogue import Provider
-from app.db import alembic_config, create_sessionmaker, session_scope
+from app.db import alembic_config, create_sessionmaker, foreign_keys_checked_after, session_scope
 from app.models import Deployment
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments
@@ -25,7 +25,7 @@ def _alembic(connection: Connection, action: str, revision: str) -> None:
 
 
 async def _to_revision(engine: AsyncEngine, action: str, revision: str) -> None:
-    async with engine.connect() as connection:
+    async with engine.connect() as connection, foreign_keys_checked_after(connection):
         await connection.run_sync(_alembic, action, revision)
         await connection.commit()
 

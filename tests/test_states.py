@@ -23,7 +23,9 @@ from app.states import (
 from tests.factories import claimed, waiting_orders
 from tests.services.test_deployments import HYPER_L40S
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 
 
 def test_every_state_has_a_row_and_moves_only_to_known_states() -> None:
@@ -91,3 +93,9 @@ async def test_the_database_refuses_a_status_it_does_not_know(engine: AsyncEngin
 
 def test_the_readme_shows_the_order_states_as_the_code_has_them() -> None:
     assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in README.read_text()
+
+
+def test_the_architecture_doc_shows_both_tables_as_the_code_has_them() -> None:
+    doc = ARCHITECTURE.read_text()
+    assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in doc
+    assert f"```mermaid\n{mermaid(DEPLOYMENT_TRANSITIONS)}\n```" in doc

@@ -9,7 +9,7 @@ from app.api.deps import AdminOnly, CurrentAccount, SessionDep
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, page_of
 from app.api.params import PathId
-from app.schemas import (
+from app.api.schemas import (
     AccountCreate,
     AccountCreated,
     AccountOut,
@@ -17,8 +17,8 @@ from app.schemas import (
     LedgerEntryOut,
     Page,
 )
+from app.api.webhook_schemas import AccountEventOut
 from app.services import account_events, accounts, ledger
-from app.webhooks.schemas import AccountEventOut
 
 ADMIN_PRINCIPAL = "admin"  # whose Idempotency-Keys admin requests use
 admin_router = APIRouter(prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly])

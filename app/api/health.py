@@ -4,9 +4,9 @@ import asyncio
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from app.api.errors import error_response
+from app.db import ping
 
 READY_TIMEOUT_SECONDS = 5
 router = APIRouter(tags=["health"])
@@ -22,8 +22,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> dict[str, str] | JSONResponse:
     """The database answers; a load balancer should send traffic here only then."""
     try:
-        async with request.app.state.read_sessionmaker() as session:
-            await asyncio.wait_for(session.execute(text("SELECT 1")), READY_TIMEOUT_SECONDS)
+        await asyncio.wait_for(ping(request.app.state.read_sessionmaker), READY_TIMEOUT_SECONDS)
     except Exception:
         return error_response(503, "database_unavailable", "the database is not reachable")
     return {"status": "ready"}

@@ -7,9 +7,9 @@ from fastapi import APIRouter, Query
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.catalogue import GPU_MODELS, Provider, normalize_gpu_model
 from app.errors import ValidationFailed
-from app.schemas import OffersOut
+from app.market import Fees
 from app.services import offers
-from app.watcher.match import Fees
+from app.services.views import OffersOut
 
 router = APIRouter(prefix="/v1/offers", tags=["offers"])
 

@@ -9,9 +9,10 @@ from app.api.deps import CurrentAccount, SessionDep, nudge_watcher
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
+from app.api.schemas import OrderCreate, OrderEventOut, Page
 from app.models import Order
-from app.schemas import OrderCreate, OrderEventOut, OrderOut, Page
 from app.services import orders
+from app.services.views import OrderOut
 from app.states import OrderStatus
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
@@ -34,7 +35,7 @@ async def place_order(
     """Place an order; it waits, at no cost, until matching stock appears."""
 
     async def place() -> OrderOut:
-        order = await orders.place_order(session, account_id=account.id, request=body)
+        order = await orders.place_order(session, account_id=account.id, request=body.new_order())
         return (await _present(session, [order]))[0]
 
     after_commit.add_task(nudge_watcher, request)

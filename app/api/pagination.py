@@ -6,7 +6,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Query
 from pydantic import BaseModel
 
-from app.schemas import Page
+from app.api.schemas import Page
 
 T = TypeVar("T")
 OutT = TypeVar("OutT", bound=BaseModel)

@@ -13,7 +13,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictInt,
     StringConstraints,
     WithJsonSchema,
@@ -22,8 +21,10 @@ from pydantic import (
 )
 
 from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
-from app.money import MONEY_PATTERN, format_money, parse_money, to_cents
-from app.states import DeploymentStatus, OrderEventKind, OrderStatus
+from app.money import MONEY_PATTERN, parse_money, to_cents
+from app.services.orders import NewOrder
+from app.services.views import MoneyOut
+from app.states import OrderEventKind
 from app.text import MultiLine, OneLine
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
@@ -39,8 +40,6 @@ SSH_KEY_TYPES = (
     "sk-ssh-ed25519@openssh.com",
     "sk-ecdsa-sha2-nistp256@openssh.com",
 )
-
-MoneyOut = Annotated[Decimal, PlainSerializer(format_money, return_type=str)]
 
 
 def _money_schema(maximum: Decimal) -> WithJsonSchema:
@@ -230,6 +229,10 @@ class OrderCreate(BaseModel):
             )
         return value
 
+    def new_order(self) -> NewOrder:
+        """The order as the services take it."""
+        return NewOrder(**self.model_dump())
+
 
 def is_openssh_public_key(line: str) -> bool:
     """Whether `line` is one OpenSSH public key: type, base64 blob naming that type, comment."""
@@ -246,52 +249,6 @@ def is_openssh_public_key(line: str) -> bool:
     return blob[4 : 4 + type_length] == parts[0].encode()
 
 
-class DeploymentOut(BaseModel):
-    """The machine an order got (or is getting)."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    provider: str
-    region: str
-    instance_type: str
-    provider_vm_id: str | None
-    price_per_hour: MoneyOut
-    price_per_hour_with_fees: MoneyOut
-    ip: str | None
-    status: DeploymentStatus
-    created_at: datetime
-
-
-class OrderOut(BaseModel):
-    """An order as its owner sees it."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: str
-    name: str | None
-    status: OrderStatus
-    gpu_model: str
-    gpu_count: int
-    providers: list[str]
-    max_price_per_hour: MoneyOut
-    regions: list[str] | None
-    min_disk_gb: int | None
-    interconnect: str | None
-    expires_at: datetime | None
-    ssh_public_key: str | None
-    created_at: datetime
-    updated_at: datetime
-    deployment: DeploymentOut | None = None
-
-    @classmethod
-    def present(cls, order: object, deployment: object | None) -> "OrderOut":
-        """The order with its latest deployment attempt, if it has one."""
-        out = cls.model_validate(order)
-        if deployment is not None:
-            out.deployment = DeploymentOut.model_validate(deployment)
-        return out
-
-
 class OrderEventOut(BaseModel):
     """One line of an order's timeline."""
 
@@ -301,41 +258,3 @@ class OrderEventOut(BaseModel):
     kind: OrderEventKind
     message: str
     created_at: datetime
-
-
-class OfferOut(BaseModel):
-    """A machine a provider shows in stock now, with the price a user would pay."""
-
-    provider: str
-    region: str
-    sku: str
-    gpu_model: str
-    gpu_count: int
-    interconnect: str | None
-    vcpus: int | None
-    ram_gb: int | None
-    disk_gb: int | None
-    disk_fixed: bool
-    available: int | None  # None: the provider only says "in stock"
-    price_per_hour: MoneyOut
-    price_per_hour_with_fees: MoneyOut
-    matching_orders: list[str] = Field(
-        default_factory=list,
-        description="Your waiting orders this offer satisfies (price included), oldest first.",
-    )
-
-
-class ProviderReadOut(BaseModel):
-    """When a provider's stock was last read, and what went wrong with the latest try, if so."""
-
-    provider: str
-    fetched_at: datetime | None  # the last read that worked
-    checked_at: datetime | None  # the last read tried
-    error: str | None
-
-
-class OffersOut(BaseModel):
-    """The latest offers, cheapest first, and how fresh each provider's read is."""
-
-    data: list[OfferOut]
-    providers: list[ProviderReadOut]

@@ -6,6 +6,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from app.models import WebhookEventType
+from app.services.webhook_endpoints import EndpointChanges
 from app.text import MultiLine, OneLine
 
 MAX_URL_LENGTH = 2048
@@ -48,6 +49,10 @@ class EndpointUpdate(BaseModel):
     events: EventTypes = None
     enabled: bool | None = None
     description: Description | None = None
+
+    def changes(self) -> EndpointChanges:
+        """The fields sent, as the services take a change."""
+        return EndpointChanges(sent=frozenset(self.model_fields_set), **self.model_dump())
 
 
 class EndpointOut(BaseModel):

@@ -7,10 +7,8 @@ from fastapi import APIRouter, Depends, Request, Response
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.pagination import Limit, cursor_param, page_of, split_page
 from app.api.params import PathId
-from app.models import WebhookDelivery, WebhookEndpoint
-from app.schemas import Page
-from app.services import outbox, webhook_endpoints
-from app.webhooks.schemas import (
+from app.api.schemas import Page
+from app.api.webhook_schemas import (
     AttemptOut,
     DeliveryOut,
     EndpointCreate,
@@ -18,7 +16,9 @@ from app.webhooks.schemas import (
     EndpointUpdate,
     EndpointWithSecret,
 )
-from app.webhooks.secrets import SecretBox, SecretBoxLoader
+from app.models import WebhookDelivery, WebhookEndpoint
+from app.services import outbox, webhook_endpoints
+from app.services.webhook_secrets import SecretBox, SecretBoxLoader
 
 router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
 deliveries_router = APIRouter(prefix="/v1/webhook-deliveries", tags=["webhooks"])
@@ -64,7 +64,9 @@ async def create_endpoint(
     endpoint, secret = await webhook_endpoints.create_endpoint(
         session,
         account_id=account.id,
-        request=body,
+        url=body.url,
+        events=body.events,
+        description=body.description,
         box=box,
         allow_private=settings.allows_private_webhooks,
     )
@@ -109,7 +111,7 @@ async def update_endpoint(
         session,
         account_id=account.id,
         endpoint_id=endpoint_id,
-        request=body,
+        request=body.changes(),
         allow_private=settings.allows_private_webhooks,
     )
     return EndpointOut.model_validate(endpoint)

@@ -405,6 +405,12 @@ async def ownership_at(session: AsyncSession, *, provider: str) -> list[Deployme
     return list((await session.execute(statement)).scalars())
 
 
+async def recorded_at(session: AsyncSession, *, provider: str) -> list[Deployment]:
+    """Every attempt ever made at `provider`."""
+    rows = await session.execute(select(Deployment).where(Deployment.provider == provider))
+    return list(rows.scalars())
+
+
 async def open_serial_kinds(session: AsyncSession) -> set[tuple[str, str, str]]:
     """(provider, region, sku) of every open attempt at providers that cannot name VMs."""
     rows = await session.execute(

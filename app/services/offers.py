@@ -1,16 +1,62 @@
 """The latest offers each provider showed, as kept by the watcher."""
 
+import dataclasses
+from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.catalogue import Interconnect, Provider
+from app.dbtypes import utcnow
+from app.market import Fees, OrderWants, matches, wants_of
 from app.models import OfferSnapshot, Order
-from app.schemas import OfferOut, OffersOut, ProviderReadOut
+from app.money import format_money
+from app.providers.base import Offer
+from app.services.views import OfferOut, OffersOut, ProviderReadOut
 from app.states import OrderStatus
-from app.watcher.match import Fees, OrderWants, matches
-from app.watcher.snapshots import offer_from_json
-from app.watcher.waiting import wants_of
+
+
+def offer_json(offer: Any) -> dict[str, Any]:
+    """An Offer as stored JSON (money as strings)."""
+    data = dataclasses.asdict(offer)
+    data["provider"] = str(offer.provider)
+    data["interconnect"] = str(offer.interconnect) if offer.interconnect else None
+    data["price_per_hour"] = format_money(offer.price_per_hour)
+    return data
+
+
+def offer_from_json(data: dict[str, Any]) -> Offer:
+    """The Offer a stored snapshot entry was made from."""
+    return Offer(
+        **{
+            **data,
+            "provider": Provider(data["provider"]),
+            "interconnect": Interconnect(data["interconnect"]) if data["interconnect"] else None,
+            "price_per_hour": Decimal(data["price_per_hour"]),
+        }
+    )
+
+
+async def keep_snapshot(
+    session: AsyncSession,
+    *,
+    provider: str,
+    offers: list[dict[str, Any]],
+    fetched_at: datetime | None,
+    error: str | None,
+) -> None:
+    """Keep a provider's latest read (offers as `offer_json` gives them) for every replica."""
+    await session.merge(
+        OfferSnapshot(
+            provider=provider,
+            offers=offers,
+            fetched_at=fetched_at,
+            checked_at=utcnow(),
+            error=error,
+        )
+    )
 
 
 async def _waiting_orders(session: AsyncSession, account_id: str) -> list[OrderWants]:

@@ -1,8 +1,11 @@
 """Orders: placing, reading, cancelling, and the timeline of what happened to each."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
@@ -11,7 +14,6 @@ from app.errors import Conflict, NotFound
 from app.ids import new_id
 from app.models import Deployment, Order, OrderEvent, WebhookEventType
 from app.money import format_usd
-from app.schemas import OrderCreate
 from app.services import outbox, timeline
 from app.services.timeline import Line
 from app.states import OrderEventKind, OrderStatus, check_order_move
@@ -27,7 +29,23 @@ def describe_request(order: Order) -> str:
     return text
 
 
-async def place_order(session: AsyncSession, *, account_id: str, request: OrderCreate) -> Order:
+@dataclass(frozen=True)
+class NewOrder:
+    """What a new order asks for, already validated by whoever took it in (the API)."""
+
+    gpu_model: str
+    gpu_count: int
+    providers: Sequence[str]
+    max_price_per_hour: Decimal
+    regions: list[str] | None = None
+    min_disk_gb: int | None = None
+    interconnect: str | None = None
+    expires_at: datetime | None = None
+    name: str | None = None
+    ssh_public_key: str | None = None
+
+
+async def place_order(session: AsyncSession, *, account_id: str, request: NewOrder) -> Order:
     """A new waiting order; placing it costs nothing."""
     now = utcnow()
     order = Order(
@@ -137,3 +155,9 @@ async def latest_deployments(
         .order_by(Deployment.order_id, Deployment.attempt)
     )
     return {d.order_id: d for d in (await session.execute(statement)).scalars()}
+
+
+async def count_by_status(session: AsyncSession) -> dict[OrderStatus, int]:
+    """How many orders are in each status (statuses with none are left out)."""
+    rows = await session.execute(select(Order.status, func.count()).group_by(Order.status))
+    return {OrderStatus(status): count for status, count in rows.all()}

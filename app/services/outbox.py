@@ -28,10 +28,9 @@ from app.models import (
     WebhookEvent,
     WebhookEventType,
 )
-from app.schemas import OrderOut
 from app.services import account_events
-from app.webhooks.doorbell import ring_after_commit
-from app.webhooks.sender import Outcome
+from app.services.doorbell import ring_after_commit
+from app.services.views import OrderOut
 
 JITTER = 0.2  # each retry delay is moved by up to this fraction either way
 MAX_RETRY_AFTER_SECONDS = 86_400.0
@@ -97,6 +96,22 @@ async def emit(session: AsyncSession, *, order_id: str, event_type: WebhookEvent
         ],
     )
     ring_after_commit(session)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt got: a status code and body, or an error that explains why not."""
+
+    status_code: int | None
+    duration_ms: int
+    response_body: str | None = None
+    error: str | None = None
+    retry_after_seconds: float | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """2xx and nothing else counts as delivered (redirects are not followed)."""
+        return self.status_code is not None and 200 <= self.status_code < 300
 
 
 @dataclass(frozen=True)

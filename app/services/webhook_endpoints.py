@@ -1,5 +1,7 @@
 """Webhook endpoints: register, change, rotate the secret of, and remove them."""
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import delete, func, select
@@ -10,10 +12,9 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.ids import new_id
 from app.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from app.services import outbox
-from app.webhooks.doorbell import ring_after_commit
-from app.webhooks.schemas import EndpointCreate, EndpointUpdate
-from app.webhooks.secrets import SecretBox, new_signing_secret
-from app.webhooks.ssrf import UrlRefused, resolve
+from app.services.doorbell import ring_after_commit
+from app.services.webhook_secrets import SecretBox, new_signing_secret
+from app.services.webhook_urls import UrlRefused, resolve
 
 MAX_ENDPOINTS_PER_ACCOUNT = 20
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -35,16 +36,29 @@ async def check_url(url: str, *, allow_private: bool) -> None:
         ) from exc
 
 
+@dataclass(frozen=True)
+class EndpointChanges:
+    """A change to an endpoint: only the fields named in `sent` change."""
+
+    sent: frozenset[str]
+    url: str | None = None
+    events: Sequence[str] | None = None
+    enabled: bool | None = None
+    description: str | None = None
+
+
 async def create_endpoint(
     session: AsyncSession,
     *,
     account_id: str,
-    request: EndpointCreate,
+    url: str,
+    events: Sequence[str] | None,
+    description: str | None,
     box: SecretBox,
     allow_private: bool,
 ) -> tuple[WebhookEndpoint, str]:
     """A new enabled endpoint and its signing secret (returned in clear only here)."""
-    await check_url(request.url, allow_private=allow_private)
+    await check_url(url, allow_private=allow_private)
     count = (
         await session.execute(
             select(func.count())
@@ -63,9 +77,9 @@ async def create_endpoint(
     endpoint = WebhookEndpoint(
         id=endpoint_id,
         account_id=account_id,
-        url=request.url,
-        description=request.description,
-        events=None if request.events is None else [str(e) for e in request.events],
+        url=url,
+        description=description,
+        events=None if events is None else [str(e) for e in events],
         enabled=True,
         disabled_reason=None,
         secret=box.seal(endpoint_id, secret),
@@ -112,12 +126,12 @@ async def update_endpoint(
     *,
     account_id: str,
     endpoint_id: str,
-    request: EndpointUpdate,
+    request: EndpointChanges,
     allow_private: bool,
 ) -> WebhookEndpoint:
     """Change the fields sent; enabling an endpoint lets its waiting deliveries go again."""
     endpoint = await get_endpoint(session, account_id=account_id, endpoint_id=endpoint_id)
-    sent = request.model_fields_set
+    sent = request.sent
     if "url" in sent:
         if request.url is None:
             raise ValidationFailed(

@@ -6,18 +6,17 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import timedelta
 
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue import Provider
 from app.db import session_scope
 from app.dbtypes import utcnow
-from app.metrics import DEPLOY_TO_RUNNING_SECONDS, ORDERS
-from app.models import Deployment, Order
+from app.metrics import DEPLOY_TO_RUNNING_SECONDS
+from app.models import Deployment
 from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
 from app.services import deployments, timeline
 from app.services.timeline import Line
-from app.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind, OrderStatus
+from app.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind
 from app.watcher import adoption
 
 log = logging.getLogger(__name__)
@@ -46,16 +45,13 @@ class Follower:
         self.on_settled = on_settled
 
     async def tick(self) -> None:
-        """Follow, resolve, expire, count."""
+        """Look at every attempt not settled yet: follow it to running, or resolve it."""
         async with session_scope(self.read_sessionmaker) as session:
             open_attempts = await deployments.deployments_in(session, statuses=FOLLOWED_DEPLOYMENTS)
         by_provider: dict[str, list[Deployment]] = defaultdict(list)
         for deployment in open_attempts:
             by_provider[deployment.provider].append(deployment)
         await asyncio.gather(*(self._follow(p, items) for p, items in by_provider.items()))
-        async with session_scope(self.sessionmaker) as session:
-            await deployments.expire_due(session, now=utcnow())
-        await self._count_orders()
 
     async def _follow(self, provider: str, open_attempts: list[Deployment]) -> None:
         adapter = self.adapters.get(Provider(provider))
@@ -186,13 +182,3 @@ class Follower:
                     ),
                 )
         self.on_settled()
-
-    async def _count_orders(self) -> None:
-        async with session_scope(self.read_sessionmaker) as session:
-            counts = dict(
-                (
-                    await session.execute(select(Order.status, func.count()).group_by(Order.status))
-                ).all()
-            )
-        for status in OrderStatus:
-            ORDERS.labels(str(status)).set(counts.get(status, 0))

@@ -4,7 +4,6 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue import Provider
@@ -56,10 +55,7 @@ class Reconciler:
 
     async def _recorded(self, provider: Provider) -> list[Deployment]:
         async with session_scope(self.sessionmaker) as session:
-            rows = await session.execute(
-                select(Deployment).where(Deployment.provider == str(provider))
-            )
-            return list(rows.scalars())
+            return await deployments.recorded_at(session, provider=str(provider))
 
     async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
         """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""

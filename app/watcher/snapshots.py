@@ -1,42 +1,17 @@
 """Keep each provider's latest offers in the database, so every replica's API can show them."""
 
-import dataclasses
 import time
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Interconnect, Provider
+from app.catalogue import Provider
 from app.db import session_scope
-from app.dbtypes import utcnow
-from app.models import OfferSnapshot
-from app.money import format_money
-from app.providers.base import Offer
+from app.services import offers
+from app.services.offers import offer_json
 from app.watcher.book import OfferBook
 
 HEARTBEAT_SECONDS = 5.0  # rewrite an unchanged snapshot this often, so its age stays honest
-
-
-def offer_json(offer: Any) -> dict[str, Any]:
-    """An Offer as stored JSON (money as strings)."""
-    data = dataclasses.asdict(offer)
-    data["provider"] = str(offer.provider)
-    data["interconnect"] = str(offer.interconnect) if offer.interconnect else None
-    data["price_per_hour"] = format_money(offer.price_per_hour)
-    return data
-
-
-def offer_from_json(data: dict[str, Any]) -> Offer:
-    """The Offer a stored snapshot entry was made from."""
-    return Offer(
-        **{
-            **data,
-            "provider": Provider(data["provider"]),
-            "interconnect": Interconnect(data["interconnect"]) if data["interconnect"] else None,
-            "price_per_hour": Decimal(data["price_per_hour"]),
-        }
-    )
 
 
 class SnapshotWriter:
@@ -58,13 +33,11 @@ class SnapshotWriter:
         if last is not None and last[0] == state and now - last[1] < HEARTBEAT_SECONDS:
             return
         async with session_scope(self.sessionmaker) as session:
-            await session.merge(
-                OfferSnapshot(
-                    provider=str(provider),
-                    offers=state[0],
-                    fetched_at=read.read_at_wall,
-                    checked_at=utcnow(),
-                    error=read.error,
-                )
+            await offers.keep_snapshot(
+                session,
+                provider=str(provider),
+                offers=state[0],
+                fetched_at=read.read_at_wall,
+                error=read.error,
             )
         self._last[provider] = (state, now)

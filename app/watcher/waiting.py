@@ -12,50 +12,17 @@ import time
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue import Interconnect
 from app.dbtypes import utcnow
-from app.models import Account, Order
+from app.market import OrderWants, wants_of
+from app.services import waiting_orders
 from app.states import OrderStatus
-from app.watcher.match import OrderWants
 
 OVERLAP = timedelta(seconds=10)  # > the longest write transaction, and the clock skew
 FULL_READ_SECONDS = 300.0
 MachineKey = tuple[str, int]
-
-_ORDER_COLUMNS = (
-    Order.id,
-    Order.status,
-    Order.created_at,
-    Order.providers,
-    Order.gpu_model,
-    Order.gpu_count,
-    Order.max_price_per_hour,
-    Order.regions,
-    Order.min_disk_gb,
-    Order.interconnect,
-    Order.account_id,
-)
-
-
-def wants_of(row: Any) -> OrderWants:
-    """What the matcher needs of an order row (or of a row with the same columns)."""
-    return OrderWants(
-        id=row.id,
-        created_at=row.created_at,
-        providers=frozenset(row.providers),
-        gpu_model=row.gpu_model,
-        gpu_count=row.gpu_count,
-        max_price_per_hour=row.max_price_per_hour,
-        regions=frozenset(r.upper() for r in row.regions) if row.regions else None,
-        min_disk_gb=row.min_disk_gb,
-        interconnect=Interconnect(row.interconnect) if row.interconnect else None,
-        account_id=row.account_id,
-    )
 
 
 def _age(order: OrderWants) -> tuple[datetime, str]:
@@ -124,43 +91,32 @@ class WaitingBook:
         self._orders_since = self._accounts_since = started - OVERLAP
 
     async def _read_everything(self, session: AsyncSession) -> None:
-        rows = await session.execute(
-            select(*_ORDER_COLUMNS).where(Order.status == OrderStatus.WAITING)
-        )
+        rows = await waiting_orders.waiting(session)
         self._clear()
         for row in rows:
             self.add(wants_of(row))
-        await self._read_funds(session, {o.account_id for o in self.orders.values()})
+        self._add_funds(
+            await waiting_orders.funds_of(session, {o.account_id for o in self.orders.values()})
+        )
 
     async def _read_changes(self, session: AsyncSession) -> None:
-        rows = await session.execute(
-            select(*_ORDER_COLUMNS).where(Order.updated_at >= self._orders_since)
-        )
+        assert self._orders_since is not None and self._accounts_since is not None
         unknown_accounts = set()
-        for row in rows:
+        for row in await waiting_orders.changed_since(session, self._orders_since):
             if row.status == OrderStatus.WAITING:
                 self.add(wants_of(row))
                 if row.account_id not in self.funds:
                     unknown_accounts.add(row.account_id)
             else:
                 self.discard(row.id)
-        changed = await session.execute(
-            select(Account.id, Account.balance, Account.held).where(
-                Account.updated_at >= self._accounts_since
-            )
-        )
-        for account_id, balance, held in changed:
-            if self.funds.get(account_id) != balance - held:
-                self.funds[account_id] = balance - held
+        changed = await waiting_orders.funds_changed_since(session, self._accounts_since)
+        for account_id, available in changed.items():
+            if self.funds.get(account_id) != available:
+                self.funds[account_id] = available
                 self.version += 1
-        await self._read_funds(session, unknown_accounts - set(self.funds))
+        self._add_funds(await waiting_orders.funds_of(session, unknown_accounts - set(self.funds)))
 
-    async def _read_funds(self, session: AsyncSession, account_ids: set[str]) -> None:
-        if not account_ids:
-            return
-        rows = await session.execute(
-            select(Account.id, Account.balance, Account.held).where(Account.id.in_(account_ids))
-        )
-        for account_id, balance, held in rows:
-            self.funds[account_id] = balance - held
-        self.version += 1
+    def _add_funds(self, funds: dict[str, Decimal]) -> None:
+        if funds:
+            self.funds.update(funds)
+            self.version += 1

@@ -9,22 +9,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue import Provider
 from app.db import session_scope
-from app.metrics import STOCK_TO_CREATE_SECONDS
+from app.dbtypes import utcnow
+from app.market import Fees
+from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
-from app.services import deployments
+from app.services import deployments, orders
 from app.services.deployments import Intent
 from app.settings import Settings
+from app.states import OrderStatus
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower
-from app.watcher.match import Fees, assign
+from app.watcher.match import assign
 from app.watcher.notes import WaitingNotes
 from app.watcher.poller import ProviderPoller
 from app.watcher.reconciler import Reconciler
@@ -120,10 +123,33 @@ class Watcher:
         """Read the waiting orders, then start every loop."""
         await self.refresh_waiting()
         self._spawn(self._refresh_loop(), "refresh waiting orders")
-        self._spawn(self._every(self.settings.follow_seconds, self.follower.tick), "follow VMs")
-        self._spawn(self._every(self.settings.reconcile_seconds, self.reconciler.tick), "reconcile")
+        for name, seconds, job in self.jobs():
+            self._spawn(self._every(seconds, job), name)
         for provider, poller in self.pollers.items():
             self._spawn(poller.run(), f"poll {provider}")
+
+    def jobs(self) -> list[tuple[str, float, Callable[[], Awaitable[None]]]]:
+        """The watcher's periodic jobs and their periods (stock polling runs apart: see the
+        architecture doc). The replica-wide housekeeping is in `app/jobs.py`."""
+        every = self.settings.follow_seconds
+        return [
+            ("follow VMs", every, self.follower.tick),
+            ("expire orders", every, self.expire_orders),
+            ("count orders", every, self.count_orders),
+            ("reconcile", self.settings.reconcile_seconds, self.reconciler.tick),
+        ]
+
+    async def expire_orders(self) -> None:
+        """Waiting orders past their expiry stop waiting."""
+        async with session_scope(self.sessionmaker) as session:
+            await deployments.expire_due(session, now=utcnow())
+
+    async def count_orders(self) -> None:
+        """The orders-by-status gauge."""
+        async with session_scope(self.read_sessionmaker) as session:
+            counts = await orders.count_by_status(session)
+        for status in OrderStatus:
+            ORDERS.labels(str(status)).set(counts.get(status, 0))
 
     async def stop(self) -> None:
         """Stop taking new work, let creates in flight finish (bounded), stop the loops."""

@@ -15,11 +15,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.db import session_scope
 from app.dbtypes import utcnow
 from app.metrics import WEBHOOK_ATTEMPTS
-from app.services import outbox
+from app.services import doorbell, outbox
+from app.services.outbox import Outcome
+from app.services.webhook_secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.settings import Settings
-from app.webhooks import doorbell
-from app.webhooks.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
-from app.webhooks.sender import Outcome, WebhookSender
+from app.webhooks.sender import WebhookSender
 
 log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 64

@@ -3,33 +3,17 @@
 import asyncio
 import email.utils
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import httpx
 from standardwebhooks.webhooks import Webhook
 
+from app.services.outbox import Outcome
+from app.services.webhook_urls import UrlRefused, resolve
 from app.text import storable
-from app.webhooks.ssrf import UrlRefused, resolve
 
 RESPONSE_CHARS = 2048  # of a receiver's answer, kept with the attempt
 USER_AGENT = "autoprovision-webhooks/1"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one attempt got: a status code and body, or an error that explains why not."""
-
-    status_code: int | None
-    duration_ms: int
-    response_body: str | None = None
-    error: str | None = None
-    retry_after_seconds: float | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        """2xx and nothing else counts as delivered (redirects are not followed)."""
-        return self.status_code is not None and 200 <= self.status_code < 300
 
 
 def signature_header(msg_id: str, timestamp: datetime, payload: str, secrets: list[str]) -> str:

@@ -11,9 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
 from app.ids import new_id
-from app.models import Deployment, OrderStatus
+from app.models import Deployment
+from app.states import OrderStatus
+from tests.api.test_schemas import _key as ssh_key
 from tests.factories import create_account, force_order_status, order_body, place_order
-from tests.test_schemas import _key as ssh_key
 
 
 class TestPlaceOrder:

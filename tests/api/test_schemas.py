@@ -2,7 +2,7 @@
 
 import base64
 
-from app.schemas import is_openssh_public_key
+from app.api.schemas import is_openssh_public_key
 
 
 def _key(key_type: str, payload: bytes = b"\x00" * 32) -> str:

@@ -9,8 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.models import WebhookEndpoint
 from app.settings import Settings
+from tests.dns import fake_dns
 from tests.factories import AccountHandle, create_account
-from tests.webhooks.dns import fake_dns
 
 PUBLIC_URL = "https://203.0.114.9/hooks/autoprovision"
 

@@ -90,20 +90,19 @@ from app.main import create_app
 from app.models import (
     Account,
     Deployment,
-    DeploymentStatus,
     Hold,
     HoldStatus,
     LedgerEntry,
     LedgerKind,
     Order,
-    OrderStatus,
     WebhookEvent,
     WebhookEventType,
 )
 from app.money import price_with_fees
+from app.services import doorbell
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
-from app.webhooks import doorbell
+from app.states import DeploymentStatus, OrderStatus
 from tests.conftest import ADMIN_KEY
 from tests.servers import serve_in_thread
 from tests.watcher.conftest import live_settings

@@ -8,10 +8,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.catalogue import Provider
 from app.db import create_sessionmaker, session_scope
-from app.models import Deployment, DeploymentStatus, LedgerEntry, LedgerKind, Order, OrderStatus
+from app.models import Deployment, LedgerEntry, LedgerKind, Order
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments
 from app.services.deployments import KindBusy, VMAlreadyOwned
+from app.states import DeploymentStatus, OrderStatus
 from tests.factories import claim, claimed, waiting_orders
 
 QUANTA_L40S = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))

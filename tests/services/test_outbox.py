@@ -7,14 +7,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.api.schemas import OrderCreate
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
 from app.models import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookEventType
-from app.schemas import OrderCreate
 from app.services import accounts, orders, outbox, webhook_endpoints
-from app.webhooks.schemas import EndpointCreate, EndpointUpdate
-from app.webhooks.secrets import SecretBox
-from app.webhooks.sender import Outcome
+from app.services.outbox import Outcome
+from app.services.webhook_endpoints import EndpointChanges
+from app.services.webhook_secrets import SecretBox
 from tests.conftest import SECRET_KEY
 
 STANDARD: list[float] = [0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400]
@@ -44,7 +44,9 @@ async def _account_with_endpoint(engine: AsyncEngine) -> tuple[str, str]:
         endpoint, _secret = await webhook_endpoints.create_endpoint(
             session,
             account_id=account.id,
-            request=EndpointCreate(url="https://203.0.114.9/hook"),
+            url="https://203.0.114.9/hook",
+            events=None,
+            description=None,
             box=SecretBox([SECRET_KEY]),
             allow_private=False,
         )
@@ -56,7 +58,9 @@ async def _place(engine: AsyncEngine, account_id: str) -> str:
         gpu_model="H100", gpu_count=1, providers=["hyperstack"], max_price_per_hour="3.00"
     )
     async with session_scope(create_sessionmaker(engine)) as session:
-        order = await orders.place_order(session, account_id=account_id, request=request)
+        order = await orders.place_order(
+            session, account_id=account_id, request=request.new_order()
+        )
         return order.id
 
 
@@ -126,7 +130,9 @@ async def test_only_subscribed_enabled_endpoints_get_a_delivery(engine: AsyncEng
             session,
             account_id=account_id,
             endpoint_id=endpoint_id,
-            request=EndpointUpdate(events=[WebhookEventType.ORDER_RUNNING]),
+            request=EndpointChanges(
+                sent=frozenset({"events"}), events=[WebhookEventType.ORDER_RUNNING]
+            ),
             allow_private=False,
         )
     order_id = await _place(engine, account_id)

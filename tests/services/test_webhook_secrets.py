@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from app.settings import Settings
-from app.webhooks.secrets import (
+from app.services.webhook_secrets import (
     SealedSecretError,
     SecretBox,
     SecretBoxLoader,
@@ -16,6 +15,7 @@ from app.webhooks.secrets import (
     load_secret_box,
     new_signing_secret,
 )
+from app.settings import Settings
 
 
 def test_a_new_secret_is_whsec_and_32_random_bytes() -> None:

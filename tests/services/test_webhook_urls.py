@@ -4,8 +4,8 @@ import ipaddress
 
 import pytest
 
-from app.webhooks.ssrf import UrlRefused, check_url, embedded_ipv4, refusal, resolve
-from tests.webhooks.dns import fake_dns
+from app.services.webhook_urls import UrlRefused, check_url, embedded_ipv4, refusal, resolve
+from tests.dns import fake_dns
 
 REFUSED = {
     "https://127.0.0.1/hook": "loopback",

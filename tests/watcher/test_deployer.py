@@ -7,9 +7,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.catalogue import Provider
 from app.db import create_sessionmaker, session_scope
-from app.models import Deployment, DeploymentStatus, LedgerEntry, LedgerKind, Order, OrderStatus
+from app.models import Deployment, LedgerEntry, LedgerKind, Order
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments
+from app.states import DeploymentStatus, OrderStatus
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment

@@ -7,8 +7,9 @@ from decimal import Decimal
 import pytest
 
 from app.catalogue import Interconnect, Provider
+from app.market import Fees, OrderWants, matches
 from app.providers.base import Offer
-from app.watcher.match import Fees, OrderWants, assign, matches
+from app.watcher.match import assign
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 NO_FEES = Fees()

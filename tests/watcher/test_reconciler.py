@@ -18,6 +18,7 @@ from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
 from app.services import accounts, deployments, ledger
 from app.settings import Settings
+from app.states import OrderEventKind
 from app.watcher.reconciler import Reconciler
 from tests.factories import claimed
 from tests.watcher.conftest import Sim
@@ -116,7 +117,10 @@ async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
     (intent,) = await claimed(engine, offer)
     async with session_scope(create_sessionmaker(engine)) as session:
         await deployments.settle_not_created(
-            session, deployment_id=intent.deployment_id, kind="not_created", message="none"
+            session,
+            deployment_id=intent.deployment_id,
+            kind=OrderEventKind.NOT_CREATED,
+            message="none",
         )
     await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
     (live,) = [

@@ -4,8 +4,8 @@ from decimal import Decimal
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.api.schemas import OrderCreate
 from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.schemas import OrderCreate
 from app.services import accounts, ledger, orders
 from app.watcher.waiting import WaitingBook
 
@@ -17,7 +17,7 @@ async def _refresh(book: WaitingBook, engine: AsyncEngine) -> None:
 
 async def _place(engine: AsyncEngine, account_id: str, **overrides: object) -> str:
     body = {"gpu_model": "B300", "gpu_count": 8, "providers": ["verda"], "max_price_per_hour": 50}
-    request = OrderCreate.model_validate(body | overrides)
+    request = OrderCreate.model_validate(body | overrides).new_order()
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await orders.place_order(session, account_id=account_id, request=request)
         return order.id

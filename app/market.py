@@ -1,0 +1,91 @@
+"""What orders want and what offers are, in terms of each other: who may have what, at what
+price. Provider-neutral and pure (no I/O); the matcher, the waiting-order book and the offers
+the API shows all decide by these.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from app.catalogue import Interconnect
+from app.money import price_with_fees
+from app.providers.base import Offer
+
+# What each requested interconnect accepts: SXM boards carry NVLink (NVSwitch) too.
+ACCEPTED_INTERCONNECTS: dict[Interconnect, frozenset[Interconnect]] = {
+    Interconnect.PCIE: frozenset({Interconnect.PCIE}),
+    Interconnect.NVLINK: frozenset({Interconnect.NVLINK, Interconnect.SXM}),
+    Interconnect.SXM: frozenset({Interconnect.SXM}),
+}
+
+
+@dataclass(frozen=True)
+class OrderWants:
+    """The part of a waiting order the matcher looks at."""
+
+    id: str
+    created_at: datetime
+    providers: frozenset[str]
+    gpu_model: str
+    gpu_count: int
+    max_price_per_hour: Decimal
+    regions: frozenset[str] | None = None  # upper-cased; None = anywhere
+    min_disk_gb: int | None = None
+    interconnect: Interconnect | None = None
+    account_id: str = ""
+
+
+@dataclass(frozen=True)
+class Fees:
+    """The service's fees, applied to every provider price before comparing with an order."""
+
+    percent: Decimal = Decimal(0)
+    flat_per_hour: Decimal = Decimal(0)
+
+    def apply(self, price: Decimal) -> Decimal:
+        """The price a user pays per hour for a machine the provider sells at `price`."""
+        return price_with_fees(
+            price, fee_percent=self.percent, fee_flat_per_hour=self.flat_per_hour
+        )
+
+
+def wants_of(row: Any) -> OrderWants:
+    """What the matcher needs of an order row (or of a row with the same columns)."""
+    return OrderWants(
+        id=row.id,
+        created_at=row.created_at,
+        providers=frozenset(row.providers),
+        gpu_model=row.gpu_model,
+        gpu_count=row.gpu_count,
+        max_price_per_hour=row.max_price_per_hour,
+        regions=frozenset(r.upper() for r in row.regions) if row.regions else None,
+        min_disk_gb=row.min_disk_gb,
+        interconnect=Interconnect(row.interconnect) if row.interconnect else None,
+        account_id=row.account_id,
+    )
+
+
+def fits(order: OrderWants, offer: Offer) -> bool:
+    """Whether `offer` satisfies every constraint of `order` except the price."""
+    if str(offer.provider) not in order.providers:
+        return False
+    if offer.gpu_model != order.gpu_model or offer.gpu_count != order.gpu_count:
+        return False
+    if order.regions is not None and offer.region.upper() not in order.regions:
+        return False
+    disk_too_small = offer.disk_gb is None or (
+        order.min_disk_gb is not None and offer.disk_gb < order.min_disk_gb
+    )
+    if order.min_disk_gb is not None and offer.disk_fixed and disk_too_small:
+        return False
+    if order.interconnect is not None:
+        accepted = ACCEPTED_INTERCONNECTS[order.interconnect]
+        if offer.interconnect is None or offer.interconnect not in accepted:
+            return False
+    return True
+
+
+def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
+    """Whether `offer` satisfies every constraint of `order`, price included."""
+    return offer_price_with_fees <= order.max_price_per_hour and fits(order, offer)

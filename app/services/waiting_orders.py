@@ -1,0 +1,57 @@
+"""The reads behind the watcher's in-memory book of waiting orders and their accounts' funds."""
+
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import Account, Order
+from app.states import OrderStatus
+
+# What the matcher needs of an order (see app.market.wants_of), and its status.
+_ORDER_COLUMNS = (
+    Order.id,
+    Order.status,
+    Order.created_at,
+    Order.providers,
+    Order.gpu_model,
+    Order.gpu_count,
+    Order.max_price_per_hour,
+    Order.regions,
+    Order.min_disk_gb,
+    Order.interconnect,
+    Order.account_id,
+)
+
+
+async def waiting(session: AsyncSession) -> Sequence[Any]:
+    """Every waiting order (the matcher's columns)."""
+    rows = await session.execute(select(*_ORDER_COLUMNS).where(Order.status == OrderStatus.WAITING))
+    return rows.all()
+
+
+async def changed_since(session: AsyncSession, since: datetime) -> Sequence[Any]:
+    """Every order, whatever its status, written at or after `since` (the matcher's columns)."""
+    rows = await session.execute(select(*_ORDER_COLUMNS).where(Order.updated_at >= since))
+    return rows.all()
+
+
+async def funds_changed_since(session: AsyncSession, since: datetime) -> dict[str, Decimal]:
+    """Account id -> available balance, for the accounts written at or after `since`."""
+    rows = await session.execute(
+        select(Account.id, Account.balance, Account.held).where(Account.updated_at >= since)
+    )
+    return {account_id: balance - held for account_id, balance, held in rows}
+
+
+async def funds_of(session: AsyncSession, account_ids: set[str]) -> dict[str, Decimal]:
+    """Account id -> available balance."""
+    if not account_ids:
+        return {}
+    rows = await session.execute(
+        select(Account.id, Account.balance, Account.held).where(Account.id.in_(account_ids))
+    )
+    return {account_id: balance - held for account_id, balance, held in rows}

@@ -1,0 +1,106 @@
+"""Packages import one way: read from the source (an AST walk), not from what happens to load."""
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "app"
+# The layers the architecture doc names; each may import only those below it.
+LAYERS = ("api", "watcher", "webhooks", "services", "providers", "models")
+FORBIDDEN = {
+    "services": {"api", "watcher", "webhooks", "schemas"},
+    "providers": {"api", "watcher", "webhooks", "services", "models", "db"},
+    "models": {"api", "watcher", "webhooks", "services", "providers", "db"},
+    "webhooks": {"api", "watcher"},
+    "watcher": {"api", "webhooks"},
+}
+
+
+def part_of(path: Path) -> str:
+    """The top-level part of `app` a source file belongs to (`services`, `models`, ...)."""
+    relative = path.relative_to(APP)
+    return relative.parts[0].removesuffix(".py")
+
+
+def imports_of(path: Path) -> set[str]:
+    """The top-level parts of `app` this file imports (at module level or inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+            if node.module == "app":
+                names = [f"app.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "app" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def graph() -> dict[str, dict[str, list[str]]]:
+    """part -> imported part -> the files that import it."""
+    edges: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for path in sorted(APP.rglob("*.py")):
+        source = part_of(path)
+        for target in imports_of(path) - {source}:
+            edges[source][target].append(str(path.relative_to(APP.parent)))
+    return edges
+
+
+def test_no_layer_imports_one_above_it() -> None:
+    edges = graph()
+    wrong = [
+        f"{source} imports {target} ({', '.join(files)})"
+        for source, forbidden in FORBIDDEN.items()
+        for target, files in edges[source].items()
+        if target in forbidden
+    ]
+    assert wrong == []
+
+
+def reachable(edges: dict[str, dict[str, list[str]]], start: str) -> set[str]:
+    """Every layer `start` imports, directly or through other layers."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in edges[todo.pop()]:
+            if target in LAYERS and target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_no_import_cycle_between_the_layers() -> None:
+    edges = graph()
+    cycles = [
+        f"{a} and {b} import each other (through: {sorted(reachable(edges, a) & {b})})"
+        for i, a in enumerate(LAYERS)
+        for b in LAYERS[i + 1 :]
+        if b in reachable(edges, a) and a in reachable(edges, b)
+    ]
+    assert cycles == []
+
+
+SQL = {"select", "insert", "update", "delete", "text", "func", "bindparam"}
+
+
+def test_sql_is_written_only_below_the_api_watcher_and_webhooks() -> None:
+    """The watcher, webhooks and API call services for anything they read or write."""
+    writers = []
+    for layer in ("api", "watcher", "webhooks"):
+        for path in sorted((APP / layer).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ImportFrom) or node.module != "sqlalchemy":
+                    continue
+                if SQL & {alias.name for alias in node.names}:
+                    writers.append(str(path.relative_to(APP.parent)))
+    assert writers == []
+
+
+def test_the_walk_sees_imports() -> None:
+    """Positive control: the walk finds what is plainly there."""
+    edges = graph()
+    assert "services" in edges["api"] and "models" in edges["services"]
