@@ -27,7 +27,7 @@ from app.providers.base import (
     VMState,
 )
 from app.providers.verda import VerdaAdapter
-from app.providers.verda.mapping import gpu_model
+from app.providers.verda.parse import gpu_model
 from app.simulators.verda import VerdaSimulator, build_app
 from tests.servers import serve_in_thread
 from tests.waiting import eventually, vm_reaches
