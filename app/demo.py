@@ -24,6 +24,7 @@ from app.security import generate_api_key, hash_api_key
 from app.services import ledger, orders
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl
 
 log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
@@ -144,10 +145,10 @@ def announce_demo(api_key: str, settings: Settings) -> None:
     sys.stdout.flush()
 
 
-def _takes(order: dict[str, Any], provider: Provider, entry: dict[str, Any]) -> bool:
+def _takes(order: dict[str, Any], provider: str, entry: dict[str, Any]) -> bool:
     """Whether a demo order would take this simulator catalogue entry (fees aside)."""
     return (
-        str(provider) in order["providers"]
+        provider in order["providers"]
         and (entry["gpu_model"], entry["gpu_count"]) == (order["gpu_model"], order["gpu_count"])
         and entry["region"] in order.get("regions", [entry["region"]])
         and Decimal(entry["price_per_hour"]) <= Decimal(order["max_price_per_hour"])
@@ -176,21 +177,20 @@ class StockFeed:
         Seven times in ten it is a machine some demo order would take (before fees), so demo
         orders deploy within a minute or so; the rest of the time it is any machine.
         """
-        async with httpx.AsyncClient(base_url=self.sim_url, timeout=5) as client:
+        async with SimControl(base_url=self.sim_url, timeout=5) as sim:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
-                    await self._one_appearance(client)
+                    await self._one_appearance(sim)
                 except httpx.HTTPError as exc:
                     log.info("demo stock feed: %s", exc)
 
-    async def _one_appearance(self, client: httpx.AsyncClient) -> None:
-        provider = self.random.choice(list(Provider))
-        catalog = (await client.get(f"/{provider}/_sim/catalog")).json()
+    async def _one_appearance(self, sim: SimControl) -> None:
+        provider = self.random.choice(sim.providers())
+        catalog = await sim.catalog(provider)
         liked = [e for e in catalog if any(_takes(o, provider, e) for o in DEMO_ORDERS)]
         pool = liked if liked and self.random.random() < 0.7 else catalog
         entry = self.random.choice(pool)
-        where = {"sku": entry["sku"], "region": entry["region"]}
-        await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
+        await sim.stock(provider, entry["sku"], entry["region"], 1)
         await asyncio.sleep(self.random.uniform(*self.shown_seconds))
-        await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+        await sim.stock(provider, entry["sku"], entry["region"], 0)

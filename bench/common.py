@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: starting the service's processes and reading /proc."""
+"""What the benchmark scripts share: starting the service's processes, where the simulators
+are, and reading /proc."""
 
 import asyncio
 import os
@@ -8,7 +9,24 @@ from pathlib import Path
 
 import httpx
 
+from app.simulators.control import SimControl, control_path
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def providers() -> list[str]:
+    """The providers the simulators serve, in the registry's order."""
+    return SimControl.providers()
+
+
+def mount_path(provider: str) -> str:
+    """Where a provider's simulator is mounted (`/verda`)."""
+    return control_path(provider, "").removesuffix("/_sim/")
+
+
+def sim_ready_url(port: int) -> str:
+    """A control API URL that answers once the simulators on `port` are up."""
+    return f"http://127.0.0.1:{port}{control_path(providers()[0], 'config')}"
 
 
 def free_port() -> int:

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import ROOT, free_port, wait_up
+from common import ROOT, free_port, sim_ready_url, wait_up
+
+from app.simulators.control import SimControl
 
 ADMIN_KEY = "bench-admin-key-0123456789"
 # One cheap machine per provider, so a few hundred first hours cost little of the credit.
@@ -56,12 +58,12 @@ async def one_provider(
     rounds: int,
     period: float,
     api: httpx.AsyncClient,
-    sim: httpx.AsyncClient,
+    sim: SimControl,
     key: str,
 ) -> list[float]:
     machine = MACHINES[provider]
     headers = {"Authorization": f"Bearer {key}"}
-    where = {"sku": machine["sku"], "region": machine["region"]}
+    sku, region = machine["sku"], machine["region"]
     latencies = []
     for _ in range(rounds):
         body = {
@@ -75,19 +77,18 @@ async def one_provider(
         # Stock appears at a random moment of the poll cycle: anywhere in two periods, after
         # the watcher has had time to see the new order (it is nudged when one is placed).
         await asyncio.sleep(0.3 + random.uniform(0, 2 * period))
-        seen = len((await sim.get(f"/{provider}/_sim/creates")).json())
-        changed = await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
-        changed_at = changed.json()["changed_at"]
+        seen = len(await sim.creates(provider))
+        changed_at = await sim.stock(provider, sku, region, 1)
         deadline = time.monotonic() + 15
         while True:
-            creates = (await sim.get(f"/{provider}/_sim/creates")).json()
+            creates = await sim.creates(provider)
             if len(creates) > seen:
                 latencies.append(creates[seen]["received_at"] - changed_at)
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{provider}: no create 15 s after stock appeared")
             await asyncio.sleep(0.1)
-        await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+        await sim.stock(provider, sku, region, 0)
     return latencies
 
 
@@ -115,12 +116,12 @@ async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
     sim_process = start(["sim", "--port", str(sim_port)], env, workdir / "sim.log")
     api_process = None
     try:
-        await wait_up(f"http://127.0.0.1:{sim_port}/verda/_sim/config", sim_process)
+        await wait_up(sim_ready_url(sim_port), sim_process)
         api_process = start(["serve"], env, workdir / "service.log")
         await wait_up(f"http://127.0.0.1:{api_port}/healthz", api_process)
         async with (
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as api,
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{sim_port}", timeout=10) as sim,
+            SimControl(base_url=f"http://127.0.0.1:{sim_port}", timeout=10) as sim,
         ):
             admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
             account = (await api.post("/v1/accounts", json={"name": "bench"}, headers=admin)).json()

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from app.db import create_engine
+from app.simulators.control import SimControl, SimControlSync, control_path
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
 
@@ -39,6 +40,11 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 3
             time.sleep(0.05)
 
 
+def control_url(sim_url: str, call: str) -> str:
+    """A control API call's URL on the first simulator (any answers once all are up)."""
+    return sim_url + control_path(SimControl.providers()[0], call)
+
+
 class SimProcess:
     """`autoprovision sim` in its own process, so it outlives a killed service."""
 
@@ -52,10 +58,12 @@ class SimProcess:
             stdout=(workdir / "sim.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
-        wait_until_up(f"{self.url}/verda/_sim/config", self.process)
+        wait_until_up(control_url(self.url, "config"), self.process)
+        self.control = SimControlSync(self.url)
 
     def stop(self) -> None:
         """Terminate it."""
+        self.control.close()
         self.process.terminate()
         self.process.wait(timeout=10)
 

@@ -18,9 +18,9 @@ from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
 from app.services import accounts, deployments, ledger
 from app.settings import Settings
+from app.simulators.control import SimControl
 from app.watcher.reconciler import Reconciler
 from tests.factories import claimed
-from tests.watcher.conftest import Sim
 
 GRACE = 0.3
 
@@ -54,7 +54,7 @@ PAST_GRACE = GRACE + 1.1
 
 
 async def test_a_hold_without_an_attempt_is_released(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
@@ -70,7 +70,7 @@ async def test_a_hold_without_an_attempt_is_released(
 
 
 async def test_a_vm_of_ours_no_order_owns_is_reported_and_deleted_when_allowed(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
     (offer,) = [
@@ -90,7 +90,7 @@ async def test_a_vm_of_ours_no_order_owns_is_reported_and_deleted_when_allowed(
 
 
 async def test_quantacloud_deployments_are_reported_but_never_deleted(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
     (offer,) = [
@@ -110,7 +110,7 @@ def _untracked(provider: str) -> float:
 
 
 async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     offer = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-H100x1", "H100", 1, Decimal("2.40"))
     (intent,) = await claimed(engine, offer)
@@ -133,7 +133,7 @@ async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
 async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible_attempt(
     engine: AsyncEngine,
     adapters: dict[Provider, ProviderAdapter],
-    sim: Sim,
+    sim: SimControl,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A QuantaCloud VM no order owns, while an unclear create of its kind is open: reported
