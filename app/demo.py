@@ -12,13 +12,12 @@ from typing import Any
 
 import httpx
 import uvicorn
-from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue import Provider
 from app.ids import new_id
 from app.models import Account, Order, OrderStatus
+from app.providers.registry import simulated_specs
 from app.schemas import OrderCreate
 from app.security import generate_api_key, hash_api_key
 from app.services import ledger, orders
@@ -29,32 +28,24 @@ from app.simulators.control import SimControl
 log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
-DEMO_ORDERS: tuple[dict[str, Any], ...] = (
-    {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
-     "providers": list(Provider), "max_price_per_hour": "48.00"},
-    {"name": "demo: 8x H100, not Verda", "gpu_model": "H100", "gpu_count": 8,
-     "providers": ["hyperstack", "quantacloud"], "max_price_per_hour": "21.00"},
-    {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
-     "providers": ["verda", "quantacloud"], "max_price_per_hour": "3.60"},
-    {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
-     "providers": ["verda"], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
-)  # fmt: skip
 
 
-def simulator_settings(settings: Settings) -> Settings:
-    """`settings` with every provider pointed at the local simulators and their credentials."""
-    url = f"http://127.0.0.1:{settings.sim_port}"
-    return settings.model_copy(
-        update={
-            "verda_base_url": f"{url}/verda/v1",
-            "verda_client_id": SecretStr("sim-client"),
-            "verda_client_secret": SecretStr("sim-secret"),
-            "hyperstack_base_url": f"{url}/hyperstack/v1",
-            "hyperstack_api_key": SecretStr("sim-key"),
-            "quantacloud_base_url": f"{url}/quantacloud/api/v1",
-            "quantacloud_api_key": SecretStr("sim-key"),
-        }
-    )
+def demo_orders() -> list[dict[str, Any]]:
+    """The orders the demo account waits with, over the simulated providers in the registry's
+    order: some take any of them, some leave the first out, one is priced too low to deploy."""
+    providers = [spec.provider for spec in simulated_specs()]
+    first, rest = providers[0], providers[1:] or providers
+    return [
+        {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
+         "providers": providers, "max_price_per_hour": "48.00"},
+        {"name": f"demo: 8x H100, not {first.display_name}", "gpu_model": "H100",
+         "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00"},
+        {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
+         "providers": sorted({first, providers[-1]}, key=providers.index),
+         "max_price_per_hour": "3.60"},
+        {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
+         "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
+    ]  # fmt: skip
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -126,7 +117,7 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
             .limit(1)
         )
         if waiting is None:
-            for body in DEMO_ORDERS:
+            for body in demo_orders():
                 request = OrderCreate.model_validate(body)
                 await orders.place_order(session, account_id=account.id, request=request)
     return api_key
@@ -177,18 +168,19 @@ class StockFeed:
         Seven times in ten it is a machine some demo order would take (before fees), so demo
         orders deploy within a minute or so; the rest of the time it is any machine.
         """
+        orders = demo_orders()
         async with SimControl(base_url=self.sim_url, timeout=5) as sim:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
-                    await self._one_appearance(sim)
+                    await self._one_appearance(sim, orders)
                 except httpx.HTTPError as exc:
                     log.info("demo stock feed: %s", exc)
 
-    async def _one_appearance(self, sim: SimControl) -> None:
+    async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
         provider = self.random.choice(sim.providers())
         catalog = await sim.catalog(provider)
-        liked = [e for e in catalog if any(_takes(o, provider, e) for o in DEMO_ORDERS)]
+        liked = [e for e in catalog if any(_takes(o, provider, e) for o in orders)]
         pool = liked if liked and self.random.random() < 0.7 else catalog
         entry = self.random.choice(pool)
         await sim.stock(provider, entry["sku"], entry["region"], 1)

@@ -80,6 +80,7 @@ from common import (
     ROOT,
     busy_percent,
     cpu_seconds,
+    default_periods,
     free_port,
     git_revision,
     load_average,
@@ -127,7 +128,7 @@ BACKGROUND_STOCK = {
         ("b200-sxm-x8", "us-east-1", 1),
     ],
 }
-PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
+PERIODS = default_periods()
 # Paths (below the provider's mount) of a stock read and of a create.
 STOCK_READ_PATHS = {
     "verda": ("/v1/instance-availability",),

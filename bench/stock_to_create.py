@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import ROOT, free_port, sim_ready_url, wait_up
+from common import ROOT, default_periods, free_port, period_variables, sim_ready_url, wait_up
 
 from app.simulators.control import SimControl
 
@@ -35,12 +35,6 @@ MACHINES = {
     "hyperstack": {"sku": "n3-RTX-A6000x1", "region": "CANADA-1", "gpu_model": "RTX-A6000"},
     "quantacloud": {"sku": "l40s-x1", "region": "us-east-1", "gpu_model": "L40S"},
 }
-PERIOD_SETTINGS = {
-    "verda": "AUTOPROVISION_VERDA_POLL_SECONDS",
-    "hyperstack": "AUTOPROVISION_HYPERSTACK_POLL_SECONDS",
-    "quantacloud": "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS",
-}
-DEFAULT_PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -110,7 +104,7 @@ async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
             "AUTOPROVISION_SIM_PORT": str(sim_port),
             "AUTOPROVISION_PORT": str(api_port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
-            **{PERIOD_SETTINGS[p]: str(seconds) for p, seconds in periods.items()},
+            **period_variables(periods),
         }
     )
     sim_process = start(["sim", "--port", str(sim_port)], env, workdir / "sim.log")
@@ -161,7 +155,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200, help="stock appearances per provider")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    report = asyncio.run(run(args.rounds, DEFAULT_PERIODS))
+    report = asyncio.run(run(args.rounds, default_periods()))
     print("| provider | poll period | samples | median | target | p99 | target | met |")  # noqa: T201
     print("|---|---|---|---|---|---|---|---|")  # noqa: T201
     met_all = True

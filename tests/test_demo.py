@@ -9,7 +9,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from app.background import ConfigurationError
-from app.demo import DEMO_ORDERS, StockFeed
+from app.demo import StockFeed, demo_orders
 from app.main import create_app
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
@@ -47,7 +47,7 @@ async def test_demo_mode_starts_the_simulators_a_funded_account_and_demo_orders(
             account = (await client.get("/v1/account", headers=headers)).json()
             assert account["name"] == "demo" and account["balance"] == "1000.00"
             placed = (await client.get("/v1/orders", headers=headers)).json()["data"]
-            assert sorted(o["name"] for o in placed) == sorted(o["name"] for o in DEMO_ORDERS)
+            assert sorted(o["name"] for o in placed) == sorted(o["name"] for o in demo_orders())
         async with SimControl(base_url=f"http://127.0.0.1:{settings.sim_port}") as sim:
             for provider in sim.providers():
                 assert await sim.catalog(provider)
@@ -68,7 +68,7 @@ async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
                 headers = {"Authorization": f"Bearer {keys[-1]}"}
                 listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
     assert keys[0] != keys[1]
-    assert len(listed) == len(DEMO_ORDERS)
+    assert len(listed) == len(demo_orders())
 
 
 async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:

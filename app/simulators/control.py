@@ -1,5 +1,5 @@
 """The one client of the simulators' control API (`/<provider>/_sim/...`), for tests, benchmarks
-and demo mode.
+and demo mode. Each provider's prefix comes from its spec.
 
 `SimControl` is async; `SimControlSync` makes the same calls from synchronous code. Every call
 raises `httpx.HTTPStatusError` when the simulator refuses it.
@@ -12,14 +12,17 @@ from typing import Any, TypeVar
 
 import httpx
 
-from app.catalogue import Provider
+from app.providers.registry import simulated_specs, spec_for
 
 T = TypeVar("T")
 
 
 def control_path(provider: str, call: str) -> str:
     """The path of a control call (`stock`, `faults`...) on `provider`'s simulator."""
-    return f"/{Provider(provider)}/_sim/{call}"
+    simulator = spec_for(provider).simulator
+    if simulator is None:
+        raise LookupError(f"{provider} has no simulator")
+    return f"{simulator.path}/_sim/{call}"
 
 
 class SimControl:
@@ -47,7 +50,7 @@ class SimControl:
     @staticmethod
     def providers() -> list[str]:
         """The providers that have a simulator."""
-        return [str(provider) for provider in Provider]
+        return [spec.name for spec in simulated_specs()]
 
     async def _send(self, method: str, provider: str, call: str, body: Any = None) -> Any:
         response = await self.client.request(method, control_path(provider, call), json=body)

@@ -18,6 +18,7 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.metrics import STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
+from app.providers.registry import poll_periods
 from app.services import deployments
 from app.services.deployments import Intent
 from app.settings import Settings
@@ -54,11 +55,7 @@ class Watcher:
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
         self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
-        self.periods = {
-            Provider.VERDA: settings.verda_poll_seconds,
-            Provider.HYPERSTACK: settings.hyperstack_poll_seconds,
-            Provider.QUANTACLOUD: settings.quantacloud_poll_seconds,
-        }
+        self.periods = poll_periods(settings)
         self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()

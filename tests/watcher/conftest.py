@@ -1,10 +1,11 @@
-"""The service, watcher running, against the three simulators served on a real socket."""
+"""The service, watcher running, against the simulators served on a real socket."""
 
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 
 import pytest
 
+from app.providers.registry import simulated
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
@@ -37,7 +38,7 @@ def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:
 
 def live_settings(database_url: str, sim_url: str) -> Settings:
     """Live mode pointed at the simulators at `sim_url`, with everything tuned to be quick."""
-    return Settings(
+    settings = Settings(
         _env_file=None,
         database_url=database_url,
         admin_api_key=ADMIN_KEY,
@@ -46,16 +47,6 @@ def live_settings(database_url: str, sim_url: str) -> Settings:
         watcher=True,
         fee_percent=Decimal("5"),
         fee_flat_per_hour=Decimal("0.10"),
-        verda_base_url=f"{sim_url}/verda/v1",
-        verda_client_id="sim-client",
-        verda_client_secret="sim-secret",
-        hyperstack_base_url=f"{sim_url}/hyperstack/v1",
-        hyperstack_api_key="sim-key",
-        quantacloud_base_url=f"{sim_url}/quantacloud/api/v1",
-        quantacloud_api_key="sim-key",
-        verda_poll_seconds=0.1,
-        hyperstack_poll_seconds=0.1,
-        quantacloud_poll_seconds=0.1,
         follow_seconds=0.1,
         outcome_check_seconds=0.3,
         waiting_refresh_seconds=0.1,
@@ -63,3 +54,4 @@ def live_settings(database_url: str, sim_url: str) -> Settings:
         provider_timeout_seconds=2,
         provider_create_timeout_seconds=1,
     )
+    return simulated(settings, sim_url, poll_seconds=0.1)
