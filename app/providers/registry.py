@@ -4,14 +4,15 @@ Adding a provider: a package under `app/providers/<name>/` exporting its `SPEC` 
 simulator under `app/simulators/<name>/`), plus one line in `SPECS`.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
 from pydantic import ValidationError
 
 from app.catalogue import Provider
-from app.providers import hyperstack, quantacloud, verda
+from app.providers import fake, hyperstack, quantacloud, verda
 from app.providers.base import ProviderAdapter
 from app.providers.spec import ProviderSettings, ProviderSpec, Timeouts
 from app.settings import Settings
@@ -20,11 +21,15 @@ SPECS: tuple[ProviderSpec[Any], ...] = (
     verda.SPEC,
     hyperstack.SPEC,
     quantacloud.SPEC,
+    fake.SPEC,
 )
+
+# Specs for tests only that a test offers right now (see `offering`), by name.
+_offered_for_tests: dict[str, ProviderSpec[Any]] = {}
 
 
 def _known() -> dict[str, ProviderSpec[Any]]:
-    return {spec.name: spec for spec in SPECS}
+    return {**{spec.name: spec for spec in SPECS}, **_offered_for_tests}
 
 
 def spec_for(provider: str) -> ProviderSpec[Any]:
@@ -36,8 +41,22 @@ def spec_for(provider: str) -> ProviderSpec[Any]:
 
 
 def offered() -> list[ProviderSpec[Any]]:
-    """The providers orders may name."""
-    return list(_known().values())
+    """The providers orders may name: every spec but those for tests, unless a test offers one."""
+    return [
+        spec for spec in _known().values() if not spec.for_tests or spec.name in _offered_for_tests
+    ]
+
+
+@contextmanager
+def offering(*specs: ProviderSpec[Any]) -> Iterator[None]:
+    """For tests: offer these specs (test-only ones, or ones not in `SPECS`) while inside."""
+    added = {spec.name: spec for spec in specs if spec.name not in _offered_for_tests}
+    _offered_for_tests.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            _offered_for_tests.pop(name, None)
 
 
 def load_settings(given: Mapping[str, Any] | None) -> dict[str, ProviderSettings]:

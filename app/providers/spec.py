@@ -98,6 +98,8 @@ class ProviderSpec(Generic[S]):
     rate_limits: tuple[RateLimit, ...]
     stock_read_requests: int  # requests one stock read sends (for the poll period's headroom)
     simulator: SimulatorMount | None = None
+    # A provider for tests only: orders may name it only while a test offers it (see registry).
+    for_tests: bool = False
 
     @property
     def name(self) -> str:
@@ -107,6 +109,8 @@ class ProviderSpec(Generic[S]):
     def settings_of(self, settings: "Settings") -> S:
         """This provider's settings within the service's `Settings`."""
         found = settings.providers.get(self.name)
+        if found is None:  # a provider registered after the settings were read (tests)
+            return self.settings_model()
         if not isinstance(found, self.settings_model):
             raise LookupError(f"providers.{self.name} is not a {self.settings_model.__name__}")
         return found

@@ -61,3 +61,4 @@ def test_live_mode_without_credentials_says_which_variables_give_them() -> None:
         "AUTOPROVISION_QUANTACLOUD_API_KEY",
     ):
         assert variable in LIVE_WITHOUT_CREDENTIALS
+    assert "FAKE" not in LIVE_WITHOUT_CREDENTIALS
