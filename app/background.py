@@ -12,16 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue import Provider
 from app.db import session_scope
-from app.demo import (
-    EmbeddedSimulators,
-    StockFeed,
-    announce_demo,
-    prepare_demo_account,
-    simulator_settings,
-)
+from app.demo import EmbeddedSimulators, StockFeed, announce_demo, prepare_demo_account
 from app.metrics import LEADER
 from app.providers.base import ProviderAdapter
-from app.providers.registry import build_adapters
+from app.providers.registry import build_adapters, credentials_hint, simulated
 from app.services import leases
 from app.services.webhook_secrets import SecretBoxLoader
 from app.settings import Settings
@@ -31,8 +25,7 @@ from app.webhooks.dispatcher import Dispatcher
 log = logging.getLogger(__name__)
 WATCHER_LEASE = "watcher"
 LIVE_WITHOUT_CREDENTIALS = (
-    "live mode needs credentials for at least one provider: set AUTOPROVISION_VERDA_CLIENT_ID "
-    "and _SECRET, AUTOPROVISION_HYPERSTACK_API_KEY or AUTOPROVISION_QUANTACLOUD_API_KEY "
+    f"live mode needs credentials for at least one provider: set {credentials_hint()} "
     "(or AUTOPROVISION_MODE=demo)"
 )
 
@@ -78,7 +71,7 @@ class Background:
             if settings.sim_embedded:
                 self.simulators = EmbeddedSimulators(settings.sim_port)
                 await self.simulators.start()
-            providers = simulator_settings(settings)
+            providers = simulated(settings, f"http://127.0.0.1:{settings.sim_port}")
             async with session_scope(self.sessionmaker) as session:
                 api_key = await prepare_demo_account(session, with_orders=settings.demo_feed)
             announce_demo(api_key, settings)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from app.background import LIVE_WITHOUT_CREDENTIALS
 from app.db import create_engine, create_sessionmaker, migrate, session_scope
 from app.main import announce_admin_key, create_app, prepare_database
-from app.providers.registry import configured_providers
+from app.providers.registry import configured_providers, simulated_specs, variable_name
 from app.services.accounts import reset_admin_key
 from app.settings import Settings, get_settings
 
@@ -47,9 +47,9 @@ def _sim(host: str, port: int, log_level: str) -> None:
     from app.simulators.app import create_simulator_app
 
     url = f"http://{host}:{port}"
+    apis = ", ".join(spec.simulator.base_url(url) for spec in simulated_specs() if spec.simulator)
     sys.stdout.write(
-        f"\n  Provider simulators on {url}: {url}/verda/v1, {url}/hyperstack/v1, "
-        f"{url}/quantacloud/api/v1\n  Control API: {url}/<provider>/_sim/...\n\n"
+        f"\n  Provider simulators on {url}: {apis}\n  Control API: {url}/<provider>/_sim/...\n\n"
     )
     sys.stdout.flush()
     uvicorn.run(create_simulator_app(), host=host, port=port, log_level=log_level)
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = get_settings()
     except ValidationError as exc:
         for error in exc.errors():
-            name = "AUTOPROVISION_" + "_".join(str(p) for p in error["loc"]).upper()
+            name = variable_name(error["loc"])
             sys.stderr.write(f"autoprovision: {name}: {error['msg']}\n")
         return 2
     if args.command == "serve":

@@ -12,49 +12,41 @@ from typing import Any
 
 import httpx
 import uvicorn
-from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.schemas import OrderCreate
-from app.catalogue import Provider
 from app.ids import new_id
 from app.models import Account, Order
+from app.providers.registry import simulated_specs
 from app.security import generate_api_key, hash_api_key
 from app.services import ledger, orders
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl
 from app.states import OrderStatus
 
 log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
-DEMO_ORDERS: tuple[dict[str, Any], ...] = (
-    {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
-     "providers": list(Provider), "max_price_per_hour": "48.00"},
-    {"name": "demo: 8x H100, not Verda", "gpu_model": "H100", "gpu_count": 8,
-     "providers": ["hyperstack", "quantacloud"], "max_price_per_hour": "21.00"},
-    {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
-     "providers": ["verda", "quantacloud"], "max_price_per_hour": "3.60"},
-    {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
-     "providers": ["verda"], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
-)  # fmt: skip
 
 
-def simulator_settings(settings: Settings) -> Settings:
-    """`settings` with every provider pointed at the local simulators and their credentials."""
-    url = f"http://127.0.0.1:{settings.sim_port}"
-    return settings.model_copy(
-        update={
-            "verda_base_url": f"{url}/verda/v1",
-            "verda_client_id": SecretStr("sim-client"),
-            "verda_client_secret": SecretStr("sim-secret"),
-            "hyperstack_base_url": f"{url}/hyperstack/v1",
-            "hyperstack_api_key": SecretStr("sim-key"),
-            "quantacloud_base_url": f"{url}/quantacloud/api/v1",
-            "quantacloud_api_key": SecretStr("sim-key"),
-        }
-    )
+def demo_orders() -> list[dict[str, Any]]:
+    """The orders the demo account waits with, over the simulated providers in the registry's
+    order: some take any of them, some leave the first out, one is priced too low to deploy."""
+    providers = [spec.provider for spec in simulated_specs()]
+    first, rest = providers[0], providers[1:] or providers
+    return [
+        {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
+         "providers": providers, "max_price_per_hour": "48.00"},
+        {"name": f"demo: 8x H100, not {first.display_name}", "gpu_model": "H100",
+         "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00"},
+        {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
+         "providers": sorted({first, providers[-1]}, key=providers.index),
+         "max_price_per_hour": "3.60"},
+        {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
+         "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
+    ]  # fmt: skip
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -126,7 +118,7 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
             .limit(1)
         )
         if waiting is None:
-            for body in DEMO_ORDERS:
+            for body in demo_orders():
                 request = OrderCreate.model_validate(body).new_order()
                 await orders.place_order(session, account_id=account.id, request=request)
     return api_key
@@ -145,10 +137,10 @@ def announce_demo(api_key: str, settings: Settings) -> None:
     sys.stdout.flush()
 
 
-def _takes(order: dict[str, Any], provider: Provider, entry: dict[str, Any]) -> bool:
+def _takes(order: dict[str, Any], provider: str, entry: dict[str, Any]) -> bool:
     """Whether a demo order would take this simulator catalogue entry (fees aside)."""
     return (
-        str(provider) in order["providers"]
+        provider in order["providers"]
         and (entry["gpu_model"], entry["gpu_count"]) == (order["gpu_model"], order["gpu_count"])
         and entry["region"] in order.get("regions", [entry["region"]])
         and Decimal(entry["price_per_hour"]) <= Decimal(order["max_price_per_hour"])
@@ -177,21 +169,21 @@ class StockFeed:
         Seven times in ten it is a machine some demo order would take (before fees), so demo
         orders deploy within a minute or so; the rest of the time it is any machine.
         """
-        async with httpx.AsyncClient(base_url=self.sim_url, timeout=5) as client:
+        orders = demo_orders()
+        async with SimControl(base_url=self.sim_url, timeout=5) as sim:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
-                    await self._one_appearance(client)
+                    await self._one_appearance(sim, orders)
                 except httpx.HTTPError as exc:
                     log.info("demo stock feed: %s", exc)
 
-    async def _one_appearance(self, client: httpx.AsyncClient) -> None:
-        provider = self.random.choice(list(Provider))
-        catalog = (await client.get(f"/{provider}/_sim/catalog")).json()
-        liked = [e for e in catalog if any(_takes(o, provider, e) for o in DEMO_ORDERS)]
+    async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
+        provider = self.random.choice(sim.providers())
+        catalog = await sim.catalog(provider)
+        liked = [e for e in catalog if any(_takes(o, provider, e) for o in orders)]
         pool = liked if liked and self.random.random() < 0.7 else catalog
         entry = self.random.choice(pool)
-        where = {"sku": entry["sku"], "region": entry["region"]}
-        await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
+        await sim.stock(provider, entry["sku"], entry["region"], 1)
         await asyncio.sleep(self.random.uniform(*self.shown_seconds))
-        await client.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+        await sim.stock(provider, entry["sku"], entry["region"], 0)

@@ -3,10 +3,12 @@
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from app.providers.spec import ProviderSettings
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
 
@@ -37,32 +39,12 @@ class Settings(BaseSettings):
     # Requests served at once; past it the answer is an immediate 503 with Retry-After.
     max_requests_in_flight: int = Field(default=16, ge=1, le=100_000)
 
-    verda_base_url: str = "https://api.verda.com/v1"
-    verda_client_id: SecretStr | None = None
-    verda_client_secret: SecretStr | None = None
-    verda_image: str = "ubuntu-24.04-cuda-12.8-open-docker"
-
-    hyperstack_base_url: str = "https://infrahub-api.nexgencloud.com/v1"
-    hyperstack_api_key: SecretStr | None = None
-    hyperstack_environment: str = "autoprovision-{region}"  # one per region: it fixes the region
-    hyperstack_key_name: str = "autoprovision"
-    hyperstack_image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
-
-    quantacloud_base_url: str = "https://core.quantacloud.net/api/v1"
-    quantacloud_api_key: SecretStr | None = None
-
     mode: Literal["demo", "live"] = "demo"
     watcher: bool = True  # poll, match and deploy in this process (false: an API-only process)
     sim_port: int = Field(default=8001, ge=1, le=65535)
     sim_embedded: bool = True
     demo_feed: bool = True
 
-    # Poll periods, from each provider's published limits with headroom for creates and status
-    # calls: Verda allows 60/min on /instance-availability, Hyperstack 500/min per IP (two reads
-    # per poll), QuantaCloud 3,000 per 15 min per IP.
-    verda_poll_seconds: float = Field(default=1.25, ge=0.1, le=600)
-    hyperstack_poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
-    quantacloud_poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
     capacity_cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
     follow_seconds: float = Field(default=3.0, ge=0.1, le=600)
     outcome_check_seconds: float = Field(default=10.0, ge=0, le=3600)
@@ -87,6 +69,11 @@ class Settings(BaseSettings):
     webhook_poll_seconds: float = Field(default=0.5, ge=0.05, le=60)
     webhook_disable_after_hours: float = Field(default=72.0, gt=0, le=24 * 30)
 
+    # Each registered provider's settings by its name (credentials, base URL, poll period...),
+    # read from its own AUTOPROVISION_<NAME>_* variables unless given here: see
+    # `app/providers/<name>/spec.py`.
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict, validate_default=True)
+
     @field_validator("database_url")
     @classmethod
     def _supported_database(cls, value: str) -> str:
@@ -95,6 +82,13 @@ class Settings(BaseSettings):
                 "database_url must start with sqlite+aiosqlite:// or postgresql+asyncpg://"
             )
         return value
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _every_provider(cls, value: Any) -> dict[str, ProviderSettings]:
+        from app.providers.registry import load_settings  # the registry imports every provider
+
+        return load_settings(value)
 
     @field_validator("admin_api_key")
     @classmethod

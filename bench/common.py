@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: starting the service's processes and reading /proc."""
+"""What the benchmark scripts share: starting the service's processes, the providers' facts
+from their specs, and reading /proc."""
 
 import asyncio
 import os
@@ -8,7 +9,42 @@ from pathlib import Path
 
 import httpx
 
+from app.providers.registry import simulated_specs
+from app.simulators.control import SimControl, control_path
+
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def providers() -> list[str]:
+    """The providers the simulators serve, in the registry's order."""
+    return SimControl.providers()
+
+
+def default_periods() -> dict[str, float]:
+    """Each provider's default stock read period (its spec's settings)."""
+    return {
+        spec.name: float(spec.settings_model.model_fields["poll_seconds"].default)
+        for spec in simulated_specs()
+    }
+
+
+def period_variables(periods: dict[str, float]) -> dict[str, str]:
+    """The `AUTOPROVISION_<NAME>_POLL_SECONDS` variables for these periods."""
+    specs = {spec.name: spec for spec in simulated_specs()}
+    return {
+        specs[name].settings_model.env_name("poll_seconds"): str(seconds)
+        for name, seconds in periods.items()
+    }
+
+
+def mount_path(provider: str) -> str:
+    """Where a provider's simulator is mounted (`/verda`)."""
+    return control_path(provider, "").removesuffix("/_sim/")
+
+
+def sim_ready_url(port: int) -> str:
+    """A control API URL that answers once the simulators on `port` are up."""
+    return f"http://127.0.0.1:{port}{control_path(providers()[0], 'config')}"
 
 
 def free_port() -> int:

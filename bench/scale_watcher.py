@@ -80,16 +80,22 @@ from common import (
     ROOT,
     busy_percent,
     cpu_seconds,
+    default_periods,
     free_port,
     git_revision,
     load_average,
     machine_cpu,
+    mount_path,
+    providers,
+    sim_ready_url,
     start,
     wait_up,
 )
 
+from app.simulators.control import SimControl
+
 ADMIN_KEY = "bench-admin-key-0123456789"
-PROVIDERS = ("verda", "hyperstack", "quantacloud")
+PROVIDERS = tuple(providers())
 # The machine that appears, per provider (cheap, as in stock_to_create.py).
 MACHINES = {
     "verda": {"sku": "1A6000.10V", "region": "FIN-01", "gpu_model": "RTX-A6000", "gpu_count": 1},
@@ -122,7 +128,7 @@ BACKGROUND_STOCK = {
         ("b200-sxm-x8", "us-east-1", 1),
     ],
 }
-PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
+PERIODS = default_periods()
 # Paths (below the provider's mount) of a stock read and of a create.
 STOCK_READ_PATHS = {
     "verda": ("/v1/instance-availability",),
@@ -217,7 +223,7 @@ class LogReader:
 def provider_of(path: str) -> tuple[str, str] | None:
     """(provider, path below its mount) for a provider API request; None for `/_sim` calls."""
     for provider in PROVIDERS:
-        prefix = f"/{provider}"
+        prefix = mount_path(provider)
         if path.startswith(prefix + "/"):
             rest = path[len(prefix) :]
             return None if rest.startswith("/_sim") else (provider, rest)
@@ -248,14 +254,11 @@ def group_reads(entries: list[Entry], provider: str) -> list[tuple[float, float]
 
 
 def catalogue() -> dict[str, list[Any]]:
-    """Every simulator's catalogue entries (the app's own simulator classes)."""
-    from app.simulators import hyperstack, quantacloud, verda
+    """Every simulator's catalogue entries (the app's own simulators)."""
+    from app.simulators.app import create_simulator_app
 
-    return {
-        "verda": list(verda.VerdaSimulator.catalog_entries),
-        "hyperstack": list(hyperstack.HyperstackSimulator.catalog_entries),
-        "quantacloud": list(quantacloud.QuantaCloudSimulator.catalog_entries),
-    }
+    simulators = create_simulator_app().state.simulators
+    return {provider: list(simulators[provider].catalog_entries) for provider in PROVIDERS}
 
 
 def order_mix(count: int, targets_per_provider: int, rng: random.Random) -> list[dict[str, Any]]:
@@ -391,12 +394,11 @@ def proc_status(pid: int) -> dict[str, int]:
 # --- measuring -----------------------------------------------------------------------------------
 
 
-async def set_background_stock(sim: httpx.AsyncClient) -> None:
+async def set_background_stock(sim: SimControl) -> None:
     for provider in PROVIDERS:
-        (await sim.post(f"/{provider}/_sim/reset")).raise_for_status()
+        await sim.reset(provider)
         for sku, region, quantity in BACKGROUND_STOCK[provider]:
-            body = {"sku": sku, "region": region, "quantity": quantity}
-            (await sim.put(f"/{provider}/_sim/stock", json=body)).raise_for_status()
+            await sim.stock(provider, sku, region, quantity)
 
 
 async def steady_window(seconds: float, pid: int, log: LogReader) -> dict[str, Any]:
@@ -438,30 +440,29 @@ async def one_provider(
     provider: str,
     rounds: int,
     warmup: int,
-    sim: httpx.AsyncClient,
+    sim: SimControl,
     log: LogReader,
     rng: random.Random,
 ) -> list[dict[str, float]]:
     """Put the provider's machine in stock `warmup + rounds` times; one sample per round."""
     machine = MACHINES[provider]
-    where = {"sku": machine["sku"], "region": machine["region"]}
+    sku, region = str(machine["sku"]), str(machine["region"])
     period = PERIODS[provider]
     samples = []
     for n in range(warmup + rounds):
         await asyncio.sleep(0.3 + rng.uniform(0, 2 * period))
-        seen = len((await sim.get(f"/{provider}/_sim/creates")).json())
-        changed = await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
-        changed_at = float(changed.json()["changed_at"])
+        seen = len(await sim.creates(provider))
+        changed_at = await sim.stock(provider, sku, region, 1)
         deadline = time.monotonic() + 15
         while True:
-            creates = (await sim.get(f"/{provider}/_sim/creates")).json()
+            creates = await sim.creates(provider)
             if len(creates) > seen:
                 create = creates[seen]
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{provider}: no create 15 s after stock appeared")
             await asyncio.sleep(0.05)
-        await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+        await sim.stock(provider, sku, region, 0)
         if n < warmup:
             continue
         arrived = None
@@ -554,7 +555,7 @@ async def service_run(
     accounts: int,
     workdir: Path,
     sim_port: int,
-    sim: httpx.AsyncClient,
+    sim: SimControl,
     log: LogReader,
     window: float,
     rounds: int,
@@ -669,9 +670,9 @@ async def run(
         "poll_seconds": PERIODS,
     }
     try:
-        await wait_up(f"http://127.0.0.1:{sim_port}/verda/_sim/config", sim_process)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sim_port}", timeout=30) as sim:
-            log = LogReader(sim)
+        await wait_up(sim_ready_url(sim_port), sim_process)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sim_port}", timeout=30) as http:
+            log, sim = LogReader(http), SimControl(http)
             few = order_mix(10, 0, rng)
             few[0]["providers"] = list(PROVIDERS)  # every poller runs, as with 10,000
             report["few"] = await service_run(

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import ROOT, free_port, wait_up
+from common import ROOT, default_periods, free_port, period_variables, sim_ready_url, wait_up
+
+from app.simulators.control import SimControl
 
 ADMIN_KEY = "bench-admin-key-0123456789"
 # One cheap machine per provider, so a few hundred first hours cost little of the credit.
@@ -33,12 +35,6 @@ MACHINES = {
     "hyperstack": {"sku": "n3-RTX-A6000x1", "region": "CANADA-1", "gpu_model": "RTX-A6000"},
     "quantacloud": {"sku": "l40s-x1", "region": "us-east-1", "gpu_model": "L40S"},
 }
-PERIOD_SETTINGS = {
-    "verda": "AUTOPROVISION_VERDA_POLL_SECONDS",
-    "hyperstack": "AUTOPROVISION_HYPERSTACK_POLL_SECONDS",
-    "quantacloud": "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS",
-}
-DEFAULT_PERIODS = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -56,12 +52,12 @@ async def one_provider(
     rounds: int,
     period: float,
     api: httpx.AsyncClient,
-    sim: httpx.AsyncClient,
+    sim: SimControl,
     key: str,
 ) -> list[float]:
     machine = MACHINES[provider]
     headers = {"Authorization": f"Bearer {key}"}
-    where = {"sku": machine["sku"], "region": machine["region"]}
+    sku, region = machine["sku"], machine["region"]
     latencies = []
     for _ in range(rounds):
         body = {
@@ -75,19 +71,18 @@ async def one_provider(
         # Stock appears at a random moment of the poll cycle: anywhere in two periods, after
         # the watcher has had time to see the new order (it is nudged when one is placed).
         await asyncio.sleep(0.3 + random.uniform(0, 2 * period))
-        seen = len((await sim.get(f"/{provider}/_sim/creates")).json())
-        changed = await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 1})
-        changed_at = changed.json()["changed_at"]
+        seen = len(await sim.creates(provider))
+        changed_at = await sim.stock(provider, sku, region, 1)
         deadline = time.monotonic() + 15
         while True:
-            creates = (await sim.get(f"/{provider}/_sim/creates")).json()
+            creates = await sim.creates(provider)
             if len(creates) > seen:
                 latencies.append(creates[seen]["received_at"] - changed_at)
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{provider}: no create 15 s after stock appeared")
             await asyncio.sleep(0.1)
-        await sim.put(f"/{provider}/_sim/stock", json={**where, "quantity": 0})
+        await sim.stock(provider, sku, region, 0)
     return latencies
 
 
@@ -109,18 +104,18 @@ async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
             "AUTOPROVISION_SIM_PORT": str(sim_port),
             "AUTOPROVISION_PORT": str(api_port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
-            **{PERIOD_SETTINGS[p]: str(seconds) for p, seconds in periods.items()},
+            **period_variables(periods),
         }
     )
     sim_process = start(["sim", "--port", str(sim_port)], env, workdir / "sim.log")
     api_process = None
     try:
-        await wait_up(f"http://127.0.0.1:{sim_port}/verda/_sim/config", sim_process)
+        await wait_up(sim_ready_url(sim_port), sim_process)
         api_process = start(["serve"], env, workdir / "service.log")
         await wait_up(f"http://127.0.0.1:{api_port}/healthz", api_process)
         async with (
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as api,
-            httpx.AsyncClient(base_url=f"http://127.0.0.1:{sim_port}", timeout=10) as sim,
+            SimControl(base_url=f"http://127.0.0.1:{sim_port}", timeout=10) as sim,
         ):
             admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
             account = (await api.post("/v1/accounts", json={"name": "bench"}, headers=admin)).json()
@@ -160,7 +155,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200, help="stock appearances per provider")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
-    report = asyncio.run(run(args.rounds, DEFAULT_PERIODS))
+    report = asyncio.run(run(args.rounds, default_periods()))
     print("| provider | poll period | samples | median | target | p99 | target | met |")  # noqa: T201
     print("|---|---|---|---|---|---|---|---|")  # noqa: T201
     met_all = True

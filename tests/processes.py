@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 
 from app.db import create_engine
+from app.providers.registry import simulator_environment
+from app.simulators.control import SimControl, SimControlSync, control_path
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
 
@@ -39,6 +41,11 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 3
             time.sleep(0.05)
 
 
+def control_url(sim_url: str, call: str) -> str:
+    """A control API call's URL on the first simulator (any answers once all are up)."""
+    return sim_url + control_path(SimControl.providers()[0], call)
+
+
 class SimProcess:
     """`autoprovision sim` in its own process, so it outlives a killed service."""
 
@@ -52,10 +59,12 @@ class SimProcess:
             stdout=(workdir / "sim.log").open("ab"),
             stderr=subprocess.STDOUT,
         )
-        wait_until_up(f"{self.url}/verda/_sim/config", self.process)
+        wait_until_up(control_url(self.url, "config"), self.process)
+        self.control = SimControlSync(self.url)
 
     def stop(self) -> None:
         """Terminate it."""
+        self.control.close()
         self.process.terminate()
         self.process.wait(timeout=10)
 
@@ -74,16 +83,6 @@ class ServiceProcess:
             "MODE": "live",
             "PORT": str(self.port),
             "LOG_LEVEL": "warning",
-            "VERDA_BASE_URL": f"{sim.url}/verda/v1",
-            "VERDA_CLIENT_ID": "sim-client",
-            "VERDA_CLIENT_SECRET": "sim-secret",
-            "HYPERSTACK_BASE_URL": f"{sim.url}/hyperstack/v1",
-            "HYPERSTACK_API_KEY": "sim-key",
-            "QUANTACLOUD_BASE_URL": f"{sim.url}/quantacloud/api/v1",
-            "QUANTACLOUD_API_KEY": "sim-key",
-            "VERDA_POLL_SECONDS": "0.2",
-            "HYPERSTACK_POLL_SECONDS": "0.2",
-            "QUANTACLOUD_POLL_SECONDS": "0.2",
             "FOLLOW_SECONDS": "0.2",
             "WAITING_REFRESH_SECONDS": "0.2",
             "OUTCOME_CHECK_SECONDS": "0.5",
@@ -93,10 +92,12 @@ class ServiceProcess:
             "LEADER_LEASE_SECONDS": "2",
         }
         values.update({k.upper(): str(v) for k, v in settings.items()})
+        # Every provider pointed at its simulator: AUTOPROVISION_VERDA_BASE_URL and the like.
+        providers = simulator_environment(sim.url, poll_seconds=0.2)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve"],
             cwd=workdir,
-            env=clean_env(**{f"AUTOPROVISION_{k}": v for k, v in values.items()}),
+            env=clean_env(**{**providers, **{f"AUTOPROVISION_{k}": v for k, v in values.items()}}),
             stdout=(workdir / f"service-{self.port}.log").open("ab"),
             stderr=subprocess.STDOUT,
         )

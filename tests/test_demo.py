@@ -9,11 +9,11 @@ import pytest
 from asgi_lifespan import LifespanManager
 
 from app.background import ConfigurationError
-from app.catalogue import Provider
-from app.demo import DEMO_ORDERS, StockFeed
+from app.demo import StockFeed, demo_orders
 from app.main import create_app
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl
 from tests.conftest import ADMIN_KEY
 from tests.servers import free_port, serve_in_thread
 from tests.waiting import eventually
@@ -47,11 +47,10 @@ async def test_demo_mode_starts_the_simulators_a_funded_account_and_demo_orders(
             account = (await client.get("/v1/account", headers=headers)).json()
             assert account["name"] == "demo" and account["balance"] == "1000.00"
             placed = (await client.get("/v1/orders", headers=headers)).json()["data"]
-            assert sorted(o["name"] for o in placed) == sorted(o["name"] for o in DEMO_ORDERS)
-        sims = f"http://127.0.0.1:{settings.sim_port}"
-        async with httpx.AsyncClient(base_url=sims) as sim:
-            for provider in Provider:
-                assert (await sim.get(f"/{provider}/_sim/catalog")).status_code == 200
+            assert sorted(o["name"] for o in placed) == sorted(o["name"] for o in demo_orders())
+        async with SimControl(base_url=f"http://127.0.0.1:{settings.sim_port}") as sim:
+            for provider in sim.providers():
+                assert await sim.catalog(provider)
 
 
 async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
@@ -69,7 +68,7 @@ async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
                 headers = {"Authorization": f"Bearer {keys[-1]}"}
                 listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
     assert keys[0] != keys[1]
-    assert len(listed) == len(DEMO_ORDERS)
+    assert len(listed) == len(demo_orders())
 
 
 async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:
@@ -84,12 +83,12 @@ async def test_the_stock_feed_makes_stock_come_and_go() -> None:
         feed = StockFeed(url, gap_seconds=(0.05, 0.1), shown_seconds=(0.3, 0.4), seed=7)
         task = asyncio.create_task(feed.run())
         try:
-            async with httpx.AsyncClient(base_url=url) as sim:
+            async with SimControl(base_url=url) as sim:
 
                 async def stocked() -> int:
                     total = 0
-                    for provider in Provider:
-                        catalog = (await sim.get(f"/{provider}/_sim/catalog")).json()
+                    for provider in sim.providers():
+                        catalog = await sim.catalog(provider)
                         total += sum(entry["stock"] for entry in catalog)
                     return total
 

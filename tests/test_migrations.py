@@ -14,8 +14,8 @@ from app.providers.base import VM, Offer, VMState
 from app.services import deployments
 from tests.factories import claimed
 
-QUANTA_L40S = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
-HYPER_L40S = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
+QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
+HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
 
 
 def _alembic(connection: Connection, action: str, revision: str) -> None:
@@ -36,7 +36,7 @@ async def test_the_one_owner_rule_is_not_added_over_a_vm_two_orders_share(
     first, second = [i.deployment_id for i in await claimed(engine, HYPER_L40S, HYPER_L40S)]
     async with session_scope(create_sessionmaker(engine)) as session:
         for deployment_id, vm_id in ((first, "vm-1"), (second, "vm-2")):
-            vm = VM(Provider.HYPERSTACK, vm_id, VMState.PENDING, "BUILD")
+            vm = VM(Provider("hyperstack"), vm_id, VMState.PENDING, "BUILD")
             await deployments.settle_created(session, deployment_id=deployment_id, vm=vm)
     await _to_revision(engine, "downgrade", "0007")
     async with engine.begin() as connection:  # what the bug this revision fixes left behind
@@ -55,7 +55,7 @@ async def test_the_one_owner_rule_is_not_added_over_a_vm_two_orders_share(
 async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_serialized(
     engine: AsyncEngine,
 ) -> None:
-    other_kind = Offer(Provider.QUANTACLOUD, "us-east-1", "h100-sxm-x1", "H100", 1, Decimal(2))
+    other_kind = Offer(Provider("quantacloud"), "us-east-1", "h100-sxm-x1", "H100", 1, Decimal(2))
     older, younger = [i.deployment_id for i in await claimed(engine, QUANTA_L40S, other_kind)]
     await _to_revision(engine, "downgrade", "0007")
     async with engine.begin() as connection:  # two open attempts of one kind, as before

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from app.providers.registry import offered, spec_for, variable_name
 from app.settings import Settings
 
 
@@ -24,7 +25,39 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "MAX_REQUESTS_IN_FLIGHT",
     ):
         monkeypatch.delenv(f"AUTOPROVISION_{name}", raising=False)
+    for variable in PROVIDER_DEFAULTS:
+        monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)
+
+
+# Users, docker-compose.yml and tests/processes.py rely on these names and defaults.
+PROVIDER_DEFAULTS = {
+    "AUTOPROVISION_VERDA_BASE_URL": "https://api.verda.com/v1",
+    "AUTOPROVISION_VERDA_CLIENT_ID": None,
+    "AUTOPROVISION_VERDA_CLIENT_SECRET": None,
+    "AUTOPROVISION_VERDA_IMAGE": "ubuntu-24.04-cuda-12.8-open-docker",
+    "AUTOPROVISION_VERDA_POLL_SECONDS": 1.25,
+    "AUTOPROVISION_HYPERSTACK_BASE_URL": "https://infrahub-api.nexgencloud.com/v1",
+    "AUTOPROVISION_HYPERSTACK_API_KEY": None,
+    "AUTOPROVISION_HYPERSTACK_ENVIRONMENT": "autoprovision-{region}",
+    "AUTOPROVISION_HYPERSTACK_KEY_NAME": "autoprovision",
+    "AUTOPROVISION_HYPERSTACK_IMAGE": "Ubuntu Server 22.04 LTS R535 CUDA 12.2",
+    "AUTOPROVISION_HYPERSTACK_POLL_SECONDS": 0.5,
+    "AUTOPROVISION_QUANTACLOUD_BASE_URL": "https://core.quantacloud.net/api/v1",
+    "AUTOPROVISION_QUANTACLOUD_API_KEY": None,
+    "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": 0.5,
+}
+
+
+def _provider_values(settings: Settings) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for spec in offered():
+        model = spec.settings_of(settings)
+        for name in type(model).model_fields:
+            value = getattr(model, name)
+            secret = getattr(value, "get_secret_value", None)
+            values[model.env_name(name)] = secret() if secret else value
+    return values
 
 
 def test_defaults_serve_locally_on_an_sqlite_file() -> None:
@@ -78,10 +111,55 @@ def test_bad_values_are_refused_at_start(
 
 def test_env_example_lists_every_setting() -> None:
     example = (Path(__file__).resolve().parent.parent / ".env.example").read_text()
-    missing = [
-        name for name in Settings.model_fields if f"AUTOPROVISION_{name.upper()}=" not in example
-    ]
+    variables = [f"AUTOPROVISION_{name.upper()}" for name in Settings.model_fields]
+    variables.remove("AUTOPROVISION_PROVIDERS")  # the providers' own, below
+    variables += list(_provider_values(Settings()))
+    missing = [name for name in variables if f"{name}=" not in example]
     assert missing == []
+
+
+def test_provider_variables_keep_their_names_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _provider_values(Settings()) == PROVIDER_DEFAULTS
+    changed = {
+        "AUTOPROVISION_VERDA_CLIENT_ID": "id",
+        "AUTOPROVISION_VERDA_CLIENT_SECRET": "secret",
+        "AUTOPROVISION_HYPERSTACK_ENVIRONMENT": "one-env",
+        "AUTOPROVISION_QUANTACLOUD_API_KEY": "qc-key",
+        "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": "2",
+    }
+    for variable, value in changed.items():
+        monkeypatch.setenv(variable, value)
+    read = _provider_values(Settings())
+    assert {k: str(read[k]) for k in changed} == {
+        **changed,
+        "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": "2.0",
+    }
+
+
+def test_provider_variables_are_read_from_dotenv_too(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("AUTOPROVISION_HYPERSTACK_API_KEY=from-dotenv\n")
+    settings = Settings()
+    assert _provider_values(settings)["AUTOPROVISION_HYPERSTACK_API_KEY"] == "from-dotenv"
+    assert "from-dotenv" not in repr(settings)
+
+
+def test_a_bad_provider_setting_is_refused_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOPROVISION_VERDA_POLL_SECONDS", "0")
+    with pytest.raises(ValidationError) as refused:
+        Settings()
+    (error,) = refused.value.errors()
+    assert variable_name(error["loc"]) == "AUTOPROVISION_VERDA_POLL_SECONDS"
+
+
+def test_settings_given_in_code_replace_the_environment_per_provider() -> None:
+    settings = Settings(
+        _env_file=None, providers={"hyperstack": {"api_key": "k", "poll_seconds": 3}}
+    )
+    hyperstack = spec_for("hyperstack").settings_of(settings)
+    assert (hyperstack.poll_seconds, hyperstack.has_credentials()) == (3, True)
+    assert not spec_for("verda").settings_of(settings).has_credentials()
+    with pytest.raises(ValidationError, match="no provider is called 'aws'"):
+        Settings(_env_file=None, providers={"aws": {}})
 
 
 def test_pool_and_in_flight_limits_have_defaults_and_read_the_environment(

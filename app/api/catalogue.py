@@ -3,7 +3,7 @@
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from app.catalogue import GPU_MODELS, Interconnect, Provider
+from app.catalogue import GPU_MODELS, Interconnect, offered_providers
 
 router = APIRouter(prefix="/v1/catalogue", tags=["catalogue"])
 
@@ -35,6 +35,6 @@ async def get_catalogue() -> CatalogueOut:
     """The GPU models, providers and interconnects orders may name (no key needed)."""
     return CatalogueOut(
         gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
-        providers=[ProviderOut(id=str(p), name=p.display_name) for p in Provider],
+        providers=[ProviderOut(id=str(p), name=p.display_name) for p in offered_providers()],
         interconnects=[str(i) for i in Interconnect],
     )

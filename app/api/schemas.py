@@ -20,7 +20,13 @@ from pydantic import (
     field_validator,
 )
 
-from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
+from app.catalogue import (
+    GPU_MODELS,
+    Interconnect,
+    Provider,
+    normalize_gpu_model,
+    offered_providers,
+)
 from app.money import MONEY_PATTERN, parse_money, to_cents
 from app.services.orders import NewOrder
 from app.services.views import MoneyOut
@@ -198,7 +204,7 @@ class OrderCreate(BaseModel):
     @field_validator("providers")
     @classmethod
     def _unique_providers(cls, value: list[Provider]) -> list[Provider]:
-        return sorted(set(value), key=list(Provider).index)
+        return sorted(set(value), key=offered_providers().index)
 
     @field_validator("regions")
     @classmethod

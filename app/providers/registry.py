@@ -1,61 +1,152 @@
-"""Build the adapters for the providers the settings give credentials for."""
+"""The list of providers, and what the rest of the service asks of it.
+
+Adding a provider: a package under `app/providers/<name>/` exporting its `SPEC` (and its
+simulator under `app/simulators/<name>/`), plus one line in `SPECS`.
+"""
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
 
 import httpx
+from pydantic import ValidationError
 
 from app.catalogue import Provider
+from app.providers import fake, hyperstack, quantacloud, verda
 from app.providers.base import ProviderAdapter
-from app.providers.hyperstack import HyperstackAdapter
-from app.providers.quantacloud import QuantaCloudAdapter
-from app.providers.verda import VerdaAdapter
+from app.providers.spec import ProviderSettings, ProviderSpec, Timeouts
 from app.settings import Settings
+
+SPECS: tuple[ProviderSpec[Any], ...] = (
+    verda.SPEC,
+    hyperstack.SPEC,
+    quantacloud.SPEC,
+    fake.SPEC,
+)
+
+# Specs for tests only that a test offers right now (see `offering`), by name.
+_offered_for_tests: dict[str, ProviderSpec[Any]] = {}
+
+
+def _known() -> dict[str, ProviderSpec[Any]]:
+    return {**{spec.name: spec for spec in SPECS}, **_offered_for_tests}
+
+
+def spec_for(provider: str) -> ProviderSpec[Any]:
+    """The spec of the provider with this name; LookupError if there is none."""
+    try:
+        return _known()[str(provider)]
+    except KeyError:
+        raise LookupError(f"no provider is called {str(provider)!r}") from None
+
+
+def offered() -> list[ProviderSpec[Any]]:
+    """The providers orders may name: every spec but those for tests, unless a test offers one."""
+    return [
+        spec for spec in _known().values() if not spec.for_tests or spec.name in _offered_for_tests
+    ]
+
+
+@contextmanager
+def offering(*specs: ProviderSpec[Any]) -> Iterator[None]:
+    """For tests: offer these specs (test-only ones, or ones not in `SPECS`) while inside."""
+    added = {spec.name: spec for spec in specs if spec.name not in _offered_for_tests}
+    _offered_for_tests.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            _offered_for_tests.pop(name, None)
+
+
+def load_settings(given: Mapping[str, Any] | None) -> dict[str, ProviderSettings]:
+    """Each registered provider's settings: as given (a model or its fields), else read from its
+    `AUTOPROVISION_<NAME>_*` variables."""
+    given = dict(given or {})
+    loaded: dict[str, ProviderSettings] = {}
+    for name, spec in _known().items():
+        value = given.pop(name, None)
+        try:
+            if value is None:
+                loaded[name] = spec.settings_model()
+            elif isinstance(value, spec.settings_model):
+                loaded[name] = value
+            elif isinstance(value, Mapping):
+                loaded[name] = spec.settings_model.model_validate(dict(value))
+            else:
+                raise ValueError(f"providers.{name} must be a {spec.settings_model.__name__}")
+        except ValidationError as exc:
+            # Located as `providers.<name>.<field>`, so the variable can be named (variable_name).
+            errors = [{**e, "loc": (name, *e["loc"])} for e in exc.errors()]
+            raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
+    if given:
+        raise ValueError(f"no provider is called {', '.join(map(repr, sorted(given)))}")
+    return loaded
+
+
+def variable_name(location: tuple[int | str, ...]) -> str:
+    """The environment variable a settings error's location names."""
+    if len(location) >= 3 and location[0] == "providers" and str(location[1]) in _known():
+        return str(_known()[str(location[1])].settings_model.env_name(str(location[2])))
+    return "AUTOPROVISION_" + "_".join(str(part) for part in location).upper()
 
 
 def configured_providers(settings: Settings) -> list[Provider]:
-    """The providers the settings hold credentials for."""
-    found = []
-    if settings.verda_client_id is not None and settings.verda_client_secret is not None:
-        found.append(Provider.VERDA)
-    if settings.hyperstack_api_key is not None:
-        found.append(Provider.HYPERSTACK)
-    if settings.quantacloud_api_key is not None:
-        found.append(Provider.QUANTACLOUD)
-    return found
+    """The offered providers the settings hold credentials for."""
+    return [spec.provider for spec in offered() if spec.settings_of(settings).has_credentials()]
 
 
 def build_adapters(
     settings: Settings, client: httpx.AsyncClient
 ) -> dict[Provider, ProviderAdapter]:
-    """One adapter per provider with credentials, all sharing `client`."""
-    timeout = settings.provider_timeout_seconds
-    create_timeout = settings.provider_create_timeout_seconds
+    """One adapter per offered provider with credentials, all sharing `client`."""
+    timeouts = Timeouts(
+        read=settings.provider_timeout_seconds, create=settings.provider_create_timeout_seconds
+    )
     adapters: dict[Provider, ProviderAdapter] = {}
-    if settings.verda_client_id is not None and settings.verda_client_secret is not None:
-        adapters[Provider.VERDA] = VerdaAdapter(
-            client,
-            base_url=settings.verda_base_url,
-            client_id=settings.verda_client_id,
-            client_secret=settings.verda_client_secret,
-            image=settings.verda_image,
-            timeout=timeout,
-            create_timeout=create_timeout,
-        )
-    if settings.hyperstack_api_key is not None:
-        adapters[Provider.HYPERSTACK] = HyperstackAdapter(
-            client,
-            base_url=settings.hyperstack_base_url,
-            api_key=settings.hyperstack_api_key,
-            environment=settings.hyperstack_environment,
-            key_name=settings.hyperstack_key_name,
-            image=settings.hyperstack_image,
-            timeout=timeout,
-            create_timeout=create_timeout,
-        )
-    if settings.quantacloud_api_key is not None:
-        adapters[Provider.QUANTACLOUD] = QuantaCloudAdapter(
-            client,
-            base_url=settings.quantacloud_base_url,
-            api_key=settings.quantacloud_api_key,
-            timeout=timeout,
-            create_timeout=create_timeout,
-        )
+    for spec in offered():
+        provider_settings = spec.settings_of(settings)
+        if provider_settings.has_credentials():
+            adapters[spec.provider] = spec.build_adapter(provider_settings, client, timeouts)
     return adapters
+
+
+def poll_periods(settings: Settings) -> dict[Provider, float]:
+    """Each provider's stock read period, from its settings."""
+    return {spec.provider: spec.settings_of(settings).poll_seconds for spec in _known().values()}
+
+
+def simulated(settings: Settings, root_url: str, **overrides: Any) -> Settings:
+    """`settings` with every offered provider that has a simulator pointed at the simulators
+    served at `root_url` (with the credentials they accept, and `overrides`)."""
+    providers = dict(settings.providers)
+    for spec in offered():
+        if spec.simulator is not None:
+            providers[spec.name] = spec.at_simulator(
+                spec.settings_of(settings), root_url, **overrides
+            )
+    return settings.model_copy(update={"providers": providers})
+
+
+def simulator_environment(root_url: str, **overrides: Any) -> dict[str, str]:
+    """The `AUTOPROVISION_<NAME>_*` variables that point a service process at the simulators."""
+    environment: dict[str, str] = {}
+    for spec in offered():
+        if spec.simulator is not None:
+            environment.update(spec.simulator_environment(root_url, **overrides))
+    return environment
+
+
+def simulated_specs() -> list[ProviderSpec[Any]]:
+    """The offered providers that have a simulator."""
+    return [spec for spec in offered() if spec.simulator is not None]
+
+
+def credentials_hint() -> str:
+    """Which variables give credentials, for the message of a live mode without any."""
+    options = [
+        " and ".join(spec.settings_model.env_name(f) for f in spec.settings_model.credential_fields)
+        for spec in offered()
+        if spec.settings_model.credential_fields
+    ]
+    return options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]

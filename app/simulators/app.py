@@ -1,28 +1,23 @@
-"""All three simulators in one ASGI app, each under its own prefix at the provider's real paths."""
+"""Every provider's simulator in one ASGI app, each under its own prefix at its real paths."""
 
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from app.simulators import hyperstack, quantacloud, verda
+from app.providers.registry import SPECS
 from app.simulators.core import ProviderSimulator
 
 
 def create_simulator_app() -> Starlette:
-    """`/verda/v1/...`, `/hyperstack/v1/...`, `/quantacloud/api/v1/...`, each with `/_sim`."""
-    verda_sim = verda.VerdaSimulator()
-    hyperstack_sim = hyperstack.HyperstackSimulator()
-    quantacloud_sim = quantacloud.QuantaCloudSimulator()
-    app = Starlette(
-        routes=[
-            Mount("/verda", app=verda.build_app(verda_sim)),
-            Mount("/hyperstack", app=hyperstack.build_app(hyperstack_sim)),
-            Mount("/quantacloud", app=quantacloud.build_app(quantacloud_sim)),
-        ]
-    )
+    """Each registered provider's simulator mounted where its spec says (`/verda/v1/...`),
+    each with its control API (`/verda/_sim/...`)."""
+    mounts = [
+        (spec.name, spec.simulator.path, spec.simulator.create_app())
+        for spec in SPECS
+        if spec.simulator is not None
+    ]
+    app = Starlette(routes=[Mount(path, app=sim_app) for _, path, sim_app in mounts])
     simulators: dict[str, ProviderSimulator] = {
-        "verda": verda_sim,
-        "hyperstack": hyperstack_sim,
-        "quantacloud": quantacloud_sim,
+        name: sim_app.state.simulator for name, _, sim_app in mounts
     }
     app.state.simulators = simulators
     return app

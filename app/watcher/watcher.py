@@ -20,6 +20,7 @@ from app.dbtypes import utcnow
 from app.market import Fees
 from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
+from app.providers.registry import poll_periods
 from app.services import deployments, orders
 from app.services.deployments import Intent
 from app.settings import Settings
@@ -57,11 +58,7 @@ class Watcher:
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
         self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
-        self.periods = {
-            Provider.VERDA: settings.verda_poll_seconds,
-            Provider.HYPERSTACK: settings.hyperstack_poll_seconds,
-            Provider.QUANTACLOUD: settings.quantacloud_poll_seconds,
-        }
+        self.periods = poll_periods(settings)
         self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()

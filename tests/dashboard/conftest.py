@@ -14,10 +14,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from app.catalogue import Provider
 from app.main import create_app
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControlSync
 from tests.conftest import ADMIN_KEY
 from tests.servers import serve_in_thread
 from tests.watcher.conftest import live_settings
@@ -59,34 +59,18 @@ def sim_url() -> Iterator[str]:
         yield url
 
 
-class Sim:
-    """The simulators' control API, synchronously."""
-
-    def __init__(self, url: str) -> None:
-        self.client = httpx.Client(base_url=url, timeout=10)
-
-    def reset(self) -> None:
-        for provider in Provider:
-            assert self.client.post(f"/{provider}/_sim/reset").status_code == 200
-            config = {"boot_seconds": BOOT_SECONDS}
-            assert self.client.put(f"/{provider}/_sim/config", json=config).status_code == 200
-
-    def stock(self, provider: str, sku: str, region: str, quantity: int) -> None:
-        body = {"sku": sku, "region": region, "quantity": quantity}
-        assert self.client.put(f"/{provider}/_sim/stock", json=body).status_code == 200
+@pytest.fixture
+def sim(sim_url: str) -> Iterator[SimControlSync]:
+    """The simulators' control API, every simulator reset."""
+    with SimControlSync(sim_url) as control:
+        control.reset_all(boot_seconds=BOOT_SECONDS)
+        yield control
 
 
 @pytest.fixture
-def sim(sim_url: str) -> Iterator[Sim]:
-    """The simulators, reset."""
-    control = Sim(sim_url)
-    control.reset()
-    yield control
-    control.client.close()
-
-
-@pytest.fixture
-def service(sim: Sim, sim_url: str, sqlite_template: Path, tmp_path: Path) -> Iterator[str]:
+def service(
+    sim: SimControlSync, sim_url: str, sqlite_template: Path, tmp_path: Path
+) -> Iterator[str]:
     """The service with its watcher, on a database of this test's own; yields its URL."""
     database = tmp_path / "dashboard.db"
     shutil.copyfile(sqlite_template, database)

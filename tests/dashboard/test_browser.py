@@ -5,7 +5,8 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.dashboard.conftest import Api, Sim
+from app.simulators.control import SimControlSync
+from tests.dashboard.conftest import Api
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
 SLOW = 15_000  # ms: deploy, boot and the page's next poll
@@ -44,7 +45,7 @@ def test_a_wrong_key_is_refused_and_the_right_one_signs_in(page: Page, api: Api)
 
 
 def test_an_order_placed_in_the_form_waits_then_deploys_and_runs_without_a_reload(
-    page: Page, api: Api, sim: Sim
+    page: Page, api: Api, sim: SimControlSync
 ) -> None:
     sign_in(page, api.key)
     page.get_by_label("GPU model").select_option("H100")
@@ -112,7 +113,7 @@ def test_a_bad_price_shows_the_apis_error_next_to_the_field(page: Page, api: Api
 
 
 def test_offers_show_prices_with_fees_and_which_orders_they_satisfy(
-    page: Page, service: str, sim: Sim
+    page: Page, service: str, sim: SimControlSync
 ) -> None:
     poor = Api(service, credit="1")  # matching orders stay waiting: one hour is $2.62
     poor.place(**h100(name="cheap enough"))

@@ -95,7 +95,7 @@ async def sim_vms(http: httpx.AsyncClient, sim_url: str) -> list[dict[str, Any]]
 
 
 def offer(sku: str = "n3-H100x1", region: str = "CANADA-1", price: str = "2.40") -> Offer:
-    return Offer(Provider.HYPERSTACK, region, sku, "H100", 1, Decimal(price))
+    return Offer(Provider("hyperstack"), region, sku, "H100", 1, Decimal(price))
 
 
 async def create(adapter: HyperstackAdapter, target: Offer | None = None, **kw: Any) -> VM:
@@ -126,7 +126,7 @@ class TestOffers:
         }  # the in-stock k8s and CPU flavors are not GPU VMs for sale
         h100 = offers[("hyperstack", "CANADA-1", "n3-H100x8")]
         assert h100 == Offer(
-            provider=Provider.HYPERSTACK,
+            provider=Provider("hyperstack"),
             region="CANADA-1",
             sku="n3-H100x8",
             gpu_model="H100",

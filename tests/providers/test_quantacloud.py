@@ -92,7 +92,7 @@ async def fault(control: httpx.AsyncClient, kind: str, **extra: Any) -> None:
 
 async def offer_of(adapter: QuantaCloudAdapter, kind: tuple[str, str]) -> Offer:
     offers = {o.key: o for o in await adapter.fetch_offers()}
-    return offers[(Provider.QUANTACLOUD, kind[1], kind[0])]
+    return offers[(Provider("quantacloud"), kind[1], kind[0])]
 
 
 async def sim_vms(control: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -114,7 +114,7 @@ class TestFetchOffers:
         wire = (await control.get("/api/v1/offers")).json()["offers"]
         b300_id = next(o["id"] for o in wire if o["gpu"]["slug"] == "b300-sxm")
         assert offers["b300-sxm-x8"] == Offer(
-            provider=Provider.QUANTACLOUD,
+            provider=Provider("quantacloud"),
             region="us-east-1",
             sku="b300-sxm-x8",
             gpu_model="B300",
@@ -167,7 +167,7 @@ class TestDeploymentLifecycle:
             offer, name="ap-01jd3x-1", tag="ap-order-01jd3x", ssh_public_key=None
         )
         assert (vm.provider, vm.state, vm.provider_status, vm.name) == (
-            Provider.QUANTACLOUD,
+            Provider("quantacloud"),
             VMState.PENDING,
             "provisioning",
             None,
@@ -289,7 +289,7 @@ READS: dict[str, Callable[[QuantaCloudAdapter], Awaitable[Any]]] = {
     "find_vms": lambda a: a.find_vms(
         name="n",
         tag="t",
-        offer=Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal(1)),
+        offer=Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal(1)),
         not_before=since(),
     ),
     "balance": lambda a: a.balance(),
@@ -441,7 +441,7 @@ class TestCreateOutcomes:
             await adapter.create_vm(offer, name="n", tag="t", ssh_public_key="not an ssh key")
         assert caught.value.status_code == 400
         without_id = Offer(
-            Provider.QUANTACLOUD, "us-east-1", offer.sku, "RTX-PRO-6000", 1, Decimal(1)
+            Provider("quantacloud"), "us-east-1", offer.sku, "RTX-PRO-6000", 1, Decimal(1)
         )
         with pytest.raises(Rejected):
             await self.create(adapter, without_id)

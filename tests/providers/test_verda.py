@@ -27,7 +27,7 @@ from app.providers.base import (
     VMState,
 )
 from app.providers.verda import VerdaAdapter
-from app.providers.verda.mapping import gpu_model
+from app.providers.verda.parse import gpu_model
 from app.simulators.verda import VerdaSimulator, build_app
 from tests.servers import serve_in_thread
 from tests.waiting import eventually, vm_reaches
@@ -109,7 +109,7 @@ async def fault(control: httpx.AsyncClient, kind: str, **extra: Any) -> None:
 
 def offer_for(sku: str, region: str, **overrides: Any) -> Offer:
     fields: dict[str, Any] = {
-        "provider": Provider.VERDA,
+        "provider": Provider("verda"),
         "region": region,
         "sku": sku,
         "gpu_model": "B300",
@@ -142,7 +142,7 @@ async def wait_until_found(adapter: VerdaAdapter) -> list[VM]:
 
 def test_the_adapter_is_a_provider_adapter(adapter: VerdaAdapter) -> None:
     typed: ProviderAdapter = adapter
-    assert typed.provider is Provider.VERDA
+    assert typed.provider is Provider("verda")
 
 
 class TestOffers:
@@ -154,7 +154,7 @@ class TestOffers:
             await stock(control, sku, region, 2)
         offers = {o.sku: o for o in await adapter.fetch_offers()}
         assert offers["8B300.240V"] == Offer(
-            provider=Provider.VERDA,
+            provider=Provider("verda"),
             region="FIN-03",
             sku="8B300.240V",
             gpu_model="B300",
@@ -215,7 +215,7 @@ class TestVMs:
         await stock(control, *B300, 1)
         vm = await create(adapter)
         assert (vm.provider, vm.state, vm.name, vm.region, vm.sku, vm.tags) == (
-            Provider.VERDA, VMState.PENDING, NAME, "FIN-03", "8B300.240V", (TAG,),
+            Provider("verda"), VMState.PENDING, NAME, "FIN-03", "8B300.240V", (TAG,),
         )  # fmt: skip
         creates = (await control.get("/_sim/creates")).json()
         assert [(c["name"], c["outcome"], c["vm_id"]) for c in creates] == [

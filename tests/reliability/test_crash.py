@@ -36,7 +36,7 @@ class Run:
     """One account, some orders, and the checks that must hold for them."""
 
     def __init__(self, service: ServiceProcess, sim: SimProcess) -> None:
-        self.sim = httpx.Client(base_url=sim.url, timeout=10)
+        self.sim = sim.control
         self.api = httpx.Client(base_url=service.url, timeout=10)
         self.use(service)
         account = self.api.post("/v1/accounts", json={"name": "crash"}, headers=ADMIN).json()
@@ -52,9 +52,7 @@ class Run:
         self.api.base_url = httpx.URL(service.url)
 
     def reset_sim(self) -> None:
-        for provider in ("verda", "hyperstack", "quantacloud"):
-            self.sim.post(f"/{provider}/_sim/reset")
-            self.sim.put(f"/{provider}/_sim/config", json={"boot_seconds": 0.3})
+        self.sim.reset_all(boot_seconds=0.3)
 
     def place(self, provider: str) -> str:
         body = {
@@ -69,15 +67,13 @@ class Run:
 
     def stock(self, provider: str, quantity: int = 1) -> None:
         sku, region, _model = MACHINES[provider]
-        body = {"sku": sku, "region": region, "quantity": quantity}
-        assert self.sim.put(f"/{provider}/_sim/stock", json=body).status_code == 200
+        self.sim.stock(provider, sku, region, quantity)
 
     def fault(self, provider: str, kind: str, **extra: Any) -> None:
-        self.sim.post(f"/{provider}/_sim/faults", json={"kind": kind, **extra})
+        self.sim.fault(provider, kind, **extra)
 
     def creates(self, provider: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.sim.get(f"/{provider}/_sim/creates").json()
-        return result
+        return self.sim.creates(provider)
 
     def wait_for_create(self, provider: str, seconds: float = 10) -> None:
         deadline = time.monotonic() + seconds
@@ -104,7 +100,7 @@ class Run:
             token = order_id.removeprefix("ord_")
             vms = [
                 vm
-                for vm in self.sim.get(f"/{provider}/_sim/vms").json()
+                for vm in self.sim.vms(provider)
                 if (vm["name"] or "").startswith(f"ap-{token}-")
                 and vm["status"] not in ("DELETING", "DELETED", "deleting", "discontinued")
             ]
@@ -241,9 +237,7 @@ def test_killed_between_two_unclear_creates_of_one_unnamed_kind(
     first = run.api.post("/v1/orders", json=body, headers=run.headers).json()["id"]
     run.fault("quantacloud", "create_error_after_commit")
     run.fault("quantacloud", "create_delay", seconds=2)
-    assert run.sim.put(
-        "/quantacloud/_sim/stock", json={"sku": "l40s-x1", "region": "us-east-1", "quantity": 2}
-    ).is_success
+    run.sim.stock("quantacloud", "l40s-x1", "us-east-1", 2)  # raises unless it succeeded
     run.wait_for_create("quantacloud")
     second = run.api.post("/v1/orders", json=body, headers=run.headers).json()["id"]
     run.orders = {first: "quantacloud", second: "quantacloud"}

@@ -8,9 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
+from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually
-from tests.watcher.conftest import Sim
 
 VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
@@ -41,7 +41,7 @@ async def kinds(client: httpx.AsyncClient, account: AccountHandle, order_id: str
     ],
 )
 async def test_a_misbehaving_provider_does_not_hold_up_another(
-    client: httpx.AsyncClient, sim: Sim, fault: str, extra: dict[str, Any]
+    client: httpx.AsyncClient, sim: SimControl, fault: str, extra: dict[str, Any]
 ) -> None:
     account = await create_account(client, credit="20")
     troubled = (

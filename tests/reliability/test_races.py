@@ -14,10 +14,10 @@ from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.models import Account, Deployment
 from app.providers.registry import build_adapters
 from app.settings import Settings
+from app.simulators.control import SimControl
 from app.watcher.watcher import Watcher
 from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually
-from tests.watcher.conftest import Sim
 
 HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20/h -> $20.26 with fees
 
@@ -40,7 +40,7 @@ async def statuses(client: httpx.AsyncClient, account: AccountHandle) -> dict[st
     return {o["id"]: o["status"] for o in listed["data"]}
 
 
-async def vms_per_order(sim: Sim) -> dict[str, int]:
+async def vms_per_order(sim: SimControl) -> dict[str, int]:
     counts: dict[str, int] = {}
     for vm in await sim.vms("hyperstack"):
         token = vm["name"].split("-")[1]
@@ -49,7 +49,7 @@ async def vms_per_order(sim: Sim) -> dict[str, int]:
 
 
 async def test_one_unit_twenty_orders_the_oldest_wins_then_the_next_three(
-    client: httpx.AsyncClient, sim: Sim
+    client: httpx.AsyncClient, sim: SimControl
 ) -> None:
     account = await create_account(client, credit="1000")
     ids = await place_all(client, account, 20)
@@ -78,7 +78,7 @@ async def test_one_unit_twenty_orders_the_oldest_wins_then_the_next_three(
 
 
 async def test_money_for_one_hour_and_five_orders_at_once_deploys_one(
-    client: httpx.AsyncClient, sim: Sim, engine: AsyncEngine
+    client: httpx.AsyncClient, sim: SimControl, engine: AsyncEngine
 ) -> None:
     account = await create_account(client, credit="20.26")  # exactly one hour of one
     ids = await asyncio.gather(
@@ -119,7 +119,7 @@ async def second_watcher(
 
 
 async def test_two_watchers_polling_at_once_still_give_each_order_one_vm(
-    client: httpx.AsyncClient, sim: Sim, engine: AsyncEngine, second_watcher: Watcher
+    client: httpx.AsyncClient, sim: SimControl, engine: AsyncEngine, second_watcher: Watcher
 ) -> None:
     account = await create_account(client, credit="1000")
     ids = await place_all(client, account, 10)

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from app.models import Lease
+from app.simulators.control import SimControlSync
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 
@@ -28,9 +29,9 @@ def leader_pid(database_url: str) -> int | None:
     return int(rows[0].holder.split(":")[1]) if rows else None
 
 
-def vms_by_order(sim: httpx.Client) -> dict[str, int]:
+def vms_by_order(sim: SimControlSync) -> dict[str, int]:
     counts: dict[str, int] = {}
-    for vm in sim.get("/hyperstack/_sim/vms").json():
+    for vm in sim.vms("hyperstack"):
         order = "ord_" + vm["name"].split("-")[1]
         counts[order] = counts.get(order, 0) + 1
     return counts
@@ -46,8 +47,8 @@ def test_two_replicas_one_vm_per_order_and_a_takeover_within_15_s(
         ServiceProcess(tmp_path, database_url, sim, **lease).wait_until_up() for _ in range(2)
     ]
     try:
-        control = httpx.Client(base_url=sim.url, timeout=10)
-        control.put("/hyperstack/_sim/config", json={"boot_seconds": 0.3})
+        control = sim.control
+        control.config("hyperstack", boot_seconds=0.3)
         api = httpx.Client(base_url=replicas[1].url, timeout=10)
         account = api.post("/v1/accounts", json={"name": "replicas"}, headers=ADMIN).json()
         api.post(f"/v1/accounts/{account['id']}/credits", json={"amount": "5000"}, headers=ADMIN)
@@ -56,10 +57,7 @@ def test_two_replicas_one_vm_per_order_and_a_takeover_within_15_s(
                 "max_price_per_hour": "25"}  # fmt: skip
         ids = [api.post("/v1/orders", json=body, headers=headers).json()["id"] for _ in range(12)]
         for burst in (3, 5, 4, 6):
-            control.put(
-                "/hyperstack/_sim/stock",
-                json={"sku": "n3-H100x8", "region": "CANADA-1", "quantity": burst},
-            )
+            control.stock("hyperstack", "n3-H100x8", "CANADA-1", burst)
             time.sleep(0.4)
         deadline = time.monotonic() + 20
         while len(vms_by_order(control)) < len(ids):
@@ -74,9 +72,7 @@ def test_two_replicas_one_vm_per_order_and_a_takeover_within_15_s(
         killed_at = time.monotonic()
         api = httpx.Client(base_url=survivor.url, timeout=10)
         late = api.post("/v1/orders", json=body, headers=headers).json()["id"]
-        control.put(
-            "/hyperstack/_sim/stock", json={"sku": "n3-H100x8", "region": "CANADA-1", "quantity": 1}
-        )
+        control.stock("hyperstack", "n3-H100x8", "CANADA-1", 1)
         while vms_by_order(control).get(late) is None:
             waited = time.monotonic() - killed_at
             assert waited < TAKEOVER_LIMIT, f"no takeover {waited:.1f} s after the leader died"

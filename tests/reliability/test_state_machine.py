@@ -102,6 +102,7 @@ from app.money import price_with_fees
 from app.services import doorbell
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl, SimControlSync
 from app.states import DeploymentStatus, OrderStatus
 from tests.conftest import ADMIN_KEY
 from tests.servers import serve_in_thread
@@ -316,7 +317,7 @@ class ServiceMachine(RuleBasedStateMachine):
         self.db_path = self.dir / "autoprovision.db"
         shutil.copyfile(self.template, self.db_path)
         self.database_url = f"sqlite+aiosqlite:///{self.db_path}"
-        self.sim = httpx.AsyncClient(base_url=self.sim_url, timeout=10, trust_env=False)
+        self.sim = SimControl(base_url=self.sim_url)
         self.engine: AsyncEngine = create_engine(self.database_url)
         self.reader: async_sessionmaker[AsyncSession] = create_read_sessionmaker(self.engine)
         self.app: FastAPI | None = None
@@ -359,10 +360,7 @@ class ServiceMachine(RuleBasedStateMachine):
         )
 
     async def _setup(self) -> None:
-        for provider in ("verda", "hyperstack", "quantacloud"):
-            (await self.sim.post(f"/{provider}/_sim/reset")).raise_for_status()
-            config = {"boot_seconds": BOOT_SECONDS, "rate_limits": False}
-            (await self.sim.put(f"/{provider}/_sim/config", json=config)).raise_for_status()
+        await self.sim.reset_all(boot_seconds=BOOT_SECONDS, rate_limits=False)
         await self._start()
         for name, credit in ACCOUNTS.items():
             created = await self.api.post("/v1/accounts", json={"name": name}, headers=ADMIN)
@@ -592,13 +590,10 @@ class ServiceMachine(RuleBasedStateMachine):
         return offer
 
     async def _stock(self, offer: SimOffer, quantity: int) -> None:
-        body = {"sku": offer.sku, "region": offer.region, "quantity": quantity}
-        answer = await self.sim.put(f"/{offer.provider}/_sim/stock", json=body)
-        assert answer.status_code == 200, answer.text
+        await self.sim.stock(offer.provider, offer.sku, offer.region, quantity)
 
     async def _fault(self, provider: str, body: dict[str, Any]) -> None:
-        answer = await self.sim.post(f"/{provider}/_sim/faults", json=body)
-        assert answer.status_code == 201, answer.text
+        await self.sim.fault(provider, **body)
 
     # --- invariants ----------------------------------------------------------------------
 
@@ -675,8 +670,8 @@ class ServiceMachine(RuleBasedStateMachine):
     async def _sims(self) -> SimView:
         vms, creates = {}, {}
         for provider in PROVIDERS:
-            vms[provider] = (await self.sim.get(f"/{provider}/_sim/vms")).json()
-            creates[provider] = (await self.sim.get(f"/{provider}/_sim/creates")).json()
+            vms[provider] = await self.sim.vms(provider)
+            creates[provider] = await self.sim.creates(provider)
         return SimView(vms, creates)
 
     async def _db(self) -> DbView:
@@ -1044,7 +1039,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_catalogue_prices_are_what_the_machine_assumes(sim_url: str) -> None:
     """The machine's prices come from the simulators' catalogue; fail loudly if it moves."""
     for offer in OFFERS:
-        catalogue = httpx.get(f"{sim_url}/{offer.provider}/_sim/catalog", trust_env=False).json()
+        with SimControlSync(sim_url) as sim:
+            catalogue = sim.catalog(offer.provider)
         (entry,) = [e for e in catalogue if (e["sku"], e["region"]) == (offer.sku, offer.region)]
         assert Decimal(entry["price_per_hour"]) == offer.price
 

@@ -79,7 +79,7 @@ class Client:
 
     def __init__(self, service: ServiceProcess, sim: SimProcess) -> None:
         self.api = httpx.Client(base_url=service.url, timeout=10)
-        self.sim = httpx.Client(base_url=sim.url, timeout=10)
+        self.sim = sim.control
         created = self.api.post("/v1/accounts", json={"name": "webhooks"}, headers=ADMIN)
         assert created.status_code == 201, created.text
         account = created.json()
@@ -94,15 +94,11 @@ class Client:
         self.api.base_url = httpx.URL(service.url)
 
     def reset_sim(self) -> None:
-        for provider in ("verda", "hyperstack", "quantacloud"):
-            assert self.sim.post(f"/{provider}/_sim/reset").status_code == 200
-        config = self.sim.put("/hyperstack/_sim/config", json={"boot_seconds": 0.3})
-        assert config.status_code == 200, config.text
+        self.sim.reset_all()
+        self.sim.config("hyperstack", boot_seconds=0.3)
 
     def stock(self, quantity: int) -> None:
-        body = {"sku": SKU, "region": REGION, "quantity": quantity}
-        answer = self.sim.put("/hyperstack/_sim/stock", json=body)
-        assert answer.status_code == 200, answer.text
+        self.sim.stock("hyperstack", SKU, REGION, quantity)
 
     def add_endpoint(self, url: str) -> dict[str, Any]:
         answer = self.api.post("/v1/webhook-endpoints", json={"url": url}, headers=self.headers)

@@ -15,12 +15,12 @@ from app.services.deployments import KindBusy, VMAlreadyOwned
 from app.states import DeploymentStatus, OrderStatus
 from tests.factories import claim, claimed, waiting_orders
 
-QUANTA_L40S = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
-QUANTA_H100 = Offer(Provider.QUANTACLOUD, "us-east-1", "h100-sxm-x1", "H100", 1, Decimal("2.00"))
-HYPER_L40S = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
+QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
+QUANTA_H100 = Offer(Provider("quantacloud"), "us-east-1", "h100-sxm-x1", "H100", 1, Decimal("2.00"))
+HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
 
 
-def _vm(vm_id: str, provider: Provider = Provider.HYPERSTACK) -> VM:
+def _vm(vm_id: str, provider: Provider = Provider("hyperstack")) -> VM:
     return VM(provider, vm_id, VMState.PENDING, "BUILD")
 
 
@@ -71,7 +71,7 @@ async def test_the_same_vm_id_at_another_provider_is_another_vm(
         await deployments.settle_created(session, deployment_id=one.deployment_id, vm=_vm("42"))
     async with session_scope(maker) as session:  # the same id at another provider
         assert await deployments.settle_created(
-            session, deployment_id=two.deployment_id, vm=_vm("42", Provider.QUANTACLOUD)
+            session, deployment_id=two.deployment_id, vm=_vm("42", Provider("quantacloud"))
         )
 
 
@@ -91,7 +91,7 @@ async def test_one_open_attempt_per_kind_where_vms_have_no_name(engine: AsyncEng
     assert busy == {("quantacloud", "us-east-1", "l40s-x1")}
     async with session_scope(maker) as session:
         await deployments.settle_created(
-            session, deployment_id=one.deployment_id, vm=_vm("dep_1", Provider.QUANTACLOUD)
+            session, deployment_id=one.deployment_id, vm=_vm("dep_1", Provider("quantacloud"))
         )
     two = await claim(engine, second, QUANTA_L40S)  # resolved: the kind is free again
     assert two.order_id == second

@@ -1,4 +1,4 @@
-"""All three simulators in one app, reached through the adapters the service builds."""
+"""Every simulator in one app, reached through the adapters the service builds."""
 
 from collections.abc import AsyncIterator, Iterator
 
@@ -7,9 +7,10 @@ import pytest
 
 from app.catalogue import Provider
 from app.providers.base import VMState
-from app.providers.registry import build_adapters
+from app.providers.registry import build_adapters, simulated
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl
 from tests.servers import serve_in_thread
 
 
@@ -22,29 +23,17 @@ def sim_url() -> Iterator[str]:
 @pytest.fixture
 async def http(sim_url: str) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=sim_url) as client:
-        for provider in Provider:
-            await client.post(f"/{provider}/_sim/reset")
-            await client.put(f"/{provider}/_sim/config", json={"boot_seconds": 0.2})
+        await SimControl(client).reset_all(boot_seconds=0.2)
         yield client
 
 
-def sim_settings(sim_url: str, **overrides: object) -> Settings:
-    values: dict[str, object] = {
-        "verda_base_url": f"{sim_url}/verda/v1",
-        "verda_client_id": "sim-client",
-        "verda_client_secret": "sim-secret",
-        "hyperstack_base_url": f"{sim_url}/hyperstack/v1",
-        "hyperstack_api_key": "sim-key",
-        "quantacloud_base_url": f"{sim_url}/quantacloud/api/v1",
-        "quantacloud_api_key": "sim-key",
-        **overrides,
-    }
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+def sim_settings(sim_url: str) -> Settings:
+    return simulated(Settings(_env_file=None), sim_url)
 
 
 async def test_each_provider_is_served_under_its_prefix(http: httpx.AsyncClient) -> None:
-    for provider in Provider:
-        catalog = (await http.get(f"/{provider}/_sim/catalog")).json()
+    for provider in SimControl.providers():
+        catalog = await SimControl(http).catalog(provider)
         assert catalog, provider
         assert {"sku", "region", "gpu_model", "gpu_count", "price_per_hour"} <= set(catalog[0])
 
@@ -53,11 +42,11 @@ async def test_only_providers_with_credentials_get_an_adapter(sim_url: str) -> N
     async with httpx.AsyncClient() as client:
         none = build_adapters(Settings(_env_file=None), client)
         one = build_adapters(
-            Settings(_env_file=None, quantacloud_api_key="sim-key"),
+            Settings(_env_file=None, providers={"quantacloud": {"api_key": "sim-key"}}),
             client,
         )
     assert none == {}
-    assert list(one) == [Provider.QUANTACLOUD]
+    assert list(one) == [Provider("quantacloud")]
 
 
 async def test_stock_put_up_on_each_simulator_becomes_an_offer_and_a_vm(
@@ -73,7 +62,7 @@ async def test_stock_put_up_on_each_simulator_becomes_an_offer_and_a_vm(
         assert put.status_code == 200
     async with httpx.AsyncClient() as client:
         adapters = build_adapters(sim_settings(sim_url), client)
-        assert set(adapters) == set(Provider)
+        assert set(adapters) == set(SimControl.providers())
         for provider, adapter in adapters.items():
             (offer,) = [o for o in await adapter.fetch_offers() if o.sku == wanted[provider]]
             vm = await adapter.create_vm(

@@ -44,13 +44,13 @@ def deployment(
 ) -> VM:
     """A QuantaCloud deployment as the adapter lists it: no name, no tag."""
     region, sku = kind
-    return VM(Provider.QUANTACLOUD, vm_id, state, "provisioning", region=region, sku=sku,
+    return VM(Provider("quantacloud"), vm_id, state, "provisioning", region=region, sku=sku,
               created_at=at)  # fmt: skip
 
 
 def named(vm_id: str, name: str) -> VM:
     """A Verda or Hyperstack VM, which carries the name its create was sent with."""
-    return VM(Provider.HYPERSTACK, vm_id, VMState.PENDING, "BUILD", name=name)
+    return VM(Provider("hyperstack"), vm_id, VMState.PENDING, "BUILD", name=name)
 
 
 def blind(
@@ -153,7 +153,7 @@ class TestProvidersWithNames:
 
     def test_an_unnamed_vm_is_never_adopted_where_vms_have_names(self) -> None:
         rival = attempt("b", status="creating")
-        unnamed = VM(Provider.VERDA, "9", VMState.PENDING, "ordered")
+        unnamed = VM(Provider("verda"), "9", VMState.PENDING, "ordered")
         decision = decide(attempt("a"), [unnamed], owned=set(), rivals=[rival], names_vms=True)
         assert decision == NotCreated()
 

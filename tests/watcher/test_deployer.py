@@ -16,13 +16,13 @@ from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment
 from tests.factories import waiting_orders
 
-OFFER = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
+OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
 
 
 class AnswersWith:
     """A provider whose every create answers with the same VM."""
 
-    provider = Provider.HYPERSTACK
+    provider = Provider("hyperstack")
 
     def __init__(self, vm_id: str) -> None:
         self.vm_id = vm_id
@@ -53,7 +53,7 @@ class AnswersWith:
 
 def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Deployer:
     return Deployer(
-        adapters={Provider.HYPERSTACK: adapter},
+        adapters={Provider("hyperstack"): adapter},
         sessionmaker=create_sessionmaker(engine),
         book=book,
         on_settled=lambda: None,

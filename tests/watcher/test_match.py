@@ -17,7 +17,7 @@ NO_FEES = Fees()
 
 def offer(**overrides: object) -> Offer:
     base = Offer(
-        provider=Provider.VERDA,
+        provider=Provider("verda"),
         region="FIN-01",
         sku="8B300.240V",
         gpu_model="B300",

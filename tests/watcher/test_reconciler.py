@@ -18,10 +18,10 @@ from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
 from app.services import accounts, deployments, ledger
 from app.settings import Settings
+from app.simulators.control import SimControl
 from app.states import OrderEventKind
 from app.watcher.reconciler import Reconciler
 from tests.factories import claimed
-from tests.watcher.conftest import Sim
 
 GRACE = 0.3
 
@@ -55,7 +55,7 @@ PAST_GRACE = GRACE + 1.1
 
 
 async def test_a_hold_without_an_attempt_is_released(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
@@ -71,13 +71,13 @@ async def test_a_hold_without_an_attempt_is_released(
 
 
 async def test_a_vm_of_ours_no_order_owns_is_reported_and_deleted_when_allowed(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
     (offer,) = [
-        o for o in await adapters[Provider.HYPERSTACK].fetch_offers() if o.sku == "n3-H100x1"
+        o for o in await adapters[Provider("hyperstack")].fetch_offers() if o.sku == "n3-H100x1"
     ]
-    stray = await adapters[Provider.HYPERSTACK].create_vm(
+    stray = await adapters[Provider("hyperstack")].create_vm(
         offer, name="ap-nobodys-1", tag="ap-order-nobodys", ssh_public_key=None
     )
     await reconciler(engine, adapters, delete=False).tick()
@@ -91,13 +91,13 @@ async def test_a_vm_of_ours_no_order_owns_is_reported_and_deleted_when_allowed(
 
 
 async def test_quantacloud_deployments_are_reported_but_never_deleted(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
     await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
     (offer,) = [
-        o for o in await adapters[Provider.QUANTACLOUD].fetch_offers() if o.sku == "l40s-x1"
+        o for o in await adapters[Provider("quantacloud")].fetch_offers() if o.sku == "l40s-x1"
     ]
-    await adapters[Provider.QUANTACLOUD].create_vm(
+    await adapters[Provider("quantacloud")].create_vm(
         offer, name="ap-x-1", tag="ap-order-x", ssh_public_key=None
     )
     await reconciler(engine, adapters, delete=True, later=PAST_GRACE).tick()
@@ -111,9 +111,9 @@ def _untracked(provider: str) -> float:
 
 
 async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
-    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: Sim
+    engine: AsyncEngine, adapters: dict[Provider, ProviderAdapter], sim: SimControl
 ) -> None:
-    offer = Offer(Provider.HYPERSTACK, "CANADA-1", "n3-H100x1", "H100", 1, Decimal("2.40"))
+    offer = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("2.40"))
     (intent,) = await claimed(engine, offer)
     async with session_scope(create_sessionmaker(engine)) as session:
         await deployments.settle_not_created(
@@ -124,9 +124,9 @@ async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
         )
     await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
     (live,) = [
-        o for o in await adapters[Provider.HYPERSTACK].fetch_offers() if o.sku == "n3-H100x1"
+        o for o in await adapters[Provider("hyperstack")].fetch_offers() if o.sku == "n3-H100x1"
     ]
-    late = await adapters[Provider.HYPERSTACK].create_vm(
+    late = await adapters[Provider("hyperstack")].create_vm(
         live, name=intent.vm_name, tag=intent.tag, ssh_public_key=None
     )
     await reconciler(engine, adapters, delete=False).tick()
@@ -137,19 +137,21 @@ async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
 async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible_attempt(
     engine: AsyncEngine,
     adapters: dict[Provider, ProviderAdapter],
-    sim: Sim,
+    sim: SimControl,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A QuantaCloud VM no order owns, while an unclear create of its kind is open: reported
     on the first sweep past the grace (so within the grace plus one period), with the attempt
     it may have come from."""
-    offer = Offer(Provider.QUANTACLOUD, "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.14"))
+    offer = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.14"))
     (intent,) = await claimed(engine, offer)
     async with session_scope(create_sessionmaker(engine)) as session:
         await deployments.mark_unknown(session, deployment_id=intent.deployment_id, message="500")
     await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
-    (live,) = [o for o in await adapters[Provider.QUANTACLOUD].fetch_offers() if o.sku == "l40s-x1"]
-    vm = await adapters[Provider.QUANTACLOUD].create_vm(
+    (live,) = [
+        o for o in await adapters[Provider("quantacloud")].fetch_offers() if o.sku == "l40s-x1"
+    ]
+    vm = await adapters[Provider("quantacloud")].create_vm(
         live, name="-", tag="-", ssh_public_key=None
     )
     caplog.set_level(logging.WARNING, logger="app.watcher.reconciler")

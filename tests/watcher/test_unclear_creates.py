@@ -14,9 +14,10 @@ import httpx
 import pytest
 
 from app.settings import Settings
+from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually
-from tests.watcher.conftest import Sim, live_settings
+from tests.watcher.conftest import live_settings
 from tests.watcher.test_watcher import account_view, events, place, reaches
 
 L40S = ("quantacloud", "l40s-x1", "us-east-1")  # $0.99/h -> $1.14 with 5% + $0.10
@@ -28,7 +29,7 @@ B_ANSWER_DELAY = 2.0
 
 
 @pytest.fixture
-def settings(database_url: str, sim_url: str, sim: Sim) -> Settings:
+def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:
     """Live mode on the simulators, with a create timeout that outlasts B's slow answer."""
     return live_settings(database_url, sim_url).model_copy(
         update={"outcome_check_seconds": OUTCOME_CHECK, "provider_create_timeout_seconds": 5}
@@ -48,7 +49,7 @@ async def vm_of(client: httpx.AsyncClient, account: AccountHandle, order_id: str
 
 
 async def test_an_unclear_create_does_not_take_the_vm_of_a_create_still_in_flight(
-    client: httpx.AsyncClient, sim: Sim
+    client: httpx.AsyncClient, sim: SimControl
 ) -> None:
     account = await create_account(client, credit="10")
     first = await place(client, account, l40s())
@@ -70,7 +71,7 @@ async def test_an_unclear_create_does_not_take_the_vm_of_a_create_still_in_fligh
 
 
 async def test_three_unclear_creates_of_one_kind_each_get_their_own_vm(
-    client: httpx.AsyncClient, sim: Sim
+    client: httpx.AsyncClient, sim: SimControl
 ) -> None:
     account = await create_account(client, credit="10")
     placed = [await place(client, account, l40s()) for _ in range(3)]
@@ -89,7 +90,7 @@ async def test_three_unclear_creates_of_one_kind_each_get_their_own_vm(
 
 
 async def test_a_second_order_of_the_kind_waits_only_until_the_first_is_resolved(
-    client: httpx.AsyncClient, sim: Sim
+    client: httpx.AsyncClient, sim: SimControl
 ) -> None:
     """The price of the rule: B's create goes out once A's VM is found, not before."""
     account = await create_account(client, credit="10")

@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 from prometheus_client import REGISTRY
 
+from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
 from tests.waiting import eventually
-from tests.watcher.conftest import Sim
 
 VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")  # $2.59/h -> $2.82 with 5% + $0.10
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h -> $2.62
@@ -72,7 +72,7 @@ def metric(name: str, **labels: str) -> float:
 
 class TestDeploy:
     async def test_stock_appears_the_order_deploys_and_runs(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(ssh_public_key=None))
@@ -102,7 +102,7 @@ class TestDeploy:
         assert (balance["balance"], balance["held"]) == ("7.38", "0.00")
 
     async def test_each_order_takes_the_cheapest_matching_offer(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         await place(client, account, order_body(providers=["verda", "hyperstack"]))  # 8x B300
@@ -115,7 +115,7 @@ class TestDeploy:
         assert await sim.creates("verda") == []
 
     async def test_the_oldest_order_gets_the_stock_and_quantity_is_respected(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="200")
         body = order_body(gpu_model="H100", gpu_count=8, providers=["hyperstack"])
@@ -128,7 +128,7 @@ class TestDeploy:
         assert len(await sim.creates("hyperstack")) == 2
 
     async def test_price_with_fees_at_the_max_deploys_one_cent_above_waits(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         too_low = await place(
@@ -143,7 +143,7 @@ class TestDeploy:
         assert "above_max" in await events(client, account, too_low)
 
     async def test_orders_are_only_sent_to_providers_they_accept(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(providers=["quantacloud"]))
@@ -155,7 +155,7 @@ class TestDeploy:
 
 class TestMoney:
     async def test_a_balance_of_exactly_one_hour_deploys(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="2.62")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
@@ -165,7 +165,7 @@ class TestMoney:
         assert (balance["balance"], balance["available"]) == ("0.00", "0.00")
 
     async def test_one_cent_short_keeps_waiting_and_says_so_once(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="2.61")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
@@ -190,7 +190,7 @@ async def _has_event(
 
 class TestProviderTrouble:
     async def test_a_capacity_error_puts_the_order_back_and_cools_the_offer(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
@@ -207,7 +207,7 @@ class TestProviderTrouble:
         assert outcomes == ["capacity_race", "created"]
 
     async def test_a_vm_that_fails_before_running_is_deleted_and_the_order_waits_again(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
@@ -224,7 +224,7 @@ class TestProviderTrouble:
         assert retried["deployment"]["status"] == "running"
 
     async def test_an_unclear_create_is_looked_up_and_adopted_never_sent_twice(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
@@ -238,7 +238,7 @@ class TestProviderTrouble:
         assert [c["outcome"] for c in await sim.creates("hyperstack")] == ["error_after_commit"]
 
     async def test_a_rate_limited_provider_does_not_slow_another(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         await sim.fault("verda", "http_429", count=1000, seconds=30)
@@ -251,14 +251,14 @@ class TestProviderTrouble:
         assert metric("autoprovision_poll_errors_total", provider="verda", kind="rate_limited") > 0
 
 
-async def _all_gone(sim: Sim) -> bool:
+async def _all_gone(sim: SimControl) -> bool:
     """Every VM at Hyperstack is being deleted or is deleted."""
     return all(vm["status"] in ("DELETING", "DELETED") for vm in await sim.vms("hyperstack"))
 
 
 class TestLifecycle:
     async def test_an_order_past_its_expiry_expires(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         soon = (datetime.now(UTC) + timedelta(seconds=0.6)).isoformat()
@@ -270,7 +270,7 @@ class TestLifecycle:
         assert await sim.creates("hyperstack") == []
 
     async def test_a_cancelled_order_is_not_deployed(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100())
@@ -282,14 +282,14 @@ class TestLifecycle:
 
 class TestPolling:
     async def test_nobody_waiting_means_no_polling(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         before = metric("autoprovision_poll_seconds_count", provider="quantacloud")
         await asyncio.sleep(0.5)
         assert metric("autoprovision_poll_seconds_count", provider="quantacloud") == before
 
     async def test_polls_do_not_grow_with_the_number_of_orders(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         await place(client, account, h100(providers=["quantacloud"]))
@@ -302,7 +302,7 @@ class TestPolling:
         assert many <= few + 2
 
     async def test_offers_show_the_latest_stock_with_fees(
-        self, client: httpx.AsyncClient, sim: Sim
+        self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="1")  # too little to deploy
         other = await create_account(client, "other", credit="1")
@@ -326,7 +326,7 @@ class TestPolling:
         assert (offer["price_per_hour"], offer["price_per_hour_with_fees"]) == ("2.40", "2.62")
         assert offer["matching_orders"] == [fits]  # only the caller's, only those it satisfies
 
-    async def test_metrics_are_served(self, client: httpx.AsyncClient, sim: Sim) -> None:
+    async def test_metrics_are_served(self, client: httpx.AsyncClient, sim: SimControl) -> None:
         answer = await client.get("/metrics")
         assert answer.status_code == 200
         for name in (

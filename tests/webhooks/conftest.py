@@ -6,7 +6,8 @@ from collections.abc import Iterator
 import pytest
 
 from app.settings import Settings
-from tests.watcher.conftest import Sim, live_settings, sim, sim_url
+from app.simulators.control import SimControl
+from tests.watcher.conftest import live_settings, sim, sim_url
 from tests.webhooks.receiver import Receiver, running_receiver
 
 QUICK_SCHEDULE = [0, 0.3, 0.3, 0.3, 0.3, 0.3]
@@ -15,7 +16,7 @@ __all__ = ["receiver", "settings", "sim", "sim_url"]
 
 
 @pytest.fixture
-def settings(database_url: str, sim_url: str, sim: Sim) -> Settings:
+def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:
     """Live mode against the simulators; receivers on loopback allowed; retries in tenths."""
     return live_settings(database_url, sim_url).model_copy(
         update={

@@ -11,9 +11,9 @@ from sqlalchemy import update
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.models import WebhookEndpoint
+from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
-from tests.watcher.conftest import Sim
 from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
 from tests.webhooks.receiver import Answer, Receiver
 
@@ -57,7 +57,7 @@ async def deliveries(
 
 class TestOrderEvents:
     async def test_deployed_then_running_arrive_verified_within_a_second(
-        self, client: httpx.AsyncClient, sim: Sim, receiver: Receiver
+        self, client: httpx.AsyncClient, sim: SimControl, receiver: Receiver
     ) -> None:
         account = await create_account(client, credit="10")
         endpoint = await add_endpoint(client, account, f"{receiver.url}/hook")
@@ -238,7 +238,7 @@ class TestIsolationAndSafety:
         assert len(receiver.on("/slow")) == 1  # still busy with its first
 
     async def test_only_chosen_event_types_are_sent(
-        self, client: httpx.AsyncClient, sim: Sim, receiver: Receiver
+        self, client: httpx.AsyncClient, sim: SimControl, receiver: Receiver
     ) -> None:
         account = await create_account(client, credit="10")
         await add_endpoint(client, account, f"{receiver.url}/running", events=["order.running"])

@@ -48,7 +48,7 @@ export async function api(path, { method = "GET", body, key = apiKey.get(), head
 let catalogue = null;
 const providerNames = new Map();
 
-/** A provider's display name ("Hyperstack") once the catalogue is loaded, else its id. */
+/** A provider's display name (from the catalogue) once it is loaded, else its id. */
 export const providerName = (id) => providerNames.get(id) || id;
 
 /** The GPU models, providers and interconnects (no key needed); fetched once, retried on failure. */

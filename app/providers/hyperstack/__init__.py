@@ -1,5 +1,7 @@
-"""The Hyperstack adapter (`HyperstackAdapter`) and its HTTP layer."""
+"""Hyperstack (NexGen Cloud's Infrahub API): an API key, per-region environments, VMs with
+names and labels."""
 
 from app.providers.hyperstack.adapter import HyperstackAdapter
+from app.providers.hyperstack.spec import SPEC, HyperstackSettings
 
-__all__ = ["HyperstackAdapter"]
+__all__ = ["SPEC", "HyperstackAdapter", "HyperstackSettings"]

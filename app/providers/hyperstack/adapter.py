@@ -5,44 +5,22 @@ import asyncio
 import hashlib
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
-from app.catalogue import Provider
-from app.providers.base import (
-    VM,
-    NoCapacity,
-    Offer,
-    OutcomeUnknown,
-    ProviderError,
-    ProviderOutOfFunds,
-    Rejected,
-    Unavailable,
-    VMState,
-)
-from app.providers.http import wire_decimal
-from app.providers.hyperstack.client import Answer, HyperstackClient
-from app.providers.hyperstack.offers import flavor_rows, parse_prices, parse_slots, to_offer
+from app.providers.base import VM, Offer, OutcomeUnknown, Rejected, Unavailable
+from app.providers.hyperstack import parse
+from app.providers.hyperstack.client import HyperstackClient, NotFound
+from app.providers.hyperstack.parse import PROVIDER
 
 log = logging.getLogger(__name__)
 
 PRICE_TTL = 600.0  # the pricebook changes rarely; stock is read on every poll
 PAGE_SIZE = 100
 MAX_PAGES = 20
-STATES = {
-    "CREATING": VMState.PENDING,
-    "BUILD": VMState.PENDING,
-    "ACTIVE": VMState.RUNNING,
-    "ERROR": VMState.FAILED,
-    "SHUTOFF": VMState.STOPPED,
-    "HIBERNATED": VMState.STOPPED,
-    "DELETING": VMState.DELETING,
-    "DELETED": VMState.GONE,
-}
 SSH_RULE = {
     "direction": "ingress",
     "protocol": "tcp",
@@ -59,47 +37,10 @@ def keypair_name(public_key: str) -> str:
     return "ap-" + hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def to_vm(instance: Any) -> VM | None:
-    """A Hyperstack `InstanceFields` object as a VM; None if it has no usable id."""
-    if not isinstance(instance, dict):
-        return None
-    raw_id = instance.get("id")
-    if isinstance(raw_id, bool) or not isinstance(raw_id, int | str) or not str(raw_id).isdigit():
-        return None
-    status = instance.get("status")
-    status = status if isinstance(status, str) else ""
-    environment, flavor = instance.get("environment"), instance.get("flavor")
-    region = environment.get("region") if isinstance(environment, dict) else None
-    sku = flavor.get("name") if isinstance(flavor, dict) else None
-    ip, name, labels = instance.get("floating_ip"), instance.get("name"), instance.get("labels")
-    return VM(
-        provider=Provider.HYPERSTACK,
-        id=str(raw_id),
-        state=STATES.get(status.upper(), VMState.UNKNOWN),
-        provider_status=status,
-        name=name if isinstance(name, str) else None,
-        region=region if isinstance(region, str) else None,
-        sku=sku if isinstance(sku, str) else None,
-        ip=ip if isinstance(ip, str) and ip else None,
-        created_at=_timestamp(instance.get("created_at")),
-        tags=tuple(t for t in labels if isinstance(t, str)) if isinstance(labels, list) else (),
-    )
-
-
 class HyperstackAdapter:
     """`ProviderAdapter` for Hyperstack's Infrahub API (`api_key` header)."""
 
-    provider = Provider.HYPERSTACK
+    provider = PROVIDER
 
     def __init__(
         self,
@@ -138,10 +79,7 @@ class HyperstackAdapter:
 
     async def refresh_prices(self) -> dict[str, Decimal]:
         """Read the pricebook now (fetch_offers does it by itself every 10 minutes)."""
-        answer = await self._api.read("/pricebook")
-        if not isinstance(answer.body, list):
-            raise self._api.unexpected(answer, "answered with no price list:")
-        self._prices = parse_prices(answer.body)
+        self._prices = parse.price_list(await self._api.pricebook())
         self._prices_at = time.monotonic()
         return dict(self._prices)
 
@@ -150,16 +88,10 @@ class HyperstackAdapter:
         if self._prices_at is None or time.monotonic() - self._prices_at > PRICE_TTL:
             await self.refresh_prices()
         # Both reads at once: the stock read is the latency between new stock and the create.
-        flavors, stocks = await asyncio.gather(
-            self._api.read("/core/flavors"), self._api.call("GET", "/core/stocks")
-        )
-        rows = flavor_rows(flavors.body)
-        if rows is None:
-            raise self._api.unexpected(flavors, "answered with no flavor list:")
-        if not stocks.ok and stocks.status != 404:  # 404 is "Stocks Not Found": no counts
-            raise self._api.unexpected(stocks)
-        slots = parse_slots(stocks.body) if stocks.ok else {}
-        offers = [to_offer(row, self._prices, slots) for row in rows]
+        flavors, stocks = await asyncio.gather(self._api.flavors(), self._api.stocks())
+        rows = parse.flavor_rows(flavors)
+        slots = parse.stock_slots(stocks) if stocks is not None else {}
+        offers = [parse.to_offer(row, self._prices, slots) for row in rows]
         return [offer for offer in offers if offer is not None]
 
     # --- creating --------------------------------------------------------------------------
@@ -202,77 +134,37 @@ class HyperstackAdapter:
             "labels": [tag],
             "security_rules": [SSH_RULE],
         }
-        answer = await self._api.call(
-            "POST", "/core/virtual-machines", json=payload, is_create=True
-        )
-        if answer.ok:
-            instances = answer.field("instances")
-            vm = to_vm(instances[0]) if isinstance(instances, list) and instances else None
-            if vm is None:
-                raise OutcomeUnknown(
-                    self.provider, f"create of {name} answered {answer.status} with no VM id"
-                )
-            return vm
-        if answer.status == 409 and answer.reason in (None, "conflict"):
-            raise NoCapacity(
-                self.provider, f"{offer.sku} in {offer.region}: {answer.message}", status_code=409
+        try:
+            body = await self._api.create_vm(
+                payload, region=offer.region, price_per_hour=offer.price_per_hour
             )
-        if (
-            answer.status == 400
-            and answer.reason in (None, "bad_request")
-            and await self._cannot_pay(offer)
-        ):
-            raise ProviderOutOfFunds(
-                self.provider, f"create of {offer.sku}: {answer.message}", status_code=400
-            )
-        if answer.status == 404:
+        except NotFound as missing:
             self._environments.pop(environment, None)
             self._keypairs.discard((environment, key))
             if from_cache:
                 # The environment or key pair we remembered is gone (deleted by hand?). Nothing
                 # was created; the next attempt looks them up again, so the order is not failed.
                 raise Unavailable(
-                    self.provider, f"create of {offer.sku}: {answer.message}", status_code=404
-                )
-        raise Rejected(
-            self.provider,
-            f"create of {offer.sku} refused: {answer.message}",
-            status_code=answer.status,
-        )
-
-    async def _cannot_pay(self, offer: Offer) -> bool:
-        """Whether a 400 on create is about money: Hyperstack gives it no error code of its own,
-        so the account's credit decides (never the message text)."""
-        try:
-            answer = await self._api.read("/billing/user-credit/credit")
-        except ProviderError:
-            log.warning("hyperstack: create got 400 and the credit could not be read")
-            return True  # a money problem waits for the next offer; Rejected would end the order
-        data = answer.field("data")
-        data = data if isinstance(data, dict) else {}
-        credit = wire_decimal(data.get("credit")) or Decimal(0)
-        return data.get("can_create_instance") is False or credit < offer.price_per_hour
+                    self.provider,
+                    f"{missing.message} (a remembered environment or key pair is gone)",
+                    status_code=missing.status_code,
+                ) from missing
+            raise
+        vm = parse.created_vm(body)
+        if vm is None:
+            raise OutcomeUnknown(self.provider, f"create of {name} answered with no VM id")
+        return vm
 
     async def _ensure_environment(self, region: str) -> str:
         name = self.environment_name(region)
         if name not in self._environments:
-            listed = await self._api.read("/core/environments", {"search": name})
-            found = [e for e in _items(listed, "environments") if e.get("name") == name]
-            if found:
-                self._environments[name] = str(found[0].get("region"))
-            else:
-                created = await self._api.call(
-                    "POST", "/core/environments", json={"name": name, "region": region}
-                )
-                if created.status == 409:
-                    return name  # made by someone else just now; its region is checked next time
-                if not created.ok:
-                    raise Rejected(
-                        self.provider,
-                        f"cannot create environment {name}: {created.message}",
-                        status_code=created.status,
-                    )
+            found = parse.environment_region(await self._api.environments(name), name)
+            if found is not None:
+                self._environments[name] = found
+            elif await self._api.create_environment(name, region):
                 self._environments[name] = region
+            else:
+                return name  # made by someone else just now; its region is checked next time
         if self._environments[name] != region:
             raise Rejected(
                 self.provider,
@@ -286,31 +178,17 @@ class HyperstackAdapter:
         name = keypair_name(public_key) if public_key else self.key_name
         if (environment, name) in self._keypairs:
             return name
-        listed = await self._api.read("/core/keypairs", {"search": name})
-        same_name = [k for k in _items(listed, "keypairs") if k.get("name") == name]
-        if not any(_environment_of(k) == environment for k in same_name):
+        same_name = parse.keypairs_named(await self._api.keypairs(name), name)
+        if not any(parse.keypair_environment(k) == environment for k in same_name):
             if public_key is None:
-                public_key = next(
-                    (k["public_key"] for k in same_name if isinstance(k.get("public_key"), str)),
-                    None,
-                )
+                public_key = parse.keypair_public_key(same_name)
             if public_key is None:
                 raise Rejected(
                     self.provider,
                     f"key pair {name!r} exists in no Hyperstack environment: import it once "
                     "(any region) or give the order an SSH public key",
                 )
-            imported = await self._api.call(
-                "POST",
-                "/core/keypairs",
-                json={"name": name, "environment_name": environment, "public_key": public_key},
-            )
-            if not imported.ok and imported.status != 409:
-                raise Rejected(
-                    self.provider,
-                    f"key pair {name} refused in {environment}: {imported.message}",
-                    status_code=imported.status,
-                )
+            await self._api.import_keypair(name, environment, public_key)
         self._keypairs.add((environment, name))
         return name
 
@@ -318,80 +196,34 @@ class HyperstackAdapter:
 
     async def get_vm(self, vm_id: str) -> VM | None:
         """The VM, or None once Hyperstack answers 404 (ids are integers: others never exist)."""
-        if not vm_id.isdigit():
-            return None
-        answer = await self._api.call("GET", f"/core/virtual-machines/{vm_id}")
-        if answer.status == 404:
-            return None
-        if not answer.ok:
-            raise self._api.unexpected(answer)
-        vm = to_vm(answer.field("instance"))
-        if vm is None:
-            raise self._api.unexpected(answer, "answered with no instance:")
-        return vm
+        body = await self._api.vm(vm_id)
+        return None if body is None else parse.instance(body)
 
     async def find_vms(
         self, *, name: str, tag: str, offer: Offer, not_before: datetime
     ) -> list[VM]:
         """VMs named exactly `name` and labelled `tag` (names are unique per create attempt)."""
-        found: list[VM] = []
-        for page in range(1, MAX_PAGES + 1):
-            params = {"search": name, "page": page, "pageSize": PAGE_SIZE}
-            answer = await self._api.read("/core/virtual-machines", params)
-            rows = _items(answer, "instances")
-            for vm in (to_vm(row) for row in rows):
-                if vm is not None and vm.name == name and tag in vm.tags:
-                    found.append(vm)
-            if len(rows) < PAGE_SIZE:
-                break
-        return found
+        found = await self._all_vms(search=name)
+        return [vm for vm in found if vm.name == name and tag in vm.tags]
 
     async def list_vms(self) -> list[VM]:
         """Every VM on the account (labels tell ours: `ap-order-...`)."""
+        return await self._all_vms()
+
+    async def _all_vms(self, search: str | None = None) -> list[VM]:
         found: list[VM] = []
         for page in range(1, MAX_PAGES + 1):
-            answer = await self._api.read(
-                "/core/virtual-machines", {"page": page, "pageSize": PAGE_SIZE}
-            )
-            rows = _items(answer, "instances")
-            found.extend(vm for vm in (to_vm(row) for row in rows) if vm is not None)
+            body = await self._api.vms(page=page, page_size=PAGE_SIZE, search=search)
+            rows = parse.listed(body, "instances")
+            found.extend(vm for vm in map(parse.to_vm, rows) if vm is not None)
             if len(rows) < PAGE_SIZE:
                 break
         return found
 
     async def delete_vm(self, vm_id: str) -> None:
         """Ask Hyperstack to delete the VM; one that is already gone (404) is fine."""
-        if not vm_id.isdigit():
-            return
-        answer = await self._api.call("DELETE", f"/core/virtual-machines/{vm_id}")
-        if answer.ok or answer.status == 404:
-            return
-        raise Rejected(
-            self.provider,
-            f"delete of VM {vm_id} refused: {answer.message}",
-            status_code=answer.status,
-        )
+        await self._api.delete_vm(vm_id)
 
     async def balance(self) -> Decimal:
         """The account's credit in USD."""
-        answer = await self._api.read("/billing/user-credit/credit")
-        data = answer.field("data")
-        credit = wire_decimal(data.get("credit") if isinstance(data, dict) else None)
-        if credit is None:
-            raise self._api.unexpected(answer, "answered with no credit:")
-        return credit
-
-
-def _items(answer: Answer, key: str) -> list[dict[str, Any]]:
-    rows = answer.field(key)
-    if not isinstance(rows, list):
-        raise Unavailable(Provider.HYPERSTACK, f"{answer.where} answered with no {key} list")
-    return [row for row in rows if isinstance(row, dict)]
-
-
-def _environment_of(keypair: dict[str, Any]) -> str | None:
-    environment = keypair.get("environment")
-    if isinstance(environment, dict):
-        name = environment.get("name")
-        return name if isinstance(name, str) else None
-    return environment if isinstance(environment, str) else None
+        return parse.credit(await self._api.credit())

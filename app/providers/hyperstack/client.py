@@ -1,14 +1,34 @@
-"""Hyperstack's HTTP layer: the `api_key` header, JSON envelopes and error bodies."""
+"""Hyperstack's Infrahub API over HTTP: the `api_key` header, one method per call, and every
+failure as a typed outcome of `providers.base`.
 
+Errors are keyed on the status and the envelope's `error_reason`, never its `message` (which is
+only quoted, for people).
+"""
+
+import logging
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
-from app.catalogue import Provider
-from app.providers.base import Unavailable
+from app.providers.base import (
+    NoCapacity,
+    ProviderError,
+    ProviderOutOfFunds,
+    Rejected,
+    Unavailable,
+)
 from app.providers.http import ProviderHTTP, error_field
+from app.providers.hyperstack import parse
+from app.providers.hyperstack.parse import PROVIDER
+
+log = logging.getLogger(__name__)
+
+
+class NotFound(Rejected):
+    """404: what the call names (a VM, an environment, a key pair) does not exist."""
 
 
 @dataclass(frozen=True)
@@ -34,13 +54,9 @@ class Answer:
         """The envelope's `message`, for people (never for deciding anything)."""
         return error_field(self.body, "message") or f"HTTP {self.status}"
 
-    def field(self, key: str) -> Any:
-        """A top-level field of a JSON object body, or None."""
-        return self.body.get(key) if isinstance(self.body, dict) else None
-
 
 class HyperstackClient:
-    """Sends requests to the Infrahub API with the key and turns transport failures into types."""
+    """Sends requests to the Infrahub API with the key; the key never leaves this object."""
 
     def __init__(
         self,
@@ -52,18 +68,149 @@ class HyperstackClient:
         create_timeout: float,
     ) -> None:
         self.http = ProviderHTTP(
-            Provider.HYPERSTACK,
-            client,
-            base_url,
-            timeout=timeout,
-            create_timeout=create_timeout,
+            PROVIDER, client, base_url, timeout=timeout, create_timeout=create_timeout
         )
         self._api_key = api_key
 
     def __repr__(self) -> str:
         return f"HyperstackClient(base_url={self.http.base_url!r})"
 
-    async def call(
+    # --- offers ----------------------------------------------------------------------------
+
+    async def pricebook(self) -> Any:
+        """`GET /pricebook`."""
+        return await self._read("/pricebook")
+
+    async def flavors(self) -> Any:
+        """`GET /core/flavors`."""
+        return await self._read("/core/flavors")
+
+    async def stocks(self) -> Any | None:
+        """`GET /core/stocks`; None when Hyperstack has no counts ("Stocks Not Found", 404)."""
+        answer = await self._call("GET", "/core/stocks")
+        if answer.status == 404:
+            return None
+        if not answer.ok:
+            raise self._unexpected(answer)
+        return answer.body
+
+    # --- what a create needs ---------------------------------------------------------------
+
+    async def environments(self, search: str) -> Any:
+        """`GET /core/environments?search=`."""
+        return await self._read("/core/environments", {"search": search})
+
+    async def create_environment(self, name: str, region: str) -> bool:
+        """`POST /core/environments`; False when one of that name exists already (409)."""
+        answer = await self._call(
+            "POST", "/core/environments", json={"name": name, "region": region}
+        )
+        if answer.status == 409:
+            return False
+        if not answer.ok:
+            raise Rejected(
+                PROVIDER,
+                f"cannot create environment {name}: {answer.message}",
+                status_code=answer.status,
+            )
+        return True
+
+    async def keypairs(self, search: str) -> Any:
+        """`GET /core/keypairs?search=`."""
+        return await self._read("/core/keypairs", {"search": search})
+
+    async def import_keypair(self, name: str, environment: str, public_key: str) -> None:
+        """`POST /core/keypairs`; one of that name in the environment already is fine (409)."""
+        answer = await self._call(
+            "POST",
+            "/core/keypairs",
+            json={"name": name, "environment_name": environment, "public_key": public_key},
+        )
+        if not answer.ok and answer.status != 409:
+            raise Rejected(
+                PROVIDER,
+                f"key pair {name} refused in {environment}: {answer.message}",
+                status_code=answer.status,
+            )
+
+    # --- VMs -------------------------------------------------------------------------------
+
+    async def create_vm(
+        self, payload: dict[str, Any], *, region: str, price_per_hour: Decimal
+    ) -> Any:
+        """`POST /core/virtual-machines`; the answer's body.
+
+        Capacity is a 409; money is a 400 with no code of its own, told apart by the account's
+        credit (never the message); a 404 is `NotFound` (the environment or key pair is gone).
+        """
+        sku = payload.get("flavor_name")
+        answer = await self._call("POST", "/core/virtual-machines", json=payload, is_create=True)
+        if answer.ok:
+            return answer.body
+        if answer.status == 409 and answer.reason in (None, "conflict"):
+            raise NoCapacity(
+                PROVIDER, f"{sku} in {region}: {answer.message}", status_code=answer.status
+            )
+        if (
+            answer.status == 400
+            and answer.reason in (None, "bad_request")
+            and await self._cannot_pay(price_per_hour)
+        ):
+            raise ProviderOutOfFunds(
+                PROVIDER, f"create of {sku}: {answer.message}", status_code=answer.status
+            )
+        kind = NotFound if answer.status == 404 else Rejected
+        raise kind(
+            PROVIDER, f"create of {sku} refused: {answer.message}", status_code=answer.status
+        )
+
+    async def _cannot_pay(self, price_per_hour: Decimal) -> bool:
+        try:
+            body = await self.credit()
+        except ProviderError:
+            log.warning("hyperstack: create got 400 and the credit could not be read")
+            return True  # a money problem waits for the next offer; Rejected would end the order
+        return parse.cannot_pay(body, price_per_hour)
+
+    async def vm(self, vm_id: str) -> Any | None:
+        """`GET /core/virtual-machines/{id}`; None once Hyperstack answers 404 (ids are
+        integers: others never exist)."""
+        if not vm_id.isdigit():
+            return None
+        answer = await self._call("GET", f"/core/virtual-machines/{vm_id}")
+        if answer.status == 404:
+            return None
+        if not answer.ok:
+            raise self._unexpected(answer)
+        return answer.body
+
+    async def vms(self, *, page: int, page_size: int, search: str | None = None) -> Any:
+        """`GET /core/virtual-machines`, one page (from 1)."""
+        params: dict[str, Any] = {"page": page, "pageSize": page_size}
+        if search is not None:
+            params = {"search": search, **params}
+        return await self._read("/core/virtual-machines", params)
+
+    async def delete_vm(self, vm_id: str) -> None:
+        """`DELETE /core/virtual-machines/{id}`; a VM already gone (404) is fine."""
+        if not vm_id.isdigit():
+            return
+        answer = await self._call("DELETE", f"/core/virtual-machines/{vm_id}")
+        if answer.ok or answer.status == 404:
+            return
+        raise Rejected(
+            PROVIDER,
+            f"delete of VM {vm_id} refused: {answer.message}",
+            status_code=answer.status,
+        )
+
+    async def credit(self) -> Any:
+        """`GET /billing/user-credit/credit`."""
+        return await self._read("/billing/user-credit/credit")
+
+    # --- transport -------------------------------------------------------------------------
+
+    async def _call(
         self,
         method: str,
         path: str,
@@ -93,17 +240,17 @@ class HyperstackClient:
             body = None
         return Answer(response.status_code, body, where)
 
-    async def read(self, path: str, params: dict[str, Any] | None = None) -> Answer:
-        """A GET that must succeed: any other answer is `Unavailable`."""
-        answer = await self.call("GET", path, params=params)
+    async def _read(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """The body of a GET that must succeed: any other answer is `Unavailable`."""
+        answer = await self._call("GET", path, params=params)
         if not answer.ok:
-            raise self.unexpected(answer)
-        return answer
+            raise self._unexpected(answer)
+        return answer.body
 
-    def unexpected(self, answer: Answer, what: str = "answered") -> Unavailable:
-        """A read that got an answer we cannot use."""
+    @staticmethod
+    def _unexpected(answer: Answer) -> Unavailable:
         return Unavailable(
-            Provider.HYPERSTACK,
-            f"{answer.where} {what} {answer.status}: {answer.message}",
+            PROVIDER,
+            f"{answer.where} answered {answer.status}: {answer.message}",
             status_code=answer.status,
         )

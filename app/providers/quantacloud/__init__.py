@@ -1,5 +1,7 @@
-"""QuantaCloud: the REST client (`client.py`) and the `ProviderAdapter` (`adapter.py`)."""
+"""QuantaCloud: an `X-API-Key`, paged in-stock offers with ephemeral ids, deployments without
+names."""
 
 from app.providers.quantacloud.adapter import QuantaCloudAdapter
+from app.providers.quantacloud.spec import SPEC, QuantaCloudSettings
 
-__all__ = ["QuantaCloudAdapter"]
+__all__ = ["SPEC", "QuantaCloudAdapter", "QuantaCloudSettings"]

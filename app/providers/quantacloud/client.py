@@ -5,15 +5,15 @@ code, never on the message.
 """
 
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr
 
-from app.catalogue import Provider
 from app.providers.base import NoCapacity, ProviderOutOfFunds, Rejected, Unavailable
 from app.providers.http import ProviderHTTP, error_field, retry_after, wire_decimal
+from app.providers.quantacloud.parse import PROVIDER
 
-PROVIDER = Provider.QUANTACLOUD
 MAX_PAGES = 100
 CAPACITY_CODES = ("offer_unavailable", "offer_cooling_down")
 
@@ -31,6 +31,47 @@ class QuantaCloudClient:
 
     def __repr__(self) -> str:
         return f"QuantaCloudClient(base_url={self._http.base_url!r})"
+
+    # --- the calls -------------------------------------------------------------------------
+
+    async def offers(self, *, page_size: int) -> list[Any]:
+        """`GET /offers` (public), every page: the rows."""
+        return await self.collect("/offers", "offers", public=True, size=page_size)
+
+    async def deploy(self, body: dict[str, Any]) -> Any:
+        """`POST /deployments`: the new deployment."""
+        return await self.call("POST", "/deployments", is_create=True, json=body)
+
+    async def deployment(self, vm_id: str) -> Any | None:
+        """`GET /deployments/{id}`; None when QuantaCloud says it does not exist."""
+        try:
+            return await self.call("GET", f"/deployments/{quote(vm_id, safe='')}")
+        except DeploymentNotFound:
+            return None
+
+    async def deployments(self, *, page_size: int) -> list[Any]:
+        """`GET /deployments`, every page: the rows."""
+        return await self.collect("/deployments", "data", public=False, size=page_size)
+
+    async def stop(self, vm_id: str) -> None:
+        """`POST /deployments/{id}/stop` (= terminate); `DeploymentNotFound` if there is none."""
+        await self.call("POST", f"/deployments/{quote(vm_id, safe='')}/stop", want_body=False)
+
+    async def balance(self) -> Any:
+        """`GET /account/balance`."""
+        return await self.call("GET", "/account/balance")
+
+    async def ssh_keys(self) -> Any:
+        """`GET /users/me/ssh-keys`."""
+        return await self.call("GET", "/users/me/ssh-keys")
+
+    async def add_ssh_key(self, name: str, public_key: str) -> Any:
+        """`POST /users/me/ssh-keys`: the new key."""
+        return await self.call(
+            "POST", "/users/me/ssh-keys", json={"name": name, "publicKey": public_key}
+        )
+
+    # --- transport -------------------------------------------------------------------------
 
     async def call(
         self,

@@ -1,20 +1,37 @@
-"""Verda's REST API over HTTP: OAuth2 client-credentials tokens, refreshed before they expire."""
+"""Verda's REST API over HTTP: OAuth2 client-credentials tokens refreshed before they expire,
+one method per call, and every failure as a typed outcome of `providers.base`.
+
+Errors are keyed on the status and Verda's error `code`, never the message.
+"""
 
 import asyncio
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr
 
-from app.catalogue import Provider
-from app.providers.base import AuthFailed, Rejected, Unavailable
+from app.providers.base import (
+    AuthFailed,
+    NoCapacity,
+    OutcomeUnknown,
+    ProviderOutOfFunds,
+    Rejected,
+    Unavailable,
+)
 from app.providers.http import ProviderHTTP, error_field
+from app.providers.verda import parse
+from app.providers.verda.parse import PROVIDER
 
 REFRESH_MARGIN = 60.0  # seconds before expiry at which a token is replaced
 
 
-class VerdaAPI:
+class DeleteRefused(Rejected):
+    """Verda refused to delete an instance (the answer says no more than its status)."""
+
+
+class VerdaClient:
     """Authenticated requests to Verda; the credentials never leave this object."""
 
     def __init__(
@@ -27,7 +44,7 @@ class VerdaAPI:
         timeout: float,
         create_timeout: float,
     ) -> None:
-        self.http = ProviderHTTP(Provider.VERDA, client, base_url, timeout, create_timeout)
+        self.http = ProviderHTTP(PROVIDER, client, base_url, timeout, create_timeout)
         self._client_id = client_id
         self._client_secret = client_secret
         self._access: str | None = None
@@ -36,11 +53,119 @@ class VerdaAPI:
         self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
-        return f"VerdaAPI(base_url={self.http.base_url!r})"
+        return f"VerdaClient(base_url={self.http.base_url!r})"
 
-    async def public(self, path: str, *, params: Any = None) -> httpx.Response:
-        """A request to an endpoint that needs no token (`/instance-types`)."""
-        return await self.http.send("GET", path, params=params)
+    # --- the calls -------------------------------------------------------------------------
+
+    async def instance_types(self) -> Any:
+        """`GET /instance-types` (public; prices as decimal strings in USD)."""
+        return self._read(
+            await self.http.send("GET", "/instance-types", params={"currency": "usd"})
+        )
+
+    async def availability(self) -> Any:
+        """`GET /instance-availability`: on-demand stock per location."""
+        return self._read(
+            await self.request("GET", "/instance-availability", params={"is_spot": "false"})
+        )
+
+    async def create_instance(self, body: dict[str, Any], *, where: str) -> str:
+        """`POST /instances`; the new instance's id (Verda answers 202 with the bare id)."""
+        response = await self.request("POST", "/instances", is_create=True, json=body)
+        status = response.status_code
+        if response.is_success:
+            vm_id = parse.created_id(response.text)
+            if vm_id is None:
+                raise OutcomeUnknown(
+                    PROVIDER,
+                    f"{where}: answered {status} without an instance id",
+                    status_code=status,
+                )
+            return vm_id
+        code = error_field(parse.json_or_none(response.text), "code")
+        if status == 503 and code == "service_unavailable":
+            raise NoCapacity(PROVIDER, f"{where}: no capacity", status_code=status)
+        if status == 402:
+            raise ProviderOutOfFunds(PROVIDER, f"{where}: {code}", status_code=status)
+        self.http.raise_common(response, is_create=True)
+        if 400 <= status < 500:
+            raise Rejected(PROVIDER, f"{where}: refused ({code})", status_code=status)
+        raise OutcomeUnknown(PROVIDER, f"{where}: answered {status}", status_code=status)
+
+    async def instance(self, vm_id: str) -> Any | None:
+        """`GET /instances/{id}`; None when Verda does not know the id."""
+        if not parse.is_id(vm_id):
+            return None
+        response = await self.request("GET", f"/instances/{quote(vm_id, safe='')}")
+        if response.status_code in (400, 404):
+            return None  # "Invalid instance id"
+        return self._read(response)
+
+    async def instances(self, tag: str) -> Any:
+        """`GET /instances?tag=...`: instances with this tag key (`key`) or key and value."""
+        return self._read(await self.request("GET", "/instances", params=[("tag", tag)]))
+
+    async def delete_instance(self, vm_id: str) -> None:
+        """Delete for good (OS volume too); an instance already gone is fine.
+
+        Raises `DeleteRefused` when Verda refuses, which it also does while one still boots.
+        """
+        if not parse.is_id(vm_id):
+            return
+        response = await self.request(
+            "PUT",
+            "/instances",
+            json={"action": "delete", "id": [vm_id], "delete_permanently": True},
+        )
+        status = response.status_code
+        if status in (204, 404):
+            return
+        if status == 400:
+            raise DeleteRefused(PROVIDER, f"delete of {vm_id} refused", status_code=status)
+        body = self._read(response)
+        for item in body if isinstance(body, list) else []:
+            if not isinstance(item, dict) or item.get("instanceId") != vm_id:
+                continue
+            if item.get("status") == "error" and item.get("statusCode") != 404:
+                code = item.get("statusCode")
+                raise DeleteRefused(
+                    PROVIDER,
+                    f"delete of {vm_id} refused",
+                    status_code=code if isinstance(code, int) else None,
+                )
+
+    async def ssh_keys(self) -> Any:
+        """`GET /ssh-keys`."""
+        return self._read(await self.request("GET", "/ssh-keys"))
+
+    async def add_ssh_key(self, name: str, public_key: str) -> str:
+        """`POST /ssh-keys`; the new key's id."""
+        response = await self.request("POST", "/ssh-keys", json={"name": name, "key": public_key})
+        if not response.is_success:
+            self._read(response)
+        key_id = parse.created_id(response.text)
+        if key_id is None:
+            raise Unavailable(PROVIDER, "SSH key registered without an id in the answer")
+        return key_id
+
+    async def balance(self) -> Any:
+        """`GET /balance`."""
+        return self._read(await self.request("GET", "/balance"))
+
+    def _read(self, response: httpx.Response) -> Any:
+        """The JSON of a successful answer; a typed outcome for any other."""
+        if response.is_success:
+            return self.http.json(response)
+        self.http.raise_common(response)
+        code = error_field(parse.json_or_none(response.text), "code")
+        raise Rejected(
+            PROVIDER,
+            f"{response.request.method} {response.request.url.path}: "
+            f"{response.status_code} {code or ''}".rstrip(),
+            status_code=response.status_code,
+        )
+
+    # --- authentication --------------------------------------------------------------------
 
     async def request(
         self,
@@ -104,16 +229,16 @@ class VerdaAPI:
                 }
             )
         if response.status_code in (400, 401):
-            code = error_field(self._body_or_none(response), "code")
+            code = error_field(parse.json_or_none(response.text), "code")
             raise AuthFailed(
-                Provider.VERDA,
+                PROVIDER,
                 f"token request refused ({code or response.status_code})",
                 status_code=response.status_code,
             )
         self.http.raise_common(response)
         if not response.is_success:
             raise Rejected(
-                Provider.VERDA,
+                PROVIDER,
                 f"token request answered {response.status_code}",
                 status_code=response.status_code,
             )
@@ -132,15 +257,8 @@ class VerdaAPI:
             or isinstance(expires_in, bool)
             or not isinstance(expires_in, int | float)
         ):
-            raise Unavailable(Provider.VERDA, "token response is missing its fields")
+            raise Unavailable(PROVIDER, "token response is missing its fields")
         self._access = access
         self._refresh = refresh if isinstance(refresh, str) and refresh else None
         self._expires_at = time.monotonic() + float(expires_in)
         return access
-
-    @staticmethod
-    def _body_or_none(response: httpx.Response) -> Any:
-        try:
-            return response.json()
-        except ValueError:
-            return None

@@ -1,17 +1,22 @@
-"""Verda's JSON (instance types, instances) turned into the service's `Offer` and `VM`."""
+"""Verda's JSON (instance types, availability, instances, keys, balance) turned into the
+service's types: pure functions, no I/O. An answer whose shape is unusable is `Unavailable`."""
 
+import json
 import logging
 import re
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from app.catalogue import Interconnect, Provider
-from app.providers.base import VM, Offer, VMState
+from app.providers.base import VM, Offer, Unavailable, VMState
 from app.providers.http import wire_decimal
 
 logger = logging.getLogger(__name__)
 
+PROVIDER = Provider("verda")
 TAG_KEY = "autoprovision"
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{7,127}$")
 
 # Verda's `model` (or the name in `gpu.description`), upper-cased without spaces or dashes.
 _MODELS = {
@@ -130,7 +135,7 @@ def offer(data: dict[str, Any], region: str) -> Offer | None:
         return None
     disk = _int(_dict(data.get("storage")).get("size_in_gigabytes"))
     return Offer(
-        provider=Provider.VERDA,
+        provider=PROVIDER,
         region=region,
         sku=sku,
         gpu_model=model,
@@ -151,7 +156,7 @@ def vm(data: Any) -> VM | None:
     status = data.get("status")
     status = status if isinstance(status, str) else "unknown"
     return VM(
-        provider=Provider.VERDA,
+        provider=PROVIDER,
         id=data["id"],
         state=_STATES.get(status, VMState.UNKNOWN),
         provider_status=status,
@@ -189,3 +194,97 @@ def _tags(value: Any) -> tuple[str, ...]:
         else:
             tags.append(key if val is None else f"{key}={val}")
     return tuple(tags)
+
+
+def is_id(value: str) -> bool:
+    """Whether `value` has the shape of a Verda id (instances and SSH keys)."""
+    return bool(_ID.match(value))
+
+
+def created_id(text: str) -> str | None:
+    """The id in a create answer: bare text, maybe quoted, maybe `{"id": ...}`."""
+    value = text.strip().strip('"').strip()
+    if is_id(value):
+        return value
+    body = json_or_none(text)
+    candidate = body.get("id") if isinstance(body, dict) else None
+    return candidate if isinstance(candidate, str) and is_id(candidate) else None
+
+
+def json_or_none(text: str) -> Any:
+    """The text as JSON, or None if it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def instance_types(body: Any) -> dict[str, dict[str, Any]]:
+    """`GET /instance-types` -> each instance type's object by its name."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, "/instance-types did not answer a list")
+    return {
+        t["instance_type"]: t
+        for t in body
+        if isinstance(t, dict) and isinstance(t.get("instance_type"), str)
+    }
+
+
+def availability(body: Any) -> list[tuple[str, str]]:
+    """`GET /instance-availability` -> (instance type, location) pairs in stock."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, "/instance-availability did not answer a list")
+    return [
+        (sku, loc["location_code"])
+        for loc in body
+        if isinstance(loc, dict) and isinstance(loc.get("location_code"), str)
+        for sku in _list(loc.get("availabilities"))
+        if isinstance(sku, str)
+    ]
+
+
+def instance(body: Any, vm_id: str) -> VM:
+    """`GET /instances/{id}` -> the VM."""
+    found = vm(body)
+    if found is None:
+        raise Unavailable(PROVIDER, f"instance {vm_id}: answer without an id")
+    return found
+
+
+def instances(body: Any) -> list[VM]:
+    """`GET /instances` -> its VMs (entries without an id left out)."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, "/instances did not answer a list")
+    return [v for v in (vm(item) for item in body) if v is not None]
+
+
+def ssh_key_id(body: Any, public_key: str) -> str | None:
+    """`GET /ssh-keys` -> the id of the key with this type and body (the comment may differ)."""
+    wanted = key_material(public_key)
+    for key in body if isinstance(body, list) else []:
+        if (
+            isinstance(key, dict)
+            and isinstance(key.get("id"), str)
+            and key_material(str(key.get("key", ""))) == wanted
+        ):
+            return str(key["id"])
+    return None
+
+
+def key_material(public_key: str) -> str:
+    """An OpenSSH public key's type and body, without its comment."""
+    return " ".join(public_key.split()[:2])
+
+
+def balance(body: Any) -> Decimal:
+    """`GET /balance` -> the amount (in the project's billing currency, normally USD)."""
+    amount = wire_decimal(body.get("amount") if isinstance(body, dict) else None)
+    if amount is None:
+        raise Unavailable(PROVIDER, "/balance answered without an amount")
+    if isinstance(body, dict) and str(body.get("currency", "usd")).lower() != "usd":
+        logger.warning("verda: the balance is in %s, not usd", body.get("currency"))
+    return amount
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

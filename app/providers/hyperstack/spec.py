@@ -1,0 +1,62 @@
+"""Hyperstack as the service sees it: its settings, published limits and simulator, in one
+`SPEC`."""
+
+import httpx
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from app.providers.base import ProviderAdapter
+from app.providers.hyperstack.adapter import HyperstackAdapter
+from app.providers.hyperstack.parse import PROVIDER
+from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
+from app.simulators import hyperstack as simulator
+
+
+class HyperstackSettings(ProviderSettings):
+    """`AUTOPROVISION_HYPERSTACK_*`: the API, our key, environments, key pair, image, period."""
+
+    model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_HYPERSTACK_")
+    credential_fields = ("api_key",)
+
+    base_url: str = "https://infrahub-api.nexgencloud.com/v1"
+    api_key: SecretStr | None = None
+    environment: str = "autoprovision-{region}"  # one per region: an environment fixes it
+    key_name: str = "autoprovision"
+    image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
+    # One stock read is two requests (flavors and stocks): 240 a minute against 500 per IP.
+    poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
+
+
+def build_adapter(
+    settings: HyperstackSettings, client: httpx.AsyncClient, timeouts: Timeouts
+) -> ProviderAdapter:
+    """A Hyperstack adapter over `client` (the settings must hold the API key)."""
+    if settings.api_key is None:
+        raise ValueError("Hyperstack needs an API key")
+    return HyperstackAdapter(
+        client,
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        environment=settings.environment,
+        key_name=settings.key_name,
+        image=settings.image,
+        timeout=timeouts.read,
+        create_timeout=timeouts.create,
+    )
+
+
+SPEC = ProviderSpec(
+    provider=PROVIDER,
+    display_name="Hyperstack",
+    settings_model=HyperstackSettings,
+    build_adapter=build_adapter,
+    names_vms=True,
+    rate_limits=(RateLimit(500, 60, "per IP"),),
+    stock_read_requests=2,
+    simulator=SimulatorMount(
+        path="/hyperstack",
+        api_base="/v1",
+        credentials={"api_key": simulator.API_KEY},
+        create_app=simulator.create_app,
+    ),
+)

@@ -1,0 +1,290 @@
+"""QuantaCloud's JSON turned into the service's types: offers, deployments as VMs, SSH keys and
+the balance. Pure functions, no I/O."""
+
+import base64
+import binascii
+import hashlib
+import logging
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from app.catalogue import Interconnect, Provider, normalize_gpu_model
+from app.providers.base import VM, Offer, Unavailable, VMState
+from app.providers.http import wire_decimal
+
+logger = logging.getLogger(__name__)
+
+PROVIDER = Provider("quantacloud")
+MIG_MARKER = "-mig-"  # a MIG slice is a partition of a GPU and must never sell as the whole GPU
+GPU_SLUGS = {
+    "b300-sxm": "B300",
+    "b200-sxm": "B200",
+    "gb300": "GB300",
+    "gb200": "GB200",
+    "gh200": "GH200",
+    "h200-sxm": "H200",
+    "h200-nvl": "H200",
+    "h100-sxm": "H100",
+    "h100-pcie": "H100",
+    "h100-nvl": "H100",
+    "a100-80gb-sxm": "A100-80G",
+    "a100-80gb-pcie": "A100-80G",
+    "a100-40gb-sxm": "A100-40G",
+    "a100-40gb-pcie": "A100-40G",
+    "rtx-pro-6000-blackwell": "RTX-PRO-6000",
+    "rtx-6000-ada": "RTX-6000-ADA",
+}
+VM_STATES = {
+    "provisioning": VMState.PENDING,
+    "connecting": VMState.PENDING,
+    "active": VMState.RUNNING,
+    "failed": VMState.FAILED,
+    "interrupted": VMState.FAILED,
+    "stopping": VMState.DELETING,
+    "terminated": VMState.GONE,
+}
+NOT_LIVE = (VMState.GONE, VMState.FAILED, VMState.DELETING)
+
+
+def to_offer(row: Any) -> Offer | None:
+    """One `GET /offers` row as an Offer, or None if it cannot be deployed as whole GPUs."""
+    if not isinstance(row, dict):
+        return None
+    gpu = _obj(row.get("gpu"))
+    slug, count = gpu.get("slug"), row.get("gpuCount")
+    if not isinstance(slug, str) or not slug:
+        logger.debug("QuantaCloud offer without a GPU slug left out")
+        return None
+    gpu_model = None if MIG_MARKER in slug else gpu_model_for(slug)
+    if gpu_model is None:
+        logger.debug("QuantaCloud GPU %r is not in the catalogue (or a MIG slice): left out", slug)
+        return None
+    price = wire_decimal(row.get("priceHourly"))
+    region, offer_id = row.get("region"), row.get("id")
+    if (
+        not isinstance(count, int)
+        or isinstance(count, bool)
+        or count < 1
+        or price is None
+        or price <= 0
+        or not isinstance(region, str)
+        or not isinstance(offer_id, str)
+        or row.get("isAvailable") is False
+    ):
+        logger.debug("QuantaCloud offer for %r without a usable count/price/region/id", slug)
+        return None
+    specs = _obj(row.get("specs"))
+    disk = _int(specs.get("disk"))
+    return Offer(
+        provider=PROVIDER,
+        region=region,
+        sku=f"{slug}-x{count}",
+        gpu_model=gpu_model,
+        gpu_count=count,
+        price_per_hour=price,
+        interconnect=interconnect_for(slug, row),
+        vcpus=_int(specs.get("vcpu")),
+        ram_gb=_int(specs.get("ram")),
+        disk_gb=disk if disk is not None else _int(row.get("storageMinGB")),
+        disk_fixed=True,
+        available=None,
+        offer_id=offer_id,
+    )
+
+
+def gpu_model_for(slug: str) -> str | None:
+    """The catalogue's GPU model for a QuantaCloud GPU slug, or None."""
+    slug = slug.strip().lower()
+    if slug in GPU_SLUGS:
+        return GPU_SLUGS[slug]
+    for suffix in ("-sxm", "-pcie", "-nvl"):
+        slug = slug.removesuffix(suffix)
+    return normalize_gpu_model(slug)
+
+
+def interconnect_for(slug: str, row: dict[str, Any]) -> Interconnect | None:
+    """SXM from the slug, else the `interconnect` field, else `nvlinkEnabled`."""
+    if "-sxm" in slug:
+        return Interconnect.SXM
+    named = row.get("interconnect")
+    if isinstance(named, str):
+        for kind in (Interconnect.SXM, Interconnect.NVLINK, Interconnect.PCIE):
+            if kind.value in named.lower():
+                return kind
+    nvlink = row.get("nvlinkEnabled")
+    if isinstance(nvlink, bool):
+        return Interconnect.NVLINK if nvlink else Interconnect.PCIE
+    return None
+
+
+def to_vm(row: dict[str, Any]) -> VM | None:
+    """A deployment object as a VM; unknown statuses become UNKNOWN, never an error."""
+    vm_id = row.get("id")
+    if not isinstance(vm_id, str | int) or isinstance(vm_id, bool):
+        return None
+    status = _status(row)
+    connection = _obj(row.get("connection"))
+    ip = connection.get("public_ip")
+    gpu = _obj(row.get("gpu"))
+    slug, count, region = gpu.get("slug"), row.get("gpuCount"), row.get("region")
+    return VM(
+        provider=PROVIDER,
+        id=str(vm_id),
+        state=VM_STATES.get(status, VMState.UNKNOWN),
+        provider_status=status,
+        region=region if isinstance(region, str) else None,
+        sku=f"{slug}-x{count}" if isinstance(slug, str) and isinstance(count, int) else None,
+        ip=ip if isinstance(ip, str) and ip else None,
+        created_at=timestamp(row.get("createdAt")),
+    )
+
+
+def timestamp(value: Any) -> datetime | None:
+    """An ISO 8601 string or Unix seconds/milliseconds as an aware datetime, or None."""
+    try:
+        if isinstance(value, str) and value:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            moment = datetime.fromtimestamp(value / 1000 if value > 1e11 else value, UTC)
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def fingerprint(public_key: str) -> str | None:
+    """The `SHA256:...` fingerprint of an OpenSSH public key line, or None if it is not one."""
+    parts = public_key.strip().split()
+    if len(parts) < 2:
+        return None
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+def _same_fingerprint(listed: Any, ours: str) -> bool:
+    """Fingerprints compared without base64 padding (`ssh-keygen` drops it, others keep it)."""
+    return isinstance(listed, str) and listed.strip().rstrip("=") == ours
+
+
+def _status(body: dict[str, Any]) -> str:
+    status = body.get("status")
+    return status.strip().lower() if isinstance(status, str) else ""
+
+
+def _differs(value: Any, expected: str) -> bool:
+    """True only when the deployment names a value and it is not the expected one."""
+    return isinstance(value, str) and value.strip().lower() != expected.lower()
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    amount = wire_decimal(value)
+    return int(amount) if amount is not None and amount == amount.to_integral_value() else None
+
+
+def cheapest_offers(rows: list[Any]) -> list[Offer]:
+    """`GET /offers` rows -> in-stock offers, the cheapest per (region, sku)."""
+    offers: dict[tuple[str, str, str], Offer] = {}
+    for row in rows:
+        offer = to_offer(row)
+        if offer is not None and (
+            offer.key not in offers or offer.price_per_hour < offers[offer.key].price_per_hour
+        ):
+            offers[offer.key] = offer
+    return list(offers.values())
+
+
+def created_deployment(body: Any, offer: Offer) -> VM | None:
+    """`POST /deployments` -> the new deployment as a VM of `offer`; None if it has no id."""
+    if not isinstance(body, dict):
+        return None
+    vm_id = body.get("id")
+    if not isinstance(vm_id, str | int) or isinstance(vm_id, bool) or not str(vm_id):
+        return None
+    status = _status(body)
+    return VM(
+        provider=PROVIDER,
+        id=str(vm_id),
+        state=VM_STATES.get(status, VMState.UNKNOWN),
+        provider_status=status,
+        region=offer.region,
+        sku=offer.sku,
+        created_at=timestamp(body.get("createdAt")),
+    )
+
+
+def deployment(body: Any) -> VM | None:
+    """`GET /deployments/{id}` -> the VM (None if the object has no id)."""
+    if not isinstance(body, dict):
+        raise Unavailable(PROVIDER, "GET /deployments/{id}: not an object")
+    return to_vm(body)
+
+
+def live_deployments(rows: list[Any]) -> list[VM]:
+    """`GET /deployments` rows -> the deployments that are not gone, failed or stopping."""
+    vms = (to_vm(row) if isinstance(row, dict) else None for row in rows)
+    return [vm for vm in vms if vm is not None and vm.state not in NOT_LIVE]
+
+
+def candidates(rows: list[Any], offer: Offer, since: datetime) -> list[VM]:
+    """Live deployments of `offer`'s kind created at or after `since`.
+
+    Fields a deployment does not carry (time, GPU, region) do not exclude it.
+    """
+    slug = offer.sku.rpartition("-x")[0] or offer.sku
+    found = []
+    for row in rows:
+        vm = to_vm(row) if isinstance(row, dict) else None
+        if vm is None or vm.state in NOT_LIVE:
+            continue
+        if vm.created_at is not None and vm.created_at < since:
+            continue
+        gpu = _obj(row.get("gpu"))
+        if _differs(gpu.get("slug"), slug) or _differs(row.get("region"), offer.region):
+            continue
+        count = row.get("gpuCount")
+        if isinstance(count, int) and not isinstance(count, bool) and count != offer.gpu_count:
+            continue
+        found.append(vm)
+    return found
+
+
+def ssh_key_id(body: Any, key_fingerprint: str) -> str | None:
+    """`GET /users/me/ssh-keys` -> the id of the key with this fingerprint, if listed."""
+    for key in body if isinstance(body, list) else []:
+        if (
+            isinstance(key, dict)
+            and _same_fingerprint(key.get("fingerprint"), key_fingerprint)
+            and isinstance(key.get("id"), str | int)
+        ):
+            return str(key["id"])
+    return None
+
+
+def created_id(body: Any) -> str | None:
+    """The `id` of a created object (an SSH key), if the answer has one."""
+    key_id = body.get("id") if isinstance(body, dict) else None
+    if not isinstance(key_id, str | int) or isinstance(key_id, bool):
+        return None
+    return str(key_id)
+
+
+def balance(body: Any) -> Decimal:
+    """`GET /account/balance` -> USD (unverified shape: `balance` or `amount`, number or string)."""
+    value = body
+    if isinstance(body, dict):
+        value = next((body[k] for k in ("balance", "amount", "available") if k in body), None)
+        if isinstance(value, dict):
+            value = value.get("amount", value.get("value"))
+    amount = wire_decimal(value)
+    if amount is None:
+        raise Unavailable(PROVIDER, "GET /account/balance: no balance in the answer")
+    return amount

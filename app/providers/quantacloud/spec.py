@@ -1,0 +1,56 @@
+"""QuantaCloud as the service sees it: its settings, published limits and simulator, in one
+`SPEC`."""
+
+import httpx
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from app.providers.base import ProviderAdapter
+from app.providers.quantacloud.adapter import QuantaCloudAdapter
+from app.providers.quantacloud.parse import PROVIDER
+from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
+from app.simulators import quantacloud as simulator
+
+
+class QuantaCloudSettings(ProviderSettings):
+    """`AUTOPROVISION_QUANTACLOUD_*`: where QuantaCloud's API is, our key, the poll period."""
+
+    model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_QUANTACLOUD_")
+    credential_fields = ("api_key",)
+
+    base_url: str = "https://core.quantacloud.net/api/v1"
+    api_key: SecretStr | None = None
+    # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
+    poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
+
+
+def build_adapter(
+    settings: QuantaCloudSettings, client: httpx.AsyncClient, timeouts: Timeouts
+) -> ProviderAdapter:
+    """A QuantaCloud adapter over `client` (the settings must hold the API key)."""
+    if settings.api_key is None:
+        raise ValueError("QuantaCloud needs an API key")
+    return QuantaCloudAdapter(
+        client,
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        timeout=timeouts.read,
+        create_timeout=timeouts.create,
+    )
+
+
+SPEC = ProviderSpec(
+    provider=PROVIDER,
+    display_name="QuantaCloud",
+    settings_model=QuantaCloudSettings,
+    build_adapter=build_adapter,
+    names_vms=False,  # its deployments carry no name, label or tag
+    rate_limits=(RateLimit(3000, 15 * 60, "per IP"),),
+    stock_read_requests=1,
+    simulator=SimulatorMount(
+        path="/quantacloud",
+        api_base="/api/v1",
+        credentials={"api_key": simulator.API_KEY},
+        create_app=simulator.create_app,
+    ),
+)

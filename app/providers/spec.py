@@ -1,0 +1,139 @@
+"""What a provider package tells the rest of the service about itself: one `ProviderSpec`.
+
+The list of specs is `app.providers.registry.SPECS`; everything that must know the providers
+(settings, the watcher, demo mode, the CLI, the simulators, the test fixtures) loops over it.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import httpx
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from starlette.applications import Starlette
+
+from app.catalogue import Provider
+from app.providers.base import ProviderAdapter
+
+if TYPE_CHECKING:
+    from app.settings import Settings
+
+
+class ProviderSettings(BaseSettings):
+    """One provider's settings, read from its own `AUTOPROVISION_<NAME>_*` variables and `.env`.
+
+    Every subclass sets `env_prefix` and declares `poll_seconds` with the provider's default.
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", env_ignore_empty=True, extra="ignore")
+
+    # Fields that must all be set for the provider to be used (live mode).
+    credential_fields: ClassVar[tuple[str, ...]] = ()
+
+    poll_seconds: float
+
+    def has_credentials(self) -> bool:
+        """Whether every credential field is set."""
+        return all(getattr(self, name) is not None for name in self.credential_fields)
+
+    @classmethod
+    def env_name(cls, field_name: str) -> str:
+        """The environment variable that sets `field_name` (`AUTOPROVISION_VERDA_IMAGE`)."""
+        return f"{cls.model_config.get('env_prefix', '')}{field_name}".upper()
+
+
+S = TypeVar("S", bound=ProviderSettings)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds a provider call may take: every call but creates, and creates."""
+
+    read: float
+    create: float
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A limit the provider publishes: `requests` per `seconds`, counted per `scope`."""
+
+    requests: int
+    seconds: float
+    scope: str
+
+
+@dataclass(frozen=True)
+class SimulatorMount:
+    """Where a provider's simulator is served and what it accepts.
+
+    The simulators share one server; this one answers under `path` (`/verda`), its API below
+    that at `api_base` (`/v1`), its control API at `path + "/_sim"`.
+    """
+
+    path: str
+    api_base: str
+    # Settings fields -> the values the simulator accepts for them.
+    credentials: Mapping[str, str]
+    create_app: Callable[[], Starlette]  # a new simulator; its state is on `app.state.simulator`
+
+    def base_url(self, root_url: str) -> str:
+        """The provider API's base URL when the simulators are served at `root_url`."""
+        return f"{root_url.rstrip('/')}{self.path}{self.api_base}"
+
+    def control_url(self, root_url: str) -> str:
+        """The simulator's control API (`/_sim`) when the simulators are served at `root_url`."""
+        return f"{root_url.rstrip('/')}{self.path}/_sim"
+
+
+@dataclass(frozen=True)
+class ProviderSpec(Generic[S]):
+    """Everything the service needs to know about one provider, and how to build its adapter."""
+
+    provider: Provider
+    display_name: str
+    settings_model: type[S]
+    build_adapter: Callable[[S, httpx.AsyncClient, Timeouts], ProviderAdapter]
+    # Whether a VM can be found again by the name and tag its create was sent with.
+    names_vms: bool
+    rate_limits: tuple[RateLimit, ...]
+    stock_read_requests: int  # requests one stock read sends (for the poll period's headroom)
+    simulator: SimulatorMount | None = None
+    # A provider for tests only: orders may name it only while a test offers it (see registry).
+    for_tests: bool = False
+
+    @property
+    def name(self) -> str:
+        """The provider's name in the API, the database and environment variables."""
+        return str(self.provider)
+
+    def settings_of(self, settings: "Settings") -> S:
+        """This provider's settings within the service's `Settings`."""
+        found = settings.providers.get(self.name)
+        if found is None:  # a provider registered after the settings were read (tests)
+            return self.settings_model()
+        if not isinstance(found, self.settings_model):
+            raise LookupError(f"providers.{self.name} is not a {self.settings_model.__name__}")
+        return found
+
+    def at_simulator(self, settings: S, root_url: str, **overrides: Any) -> S:
+        """`settings` pointed at this provider's simulator at `root_url`, with its credentials."""
+        if self.simulator is None:
+            raise LookupError(f"{self.display_name} has no simulator")
+        values = {
+            **settings.model_dump(),
+            "base_url": self.simulator.base_url(root_url),
+            **self.simulator.credentials,
+            **overrides,
+        }
+        return self.settings_model.model_validate(values)  # validates; reads no environment
+
+    def simulator_environment(self, root_url: str, **overrides: Any) -> dict[str, str]:
+        """The environment variables that point a service process at this provider's simulator."""
+        if self.simulator is None:
+            raise LookupError(f"{self.display_name} has no simulator")
+        values = {
+            "base_url": self.simulator.base_url(root_url),
+            **self.simulator.credentials,
+            **overrides,
+        }
+        return {self.settings_model.env_name(k): str(v) for k, v in values.items()}

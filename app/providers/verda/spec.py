@@ -1,0 +1,63 @@
+"""Verda as the service sees it: its settings, published limits and simulator, in one `SPEC`."""
+
+import httpx
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from app.providers.base import ProviderAdapter
+from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
+from app.providers.verda.adapter import VerdaAdapter
+from app.providers.verda.parse import PROVIDER
+from app.simulators import verda as simulator
+
+
+class VerdaSettings(ProviderSettings):
+    """`AUTOPROVISION_VERDA_*`: where Verda's API is, our OAuth2 client, the image, the period."""
+
+    model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_VERDA_")
+    credential_fields = ("client_id", "client_secret")
+
+    base_url: str = "https://api.verda.com/v1"
+    client_id: SecretStr | None = None
+    client_secret: SecretStr | None = None
+    image: str = "ubuntu-24.04-cuda-12.8-open-docker"
+    # One stock read is one /instance-availability call: 48 a minute against its 60.
+    poll_seconds: float = Field(default=1.25, ge=0.1, le=600)
+
+
+def build_adapter(
+    settings: VerdaSettings, client: httpx.AsyncClient, timeouts: Timeouts
+) -> ProviderAdapter:
+    """A Verda adapter over `client` (the settings must hold credentials)."""
+    if settings.client_id is None or settings.client_secret is None:
+        raise ValueError("Verda needs a client id and a client secret")
+    return VerdaAdapter(
+        client,
+        base_url=settings.base_url,
+        client_id=settings.client_id,
+        client_secret=settings.client_secret,
+        image=settings.image,
+        timeout=timeouts.read,
+        create_timeout=timeouts.create,
+    )
+
+
+SPEC = ProviderSpec(
+    provider=PROVIDER,
+    display_name="Verda",
+    settings_model=VerdaSettings,
+    build_adapter=build_adapter,
+    names_vms=True,
+    rate_limits=(
+        RateLimit(500, 60, "per project"),
+        RateLimit(60, 60, "per (method, full path)"),
+        RateLimit(120, 60, "GET /v1/instances"),
+    ),
+    stock_read_requests=1,
+    simulator=SimulatorMount(
+        path="/verda",
+        api_base="/v1",
+        credentials={"client_id": simulator.CLIENT_ID, "client_secret": simulator.CLIENT_SECRET},
+        create_app=simulator.create_app,
+    ),
+)

@@ -1,0 +1,160 @@
+"""The one client of the simulators' control API (`/<provider>/_sim/...`), for tests, benchmarks
+and demo mode. Each provider's prefix comes from its spec.
+
+`SimControl` is async; `SimControlSync` makes the same calls from synchronous code. Every call
+raises `httpx.HTTPStatusError` when the simulator refuses it.
+"""
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import httpx
+
+from app.providers.registry import simulated_specs, spec_for
+
+T = TypeVar("T")
+
+
+def control_path(provider: str, call: str) -> str:
+    """The path of a control call (`stock`, `faults`...) on `provider`'s simulator."""
+    simulator = spec_for(provider).simulator
+    if simulator is None:
+        raise LookupError(f"{provider} has no simulator")
+    return f"{simulator.path}/_sim/{call}"
+
+
+class SimControl:
+    """The control API of the simulators served at `client.base_url` (or at `base_url`)."""
+
+    def __init__(
+        self, client: httpx.AsyncClient | None = None, *, base_url: str = "", timeout: float = 10
+    ) -> None:
+        self._owned = client is None
+        self.client = client or httpx.AsyncClient(
+            base_url=base_url, timeout=timeout, trust_env=False
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this object made it."""
+        if self._owned:
+            await self.client.aclose()
+
+    async def __aenter__(self) -> "SimControl":
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    @staticmethod
+    def providers() -> list[str]:
+        """The providers that have a simulator."""
+        return [spec.name for spec in simulated_specs()]
+
+    async def _send(self, method: str, provider: str, call: str, body: Any = None) -> Any:
+        response = await self.client.request(method, control_path(provider, call), json=body)
+        response.raise_for_status()
+        return response.json()
+
+    async def reset(self, provider: str, **config: Any) -> None:
+        """Back to the start (no stock, VMs, faults), then `config` (e.g. `boot_seconds`)."""
+        await self._send("POST", provider, "reset")
+        if config:
+            await self.config(provider, **config)
+
+    async def reset_all(self, **config: Any) -> None:
+        """`reset` on every simulator."""
+        for provider in self.providers():
+            await self.reset(provider, **config)
+
+    async def config(self, provider: str, **values: Any) -> dict[str, Any]:
+        """Change settings (`boot_seconds`, `rate_limits`, `balance`...); the settings after."""
+        result: dict[str, Any] = await self._send("PUT", provider, "config", values)
+        return result
+
+    async def catalog(self, provider: str) -> list[dict[str, Any]]:
+        """Every kind of machine: `[{sku, region, gpu_model, gpu_count, price_per_hour, stock}]`."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "catalog")
+        return result
+
+    async def stock(self, provider: str, sku: str, region: str, quantity: int) -> float:
+        """Set the stock of one kind; when it changed (Unix seconds)."""
+        body = {"sku": sku, "region": region, "quantity": quantity}
+        changed_at: float = (await self._send("PUT", provider, "stock", body))["changed_at"]
+        return changed_at
+
+    async def fault(self, provider: str, kind: str, **extra: Any) -> None:
+        """Queue a fault (`count`, `seconds` in `extra`)."""
+        await self._send("POST", provider, "faults", {"kind": kind, **extra})
+
+    async def creates(self, provider: str) -> list[dict[str, Any]]:
+        """Every create received: `[{received_at, sku, region, name, outcome, vm_id}]`."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "creates")
+        return result
+
+    async def vms(self, provider: str) -> list[dict[str, Any]]:
+        """The VMs that exist, with their status in the provider's words."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "vms")
+        return result
+
+
+class SimControlSync:
+    """`SimControl`'s calls for synchronous code. They run on an event loop in a thread of this
+    object's own, so they work whether or not the calling thread has a loop running."""
+
+    def __init__(self, base_url: str, *, timeout: float = 10) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="sim control", daemon=True
+        )
+        self._thread.start()
+        self._control = SimControl(base_url=base_url, timeout=timeout)
+
+    def _run(self, call: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+    def close(self) -> None:
+        """Close the HTTP client, then stop the loop and its thread."""
+        self._run(self._control.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> "SimControlSync":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def reset(self, provider: str, **config: Any) -> None:
+        """`SimControl.reset`."""
+        self._run(self._control.reset(provider, **config))
+
+    def reset_all(self, **config: Any) -> None:
+        """`SimControl.reset_all`."""
+        self._run(self._control.reset_all(**config))
+
+    def config(self, provider: str, **values: Any) -> dict[str, Any]:
+        """`SimControl.config`."""
+        return self._run(self._control.config(provider, **values))
+
+    def catalog(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.catalog`."""
+        return self._run(self._control.catalog(provider))
+
+    def stock(self, provider: str, sku: str, region: str, quantity: int) -> float:
+        """`SimControl.stock`."""
+        return self._run(self._control.stock(provider, sku, region, quantity))
+
+    def fault(self, provider: str, kind: str, **extra: Any) -> None:
+        """`SimControl.fault`."""
+        self._run(self._control.fault(provider, kind, **extra))
+
+    def creates(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.creates`."""
+        return self._run(self._control.creates(provider))
+
+    def vms(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.vms`."""
+        return self._run(self._control.vms(provider))

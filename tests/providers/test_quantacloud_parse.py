@@ -1,0 +1,104 @@
+"""QuantaCloud's parse functions on answers recorded from the simulator
+(tests/providers/quantacloud/)."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.catalogue import Interconnect, Provider
+from app.providers.base import Unavailable, VMState
+from app.providers.quantacloud import parse
+
+RECORDED = Path(__file__).parent / "quantacloud"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 x"
+
+
+def recorded(name: str) -> Any:
+    return json.loads((RECORDED / f"{name}.json").read_text())
+
+
+def test_offers_leave_out_mig_slices_and_keep_the_offer_id() -> None:
+    offers = {o.sku: o for o in parse.cheapest_offers(recorded("offers"))}
+    assert set(offers) == {"h100-pcie-x2", "rtx-pro-6000-blackwell-x1", "b300-sxm-x8"}
+    b300 = offers["b300-sxm-x8"]
+    assert (b300.provider, b300.region, b300.gpu_model, b300.gpu_count) == (
+        Provider("quantacloud"),
+        "us-east-1",
+        "B300",
+        8,
+    )
+    assert (b300.price_per_hour, b300.interconnect, b300.disk_fixed) == (
+        Decimal("45.52"),
+        Interconnect.SXM,
+        True,
+    )
+    assert b300.offer_id == next(r["id"] for r in recorded("offers") if r["gpuCount"] == 8)
+
+
+def test_the_cheapest_row_of_a_kind_is_the_offer() -> None:
+    rows = recorded("offers")
+    h100 = next(r for r in rows if r["gpu"]["slug"] == "h100-pcie")
+    cheaper = {**h100, "id": "cheaper", "priceHourly": 4.0}
+    (offer,) = [o for o in parse.cheapest_offers([h100, cheaper, h100]) if o.gpu_model == "H100"]
+    assert (offer.offer_id, offer.price_per_hour) == ("cheaper", Decimal("4.0"))
+
+
+def test_a_deployment_created_and_running() -> None:
+    (offer,) = [o for o in parse.cheapest_offers(recorded("offers")) if o.gpu_model == "H100"]
+    created = parse.created_deployment(recorded("deploy"), offer)
+    running = parse.deployment(recorded("deployment_active"))
+    assert created is not None and running is not None and created.id == running.id
+    assert (created.state, created.sku, created.region) == (
+        VMState.PENDING,
+        "h100-pcie-x2",
+        "us-midwest-1",
+    )
+    assert (running.state, running.ip, running.sku, running.name) == (
+        VMState.RUNNING,
+        "203.0.113.1",
+        "h100-pcie-x2",
+        None,
+    )
+    assert parse.created_deployment({"status": "provisioning"}, offer) is None
+
+
+def test_candidates_are_live_deployments_of_the_kind_since_the_time() -> None:
+    (offer,) = [o for o in parse.cheapest_offers(recorded("offers")) if o.gpu_model == "H100"]
+    rows = recorded("deployments")  # the rows of every page
+    made = parse.timestamp(rows[0]["createdAt"])
+    assert made is not None
+    assert [vm.id for vm in parse.candidates(rows, offer, made)] == [rows[0]["id"]]
+    assert parse.candidates(rows, offer, made + timedelta(seconds=1)) == []
+    (b300,) = [o for o in parse.cheapest_offers(recorded("offers")) if o.gpu_model == "B300"]
+    assert parse.candidates(rows, b300, made) == []
+    stopped = [{**rows[0], "status": "terminated"}]
+    assert parse.candidates(stopped, offer, made) == []
+    assert parse.live_deployments(stopped) == []
+
+
+def test_ssh_keys_by_fingerprint_and_the_balance() -> None:
+    fingerprint = parse.fingerprint(SSH_KEY)
+    assert fingerprint is not None and fingerprint == recorded("ssh_keys")[0]["fingerprint"]
+    assert parse.ssh_key_id(recorded("ssh_keys"), fingerprint) == recorded("ssh_keys")[0]["id"]
+    assert parse.ssh_key_id(recorded("ssh_keys"), fingerprint + "x") is None
+    assert parse.fingerprint("not-a-key") is None
+    assert parse.balance(recorded("balance")) == Decimal("9995.750000")
+    assert parse.balance({"amount": {"value": "3.5"}}) == Decimal("3.5")
+
+
+def test_times_in_iso_or_unix_seconds_or_milliseconds() -> None:
+    moment = datetime(2026, 11, 30, 19, 28, 10, tzinfo=UTC)
+    for value in ("2026-11-30T19:28:10Z", moment.timestamp(), moment.timestamp() * 1000):
+        assert parse.timestamp(value) == moment
+    assert parse.timestamp("yesterday") is None
+
+
+def test_answers_of_the_wrong_shape_are_unavailable() -> None:
+    with pytest.raises(Unavailable):
+        parse.balance({"currency": "USD"})
+    with pytest.raises(Unavailable):
+        parse.deployment([])

@@ -1,0 +1,92 @@
+"""Verda's parse functions on answers recorded from the simulator (tests/providers/verda/)."""
+
+import json
+from datetime import UTC
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.catalogue import Interconnect, Provider
+from app.providers.base import Unavailable, VMState
+from app.providers.verda import parse
+
+RECORDED = Path(__file__).parent / "verda"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542"
+
+
+def recorded(name: str) -> Any:
+    return json.loads((RECORDED / f"{name}.json").read_text())
+
+
+def test_offers_are_instance_types_priced_where_they_are_in_stock() -> None:
+    types = parse.instance_types(recorded("instance_types"))
+    pairs = parse.availability(recorded("instance_availability"))
+    assert ("8B300.240V", "FIN-03") in pairs and ("1H100.80S.30V", "FIN-01") in pairs
+    offers = {
+        (o.sku, o.region): o for sku, region in pairs if (o := parse.offer(types[sku], region))
+    }
+    b300 = offers[("8B300.240V", "FIN-03")]
+    assert (b300.provider, b300.gpu_model, b300.gpu_count) == (Provider("verda"), "B300", 8)
+    assert (b300.price_per_hour, b300.interconnect) == (Decimal("45.52"), Interconnect.SXM)
+    assert (b300.vcpus, b300.ram_gb, b300.disk_gb, b300.disk_fixed) == (240, 2200, None, False)
+    assert offers[("1A100.22V", "FIN-01")].gpu_model == "A100-80G"
+    assert not any(sku.startswith("CPU.") for sku, _ in offers)  # CPU types are no GPU offers
+
+
+def test_an_instance_in_its_states_and_with_our_tag() -> None:
+    pending = parse.instance(recorded("instance_pending"), "any")
+    running = parse.instance(recorded("instance_running"), "any")
+    assert pending.state is VMState.PENDING and pending.ip is None
+    assert (running.state, running.provider_status, running.ip) == (
+        VMState.RUNNING,
+        "running",
+        "203.0.113.1",
+    )
+    assert (running.name, running.region, running.sku) == (
+        "ap-01jd3xq8w1-1",
+        "FIN-01",
+        "1H100.80S.30V",
+    )
+    assert running.tags == ("ap-order-01jd3xq8w1",)
+    assert running.created_at is not None and running.created_at.tzinfo is UTC
+    assert [vm.id for vm in parse.instances(recorded("instances_tagged"))] == [running.id]
+
+
+def test_unknown_statuses_and_tags_of_others() -> None:
+    body = {**recorded("instance_running"), "status": "levitating"}
+    body["tags"] = [{"key": "team", "value": "ml"}, {"key": "solo"}]
+    vm = parse.instance(body, "any")
+    assert (vm.state, vm.provider_status) == (VMState.UNKNOWN, "levitating")
+    assert vm.tags == ("team=ml", "solo")
+
+
+def test_answers_of_the_wrong_shape_are_unavailable() -> None:
+    for read, body in (
+        (parse.instance_types, {"error": "x"}),
+        (parse.availability, None),
+        (parse.instances, {"data": []}),
+        (parse.balance, {"currency": "usd"}),
+        (lambda b: parse.instance(b, "vm-1"), {"status": "running"}),
+    ):
+        with pytest.raises(Unavailable):
+            read(body)
+
+
+def test_the_created_id_comes_bare_quoted_or_in_an_object() -> None:
+    vm_id = "8b57e795-9d2b-408e-b15b-a53e83dceea5"
+    for text in (vm_id, f'"{vm_id}"', json.dumps({"id": vm_id}), f"  {vm_id}\n"):
+        assert parse.created_id(text) == vm_id
+    for text in ("", "null", '{"id": 7}', "not an id!", '"short"'):
+        assert parse.created_id(text) is None
+
+
+def test_ssh_keys_are_found_by_type_and_body_whatever_the_comment() -> None:
+    keys = recorded("ssh_keys")
+    assert parse.ssh_key_id(keys, f"{SSH_KEY} someone@else") == keys[0]["id"]
+    assert parse.ssh_key_id(keys, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAOTHER") is None
+
+
+def test_the_balance_is_a_decimal() -> None:
+    assert parse.balance(recorded("balance")) == Decimal(str(recorded("balance")["amount"]))
