@@ -7,12 +7,31 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.catalogue import Provider
-from app.db import create_sessionmaker, session_scope
+from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.models import Deployment, LedgerEntry, LedgerKind, Order
-from app.providers.base import VM, Offer, VMState
-from app.services import deployments
+from app.providers import fake, registry
+from app.providers.base import (
+    VM,
+    AuthFailed,
+    NoCapacity,
+    Offer,
+    ProviderAdapter,
+    ProviderError,
+    ProviderOutOfFunds,
+    RateLimited,
+    Rejected,
+    Unavailable,
+    VMState,
+)
+from app.providers.fake import Create, FakeAdapter
+from app.services import accounts, deployments
+from app.services import orders as orders_service
 from app.services.deployments import KindBusy, VMAlreadyOwned
-from app.states import DeploymentStatus, OrderStatus
+from app.states import DeploymentStatus, OrderEventKind, OrderStatus
+from app.watcher.book import OfferBook
+from app.watcher.deployer import Deployer
+from app.watcher.follower import Follower
+from app.watcher.match import Assignment
 from tests.factories import claim, claimed, waiting_orders
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
@@ -109,3 +128,137 @@ async def test_other_kinds_and_providers_with_names_are_not_serialized(
     )
     statuses = {await _status(engine, i.order_id) for i in intents}
     assert statuses == {OrderStatus.DEPLOYING}
+
+
+# --- the whole deploy path in memory: claim -> create -> outcome -> follow -> running ---------
+
+
+class DeployPath:
+    """The deployer and the follower on this test's database, against a FakeAdapter: every
+    step is a call the test makes, so nothing waits on a clock or the network."""
+
+    def __init__(self, engine: AsyncEngine, fake: FakeAdapter) -> None:
+        self.engine, self.fake = engine, fake
+        self.book = OfferBook(cooldown_seconds=60)
+        self.paused: list[float] = []
+        adapters: dict[Provider, ProviderAdapter] = {fake.provider: fake}
+        self.deployer = Deployer(
+            adapters=adapters,
+            sessionmaker=create_sessionmaker(engine),
+            book=self.book,
+            on_settled=lambda: None,
+            pause_provider=lambda _provider, seconds: self.paused.append(seconds),
+        )
+        self.follower = Follower(
+            adapters=adapters,
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+            outcome_check_seconds=0,  # an unclear create is looked up at the next follow
+            create_timeout_seconds=60,
+            in_flight=lambda: set(),
+            on_settled=lambda: None,
+        )
+
+    async def order(self, offer: Offer) -> str:
+        with registry.offering(fake.SPEC):
+            (order_id,) = await waiting_orders(engine=self.engine, offer=offer, credit=100)
+        return order_id
+
+    async def deploy(self, order_id: str, offer: Offer) -> None:
+        """One claim and its create, as a deploy pass sends them."""
+        (intent,), _gone = await self.deployer.claim([Assignment(order_id, offer, PRICE)])
+        await self.deployer.send(intent, self.book.take(offer.key))
+
+    async def state(self, order_id: str) -> tuple[OrderStatus, list[str], Decimal, Decimal]:
+        """The order's status, its timeline's kinds, and the account's balance and held."""
+        async with session_scope(create_sessionmaker(self.engine)) as session:
+            order = await session.get(Order, order_id)
+            assert order is not None
+            kinds: list[str] = [e.kind for e in await orders_service.list_events(
+                session, account_id=order.account_id, order_id=order_id)]  # fmt: skip
+            account = await accounts.get_account(session, account_id=order.account_id)
+            return order.status, kinds, account.balance, account.held
+
+
+PRICE = Decimal("20.00")
+D0, D80, D100 = Decimal(0), Decimal(80), Decimal(100)  # balances: none, after one hour, full
+REFUSED = [
+    (NoCapacity, OrderEventKind.NO_CAPACITY, OrderStatus.WAITING),
+    (RateLimited, OrderEventKind.RATE_LIMITED, OrderStatus.WAITING),
+    (ProviderOutOfFunds, OrderEventKind.PROVIDER_FUNDS, OrderStatus.WAITING),
+    (AuthFailed, OrderEventKind.PROVIDER_AUTH, OrderStatus.WAITING),
+    (Unavailable, OrderEventKind.PROVIDER_UNAVAILABLE, OrderStatus.WAITING),
+    (Rejected, OrderEventKind.REJECTED, OrderStatus.FAILED),
+]
+
+
+@pytest.fixture
+def path(engine: AsyncEngine) -> DeployPath:
+    return DeployPath(engine, FakeAdapter())
+
+
+async def test_accepted_create_deploys_charges_one_hour_and_runs(path: DeployPath) -> None:
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    await path.deploy(order_id, offer)
+    assert await path.state(order_id) == (
+        OrderStatus.DEPLOYED, ["placed", "create_sent", "deployed"], D80, D0
+    )  # fmt: skip
+    (create,) = path.fake.creates
+    await path.follower.tick()  # still booting: nothing changes
+    assert (await path.state(order_id))[0] == OrderStatus.DEPLOYED
+    assert create.vm_id is not None
+    path.fake.advance(create.vm_id, VMState.RUNNING, ip="192.0.2.10")
+    await path.follower.tick()
+    status, kinds, balance, held = await path.state(order_id)
+    assert (status, kinds[-1], balance, held) == (OrderStatus.RUNNING, "running", D80, D0)
+
+
+@pytest.mark.parametrize(("error", "kind", "after"), REFUSED)
+async def test_a_refused_create_releases_the_hold_and_says_why(
+    path: DeployPath, error: type[ProviderError], kind: OrderEventKind, after: OrderStatus
+) -> None:
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    path.fake.queue(Create.fails(error))
+    await path.deploy(order_id, offer)
+    status, kinds, balance, held = await path.state(order_id)
+    assert (status, kinds, balance, held) == (after, ["placed", "create_sent", kind], D100, D0)
+    assert [c.vm_id for c in path.fake.creates] == [None]
+    assert (offer.key in path.book.cooling()) == (error in (NoCapacity, ProviderOutOfFunds))
+    assert path.paused == ([5.0] if error is RateLimited else [])
+
+
+@pytest.mark.parametrize("made_vm", [True, False])
+async def test_an_unclear_create_is_looked_up_at_the_next_follow(
+    path: DeployPath, made_vm: bool
+) -> None:
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    path.fake.queue(Create.unknown(made_vm=made_vm))
+    await path.deploy(order_id, offer)
+    assert await path.state(order_id) == (
+        OrderStatus.DEPLOYING, ["placed", "create_sent", "outcome_unknown"], D100, PRICE
+    )  # fmt: skip
+    await path.follower.tick()
+    status, kinds, balance, held = await path.state(order_id)
+    if made_vm:
+        assert (status, kinds[-2:], balance, held) == (
+            OrderStatus.DEPLOYED, ["deployed", "adopted"], D80, D0
+        )  # fmt: skip
+    else:
+        assert (status, kinds[-1], balance, held) == (OrderStatus.WAITING, "not_created", D100, D0)
+    assert len(path.fake.creates) == 1  # never sent twice
+
+
+async def test_a_vm_that_fails_before_running_is_deleted_and_refunded(path: DeployPath) -> None:
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    await path.deploy(order_id, offer)
+    (create,) = path.fake.creates
+    assert create.vm_id is not None
+    path.fake.advance(create.vm_id, VMState.FAILED)
+    await path.follower.tick()
+    status, kinds, balance, held = await path.state(order_id)
+    assert (status, kinds[-1], balance, held) == (OrderStatus.WAITING, "vm_failed", D100, D0)
+    assert path.fake.deleted == [create.vm_id]
