@@ -22,7 +22,8 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> dict[str, str] | JSONResponse:
     """The database answers; a load balancer should send traffic here only then."""
     try:
-        await asyncio.wait_for(ping(request.app.state.read_sessionmaker), READY_TIMEOUT_SECONDS)
+        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
+            await ping(request.app.state.read_sessionmaker)
     except Exception:
         return error_response(503, "database_unavailable", "the database is not reachable")
     return {"status": "ready"}

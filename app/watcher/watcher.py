@@ -6,7 +6,6 @@ background, so the hot path has no database read in it.
 """
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -14,6 +13,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.aio import wait_until_set
 from app.catalogue import Provider
 from app.db import session_scope
 from app.dbtypes import utcnow
@@ -239,8 +239,7 @@ class Watcher:
 
     async def _refresh_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._refresh.wait(), self.settings.waiting_refresh_seconds)
+            await wait_until_set(self._refresh, self.settings.waiting_refresh_seconds)
             self._refresh.clear()
             try:
                 await self.refresh_waiting()

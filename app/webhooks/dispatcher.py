@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.aio import wait_until_set
 from app.db import session_scope
 from app.dbtypes import utcnow
 from app.metrics import WEBHOOK_ATTEMPTS
@@ -76,8 +77,7 @@ class Dispatcher:
                 await self.dispatch_due()
             except Exception:
                 log.exception("looking for due webhook deliveries failed; trying again")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.settings.webhook_poll_seconds)
+            await wait_until_set(self.wake, self.settings.webhook_poll_seconds)
 
     async def dispatch_due(self) -> int:
         """Lease what is due and start sending it; returns how many were started."""
