@@ -1,16 +1,70 @@
-"""What orders want and what offers are, in terms of each other: who may have what, at what
-price. Provider-neutral and pure (no I/O); the matcher, the waiting-order book and the offers
-the API shows all decide by these.
+"""What offers and VMs are, what orders want, and the two in terms of each other: who may have
+what, at what price. Provider-neutral and pure (no I/O, and no import of the app's layers);
+the adapters speak these types, and the matcher, the waiting-order book and the offers the API
+shows all decide by them.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
-from app.catalogue import Interconnect
+from app.catalogue import Interconnect, Provider
 from app.money import price_with_fees
-from app.providers.base import Offer
+
+
+class VMState(StrEnum):
+    """A provider's VM status, normalized."""
+
+    PENDING = "pending"  # accepted, not running yet
+    RUNNING = "running"  # up; `ip` may still be None for a moment on some providers
+    FAILED = "failed"  # will never run (provider error, capacity lost after accept)
+    STOPPED = "stopped"  # exists, not running, may still bill
+    DELETING = "deleting"
+    GONE = "gone"  # deleted or terminated
+    UNKNOWN = "unknown"  # a status we do not know: never treated as running or gone
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A machine a provider shows as in stock right now, at a price for the whole machine."""
+
+    provider: Provider
+    region: str
+    sku: str  # the provider's own instance type / flavor name (QuantaCloud: `<slug>-x<count>`)
+    gpu_model: str  # a name from app.catalogue.GPU_MODELS
+    gpu_count: int
+    price_per_hour: Decimal  # USD, whole machine, before our fees
+    interconnect: Interconnect | None = None
+    vcpus: int | None = None
+    ram_gb: int | None = None
+    disk_gb: int | None = None
+    disk_fixed: bool = False  # True when the disk size comes with the offer and cannot be chosen
+    available: int | None = None  # how many the provider says it has; None = "at least one"
+    offer_id: str | None = None  # the provider's id for this offer, where it has one
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies this offer across polls: provider, region, sku."""
+        return (str(self.provider), self.region, self.sku)
+
+
+@dataclass(frozen=True)
+class VM:
+    """A VM as the provider reports it."""
+
+    provider: Provider
+    id: str
+    state: VMState
+    provider_status: str  # the provider's own word for it, for people and logs
+    name: str | None = None
+    region: str | None = None
+    sku: str | None = None
+    ip: str | None = None
+    created_at: datetime | None = None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
 
 # What each requested interconnect accepts: SXM boards carry NVLink (NVSwitch) too.
 ACCEPTED_INTERCONNECTS: dict[Interconnect, frozenset[Interconnect]] = {

@@ -13,6 +13,8 @@ FORBIDDEN = {
     "models": {"api", "watcher", "webhooks", "services", "providers", "db"},
     "webhooks": {"api", "watcher"},
     "watcher": {"api", "webhooks"},
+    # Offers, VMs, what orders want, fees and matching: the vocabulary every layer speaks.
+    "market": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
 }
 
 

@@ -4,69 +4,18 @@ Adapters turn each provider's wire format into these types and each provider's f
 the typed outcomes below, keyed on HTTP status and error code, never on message text.
 """
 
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from enum import StrEnum
 from typing import Protocol
 
-from app.catalogue import Interconnect, Provider
+from app.catalogue import Provider
+from app.market import VM, Offer, VMState
 from app.text import storable
+
+__all__ = ["VM", "Offer", "VMState"]  # re-exported: adapters speak them; app.market is home
 
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
-
-
-class VMState(StrEnum):
-    """A provider's VM status, normalized."""
-
-    PENDING = "pending"  # accepted, not running yet
-    RUNNING = "running"  # up; `ip` may still be None for a moment on some providers
-    FAILED = "failed"  # will never run (provider error, capacity lost after accept)
-    STOPPED = "stopped"  # exists, not running, may still bill
-    DELETING = "deleting"
-    GONE = "gone"  # deleted or terminated
-    UNKNOWN = "unknown"  # a status we do not know: never treated as running or gone
-
-
-@dataclass(frozen=True)
-class Offer:
-    """A machine a provider shows as in stock right now, at a price for the whole machine."""
-
-    provider: Provider
-    region: str
-    sku: str  # the provider's own instance type / flavor name (QuantaCloud: `<slug>-x<count>`)
-    gpu_model: str  # a name from app.catalogue.GPU_MODELS
-    gpu_count: int
-    price_per_hour: Decimal  # USD, whole machine, before our fees
-    interconnect: Interconnect | None = None
-    vcpus: int | None = None
-    ram_gb: int | None = None
-    disk_gb: int | None = None
-    disk_fixed: bool = False  # True when the disk size comes with the offer and cannot be chosen
-    available: int | None = None  # how many the provider says it has; None = "at least one"
-    offer_id: str | None = None  # the provider's id for this offer, where it has one
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        """What identifies this offer across polls: provider, region, sku."""
-        return (str(self.provider), self.region, self.sku)
-
-
-@dataclass(frozen=True)
-class VM:
-    """A VM as the provider reports it."""
-
-    provider: Provider
-    id: str
-    state: VMState
-    provider_status: str  # the provider's own word for it, for people and logs
-    name: str | None = None
-    region: str | None = None
-    sku: str | None = None
-    ip: str | None = None
-    created_at: datetime | None = None
-    tags: tuple[str, ...] = field(default_factory=tuple)
 
 
 class ProviderError(Exception):

@@ -21,9 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.catalogue import Provider
 from app.dbtypes import UTCDateTime, utcnow
 from app.ids import new_id
+from app.market import VM, Offer
 from app.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
 from app.money import format_usd
-from app.providers.base import VM, Offer
 from app.services import ledger, outbox, timeline
 from app.services.timeline import Line
 from app.states import (

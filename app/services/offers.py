@@ -10,10 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Interconnect, Provider
 from app.dbtypes import utcnow
-from app.market import Fees, OrderWants, matches, wants_of
+from app.market import Fees, Offer, OrderWants, matches, wants_of
 from app.models import OfferSnapshot, Order
 from app.money import format_money
-from app.providers.base import Offer
 from app.services.views import OfferOut, OffersOut, ProviderReadOut
 from app.states import OrderStatus
 

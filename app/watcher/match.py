@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.market import Fees, OrderWants, fits
-from app.providers.base import Offer
+from app.market import Fees, Offer, OrderWants, fits
 
 
 @dataclass(frozen=True)
