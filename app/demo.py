@@ -118,9 +118,12 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
             .limit(1)
         )
         if waiting is None:
+            simulated = {str(spec.provider) for spec in simulated_specs()}
             for body in demo_orders():
                 request = OrderCreate.model_validate(body).new_order()
-                await orders.place_order(session, account_id=account.id, request=request)
+                await orders.place_order(
+                    session, account_id=account.id, request=request, enabled=simulated
+                )
     return api_key
 
 

@@ -52,6 +52,12 @@ class ValidationFailed(AppError):
     code = "validation_error"
 
 
+class ProvidersNotEnabled(ValidationFailed):
+    """Every provider an order accepts is one this service has no credentials for."""
+
+    code = "providers_not_enabled"
+
+
 class InsufficientFunds(Conflict):
     """The account's available balance does not cover the amount."""
 

@@ -158,6 +158,8 @@ class Order(Base):
     gpu_model: Mapped[str] = mapped_column(String(40))
     gpu_count: Mapped[int] = mapped_column(Integer)
     providers: Mapped[list[str]] = mapped_column(JSON)
+    # Those of `providers` this service had no credentials for when it last looked; None: none.
+    disabled_providers: Mapped[list[str] | None] = mapped_column(JSON)
     max_price_per_hour: Mapped[Decimal] = mapped_column(Money)
     regions: Mapped[list[str] | None] = mapped_column(JSON)
     min_disk_gb: Mapped[int | None] = mapped_column(Integer)

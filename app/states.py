@@ -90,6 +90,8 @@ class OrderEventKind(StrEnum):
     # why an order still waits although stock showed
     ABOVE_MAX = "above_max"
     SHORT_OF_FUNDS = "short_of_funds"
+    # some accepted providers have no credentials on this service (or got them back)
+    PROVIDERS_DISABLED = "providers_disabled"
 
 
 # status -> (next status, why), the only moves the services make.

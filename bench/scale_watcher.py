@@ -358,6 +358,7 @@ async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -
                         session,
                         account_id=account_ids[n % accounts],
                         request=OrderCreate.model_validate(body).new_order(),
+                        enabled=body["providers"],
                     )
     finally:
         await engine.dispose()

@@ -24,10 +24,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_engine, migrate
 from app.main import create_app
+from app.providers.registry import simulated
 from app.settings import Settings
 
 ADMIN_KEY = "test-admin-key-0123456789"
 SECRET_KEY = "zxQiNoixPG0eXzADaLWjtkeI4shbNSSQAMyGwVfv3jU="  # a Fernet key, for tests only
+NOWHERE_URL = "http://127.0.0.1:9"  # loopback, discard port: nothing answers
 PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgres"]
 
@@ -156,8 +158,10 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    """Settings for an app on this test's database, with a known admin key and fees."""
-    return Settings(
+    """Settings for an app on this test's database, with a known admin key and fees, and
+    credentials for every provider (so orders may accept any), at a loopback address where
+    nothing answers: no watcher runs here to read them."""
+    base = Settings(
         _env_file=None,
         database_url=database_url,
         admin_api_key=ADMIN_KEY,
@@ -166,6 +170,7 @@ def settings(database_url: str) -> Settings:
         fee_flat_per_hour="0.10",
         watcher=False,
     )
+    return simulated(base, NOWHERE_URL)
 
 
 @pytest.fixture

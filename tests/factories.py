@@ -89,7 +89,11 @@ async def waiting_orders(
         account, _key = await accounts.create_account(session, name="service layer")
         await ledger.credit(session, account_id=account.id, amount=Decimal(credit))
         return [
-            (await orders.place_order(session, account_id=account.id, request=request)).id
+            (
+                await orders.place_order(
+                    session, account_id=account.id, request=request, enabled={offer.provider}
+                )
+            ).id
             for _ in range(count)
         ]
 

@@ -3,7 +3,9 @@
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from app.api.deps import SettingsDep
 from app.catalogue import GPU_MODELS, Interconnect, offered_providers
+from app.providers.registry import configured_providers
 
 router = APIRouter(prefix="/v1/catalogue", tags=["catalogue"])
 
@@ -20,6 +22,7 @@ class ProviderOut(BaseModel):
 
     id: str
     name: str
+    enabled: bool  # whether this service has credentials for it, so can deploy there
 
 
 class CatalogueOut(BaseModel):
@@ -31,10 +34,14 @@ class CatalogueOut(BaseModel):
 
 
 @router.get("")
-async def get_catalogue() -> CatalogueOut:
+async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
     """The GPU models, providers and interconnects orders may name (no key needed)."""
+    enabled = set(configured_providers(settings))
     return CatalogueOut(
         gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
-        providers=[ProviderOut(id=str(p), name=p.display_name) for p in offered_providers()],
+        providers=[
+            ProviderOut(id=str(p), name=p.display_name, enabled=p in enabled)
+            for p in offered_providers()
+        ],
         interconnects=[str(i) for i in Interconnect],
     )

@@ -5,12 +5,13 @@ from typing import Annotated
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CurrentAccount, SessionDep, nudge_watcher
+from app.api.deps import CurrentAccount, SessionDep, SettingsDep, nudge_watcher
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
 from app.api.schemas import OrderCreate, OrderEventOut, Page
 from app.models import Order
+from app.providers.registry import configured_providers
 from app.services import orders
 from app.services.views import OrderOut
 from app.states import OrderStatus
@@ -29,13 +30,19 @@ async def place_order(
     request: Request,
     account: CurrentAccount,
     session: SessionDep,
+    settings: SettingsDep,
     after_commit: BackgroundTasks,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     """Place an order; it waits, at no cost, until matching stock appears."""
 
     async def place() -> OrderOut:
-        order = await orders.place_order(session, account_id=account.id, request=body.new_order())
+        order = await orders.place_order(
+            session,
+            account_id=account.id,
+            request=body.new_order(),
+            enabled=set(configured_providers(settings)),
+        )
         return (await _present(session, [order]))[0]
 
     after_commit.add_task(nudge_watcher, request)

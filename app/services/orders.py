@@ -1,6 +1,6 @@
 """Orders: placing, reading, cancelling, and the timeline of what happened to each."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.dbtypes import utcnow
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, NotFound, ProvidersNotEnabled
 from app.ids import new_id
 from app.models import Deployment, Order, OrderEvent, WebhookEventType
 from app.money import format_usd
@@ -45,8 +45,41 @@ class NewOrder:
     ssh_public_key: str | None = None
 
 
-async def place_order(session: AsyncSession, *, account_id: str, request: NewOrder) -> Order:
-    """A new waiting order; placing it costs nothing."""
+def _names(providers: Sequence[str]) -> str:
+    names = [Provider(p).display_name for p in providers]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
+    """The timeline line for a change in which of the order's providers can deploy."""
+    usable = [p for p in order.providers if p not in disabled]
+    if not disabled:
+        text = f"{_names(order.providers)}: all available on this service again."
+    elif not usable:
+        text = (
+            f"{_names(disabled)}: not available on this service (no credentials configured); "
+            "this order cannot deploy anywhere until they are."
+        )
+    else:
+        text = (
+            f"{_names(disabled)}: not available on this service (no credentials configured); "
+            f"this order can deploy only on {_names(usable)}."
+        )
+    return Line(order.id, OrderEventKind.PROVIDERS_DISABLED, text)
+
+
+async def place_order(
+    session: AsyncSession, *, account_id: str, request: NewOrder, enabled: Collection[str]
+) -> Order:
+    """A new waiting order; placing it costs nothing. `enabled`: the providers this service
+    can deploy on; an order that accepts none of them is refused."""
+    disabled = [str(p) for p in request.providers if str(p) not in enabled]
+    if len(disabled) == len(request.providers):
+        raise ProvidersNotEnabled(
+            f"{_names(disabled)}: not available on this service (no credentials configured); "
+            "accept at least one provider that is",
+            details={"disabled_providers": disabled},
+        )
     now = utcnow()
     order = Order(
         id=new_id("ord"),
@@ -55,6 +88,7 @@ async def place_order(session: AsyncSession, *, account_id: str, request: NewOrd
         gpu_model=request.gpu_model,
         gpu_count=request.gpu_count,
         providers=[str(p) for p in request.providers],
+        disabled_providers=disabled or None,
         max_price_per_hour=request.max_price_per_hour,
         regions=request.regions,
         min_disk_gb=request.min_disk_gb,
@@ -75,8 +109,28 @@ async def place_order(session: AsyncSession, *, account_id: str, request: NewOrd
             f"Order placed: {describe_request(order)} at up to "
             f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock.",
         ),
+        *([_disabled_line(order, disabled)] if disabled else []),
     )
     return order
+
+
+async def note_disabled_providers(session: AsyncSession, *, enabled: Collection[str]) -> int:
+    """Record, on every waiting order, which of its providers this service cannot deploy on
+    now (credentials added or removed since it last looked), with a line per change; returns
+    how many orders changed."""
+    waiting = (
+        await session.execute(select(Order).where(Order.status == OrderStatus.WAITING))
+    ).scalars()
+    changed = []
+    for order in waiting:
+        disabled = [p for p in order.providers if p not in enabled]
+        if disabled != (order.disabled_providers or []):
+            order.disabled_providers = disabled or None
+            order.updated_at = utcnow()
+            changed.append(_disabled_line(order, disabled))
+    await session.flush()
+    await timeline.write(session, *changed)
+    return len(changed)
 
 
 async def get_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:

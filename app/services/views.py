@@ -5,7 +5,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
 from app.money import format_money
 from app.states import DeploymentStatus, OrderStatus
@@ -40,6 +40,8 @@ class OrderOut(BaseModel):
     gpu_model: str
     gpu_count: int
     providers: list[str]
+    # Of `providers`, those this service has no credentials for (it cannot deploy there).
+    disabled_providers: list[str] = []
     max_price_per_hour: MoneyOut
     regions: list[str] | None
     min_disk_gb: int | None
@@ -49,6 +51,11 @@ class OrderOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     deployment: DeploymentOut | None = None
+
+    @field_validator("disabled_providers", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: list[str] | None) -> list[str]:
+        return value or []
 
     @classmethod
     def present(cls, order: object, deployment: object | None) -> "OrderOut":

@@ -20,7 +20,7 @@ from app.dbtypes import utcnow
 from app.market import Fees
 from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
-from app.providers.registry import poll_periods
+from app.providers.registry import configured_providers, poll_periods
 from app.services import deployments, orders
 from app.services.deployments import Intent
 from app.settings import Settings
@@ -117,7 +117,10 @@ class Watcher:
         )
 
     async def start(self) -> None:
-        """Read the waiting orders, then start every loop."""
+        """Note which providers can deploy, read the waiting orders, then start every loop."""
+        async with session_scope(self.sessionmaker) as session:
+            enabled = set(configured_providers(self.settings))
+            await orders.note_disabled_providers(session, enabled=enabled)
         await self.refresh_waiting()
         self._spawn(self._refresh_loop(), "refresh waiting orders")
         for name, seconds, job in self.jobs():

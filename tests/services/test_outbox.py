@@ -59,7 +59,7 @@ async def _place(engine: AsyncEngine, account_id: str) -> str:
     )
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await orders.place_order(
-            session, account_id=account_id, request=request.new_order()
+            session, account_id=account_id, request=request.new_order(), enabled={"hyperstack"}
         )
         return order.id
 

@@ -19,7 +19,9 @@ async def _place(engine: AsyncEngine, account_id: str, **overrides: object) -> s
     body = {"gpu_model": "B300", "gpu_count": 8, "providers": ["verda"], "max_price_per_hour": 50}
     request = OrderCreate.model_validate(body | overrides).new_order()
     async with session_scope(create_sessionmaker(engine)) as session:
-        order = await orders.place_order(session, account_id=account_id, request=request)
+        order = await orders.place_order(
+            session, account_id=account_id, request=request, enabled=request.providers
+        )
         return order.id
 
 
