@@ -204,8 +204,10 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         if action in ("delete", "discontinue"):
             if status == "deleting":
                 return None
-            if status == "discontinued" or status in PENDING_STATUSES:
-                return (400, f"Can't discontinue a {status} instance")
+            if status in PENDING_STATUSES:  # Verda words `ordered` the same (a client matches it)
+                return (400, "Can't discontinue a provisioning instance")
+            if status == "discontinued":
+                return (400, "Can't discontinue a discontinued instance")
             vm.deleted = time.monotonic()
             return (202, "")
         if action in ("shutdown", "force_shutdown"):
