@@ -60,7 +60,7 @@ def test_instance_types_parse_into_the_sdks_objects(verda: VerdaClient) -> None:
     b300 = types["8B300.240V"]
     assert isinstance(b300, InstanceType)
     assert (b300.price_per_hour, b300.model, b300.currency) == (45.52, "B300", "usd")
-    assert b300.gpu["number_of_gpus"] == 8 and b300.gpu_memory["size_in_gigabytes"] == 2096
+    assert b300.gpu["number_of_gpus"] == 8 and b300.gpu_memory["size_in_gigabytes"] == 2144
     assert 0 < b300.spot_price_per_hour < b300.price_per_hour
     assert b300.serverless_price is not None
     assert types["1H100.80S.30V"].price_per_hour == 2.59

@@ -45,7 +45,7 @@ class GPUFamily:
 
 
 FAMILIES: tuple[GPUFamily, ...] = (
-    GPUFamily("B300", "B300 SXM6 262GB", "B300", 262, Decimal("5.69"), 30, 275, "1B300.30V",
+    GPUFamily("B300", "B300 SXM6 268GB", "B300", 268, Decimal("5.69"), 30, 275, "1B300.30V",
               (1, 2, 4, 8), ("FIN-03", "ICE-01"), "Intel Xeon 6960P", "1.8 TB/s", "sxm"),
     GPUFamily("B200", "B200 SXM6 180GB", "B200", 180, Decimal("4.49"), 30, 184, "1B200.30V",
               (1, 2, 4, 8), ("FIN-01", "FIN-03"), "AMD Turin", "1.8 TB/s", "sxm"),
