@@ -54,7 +54,7 @@ async def add_script(client: httpx.AsyncClient, name: str = "boot") -> str:
 
 async def create(client: httpx.AsyncClient, **overrides: Any) -> httpx.Response:
     await client.put("/_sim/stock", json={"sku": B300[0], "region": B300[1], "quantity": 1})
-    body = {"instance_type": B300[0], "image": CUDA_13, "hostname": "ap-1"}
+    body: dict[str, Any] = {"instance_type": B300[0], "image": CUDA_13, "hostname": "ap-1"}
     body |= {"location_code": B300[1], "startup_script_id": None, **overrides}
     return await client.post("/v1/instances", json=body)
 
