@@ -16,6 +16,7 @@ from verda.exceptions import APIException
 from verda.images import Image
 from verda.instance_types import InstanceType
 from verda.instances import Instance
+from verda.startup_scripts import StartupScript
 
 from app.simulators.verda import VerdaSimulator, build_app
 from tests.servers import serve_in_thread
@@ -60,7 +61,7 @@ def test_instance_types_parse_into_the_sdks_objects(verda: VerdaClient) -> None:
     b300 = types["8B300.240V"]
     assert isinstance(b300, InstanceType)
     assert (b300.price_per_hour, b300.model, b300.currency) == (45.52, "B300", "usd")
-    assert b300.gpu["number_of_gpus"] == 8 and b300.gpu_memory["size_in_gigabytes"] == 2096
+    assert b300.gpu["number_of_gpus"] == 8 and b300.gpu_memory["size_in_gigabytes"] == 2144
     assert 0 < b300.spot_price_per_hour < b300.price_per_hour
     assert b300.serverless_price is not None
     assert types["1H100.80S.30V"].price_per_hour == 2.59
@@ -118,6 +119,64 @@ def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: htt
     assert [i.id for i in verda.instances.get(status="running")] == [created.id]
     verda.instances.action(created.id, "delete", delete_permanently=True)
     assert verda.instances.get_by_id(created.id).status in ("deleting", "discontinued")
+
+
+def test_ssh_keys_are_deleted_as_the_sdk_asks(verda: VerdaClient) -> None:
+    first, second, third = (verda.ssh_keys.create(name, SSH_KEY) for name in ("a", "b", "c"))
+    verda.ssh_keys.delete([first.id, second.id])  # DELETE /sshkeys {"keys": [...]}
+    assert [k.id for k in verda.ssh_keys.get()] == [third.id]
+    verda.ssh_keys.delete_by_id(third.id)
+    assert verda.ssh_keys.get() == []
+    with pytest.raises(APIException) as caught:
+        verda.ssh_keys.delete([third.id])
+    assert caught.value.code == verda.constants.error_codes.NOT_FOUND
+
+
+def test_startup_scripts_round_trip(verda: VerdaClient) -> None:
+    made = verda.startup_scripts.create("boot", "#!/bin/bash\necho hi\n")
+    assert isinstance(made, StartupScript) and str(uuid.UUID(made.id)) == made.id
+    other = verda.startup_scripts.create("other", "#!/bin/sh\ntrue\n")
+    assert [(s.id, s.name) for s in verda.startup_scripts.get()] == [
+        (made.id, "boot"),
+        (other.id, "other"),
+    ]
+    assert verda.startup_scripts.get_by_id(made.id).script == "#!/bin/bash\necho hi\n"
+    verda.startup_scripts.delete([made.id])  # DELETE /scripts {"scripts": [...]}
+    verda.startup_scripts.delete_by_id(other.id)
+    assert verda.startup_scripts.get() == []
+    with pytest.raises(APIException) as caught:
+        verda.startup_scripts.get_by_id(made.id)
+    assert caught.value.code == verda.constants.error_codes.NOT_FOUND
+
+
+def test_a_create_with_an_image_id_and_a_startup_script(
+    verda: VerdaClient, control: httpx.Client
+) -> None:
+    """What dstack sends for a V100: the hard-coded image id and a script made just before."""
+    put_stock(control, "1V100.6V", "FIN-01", 1)
+    key = verda.ssh_keys.create("dstack", SSH_KEY)
+    script = verda.startup_scripts.create("dstack-boot", "#!/bin/bash\ntrue\n")
+    created = verda.instances.create(
+        instance_type="1V100.6V",
+        image="2088da25-bb0d-41cc-a191-dccae45d96fd",  # Ubuntu 22.04 + CUDA 12.0 + Docker
+        hostname="dstack-v100",
+        description="dstack",
+        ssh_key_ids=[key.id],
+        location="FIN-01",
+        startup_script_id=script.id,
+    )
+    assert created.image == "ubuntu-22.04-cuda-12.0-docker"
+    assert created.startup_script_id == script.id
+    with pytest.raises(APIException) as caught:
+        verda.instances.create(
+            instance_type="1V100.6V",
+            image="2404f580-1300-1111-82b3-f199fb9b701b",  # Ubuntu 24.04 + CUDA 13.0 Open
+            hostname="dstack-v100-2",
+            description="dstack",
+            location="FIN-01",
+            startup_script_id=str(uuid.uuid4()),
+        )
+    assert caught.value.code == verda.constants.error_codes.INVALID_REQUEST
 
 
 def test_no_capacity_is_the_sdks_service_unavailable(verda: VerdaClient) -> None:

@@ -35,6 +35,17 @@ def test_offers_are_instance_types_priced_where_they_are_in_stock() -> None:
     assert not any(sku.startswith("CPU.") for sku, _ in offers)  # CPU types are no GPU offers
 
 
+def test_b300_is_b300_whatever_memory_verda_prints() -> None:
+    # Production says "B300 SXM6 268GB"; the figure is dropped, only the name counts.
+    for label, total in (("8x B300 SXM6 268GB", 2144), ("8x B300 SXM6 262GB", 2096)):
+        assert parse.gpu_model(None, label, 8, total) == "B300"
+        assert parse.gpu_model("B300", label, 8, total) == "B300"
+    b300 = parse.instance_types(recorded("instance_types"))["8B300.240V"]
+    assert b300["gpu"]["description"] == "8x B300 SXM6 268GB"
+    made = parse.offer({**b300, "model": None}, "FIN-03")
+    assert made is not None and (made.gpu_model, made.interconnect) == ("B300", Interconnect.SXM)
+
+
 def test_an_instance_in_its_states_and_with_our_tag() -> None:
     pending = parse.instance(recorded("instance_pending"), "any")
     running = parse.instance(recorded("instance_running"), "any")

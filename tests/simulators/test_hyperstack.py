@@ -109,6 +109,23 @@ class TestAuth:
     async def test_the_control_api_needs_no_key(self, client: httpx.AsyncClient) -> None:
         assert (await client.get("/_sim/catalog")).status_code == 200
 
+    async def test_unknown_paths_and_methods_answer_in_hyperstacks_envelope(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        nowhere = await client.get("/v1/core/nothing-here", headers=KEY)
+        assert nowhere.status_code == 404
+        assert nowhere.json() == {
+            "status": False,
+            "message": "Resource not found",
+            "error_reason": "not_found",
+        }
+        wrong = await client.put("/v1/core/regions", headers=KEY)
+        assert wrong.status_code == 405 and "GET" in wrong.headers["allow"]
+        assert (wrong.json()["status"], wrong.json()["error_reason"]) == (
+            False,
+            "method_not_allowed",
+        )
+
 
 class TestCatalogue:
     async def test_flavors_are_grouped_by_gpu_and_region(self, client: httpx.AsyncClient) -> None:

@@ -511,6 +511,16 @@ class TestErrorsAndLimits:
             "error": {"code": "rate_limited", "message": "Too many requests."}
         }
 
+    async def test_unknown_paths_and_methods_answer_in_quantaclouds_envelope(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        nowhere = await client.get("/api/v1/nothing-here", headers=KEY)
+        assert nowhere.status_code == 404
+        assert nowhere.json() == {"error": {"code": "not_found", "message": "Resource not found."}}
+        wrong = await client.delete("/api/v1/account", headers=KEY)
+        assert wrong.status_code == 405 and "GET" in wrong.headers["allow"]
+        assert wrong.json()["error"]["code"] == "method_not_allowed"
+
     async def test_3000_requests_per_15_minutes_per_ip(self, client: httpx.AsyncClient) -> None:
         codes = [(await client.get("/api/v1/gpu-families")).status_code for _ in range(3000)]
         assert set(codes) == {200}

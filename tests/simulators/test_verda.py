@@ -397,6 +397,17 @@ class TestLifecycle:
             "message": "Can't discontinue a provisioning instance",
         }
 
+    async def test_an_ordered_instance_is_refused_in_the_provisioning_words(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 60})
+        vm_id = await self.create(client, auth)
+        assert await self.status(client, auth, vm_id) == "ordered"
+        body = {"action": "delete", "id": vm_id}
+        response = await client.put("/v1/instances", json=body, headers=auth)
+        assert response.status_code == 400
+        assert response.json()["message"] == "Can't discontinue a provisioning instance"
+
     async def test_unknown_ids_are_invalid_instance_ids(
         self, client: httpx.AsyncClient, auth: dict[str, str]
     ) -> None:

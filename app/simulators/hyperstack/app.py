@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -30,6 +31,15 @@ from app.simulators.hyperstack.simulator import (
 )
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+async def no_route(_request: Request, exc: Exception) -> Response:
+    """Unknown paths (404) and methods (405) in Hyperstack's error envelope, not plain text."""
+    if isinstance(exc, HTTPException) and exc.status_code == 405:
+        answer = error(405, "Method not allowed", "method_not_allowed")
+        answer.headers.update(exc.headers or {})  # keeps `Allow`
+        return answer
+    return not_found("Resource not found")
 
 
 def paged(request: Request, items: list[Any]) -> tuple[list[Any], int | None, int | None] | None:
@@ -252,4 +262,6 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
         )
     ]
     app = provider_app(sim, routes)
+    app.add_exception_handler(404, no_route)
+    app.add_exception_handler(405, no_route)
     return app

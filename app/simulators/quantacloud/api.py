@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -271,6 +272,18 @@ def _dollars(amount: Decimal) -> str:
     return format(amount.normalize(), "f")
 
 
+async def _no_route(_request: Request, exc: Exception) -> Response:
+    """Unknown paths (404) and methods (405) in QuantaCloud's error envelope, not plain text."""
+    if isinstance(exc, HTTPException) and exc.status_code == 405:
+        answer = error(405, "method_not_allowed", "Method not allowed.")
+        answer.headers.update(exc.headers or {})  # keeps `Allow`
+        return answer
+    return error(404, "not_found", "Resource not found.")
+
+
 def build_app(sim: QuantaCloudSimulator) -> Starlette:
     """The simulated QuantaCloud API plus its `/_sim` control API."""
-    return provider_app(sim, _routes(sim))
+    app = provider_app(sim, _routes(sim))
+    app.add_exception_handler(404, _no_route)
+    app.add_exception_handler(405, _no_route)
+    return app

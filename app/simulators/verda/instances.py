@@ -96,6 +96,11 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         keys = [keys] if isinstance(keys, str) else keys
         if not isinstance(keys, list) or any(k not in sim.ssh_keys for k in keys):
             return "Invalid ssh key id"
+        script_id = body.get("startup_script_id")  # the SDK always sends it, null when unused
+        if script_id is not None and (
+            not isinstance(script_id, str) or script_id not in sim.startup_scripts
+        ):
+            return "Invalid startup script id"
         tags = body.get("tags") or []
         if not isinstance(tags, list) or len(tags) > TAG_LIMIT:
             return f"tags must be a list of at most {TAG_LIMIT} items"
@@ -204,8 +209,10 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         if action in ("delete", "discontinue"):
             if status == "deleting":
                 return None
-            if status == "discontinued" or status in PENDING_STATUSES:
-                return (400, f"Can't discontinue a {status} instance")
+            if status in PENDING_STATUSES:  # Verda words `ordered` the same (a client matches it)
+                return (400, "Can't discontinue a provisioning instance")
+            if status == "discontinued":
+                return (400, "Can't discontinue a discontinued instance")
             vm.deleted = time.monotonic()
             return (202, "")
         if action in ("shutdown", "force_shutdown"):

@@ -2,12 +2,13 @@
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from app.simulators.core import provider_app
 from app.simulators.verda.catalog import ALL_TYPES, CPU_LOCATIONS, CPU_TYPES, IMAGES, LOCATIONS
 from app.simulators.verda.instances import instance_routes
+from app.simulators.verda.keys import key_routes, script_routes
 from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
 from app.simulators.verda.wire import (
     authed,
@@ -84,25 +85,6 @@ def build_app(sim: VerdaSimulator) -> Starlette:
     async def images(_request: Request) -> Response:
         return JSONResponse(list(IMAGES))
 
-    async def ssh_keys(request: Request) -> Response:
-        if request.method == "GET":
-            return JSONResponse(list(sim.ssh_keys.values()))
-        body = await json_body(request)
-        if isinstance(body, Response):
-            return body
-        name, key = body.get("name"), body.get("key")
-        if not isinstance(name, str) or not name.strip():
-            return invalid("name should not be empty")
-        if not isinstance(key, str) or not key.strip().startswith(("ssh-", "ecdsa-")):
-            return invalid("key must be a valid public SSH key")
-        return PlainTextResponse(sim.add_ssh_key(name.strip(), key.strip())["id"], 201)
-
-    async def ssh_key(request: Request) -> Response:
-        record = sim.ssh_keys.get(request.path_params["key_id"])
-        if record is None:
-            return error(404, "not_found", "SSH key not found")
-        return JSONResponse([record])  # a list of one, as the Python SDK reads it
-
     async def balance(_request: Request) -> Response:
         return JSONResponse({"amount": float(sim.balance), "currency": "usd"})
 
@@ -117,10 +99,8 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         ),
         Route("/v1/locations", authed(sim, locations), methods=["GET"]),
         Route("/v1/images", authed(sim, images), methods=["GET"]),
-        Route("/v1/ssh-keys", authed(sim, ssh_keys), methods=["GET", "POST"]),
-        Route("/v1/sshkeys", authed(sim, ssh_keys), methods=["GET", "POST"]),
-        Route("/v1/ssh-keys/{key_id}", authed(sim, ssh_key), methods=["GET"]),
-        Route("/v1/sshkeys/{key_id}", authed(sim, ssh_key), methods=["GET"]),
+        *key_routes(sim),
+        *script_routes(sim),
         *instance_routes(sim),
         Route("/v1/balance", authed(sim, balance), methods=["GET"]),
     ]

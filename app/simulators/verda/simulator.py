@@ -69,13 +69,14 @@ class VerdaSimulator(ProviderSimulator):
     catalog_entries = CATALOG_ENTRIES
 
     def reset(self) -> None:
-        """Back to a fresh start: also forgets every token and SSH key."""
+        """Back to a fresh start: also forgets every token, SSH key and startup script."""
         super().reset()
         self.token_ttl_seconds = DEFAULT_TOKEN_TTL
         self.access_tokens: dict[str, float] = {}  # token -> monotonic expiry
         self.refresh_tokens: set[str] = set()
         self.grants: list[str] = []  # grant types of successful token requests, in order
         self.ssh_keys: dict[str, dict[str, Any]] = {}
+        self.startup_scripts: dict[str, dict[str, Any]] = {}
 
     # --- auth ------------------------------------------------------------------------------
 
@@ -226,4 +227,13 @@ class VerdaSimulator(ProviderSimulator):
             "created_at": _iso(time.time()),
         }
         self.ssh_keys[key_id] = record
+        return record
+
+    # --- startup scripts -------------------------------------------------------------------
+
+    def add_startup_script(self, name: str, script: str) -> dict[str, Any]:
+        """Store a startup script; returns its JSON."""
+        script_id = str(uuid.uuid4())
+        record = {"id": script_id, "name": name, "script": script, "created_at": _iso(time.time())}
+        self.startup_scripts[script_id] = record
         return record

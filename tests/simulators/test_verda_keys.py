@@ -1,0 +1,173 @@
+"""The simulated Verda's SSH keys, startup scripts and images over raw HTTP (the SDK's calls are
+in tests/contract/test_verda_sdk.py): what a create refers to by id, and how it refuses ids it
+does not know."""
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from app.providers.verda.spec import VerdaSettings
+from app.simulators.verda import VerdaSimulator, build_app
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh0ZXN0a2V5 me@laptop"
+SCRIPT = "#!/bin/bash\necho hello > /root/hello\n"
+B300 = ("8B300.240V", "FIN-03")
+CUDA_13 = "2404f580-1300-1111-82b3-f199fb9b701b"
+CUDA_12_0 = "2088da25-bb0d-41cc-a191-dccae45d96fd"
+CUDA_12_8 = "77777777-4f48-4249-82b3-f199fb9b701b"
+OUR_DEFAULT: str = VerdaSettings.model_fields["image"].default  # the adapter's configured image
+
+
+@pytest.fixture
+def sim() -> VerdaSimulator:
+    return VerdaSimulator()
+
+
+@pytest.fixture
+async def client(sim: VerdaSimulator) -> AsyncIterator[httpx.AsyncClient]:
+    app = Starlette(routes=[Mount("/verda", app=build_app(sim))])
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim/verda") as c:
+        body = {"grant_type": "client_credentials", "client_id": "sim-client"}
+        token = await c.post("/v1/oauth2/token", json={**body, "client_secret": "sim-secret"})
+        c.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+        yield c
+
+
+async def add_key(client: httpx.AsyncClient, name: str = "laptop") -> str:
+    made = await client.post("/v1/sshkeys", json={"name": name, "key": KEY})
+    assert made.status_code == 201
+    return made.text
+
+
+async def add_script(client: httpx.AsyncClient, name: str = "boot") -> str:
+    made = await client.post("/v1/scripts", json={"name": name, "script": SCRIPT})
+    assert made.status_code == 201 and made.headers["content-type"].startswith("text/plain")
+    assert str(uuid.UUID(made.text)) == made.text
+    return made.text
+
+
+async def create(client: httpx.AsyncClient, **overrides: Any) -> httpx.Response:
+    await client.put("/_sim/stock", json={"sku": B300[0], "region": B300[1], "quantity": 1})
+    body: dict[str, Any] = {"instance_type": B300[0], "image": CUDA_13, "hostname": "ap-1"}
+    body |= {"location_code": B300[1], "startup_script_id": None, **overrides}
+    return await client.post("/v1/instances", json=body)
+
+
+def refused(response: httpx.Response, status: int, message: str) -> bool:
+    codes = {400: "invalid_request", 404: "not_found"}
+    return response.status_code == status and response.json() == {
+        "code": codes[status],
+        "message": message,
+    }
+
+
+class TestSSHKeyDelete:
+    @pytest.mark.parametrize("path", ["/v1/sshkeys", "/v1/ssh-keys"])
+    async def test_the_listed_keys_are_deleted(self, client: httpx.AsyncClient, path: str) -> None:
+        first, second, kept = [await add_key(client, name) for name in ("a", "b", "c")]
+        gone = await client.request("DELETE", path, json={"keys": [first, second]})
+        assert gone.status_code == 200
+        assert [k["id"] for k in (await client.get(path)).json()] == [kept]
+        assert (await client.delete(f"{path}/{kept}")).status_code == 200
+        assert (await client.get(path)).json() == []
+
+    async def test_an_unknown_key_is_verdas_404_and_nothing_is_deleted(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        key_id = await add_key(client)
+        body = {"keys": [key_id, str(uuid.uuid4())]}
+        answer = await client.request("DELETE", "/v1/sshkeys", json=body)
+        assert refused(answer, 404, "SSH key not found")
+        assert refused(await client.delete(f"/v1/sshkeys/{uuid.uuid4()}"), 404, "SSH key not found")
+        assert [k["id"] for k in (await client.get("/v1/sshkeys")).json()] == [key_id]
+        empty = await client.request("DELETE", "/v1/sshkeys", json={"keys": []})
+        assert empty.status_code == 400 and empty.json()["code"] == "invalid_request"
+
+
+class TestStartupScripts:
+    async def test_create_list_get_and_delete(self, client: httpx.AsyncClient) -> None:
+        first, second, third = [await add_script(client, name) for name in ("a", "b", "c")]
+        listed = (await client.get("/v1/scripts")).json()
+        assert [(s["id"], s["name"], s["script"]) for s in listed] == [
+            (first, "a", SCRIPT),
+            (second, "b", SCRIPT),
+            (third, "c", SCRIPT),
+        ]
+        one = (await client.get(f"/v1/scripts/{second}")).json()
+        assert [s["id"] for s in one] == [second]  # a list of one, as the SDK reads it
+        gone = await client.request("DELETE", "/v1/scripts", json={"scripts": [first, second]})
+        assert gone.status_code == 200
+        assert (await client.delete(f"/v1/scripts/{third}")).status_code == 200
+        assert (await client.get("/v1/scripts")).json() == []
+
+    async def test_unknown_ids_and_empty_fields_are_refused(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        kept = await add_script(client)
+        missing = str(uuid.uuid4())
+        assert refused(await client.get(f"/v1/scripts/{missing}"), 404, "Startup script not found")
+        body = {"scripts": [kept, missing]}
+        answer = await client.request("DELETE", "/v1/scripts", json=body)
+        assert refused(answer, 404, "Startup script not found")
+        assert [s["id"] for s in (await client.get("/v1/scripts")).json()] == [kept]
+        for bad in ({"name": "", "script": SCRIPT}, {"name": "x"}, {"script": SCRIPT}):
+            made = await client.post("/v1/scripts", json=bad)
+            assert made.status_code == 400 and made.json()["code"] == "invalid_request"
+
+    async def test_scripts_need_a_token_and_a_reset_forgets_them(
+        self, client: httpx.AsyncClient, sim: VerdaSimulator
+    ) -> None:
+        await add_script(client)
+        anonymous = await client.get("/v1/scripts", headers={"Authorization": ""})
+        assert anonymous.status_code == 401
+        await client.post("/_sim/reset")
+        assert sim.startup_scripts == {}
+
+    async def test_a_create_takes_a_known_script_and_refuses_an_unknown_one(
+        self, client: httpx.AsyncClient, sim: VerdaSimulator
+    ) -> None:
+        script_id = await add_script(client)
+        made = await create(client, startup_script_id=script_id)
+        assert made.status_code == 202
+        shown = (await client.get(f"/v1/instances/{made.text}")).json()
+        assert shown["startup_script_id"] == script_id
+        for bad in (str(uuid.uuid4()), 7):
+            answer = await create(client, startup_script_id=bad)
+            assert refused(answer, 400, "Invalid startup script id")
+        assert [c.outcome for c in sim.creates] == ["created", "rejected", "rejected"]
+
+
+class TestImages:
+    async def test_images_carry_the_ids_clients_hard_code(self, client: httpx.AsyncClient) -> None:
+        images = {i["id"]: i for i in (await client.get("/v1/images")).json()}
+        assert images[CUDA_13]["image_type"] == "ubuntu-24.04-cuda-13.0-open-docker"
+        assert images[CUDA_13]["name"] == "Ubuntu 24.04 + CUDA 13.0 Open + Docker"
+        assert images[CUDA_12_0]["name"] == "Ubuntu 22.04 + CUDA 12.0 + Docker"
+        assert images[CUDA_12_8]["is_default"] is True
+        assert [i["image_type"] for i in images.values() if i["is_default"]] == [OUR_DEFAULT]
+
+    @pytest.mark.parametrize(
+        ("image", "image_type"),
+        [
+            (CUDA_13, "ubuntu-24.04-cuda-13.0-open-docker"),
+            (CUDA_12_0, "ubuntu-22.04-cuda-12.0-docker"),
+            ("ubuntu-22.04-cuda-12.0-docker", "ubuntu-22.04-cuda-12.0-docker"),
+            (OUR_DEFAULT, OUR_DEFAULT),
+        ],
+    )
+    async def test_a_create_names_its_image_by_id_or_by_type(
+        self, client: httpx.AsyncClient, image: str, image_type: str
+    ) -> None:
+        made = await create(client, image=image)
+        assert made.status_code == 202
+        assert (await client.get(f"/v1/instances/{made.text}")).json()["image"] == image_type
+
+    async def test_an_unknown_image_is_refused(self, client: httpx.AsyncClient) -> None:
+        for image in (str(uuid.uuid4()), "Ubuntu 24.04 + CUDA 13.0 Open + Docker"):
+            assert refused(await create(client, image=image), 400, "Invalid image")
