@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="migrate the database, then serve the API")
     serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_PORT)")
+    serve.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read and match stock but send no create (default: AUTOPROVISION_DRY_RUN)",
+    )
     commands.add_parser("migrate", help="apply database migrations and exit")
     sim = commands.add_parser("sim", help="run the three provider simulators on their own")
     sim.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(f"autoprovision: {LIVE_WITHOUT_CREDENTIALS}\n")
             return 2
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+        if args.dry_run:
+            overrides["dry_run"] = True
         _serve(settings.model_copy(update=overrides))
     elif args.command == "sim":
         _sim(args.host or settings.host, args.port or settings.sim_port, settings.log_level)

@@ -48,6 +48,16 @@ def announce_admin_key(api_key: str) -> None:
     sys.stdout.flush()
 
 
+def announce_dry_run() -> None:
+    """Say on the console, before anything is watched, that no VM will be created."""
+    sys.stdout.write(
+        "\n  DRY RUN: stock is read and matched as usual, but no create is sent and nothing is"
+        "\n  held; each order is told what it would have deployed. Unset AUTOPROVISION_DRY_RUN"
+        " to go live.\n\n"
+    )
+    sys.stdout.flush()
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the database (migrating it first), start the jobs; undo it all on shutdown."""
@@ -66,6 +76,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             new_admin_key = await prepare_database(engine, settings)
             if new_admin_key is not None:
                 announce_admin_key(new_admin_key)
+            if settings.dry_run:
+                announce_dry_run()
             app.state.engine = engine
             app.state.sessionmaker = create_sessionmaker(engine)
             app.state.request_sessionmaker = create_sessionmaker(engine, requests=True)

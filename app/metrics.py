@@ -28,6 +28,11 @@ CREATES = Counter(
     "Create calls by provider and outcome.",
     ["provider", "outcome"],
 )
+WOULD_DEPLOY = Counter(
+    "autoprovision_would_deploy_total",
+    "Dry run: offers a waiting order would have been deployed on (once per appearance).",
+    ["provider"],
+)
 DEPLOY_TO_RUNNING_SECONDS = Histogram(
     "autoprovision_deploy_to_running_seconds",
     "From the create call to the VM running with an IP.",

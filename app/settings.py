@@ -41,6 +41,9 @@ class Settings(BaseSettings):
 
     mode: Literal["demo", "live"] = "demo"
     watcher: bool = True  # poll, match and deploy in this process (false: an API-only process)
+    # Poll and match as usual, but send no create and hold nothing: each order is told what it
+    # would have taken, once per appearance of the offer, and keeps waiting.
+    dry_run: bool = False
     sim_port: int = Field(default=8001, ge=1, le=65535)
     sim_embedded: bool = True
     demo_feed: bool = True

@@ -92,6 +92,8 @@ class OrderEventKind(StrEnum):
     SHORT_OF_FUNDS = "short_of_funds"
     # some accepted providers have no credentials on this service (or got them back)
     PROVIDERS_DISABLED = "providers_disabled"
+    # dry run: what would have been deployed, had creates been sent
+    WOULD_DEPLOY = "would_deploy"
 
 
 # status -> (next status, why), the only moves the services make.

@@ -31,6 +31,7 @@ class CatalogueOut(BaseModel):
     gpu_models: list[GpuModelOut]
     providers: list[ProviderOut]
     interconnects: list[str]
+    dry_run: bool  # the service matches but sends no creates: nothing will be deployed
 
 
 @router.get("")
@@ -44,4 +45,5 @@ async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
             for p in offered_providers()
         ],
         interconnects=[str(i) for i in Interconnect],
+        dry_run=settings.dry_run,
     )

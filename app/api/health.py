@@ -19,11 +19,12 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", response_model=None)
-async def readyz(request: Request) -> dict[str, str] | JSONResponse:
-    """The database answers; a load balancer should send traffic here only then."""
+async def readyz(request: Request) -> dict[str, str | bool] | JSONResponse:
+    """The database answers; a load balancer should send traffic here only then. The body
+    also says whether the service is in dry run (it sends no creates)."""
     try:
         async with asyncio.timeout(READY_TIMEOUT_SECONDS):
             await ping(request.app.state.read_sessionmaker)
     except Exception:
         return error_response(503, "database_unavailable", "the database is not reachable")
-    return {"status": "ready"}
+    return {"status": "ready", "dry_run": request.app.state.settings.dry_run}

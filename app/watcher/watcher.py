@@ -27,8 +27,9 @@ from app.settings import Settings
 from app.states import OrderStatus
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
+from app.watcher.dry_run import WouldDeploy
 from app.watcher.follower import Follower
-from app.watcher.match import assign
+from app.watcher.match import Assignment, assign
 from app.watcher.notes import WaitingNotes
 from app.watcher.poller import ProviderPoller
 from app.watcher.reconciler import Reconciler
@@ -62,6 +63,7 @@ class Watcher:
         self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()
+        self.would_deploy = WouldDeploy() if settings.dry_run else None
         self.snapshots = SnapshotWriter(sessionmaker, self.book)
         self.pollers = {
             provider: self._poller(provider, adapter) for provider, adapter in adapters.items()
@@ -168,6 +170,8 @@ class Watcher:
             await self.waiting.refresh(session)
             self.unresolved_kinds = await deployments.open_serial_kinds(session)
         self.notes.keep_only(self.waiting.orders.keys())
+        if self.would_deploy is not None:
+            self.would_deploy.keep_only(self.waiting.orders.keys())
 
     async def on_offers(self, provider: Provider, offers: list[Offer], started: float) -> None:
         """A read of one provider that began at `started`: act on it, keep a copy for the API."""
@@ -179,6 +183,8 @@ class Watcher:
         """Match the waiting orders against the freshest offers and send the creates."""
         async with self._pass_lock:
             offers = self._fresh_offers()
+            if self.would_deploy is not None:
+                self.would_deploy.shown(o.key for o in offers)
             candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
             if not candidates:
                 return
@@ -191,7 +197,9 @@ class Watcher:
                 near_misses=False,
             )
             intents: list[Intent] = []
-            if result.assignments:
+            if self.would_deploy is not None:
+                await self._tell_would_deploy(result.assignments)
+            elif result.assignments:
                 intents, gone = await self.deployer.claim(result.assignments)
                 # Orders whose claim failed only for money stay: they are still waiting.
                 for order_id in gone | {i.order_id for i in intents}:
@@ -202,9 +210,16 @@ class Watcher:
             if seen is not None:
                 STOCK_TO_CREATE_SECONDS.labels(str(intent.offer.provider)).observe(seen)
             self.deployer.launch(intent, taken)
-        if len(intents) < len(result.assignments):
+        if len(intents) < len(result.assignments) and self.would_deploy is None:
             self.nudge()  # some claims lost a race or the balance moved: re-read
         await self._note_why_waiting()
+
+    async def _tell_would_deploy(self, assignments: list[Assignment]) -> None:
+        """Dry run: tell each order what it would have taken; no claim, no hold, no create."""
+        assert self.would_deploy is not None
+        lines = self.would_deploy.fresh(assignments)
+        if lines:
+            await self.deployer.write_notes(lines)
 
     def _excluded(self) -> frozenset[tuple[str, str, str]]:
         """Offers no create may go to now: cooling down, or of a kind still being resolved."""

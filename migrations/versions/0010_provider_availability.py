@@ -1,4 +1,5 @@
-"""provider availability: which of an order's providers this service cannot deploy on
+"""provider availability and dry run: which of an order's providers this service cannot deploy
+on, and the event kinds that say so and what a dry run would have deployed
 
 Revision ID: 0010
 Revises: 0009
@@ -22,7 +23,7 @@ OLD_EVENT_KINDS = (
     "outcome_unknown", "outcome_ambiguous", "adopted", "not_created", "vm_failed", "above_max",
     "short_of_funds",
 )  # fmt: skip
-NEW_EVENT_KINDS = (*OLD_EVENT_KINDS, "providers_disabled")
+NEW_EVENT_KINDS = (*OLD_EVENT_KINDS, "providers_disabled", "would_deploy")
 
 
 def _allowed(values: Sequence[str]) -> str:
@@ -42,7 +43,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(sa.text("DELETE FROM order_events WHERE kind = 'providers_disabled'"))
+    op.execute(
+        sa.text("DELETE FROM order_events WHERE kind IN ('providers_disabled', 'would_deploy')")
+    )
     _event_kinds(OLD_EVENT_KINDS)
     with op.batch_alter_table("orders", schema=None) as batch_op:
         batch_op.drop_column("disabled_providers")

@@ -15,7 +15,7 @@ async def test_healthz_answers_while_the_process_is_up(client: httpx.AsyncClient
 async def test_readyz_answers_when_the_database_does(client: httpx.AsyncClient) -> None:
     response = await client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ready"}
+    assert response.json() == {"status": "ready", "dry_run": False}
 
 
 async def test_readyz_is_503_when_the_database_is_unreachable(

@@ -1,6 +1,6 @@
 // Dashboard entry point: sign-in, hash routing, the 2-second poll loop and shared UI (banner, notices, confirm dialog).
 
-import { api, apiKey, ApiError, NetworkError } from "./api.js";
+import { api, apiKey, ApiError, getCatalogue, NetworkError } from "./api.js";
 import { money } from "./dom.js";
 import { mountOrders } from "./orders.js";
 import { mountOrderDetail } from "./detail.js";
@@ -172,6 +172,9 @@ $("signin-form").addEventListener("submit", async (event) => {
 });
 
 $("sign-out").addEventListener("click", () => signOut());
+
+// A service in dry run sends no creates: say so on every page (the catalogue is fetched once).
+getCatalogue().then((cat) => ($("dry-run").hidden = !cat.dry_run)).catch(() => {});
 
 if (apiKey.get()) {
   showShell(true);

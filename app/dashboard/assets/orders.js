@@ -119,8 +119,10 @@ function orderForm(onPlaced, ctx) {
     for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
     for (const p of cat.providers) {
       const id = `provider-${p.id}`;
+      const off = p.enabled === false; // no credentials on this service: it cannot deploy there
       providers.append(h("label", { class: "check", for: id },
-        h("input", { type: "checkbox", id, name: "providers", value: p.id, "aria-describedby": "error-providers" }), p.name));
+        h("input", { type: "checkbox", id, name: "providers", value: p.id, "aria-describedby": "error-providers", ...(off && { disabled: "" }) }),
+        off ? `${p.name} (not available here)` : p.name));
     }
   };
 
