@@ -52,6 +52,7 @@ class Watcher:
         adapters: dict[Provider, ProviderAdapter],
         sessionmaker: async_sessionmaker[AsyncSession],
         read_sessionmaker: async_sessionmaker[AsyncSession],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.adapters = adapters
@@ -59,7 +60,10 @@ class Watcher:
         self.read_sessionmaker = read_sessionmaker
         self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
         self.periods = poll_periods(settings)
-        self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
+        # `clock` (monotonic seconds) times stock reads, cool-downs and pauses: the book and
+        # the pollers must share it.
+        self.clock = clock
+        self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds, clock=clock)
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()
         self.snapshots = SnapshotWriter(sessionmaker, self.book)
@@ -114,6 +118,7 @@ class Watcher:
             wanted=lambda: str(provider) in self.waiting.providers,
             on_offers=on_offers,
             on_error=on_error,
+            clock=self.clock,
         )
 
     async def start(self) -> None:
@@ -214,7 +219,7 @@ class Watcher:
 
     async def _note_why_waiting(self) -> None:
         """Now and then, off the hot path: tell orders why matching stock did not go to them."""
-        now = time.monotonic()
+        now = self.clock()
         if now - self._noted_at < NOTES_EVERY_SECONDS:
             return
         self._noted_at = now
