@@ -9,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -53,6 +54,7 @@ class Watcher:
         sessionmaker: async_sessionmaker[AsyncSession],
         read_sessionmaker: async_sessionmaker[AsyncSession],
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.settings = settings
         self.adapters = adapters
@@ -61,8 +63,9 @@ class Watcher:
         self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
         self.periods = poll_periods(settings)
         # `clock` (monotonic seconds) times stock reads, cool-downs and pauses: the book and
-        # the pollers must share it.
+        # the pollers must share it. `wall_clock` is for what is compared with stored times.
         self.clock = clock
+        self.wall_clock = wall_clock
         self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds, clock=clock)
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()
@@ -85,12 +88,14 @@ class Watcher:
             create_timeout_seconds=settings.provider_create_timeout_seconds,
             in_flight=lambda: self.deployer.in_flight_ids,
             on_settled=self.nudge,
+            clock=wall_clock,
         )
         self.reconciler = Reconciler(
             adapters=adapters,
             sessionmaker=sessionmaker,
             grace_seconds=settings.provider_create_timeout_seconds + settings.outcome_check_seconds,
             delete_untracked=settings.delete_untracked_vms,
+            clock=wall_clock,
         )
         # Kinds with an open attempt at providers that cannot name VMs, as last read: no
         # second create of such a kind goes out until the first is resolved (see adoption).
@@ -144,7 +149,7 @@ class Watcher:
     async def expire_orders(self) -> None:
         """Waiting orders past their expiry stop waiting."""
         async with session_scope(self.sessionmaker) as session:
-            await deployments.expire_due(session, now=utcnow())
+            await deployments.expire_due(session, now=self.wall_clock())
 
     async def count_orders(self) -> None:
         """The orders-by-status gauge."""
