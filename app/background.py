@@ -6,12 +6,15 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
+from datetime import datetime
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.catalogue import Provider
 from app.db import session_scope
+from app.dbtypes import utcnow
 from app.demo import EmbeddedSimulators, StockFeed, announce_demo, prepare_demo_account
 from app.metrics import LEADER
 from app.providers.base import ProviderAdapter
@@ -48,11 +51,13 @@ class Background:
         sessionmaker: async_sessionmaker[AsyncSession],
         read_sessionmaker: async_sessionmaker[AsyncSession],
         secret_boxes: SecretBoxLoader,
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.settings = settings
         self.secret_boxes = secret_boxes
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
+        self.clock = clock  # the wall clock of lease expiry, and of the watcher it starts
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.simulators: EmbeddedSimulators | None = None
         self.feed: asyncio.Task[None] | None = None
@@ -104,6 +109,7 @@ class Background:
                     name=WATCHER_LEASE,
                     holder=self.holder,
                     ttl=self.settings.leader_lease_seconds,
+                    now=self.clock(),
                     # On SQLite the file lock makes this the only process: a lease left by a
                     # killed predecessor need not run out first.
                     force=self.settings.is_sqlite,
@@ -118,6 +124,7 @@ class Background:
                 adapters=self.adapters,
                 sessionmaker=self.sessionmaker,
                 read_sessionmaker=self.read_sessionmaker,
+                wall_clock=self.clock,
             )
             await watcher.start()
             self.watcher = watcher
@@ -156,7 +163,9 @@ class Background:
             LEADER.set(0)
             try:
                 async with session_scope(self.sessionmaker) as session:
-                    await leases.release(session, name=WATCHER_LEASE, holder=self.holder)
+                    await leases.release(
+                        session, name=WATCHER_LEASE, holder=self.holder, now=self.clock()
+                    )
             except Exception:
                 log.exception("could not release the watcher lease; it expires by itself")
         if self.client is not None:

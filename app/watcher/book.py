@@ -2,6 +2,7 @@
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -17,7 +18,7 @@ class ProviderRead:
     """One provider's latest stock read."""
 
     offers: list[Offer] = field(default_factory=list)
-    read_at: float | None = None  # monotonic seconds of the last successful read
+    read_at: float | None = None  # clock seconds of the last successful read
     read_at_wall: datetime | None = None
     error: str | None = None
 
@@ -28,23 +29,31 @@ class Taken:
     started after the create's answer (and so already reflects it) replaces the offer."""
 
     key: OfferKey
-    answered_at: float | None = None  # monotonic; None while the create is in flight
+    answered_at: float | None = None  # clock seconds; None while the create is in flight
     consumed: bool = True
 
 
 class OfferBook:
-    """In-memory view of stock that the matcher works from; no I/O."""
+    """In-memory view of stock that the matcher works from; no I/O.
 
-    def __init__(self, *, cooldown_seconds: float) -> None:
+    Every age, cool-down and answer time is read from `clock` (monotonic seconds); the
+    `started` of a read must come from the same clock, or a unit taken by a create would be
+    freed or kept by comparing two clocks.
+    """
+
+    def __init__(
+        self, *, cooldown_seconds: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.cooldown_seconds = cooldown_seconds
+        self.clock = clock
         self.reads: dict[Provider, ProviderRead] = {}
         self._taken: list[Taken] = []
         self._cool_until: dict[OfferKey, float] = {}
         self._first_seen: dict[OfferKey, float] = {}
 
     def update(self, provider: Provider, offers: list[Offer], *, started: float) -> None:
-        """Replace a provider's offers with a read that began at `started` (monotonic)."""
-        now = time.monotonic()
+        """Replace a provider's offers with a read that began at `started` (on the book's clock)."""
+        now = self.clock()
         read = self.reads.setdefault(provider, ProviderRead())
         keys = {o.key for o in offers}
         for key in [k for k in self._first_seen if k[0] == provider and k not in keys]:
@@ -65,7 +74,7 @@ class OfferBook:
 
     def current(self, *, max_age: dict[Provider, float]) -> list[Offer]:
         """Offers from reads younger than `max_age`, less what this process has already taken."""
-        now = time.monotonic()
+        now = self.clock()
         counts = Counter(t.key for t in self._taken if t.consumed)
         offers = []
         for provider, read in self.reads.items():
@@ -88,17 +97,17 @@ class OfferBook:
 
     def answered(self, taken: Taken, *, consumed: bool) -> None:
         """The create for `taken` got its answer; `consumed`: it may have used the unit."""
-        taken.answered_at = time.monotonic()
+        taken.answered_at = self.clock()
         taken.consumed = consumed
 
     def cool(self, key: OfferKey, seconds: float | None = None) -> None:
         """Send nothing to this offer for a while (it just answered with a capacity error)."""
         wait = self.cooldown_seconds if seconds is None else max(seconds, self.cooldown_seconds)
-        self._cool_until[key] = time.monotonic() + wait
+        self._cool_until[key] = self.clock() + wait
 
     def cooling(self) -> frozenset[OfferKey]:
         """Offer keys cooling down now."""
-        now = time.monotonic()
+        now = self.clock()
         for key in [k for k, until in self._cool_until.items() if until <= now]:
             del self._cool_until[key]
         return frozenset(self._cool_until)
@@ -106,4 +115,4 @@ class OfferBook:
     def seen_for(self, key: OfferKey) -> float | None:
         """Seconds since this offer was first seen in stock (in its current run), if it is."""
         first = self._first_seen.get(key)
-        return None if first is None else time.monotonic() - first
+        return None if first is None else self.clock() - first

@@ -4,7 +4,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -35,6 +35,7 @@ class Follower:
         create_timeout_seconds: float,
         in_flight: Callable[[], set[str]],
         on_settled: Callable[[], None],
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
@@ -43,6 +44,8 @@ class Follower:
         self.create_timeout = timedelta(seconds=create_timeout_seconds)
         self.in_flight = in_flight
         self.on_settled = on_settled
+        # Compared with the attempts' stored times, which the database rows take from utcnow.
+        self.clock = clock
 
     async def tick(self) -> None:
         """Look at every attempt not settled yet: follow it to running, or resolve it."""
@@ -65,7 +68,7 @@ class Follower:
                 log.info("following %s: %s", deployment.id, exc)
 
     async def _follow_one(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
-        now = utcnow()
+        now = self.clock()
         age = now - deployment.created_at
         if deployment.status == DeploymentStatus.DEPLOYED and deployment.provider_vm_id:
             await self._check_vm(adapter, deployment)
@@ -99,7 +102,7 @@ class Follower:
                     session, deployment_id=deployment.id, vm=vm
                 )
             if settled:
-                booted = (utcnow() - deployment.created_at).total_seconds()
+                booted = (self.clock() - deployment.created_at).total_seconds()
                 DEPLOY_TO_RUNNING_SECONDS.labels(deployment.provider).observe(booted)
             return
         if vm is not None and vm.state not in (VMState.FAILED, VMState.GONE):

@@ -24,37 +24,40 @@ class ProviderPoller:
         wanted: Callable[[], bool],
         on_offers: Callable[[list[Offer], float], Awaitable[None]],
         on_error: Callable[[str], Awaitable[None]],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.adapter = adapter
         self.period = period
         self.wanted = wanted
         self.on_offers = on_offers
         self.on_error = on_error
+        # The `started` handed to `on_offers` is on this clock: give the offer book the same.
+        self.clock = clock
         self.backoff = 0.0
         self.paused_until = 0.0
 
     def pause(self, seconds: float) -> None:
         """Hold off this provider (e.g. a create was rate limited)."""
-        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
+        self.paused_until = max(self.paused_until, self.clock() + seconds)
 
     async def run(self) -> None:
         """Poll until cancelled."""
         provider = str(self.adapter.provider)
         while True:
-            wait = self.paused_until - time.monotonic()
+            wait = self.paused_until - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
             if not self.wanted():
                 await asyncio.sleep(min(self.period, IDLE_RECHECK_SECONDS))
                 continue
-            started = time.monotonic()
+            started = self.clock()
             delay = await self._poll_once(provider)
-            await asyncio.sleep(max(delay - (time.monotonic() - started), 0.0))
+            await asyncio.sleep(max(delay - (self.clock() - started), 0.0))
 
     async def _poll_once(self, provider: str) -> float:
         """One read and its follow-up; returns how long after its start the next may begin."""
-        started = time.monotonic()
+        started = self.clock()
         try:
             offers = await self.adapter.fetch_offers()
         except RateLimited as exc:
@@ -73,7 +76,7 @@ class ProviderPoller:
             await self.on_error("stock read failed unexpectedly")
             self.backoff = self._next_backoff()
             return self.backoff
-        POLL_SECONDS.labels(provider).observe(time.monotonic() - started)
+        POLL_SECONDS.labels(provider).observe(self.clock() - started)
         self.backoff = 0.0
         try:
             await self.on_offers(offers, started)

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -53,6 +54,8 @@ class Watcher:
         adapters: dict[Provider, ProviderAdapter],
         sessionmaker: async_sessionmaker[AsyncSession],
         read_sessionmaker: async_sessionmaker[AsyncSession],
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.settings = settings
         self.adapters = adapters
@@ -60,7 +63,11 @@ class Watcher:
         self.read_sessionmaker = read_sessionmaker
         self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
         self.periods = poll_periods(settings)
-        self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds)
+        # `clock` (monotonic seconds) times stock reads, cool-downs and pauses: the book and
+        # the pollers must share it. `wall_clock` is for what is compared with stored times.
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.book = OfferBook(cooldown_seconds=settings.capacity_cooldown_seconds, clock=clock)
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()
         self.would_deploy = WouldDeploy() if settings.dry_run else None
@@ -83,12 +90,14 @@ class Watcher:
             create_timeout_seconds=settings.provider_create_timeout_seconds,
             in_flight=lambda: self.deployer.in_flight_ids,
             on_settled=self.nudge,
+            clock=wall_clock,
         )
         self.reconciler = Reconciler(
             adapters=adapters,
             sessionmaker=sessionmaker,
             grace_seconds=settings.provider_create_timeout_seconds + settings.outcome_check_seconds,
             delete_untracked=settings.delete_untracked_vms,
+            clock=wall_clock,
         )
         # Kinds with an open attempt at providers that cannot name VMs, as last read: no
         # second create of such a kind goes out until the first is resolved (see adoption).
@@ -116,6 +125,7 @@ class Watcher:
             wanted=lambda: str(provider) in self.waiting.providers,
             on_offers=on_offers,
             on_error=on_error,
+            clock=self.clock,
         )
 
     async def start(self) -> None:
@@ -144,7 +154,7 @@ class Watcher:
     async def expire_orders(self) -> None:
         """Waiting orders past their expiry stop waiting."""
         async with session_scope(self.sessionmaker) as session:
-            await deployments.expire_due(session, now=utcnow())
+            await deployments.expire_due(session, now=self.wall_clock())
 
     async def count_orders(self) -> None:
         """The orders-by-status gauge."""
@@ -232,7 +242,7 @@ class Watcher:
 
     async def _note_why_waiting(self) -> None:
         """Now and then, off the hot path: tell orders why matching stock did not go to them."""
-        now = time.monotonic()
+        now = self.clock()
         if now - self._noted_at < NOTES_EVERY_SECONDS:
             return
         self._noted_at = now

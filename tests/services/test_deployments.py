@@ -1,5 +1,6 @@
 """The deploy protocol's database rules: one owner per VM, one open attempt per unnamed kind."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -32,6 +33,7 @@ from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower
 from app.watcher.match import Assignment
+from tests.clock import FakeWallClock
 from tests.factories import claim, claimed, waiting_orders
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
@@ -159,6 +161,32 @@ class DeployPath:
             on_settled=lambda: None,
         )
 
+    def follower_on(
+        self,
+        clock: FakeWallClock,
+        *,
+        in_flight: frozenset[str] = frozenset(),
+    ) -> Follower:
+        """A follower that waits its real (default) windows, on `clock`."""
+        return Follower(
+            adapters={self.fake.provider: self.fake},
+            sessionmaker=create_sessionmaker(self.engine),
+            read_sessionmaker=create_read_sessionmaker(self.engine),
+            outcome_check_seconds=OUTCOME_CHECK,
+            create_timeout_seconds=CREATE_TIMEOUT,
+            in_flight=lambda: set(in_flight),
+            on_settled=lambda: None,
+            clock=clock,
+        )
+
+    async def attempt(self, order_id: str) -> Deployment:
+        """The order's one create attempt, as stored."""
+        async with session_scope(create_sessionmaker(self.engine)) as session:
+            (attempt,) = (
+                await session.scalars(select(Deployment).where(Deployment.order_id == order_id))
+            ).all()
+            return attempt
+
     async def order(self, offer: Offer) -> str:
         with registry.offering(fake.SPEC):
             (order_id,) = await waiting_orders(engine=self.engine, offer=offer, credit=100)
@@ -181,6 +209,8 @@ class DeployPath:
 
 
 PRICE = Decimal("20.00")
+OUTCOME_CHECK, CREATE_TIMEOUT = 10.0, 30.0  # the follower's windows, as in the defaults
+MICROSECOND = timedelta(microseconds=1)  # the finest step stored times have
 D0, D80, D100 = Decimal(0), Decimal(80), Decimal(100)  # balances: none, after one hour, full
 REFUSED = [
     (NoCapacity, OrderEventKind.NO_CAPACITY, OrderStatus.WAITING),
@@ -262,3 +292,62 @@ async def test_a_vm_that_fails_before_running_is_deleted_and_refunded(path: Depl
     status, kinds, balance, held = await path.state(order_id)
     assert (status, kinds[-1], balance, held) == (OrderStatus.WAITING, "vm_failed", D100, D0)
     assert path.fake.deleted == [create.vm_id]
+
+
+@pytest.mark.parametrize("made_vm", [True, False])
+async def test_an_unclear_create_is_looked_up_only_once_the_outcome_check_has_passed(
+    path: DeployPath, made_vm: bool
+) -> None:
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    path.fake.queue(Create.unknown(made_vm=made_vm))
+    await path.deploy(order_id, offer)
+    clock = FakeWallClock()
+    follower = path.follower_on(clock)
+    given_up_at = (await path.attempt(order_id)).updated_at  # the window runs from here
+    clock.set(given_up_at + timedelta(seconds=OUTCOME_CHECK) - MICROSECOND)
+    await follower.tick()
+    assert await path.state(order_id) == (
+        OrderStatus.DEPLOYING, ["placed", "create_sent", "outcome_unknown"], D100, PRICE
+    )  # fmt: skip
+    clock.advance(MICROSECOND.total_seconds())
+    await follower.tick()
+    status, kinds, _balance, held = await path.state(order_id)
+    resolved = (
+        ("adopted", OrderStatus.DEPLOYED) if made_vm else ("not_created", OrderStatus.WAITING)
+    )
+    assert (kinds[-1], status, held) == (*resolved, D0)
+    assert len(path.fake.creates) == 1
+
+
+async def test_a_create_whose_answer_was_never_recorded_is_unclear_after_the_create_timeout(
+    path: DeployPath,
+) -> None:
+    """A claim whose create no process is sending (it crashed between claim and answer)."""
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    await path.deployer.claim([Assignment(order_id, offer, PRICE)])
+    clock = FakeWallClock()
+    follower = path.follower_on(clock)
+    claimed_at = (await path.attempt(order_id)).created_at
+    clock.set(claimed_at + timedelta(seconds=CREATE_TIMEOUT) - MICROSECOND)
+    await follower.tick()
+    assert (await path.attempt(order_id)).status == DeploymentStatus.CREATING
+    clock.advance(MICROSECOND.total_seconds())
+    await follower.tick()
+    assert (await path.attempt(order_id)).status == DeploymentStatus.UNKNOWN
+    assert (await path.state(order_id))[1][-1] == "outcome_unknown"
+
+
+async def test_a_create_still_in_flight_here_is_not_called_unclear_however_long_it_takes(
+    path: DeployPath,
+) -> None:
+    offer = path.fake.offer(price=PRICE)
+    order_id = await path.order(offer)
+    await path.deployer.claim([Assignment(order_id, offer, PRICE)])
+    attempt = await path.attempt(order_id)
+    clock = FakeWallClock(attempt.created_at + timedelta(seconds=10 * CREATE_TIMEOUT))
+    await path.follower_on(clock, in_flight=frozenset({attempt.id})).tick()
+    assert (await path.attempt(order_id)).status == DeploymentStatus.CREATING
+    await path.follower_on(clock).tick()  # the same, not in flight: given up on
+    assert (await path.attempt(order_id)).status == DeploymentStatus.UNKNOWN
