@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import accounts, catalogue, health, metrics, offers, orders, webhooks
+from app.api import accounts, admin, catalogue, health, metrics, offers, orders, webhooks
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimit, InFlightLimit
 from app.background import Background
@@ -120,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         health.router,
         metrics.router,
         accounts.admin_router,
+        admin.router,
         accounts.account_router,
         orders.router,
         offers.router,

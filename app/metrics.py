@@ -28,6 +28,11 @@ CREATES = Counter(
     "Create calls by provider and outcome.",
     ["provider", "outcome"],
 )
+PROVIDER_BALANCE = Gauge(
+    "autoprovision_provider_balance_usd",
+    "Our account balance at each provider, as last read.",
+    ["provider"],
+)
 WOULD_DEPLOY = Counter(
     "autoprovision_would_deploy_total",
     "Dry run: offers a waiting order would have been deployed on (once per appearance).",

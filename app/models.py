@@ -259,6 +259,17 @@ class OfferSnapshot(Base):
     error: Mapped[str | None] = mapped_column(String(500))  # what went wrong with it, if so
 
 
+class ProviderBalance(Base):
+    """Our account balance at one provider as last read, so any replica can show it."""
+
+    __tablename__ = "provider_balances"
+
+    provider: Mapped[str] = mapped_column(String(20), primary_key=True)
+    amount: Mapped[Decimal | None] = mapped_column(Money)  # None: the last read failed
+    read_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(String(500))
+
+
 class IdempotencyKey(Base):
     """The stored outcome of a POST made with an Idempotency-Key, replayed for 24 hours."""
 

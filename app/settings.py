@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     delete_untracked_vms: bool = False
     leader_lease_seconds: float = Field(default=10.0, ge=1, le=300)
 
+    # How often our balance at each provider is read (also at start and after each create's
+    # outcome); 0: never, and nothing is held back for it.
+    provider_balance_seconds: float = Field(default=60.0, ge=0, le=86400)
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
 

@@ -102,3 +102,32 @@ class OffersOut(BaseModel):
 
     data: list[OfferOut]
     providers: list[ProviderReadOut]
+
+
+class StockReadOut(BaseModel):
+    """A provider's last stock read: when, how many offers, and what went wrong, if so."""
+
+    checked_at: datetime | None  # the last read tried
+    fetched_at: datetime | None  # the last read that worked
+    offers: int  # offers in the last read that worked
+    error: str | None
+
+
+class BalanceReadOut(BaseModel):
+    """Our account balance at a provider as last read, or why it could not be."""
+
+    amount: MoneyOut | None
+    read_at: datetime
+    error: str | None
+
+
+class ProviderStatusOut(BaseModel):
+    """One provider as the operator sees it (admin only)."""
+
+    provider: str
+    name: str
+    enabled: bool  # this service has credentials for it
+    stock: StockReadOut | None  # None: never read
+    balance: BalanceReadOut | None  # None: never read
+    rate_limit_remaining: int | None  # None: not reported by the provider, or not tracked
+    creates_last_hour: int

@@ -53,12 +53,14 @@ class Deployer:
         book: OfferBook,
         on_settled: Callable[[], None],
         pause_provider: Callable[[Provider, float], None],
+        on_outcome: Callable[[Provider], None] = lambda _provider: None,
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
         self.book = book
         self.on_settled = on_settled
         self.pause_provider = pause_provider
+        self.on_outcome = on_outcome  # a create at this provider has its answer (or none)
         self.in_flight: set[asyncio.Task[None]] = set()
         self.in_flight_ids: set[str] = set()  # deployment ids whose create is being sent
         # Offer keys of creates in flight at providers that cannot name VMs (one per kind).
@@ -203,6 +205,7 @@ class Deployer:
         finally:
             self.book.answered(taken, consumed=consumed)
         self.on_settled()
+        self.on_outcome(provider)
 
     async def _not_created(
         self, intent: Intent, kind: OrderEventKind, message: str, *, fail_order: bool = False

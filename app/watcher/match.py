@@ -33,6 +33,8 @@ class MatchResult:
     short_of_funds: list[Assignment] = field(default_factory=list)
     # Everything matched but the price: the cheapest such offer per order.
     above_max: list[Assignment] = field(default_factory=list)
+    # Matched, but our account at the offer's provider cannot pay its first hour.
+    provider_short: list[Assignment] = field(default_factory=list)
 
 
 def assign(
@@ -42,6 +44,7 @@ def assign(
     fees: Fees,
     excluded: frozenset[tuple[str, str, str]] = frozenset(),
     funds: Mapping[str, Decimal] | None = None,
+    provider_funds: Mapping[str, Decimal] | None = None,
     near_misses: bool = True,
 ) -> MatchResult:
     """Oldest order first, each to its cheapest matching offer with room left.
@@ -50,6 +53,9 @@ def assign(
     error, or a kind whose last create is unresolved at a provider that cannot name VMs).
     `funds` (account id -> available balance), when given, skips orders whose account cannot
     pay one hour, spending it down as orders of one account are assigned.
+    `provider_funds` (provider -> what our account there can still pay), when given, skips
+    offers whose provider price for one hour it does not cover, spending it down likewise; the
+    order may then take a dearer offer elsewhere. A provider not in it is not limited.
     `near_misses=False` (the watcher's hot path) skips, without looking at them, orders that no
     offer is cheap enough for, and leaves `above_max` empty. Ties on price go to the offer that
     sorts first by key, so the result is stable.
@@ -68,6 +74,7 @@ def assign(
         machine_room[key] = sum(room[offer.key] for _, offer in candidates)
     cheapest = {key: candidates[0][0] for key, candidates in by_machine.items() if candidates}
     left = dict(funds) if funds is not None else None
+    provider_left = dict(provider_funds or {})
     result = MatchResult()
     for order in sorted(orders, key=lambda o: (o.created_at, o.id)):
         machine = (order.gpu_model, order.gpu_count)
@@ -83,11 +90,18 @@ def assign(
                     result.above_max.append(Assignment(order.id, offer, price))
             elif left is not None and left.get(order.account_id, Decimal(0)) < price:
                 result.short_of_funds.append(Assignment(order.id, offer, price))
+            elif provider_left.get(str(offer.provider), offer.price_per_hour) < (
+                offer.price_per_hour
+            ):
+                result.provider_short.append(Assignment(order.id, offer, price))
+                continue  # our account at another provider may pay for a dearer offer
             else:
                 room[offer.key] -= 1
                 machine_room[machine] -= 1
                 if left is not None:
                     left[order.account_id] -= price
+                if str(offer.provider) in provider_left:
+                    provider_left[str(offer.provider)] -= offer.price_per_hour
                 result.assignments.append(Assignment(order.id, offer, price))
             break  # candidates are cheapest first: the first that fits decides
     return result

@@ -22,9 +22,23 @@ class WaitingNotes:
         result: MatchResult,
         orders: Mapping[str, OrderWants],
         funds: Mapping[str, Decimal],
+        provider_funds: Mapping[str, Decimal] | None = None,
     ) -> list[Line]:
         """Notes for near misses and funding gaps this order has not been told about yet."""
         notes = []
+        for short in result.provider_short:
+            if self._new(short, "provider_funds"):
+                offer = short.offer
+                balance = (provider_funds or {}).get(str(offer.provider), Decimal(0))
+                notes.append(
+                    Line(
+                        short.order_id,
+                        OrderEventKind.PROVIDER_FUNDS,
+                        f"{offer.provider.display_name} account balance {format_usd(balance)} "
+                        f"does not cover one hour of {offer.gpu_count}x {offer.gpu_model} "
+                        f"({format_usd(offer.price_per_hour)}); waiting.",
+                    )
+                )
         for miss in result.above_max:
             if self._new(miss, "above_max"):
                 limit = format_usd(orders[miss.order_id].max_price_per_hour)

@@ -22,10 +22,11 @@ from app.market import Fees
 from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import configured_providers, poll_periods
-from app.services import deployments, orders
+from app.services import deployments, orders, provider_status
 from app.services.deployments import Intent
 from app.settings import Settings
 from app.states import OrderStatus
+from app.watcher.balances import BalanceRead, ProviderBalances
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.dry_run import WouldDeploy
@@ -71,6 +72,7 @@ class Watcher:
         self.waiting = WaitingBook()
         self.notes = WaitingNotes()
         self.would_deploy = WouldDeploy() if settings.dry_run else None
+        self.balances = ProviderBalances(adapters, clock=wall_clock, keep=self._keep_balance)
         self.snapshots = SnapshotWriter(sessionmaker, self.book)
         self.pollers = {
             provider: self._poller(provider, adapter) for provider, adapter in adapters.items()
@@ -81,6 +83,7 @@ class Watcher:
             book=self.book,
             on_settled=self.nudge,
             pause_provider=lambda p, seconds: self.pollers[p].pause(seconds),
+            on_outcome=self._after_create,
         )
         self.follower = Follower(
             adapters=adapters,
@@ -144,12 +147,35 @@ class Watcher:
         """The watcher's periodic jobs and their periods (stock polling runs apart: see the
         architecture doc). The replica-wide housekeeping is in `app/jobs.py`."""
         every = self.settings.follow_seconds
-        return [
+        jobs: list[tuple[str, float, Callable[[], Awaitable[None]]]] = [
             ("follow VMs", every, self.follower.tick),
             ("expire orders", every, self.expire_orders),
             ("count orders", every, self.count_orders),
             ("reconcile", self.settings.reconcile_seconds, self.reconciler.tick),
         ]
+        if self.settings.provider_balance_seconds > 0:
+            jobs.append(
+                (
+                    "read provider balances",
+                    self.settings.provider_balance_seconds,
+                    self.balances.read_all,
+                )
+            )
+        return jobs
+
+    def _after_create(self, provider: Provider) -> None:
+        if self.settings.provider_balance_seconds > 0:
+            self.balances.read_soon(provider)
+
+    async def _keep_balance(self, provider: Provider, read: BalanceRead) -> None:
+        async with session_scope(self.sessionmaker) as session:
+            await provider_status.keep_balance(
+                session,
+                provider=str(provider),
+                amount=read.amount,
+                read_at=read.read_at,
+                error=read.error,
+            )
 
     async def expire_orders(self) -> None:
         """Waiting orders past their expiry stop waiting."""
@@ -169,6 +195,7 @@ class Watcher:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.deployer.drain(DRAIN_SECONDS)
+        await self.balances.stop()
 
     def nudge(self) -> None:
         """Re-read the waiting orders soon (an order was placed, cancelled or released)."""
@@ -204,6 +231,7 @@ class Watcher:
                 fees=self.fees,
                 excluded=self._excluded(),
                 funds=self.waiting.funds,
+                provider_funds=self.balances.headroom(),
                 near_misses=False,
             )
             intents: list[Intent] = []
@@ -211,6 +239,8 @@ class Watcher:
                 await self._tell_would_deploy(result.assignments)
             elif result.assignments:
                 intents, gone = await self.deployer.claim(result.assignments)
+                for intent in intents:
+                    self.balances.sent(intent.offer.provider, intent.offer.price_per_hour)
                 # Orders whose claim failed only for money stay: they are still waiting.
                 for order_id in gone | {i.order_id for i in intents}:
                     self.waiting.discard(order_id)
@@ -248,18 +278,25 @@ class Watcher:
         self._noted_at = now
         offers = self._fresh_offers()
         excluded = self._excluded()
+        headroom = self.balances.headroom()
         situation = (
             frozenset((o.key, o.price_per_hour, o.available) for o in offers),
             excluded,
             self.waiting.version,
+            frozenset(headroom.items()),
         )
         if situation == self._noted_situation:
             return  # nothing changed since every order was told: skip the work
         candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
         result = assign(
-            candidates, offers, fees=self.fees, excluded=excluded, funds=self.waiting.funds
+            candidates,
+            offers,
+            fees=self.fees,
+            excluded=excluded,
+            funds=self.waiting.funds,
+            provider_funds=headroom,
         )
-        notes = self.notes.fresh(result, self.waiting.orders, self.waiting.funds)
+        notes = self.notes.fresh(result, self.waiting.orders, self.waiting.funds, headroom)
         if notes:
             await self.deployer.write_notes(notes[:MAX_NOTES_PER_WRITE])
         # Only when every note went out is this situation done; else the rest go next time.

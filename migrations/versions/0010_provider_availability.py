@@ -1,5 +1,5 @@
-"""provider availability and dry run: which of an order's providers this service cannot deploy
-on, and the event kinds that say so and what a dry run would have deployed
+"""providers: which of an order's providers this service cannot deploy on, our balance at each
+provider as last read, and the event kinds for those and for what a dry run would have deployed
 
 Revision ID: 0010
 Revises: 0009
@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+
+import app.dbtypes
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -40,9 +42,18 @@ def upgrade() -> None:
     with op.batch_alter_table("orders", schema=None) as batch_op:
         batch_op.add_column(sa.Column("disabled_providers", sa.JSON(), nullable=True))
     _event_kinds(NEW_EVENT_KINDS)
+    op.create_table(
+        "provider_balances",
+        sa.Column("provider", sa.String(length=20), nullable=False),
+        sa.Column("amount", app.dbtypes.Money(), nullable=True),
+        sa.Column("read_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("error", sa.String(length=500), nullable=True),
+        sa.PrimaryKeyConstraint("provider", name=op.f("pk_provider_balances")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("provider_balances")
     op.execute(
         sa.text("DELETE FROM order_events WHERE kind IN ('providers_disabled', 'would_deploy')")
     )

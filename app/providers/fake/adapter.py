@@ -83,6 +83,7 @@ class FakeAdapter:
         self.vms: dict[str, VM] = {}
         self.deleted: list[str] = []
         self.account_balance = Decimal("1000")
+        self.balance_error: ProviderError | None = None  # raised by balance() when set
         self.calls: Counter[str] = Counter()  # ProviderAdapter method name -> calls made
         self._ids = itertools.count(1)
 
@@ -202,8 +203,10 @@ class FakeAdapter:
             self.advance(vm_id, VMState.GONE)
 
     async def balance(self) -> Decimal:
-        """`account_balance`."""
+        """`account_balance`, or `balance_error` raised."""
         self.calls["balance"] += 1
+        if self.balance_error is not None:
+            raise self.balance_error
         return self.account_balance
 
     # --- internals -------------------------------------------------------------------------
