@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 from prometheus_client import REGISTRY
 
+from app.catalogue import Provider
 from app.providers.registry import poll_periods
 from app.settings import Settings
 from app.simulators.control import SimControl
@@ -346,7 +347,7 @@ class TestPolling:
     async def test_polls_do_not_grow_with_the_number_of_orders(
         self, client: httpx.AsyncClient, sim: SimControl, settings: Settings
     ) -> None:
-        period = poll_periods(settings)["quantacloud"]
+        period = poll_periods(settings)[Provider("quantacloud")]
         account = await create_account(client, credit="10")
         await place(client, account, h100(providers=["quantacloud"]))
         one = await _seconds_per_poll("quantacloud")
