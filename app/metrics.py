@@ -16,6 +16,11 @@ POLL_ERRORS = Counter(
     "Stock reads that failed, by provider and kind of failure.",
     ["provider", "kind"],
 )
+POLLS_SKIPPED = Counter(
+    "autoprovision_polls_skipped_total",
+    "Times a provider's stock was not read because no waiting order accepts the provider.",
+    ["provider"],
+)
 ORDERS = Gauge("autoprovision_orders", "Orders by status.", ["status"])
 STOCK_TO_CREATE_SECONDS = Histogram(
     "autoprovision_stock_to_create_seconds",

@@ -5,6 +5,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from prometheus_client import REGISTRY
+
 from app.providers.base import VM, ProviderAdapter, VMState
 
 T = TypeVar("T")
@@ -33,3 +35,24 @@ async def vm_reaches(
         return vm if vm is not None and vm.state is state else None
 
     return await eventually(check, seconds)
+
+
+def poll_count(provider: str) -> float:
+    """Stock reads of `provider` completed so far in this process (the metric's count)."""
+    return (
+        REGISTRY.get_sample_value("autoprovision_poll_seconds_count", {"provider": provider}) or 0.0
+    )
+
+
+async def polled(provider: str, times: int = 3, seconds: float = 5.0) -> None:
+    """Wait until the watcher has read `provider`'s stock `times` more times.
+
+    A read is counted when it returns, and the next one begins only after the previous one's
+    deploy pass: after three more, the second began after this call and its deploy pass is
+    over. So the watcher has acted on what the provider showed when this was called."""
+    start = poll_count(provider)
+
+    async def check() -> bool:
+        return poll_count(provider) >= start + times
+
+    await eventually(check, seconds, interval=0.01)

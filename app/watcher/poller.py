@@ -5,7 +5,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from app.metrics import POLL_ERRORS, POLL_SECONDS
+from app.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED
 from app.providers.base import Offer, ProviderAdapter, ProviderError, RateLimited
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class ProviderPoller:
                 await asyncio.sleep(wait)
                 continue
             if not self.wanted():
+                POLLS_SKIPPED.labels(provider).inc()
                 await asyncio.sleep(min(self.period, IDLE_RECHECK_SECONDS))
                 continue
             started = self.clock()

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import httpx
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, session_scope
@@ -95,23 +96,25 @@ class TestBadInput:
     async def test_unknown_gpu_model(self, client: httpx.AsyncClient) -> None:
         await self._assert_field_error(client, "gpu_model", gpu_model="B301")
 
+    @pytest.mark.parametrize("count", [0, 1000, -8, 2.5, "8", True, None])
     async def test_gpu_count_out_of_range_or_not_an_integer(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, count: object
     ) -> None:
-        for count in (0, 1000, -8, 2.5, "8", True, None):
-            await self._assert_field_error(client, "gpu_count", gpu_count=count)
+        await self._assert_field_error(client, "gpu_count", gpu_count=count)
 
+    @pytest.mark.parametrize("providers", [[], ["aws"], ["verda", "lambda"], "verda", None])
     async def test_providers_must_be_a_non_empty_subset_of_the_three(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, providers: object
     ) -> None:
-        for providers in ([], ["aws"], ["verda", "lambda"], "verda", None):
-            await self._assert_field_error(client, "providers", providers=providers)
+        await self._assert_field_error(client, "providers", providers=providers)
 
+    @pytest.mark.parametrize(
+        "price", ["-1", "0", 0, "1e12", "10000.01", "12.345", "NaN", "Infinity", "cheap", None]
+    )
     async def test_negative_zero_absurd_or_imprecise_prices(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, price: object
     ) -> None:
-        for price in ("-1", "0", 0, "1e12", "10000.01", "12.345", "NaN", "Infinity", "cheap", None):
-            await self._assert_field_error(client, "max_price_per_hour", max_price_per_hour=price)
+        await self._assert_field_error(client, "max_price_per_hour", max_price_per_hour=price)
 
     async def test_expiry_in_the_past_or_without_a_timezone(
         self, client: httpx.AsyncClient
@@ -213,11 +216,15 @@ class TestListAndGet:
         assert [o["id"] for o in waiting["data"]] == [kept["id"]]
         assert [o["id"] for o in cancelled["data"]] == [gone["id"]]
 
-    async def test_bad_list_parameters_are_a_422(self, client: httpx.AsyncClient) -> None:
+    @pytest.mark.parametrize(
+        "params", [{"status": "lost"}, {"limit": 0}, {"limit": 101}, {"cursor": "x' OR 1=1"}]
+    )
+    async def test_bad_list_parameters_are_a_422(
+        self, client: httpx.AsyncClient, params: dict[str, str | int]
+    ) -> None:
         account = await create_account(client)
-        for params in ({"status": "lost"}, {"limit": 0}, {"limit": 101}, {"cursor": "x' OR 1=1"}):
-            response = await client.get("/v1/orders", params=params, headers=account.headers)
-            assert response.status_code == 422, params
+        response = await client.get("/v1/orders", params=params, headers=account.headers)
+        assert response.status_code == 422, params
 
     async def test_one_order_by_id(self, client: httpx.AsyncClient) -> None:
         account = await create_account(client)

@@ -1,16 +1,16 @@
 """One provider misbehaves while another has stock: the other deploys on time, nothing hangs,
 and every order ends in a state that says why."""
 
-import asyncio
 import time
 from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
-from tests.waiting import eventually
+from tests.waiting import eventually, poll_count
 
 VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
@@ -22,6 +22,22 @@ def h100(provider: str) -> dict[str, Any]:
 
 async def order(client: httpx.AsyncClient, account: AccountHandle, order_id: str) -> Any:
     return (await client.get(f"/v1/orders/{order_id}", headers=account.headers)).json()
+
+
+def poll_errors(provider: str) -> float:
+    """Failed stock reads of `provider` so far, of every kind."""
+    total = 0.0
+    for family in REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name == "autoprovision_poll_errors_total":
+                total += sample.value if sample.labels["provider"] == provider else 0.0
+    return total
+
+
+async def read_since(provider: str, errors: float, reads: float) -> bool:
+    """The watcher has read `provider` since the counts were taken: a read has failed since
+    (the simulator fails only once told to), or two more succeeded (the second began after)."""
+    return poll_errors(provider) > errors or poll_count(provider) >= reads + 2
 
 
 async def kinds(client: httpx.AsyncClient, account: AccountHandle, order_id: str) -> list[str]:
@@ -50,8 +66,9 @@ async def test_a_misbehaving_provider_does_not_hold_up_another(
     healthy = (
         await client.post("/v1/orders", json=h100("hyperstack"), headers=account.headers)
     ).json()["id"]
+    errors, reads = poll_errors("verda"), poll_count("verda")
     await sim.fault("verda", fault, **extra)
-    await asyncio.sleep(0.3)
+    await eventually(lambda: read_since("verda", errors, reads))  # the watcher met the fault
     await sim.stock(*VERDA_H100, 2)  # a second unit for the retry after a failed VM
     started = time.monotonic()
     await sim.stock(*HYPER_H100, 1)

@@ -16,8 +16,8 @@ from app.providers.registry import build_adapters
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.watcher.watcher import Watcher
-from tests.factories import AccountHandle, create_account, order_body
-from tests.waiting import eventually
+from tests.factories import ADMIN, AccountHandle, create_account, order_body
+from tests.waiting import eventually, polled
 
 HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20/h -> $20.26 with fees
 
@@ -59,7 +59,7 @@ async def test_one_unit_twenty_orders_the_oldest_wins_then_the_next_three(
         return list((await statuses(client, account)).values()).count("waiting") == 19
 
     await eventually(one_deployed)
-    await asyncio.sleep(0.5)  # more polls: still only one
+    await polled("hyperstack")  # more polls: still only one
     shown = await statuses(client, account)
     assert shown[ids[0]] != "waiting"
     assert [i for i in ids if shown[i] != "waiting"] == [ids[0]]
@@ -71,7 +71,7 @@ async def test_one_unit_twenty_orders_the_oldest_wins_then_the_next_three(
         return list((await statuses(client, account)).values()).count("waiting") == 16
 
     await eventually(four_deployed)
-    await asyncio.sleep(0.5)
+    await polled("hyperstack")
     shown = await statuses(client, account)
     assert [i for i in ids if shown[i] != "waiting"] == ids[:4]
     assert await vms_per_order(sim) == dict.fromkeys(ids[:4], 1)
@@ -90,7 +90,7 @@ async def test_money_for_one_hour_and_five_orders_at_once_deploys_one(
         return list((await statuses(client, account)).values()).count("waiting") == 4
 
     await eventually(one_deployed)
-    await asyncio.sleep(0.6)
+    await polled("hyperstack")  # four units left and four orders waiting, but no money
     assert list((await statuses(client, account)).values()).count("waiting") == 4
     assert len(await sim.creates("hyperstack")) == 1
     async with session_scope(create_sessionmaker(engine)) as session:
@@ -98,6 +98,19 @@ async def test_money_for_one_hour_and_five_orders_at_once_deploys_one(
         assert stored is not None
         assert stored.balance >= 0 and stored.balance - stored.held >= 0
     assert len(ids) == 5
+    # Control: money for one more hour, and exactly one more deploys.
+    credited = await client.post(
+        f"/v1/accounts/{account.id}/credits", json={"amount": "20.26"}, headers=ADMIN
+    )
+    assert credited.status_code < 300, credited.text
+
+    async def two_deployed() -> bool:
+        return list((await statuses(client, account)).values()).count("waiting") == 3
+
+    await eventually(two_deployed)
+    await polled("hyperstack")
+    assert list((await statuses(client, account)).values()).count("waiting") == 3
+    assert len(await sim.creates("hyperstack")) == 2
 
 
 @pytest.fixture

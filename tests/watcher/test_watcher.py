@@ -1,15 +1,23 @@
-"""The watcher end to end: REST API in, simulators out, with the real adapters in between."""
+"""The watcher end to end: REST API in, simulators out, with the real adapters in between.
 
-import asyncio
+No test sleeps to give the watcher time: each waits until the watcher has provably looked
+(`polled`: more stock reads of the provider, each followed by its deploy pass), and a test that
+something did not happen also shows, in the same test, the setup without the difference doing it.
+"""
+
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from prometheus_client import REGISTRY
 
+from app.catalogue import Provider
+from app.providers.registry import poll_periods
+from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
-from tests.waiting import eventually
+from tests.waiting import eventually, poll_count, polled
 
 VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")  # $2.59/h -> $2.82 with 5% + $0.10
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h -> $2.62
@@ -70,13 +78,22 @@ def metric(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
+def vm_name(order_id: str) -> str:
+    """The name the watcher gives the first create of an order."""
+    return f"ap-{order_id.removeprefix('ord_')}-1"
+
+
+async def create_names(sim: SimControl, provider: str) -> list[str]:
+    return [c["name"] for c in await sim.creates(provider)]
+
+
 class TestDeploy:
     async def test_stock_appears_the_order_deploys_and_runs(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(ssh_public_key=None))
-        await asyncio.sleep(0.3)
+        await polled("hyperstack")
         assert await sim.creates("hyperstack") == []  # nothing in stock: nothing sent
         await sim.stock(*HYPER_H100, 1)
         running = await reaches(client, account, order_id, "running")
@@ -91,7 +108,7 @@ class TestDeploy:
         assert deployment["ip"] and deployment["status"] == "running"
         (create,) = await sim.creates("hyperstack")
         assert create["outcome"] == "created"
-        assert create["name"] == f"ap-{order_id.removeprefix('ord_')}-1"
+        assert create["name"] == vm_name(order_id)
         assert await events(client, account, order_id) == [
             "placed",
             "create_sent",
@@ -108,7 +125,7 @@ class TestDeploy:
         await place(client, account, order_body(providers=["verda", "hyperstack"]))  # 8x B300
         await sim.stock(*VERDA_H100, 1)
         await sim.stock(*HYPER_H100, 1)
-        await asyncio.sleep(0.4)  # both providers polled: both offers known
+        await eventually(lambda: _offered_by(client, account, {"verda", "hyperstack"}))
         order_id = await place(client, account, h100())
         deployed = await reaches(client, account, order_id, "running")
         assert deployed["deployment"]["provider"] == "hyperstack"  # $2.62 beats Verda's $2.82
@@ -123,9 +140,13 @@ class TestDeploy:
         await sim.stock(*HYPER_H100_X8, 2)
         for order_id in ids[:2]:
             await reaches(client, account, order_id, "running")
-        await asyncio.sleep(0.5)
+        await polled("hyperstack")  # the third still waits, so Hyperstack is still read
         assert (await order(client, account, ids[2]))["status"] == "waiting"
-        assert len(await sim.creates("hyperstack")) == 2
+        assert await create_names(sim, "hyperstack") == [vm_name(i) for i in ids[:2]]
+        # Control: one more unit, and the third deploys.
+        await sim.stock(*HYPER_H100_X8, 1)
+        await reaches(client, account, ids[2], "running")
+        assert await create_names(sim, "hyperstack") == [vm_name(i) for i in ids]
 
     async def test_price_with_fees_at_the_max_deploys_one_cent_above_waits(
         self, client: httpx.AsyncClient, sim: SimControl
@@ -146,11 +167,14 @@ class TestDeploy:
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
-        order_id = await place(client, account, h100(providers=["quantacloud"]))
-        await sim.stock(*HYPER_H100, 1)
-        await asyncio.sleep(0.6)
-        assert await sim.creates("hyperstack") == []
-        assert (await order(client, account, order_id))["status"] == "waiting"
+        elsewhere = await place(client, account, h100(providers=["quantacloud"]))
+        await sim.stock(*HYPER_H100, 2)
+        # Control: the same order accepting Hyperstack, placed later, deploys from that very
+        # stock. Being older, the first would have been served first had it been eligible.
+        control = await place(client, account, h100(providers=["hyperstack"]))
+        await reaches(client, account, control, "running")
+        assert await create_names(sim, "hyperstack") == [vm_name(control)]
+        assert (await order(client, account, elsewhere))["status"] == "waiting"
 
 
 class TestMoney:
@@ -171,7 +195,7 @@ class TestMoney:
         order_id = await place(client, account, h100(providers=["hyperstack"]))
         await sim.stock(*HYPER_H100, 1)
         await eventually(lambda: _has_event(client, account, order_id, "short_of_funds"))
-        await asyncio.sleep(0.5)  # several more polls see the same situation
+        await polled("hyperstack")  # more polls see the same situation
         kinds = await events(client, account, order_id)
         assert kinds.count("short_of_funds") == 1
         assert (await order(client, account, order_id))["status"] == "waiting"
@@ -186,6 +210,14 @@ async def _has_event(
     client: httpx.AsyncClient, account: AccountHandle, order_id: str, kind: str
 ) -> bool:
     return kind in await events(client, account, order_id)
+
+
+async def _offered_by(
+    client: httpx.AsyncClient, account: AccountHandle, providers: set[str]
+) -> bool:
+    """GET /v1/offers shows H100 stock from each of `providers` (the watcher has read them)."""
+    answer = await client.get("/v1/offers?gpu_model=h100", headers=account.headers)
+    return {o["provider"] for o in answer.json()["data"]} >= providers
 
 
 class TestProviderTrouble:
@@ -241,14 +273,19 @@ class TestProviderTrouble:
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
+        limited = metric("autoprovision_poll_errors_total", provider="verda", kind="rate_limited")
         await sim.fault("verda", "http_429", count=1000, seconds=30)
         order_id = await place(client, account, h100(providers=["verda", "hyperstack"]))
-        await asyncio.sleep(0.3)
-        started = asyncio.get_running_loop().time()
+
+        async def verda_told_to_wait() -> bool:
+            now = metric("autoprovision_poll_errors_total", provider="verda", kind="rate_limited")
+            return now > limited
+
+        await eventually(verda_told_to_wait)  # Verda is now paused for 30 s
+        started = time.monotonic()
         await sim.stock(*HYPER_H100, 1)
         await reaches(client, account, order_id, "deployed", seconds=2)
-        assert asyncio.get_running_loop().time() - started < 1.0
-        assert metric("autoprovision_poll_errors_total", provider="verda", kind="rate_limited") > 0
+        assert time.monotonic() - started < 1.0
 
 
 async def _all_gone(sim: SimControl) -> bool:
@@ -265,41 +302,62 @@ class TestLifecycle:
         order_id = await place(client, account, h100(expires_at=soon))
         await reaches(client, account, order_id, "expired")
         assert (await events(client, account, order_id))[-1] == "expired"
-        await sim.stock(*HYPER_H100, 1)
-        await asyncio.sleep(0.4)
-        assert await sim.creates("hyperstack") == []
+        await sim.stock(*HYPER_H100, 2)
+        # Control: the same order without an expiry, placed later, gets the stock; the expired
+        # one, older, would have been served first had it still been waiting.
+        control = await place(client, account, h100())
+        await reaches(client, account, control, "running")
+        assert await create_names(sim, "hyperstack") == [vm_name(control)]
+        assert (await order(client, account, order_id))["status"] == "expired"
 
     async def test_a_cancelled_order_is_not_deployed(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100())
-        await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
-        await sim.stock(*HYPER_H100, 1)
-        await asyncio.sleep(0.5)
-        assert await sim.creates("hyperstack") == []
+        answer = await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
+        assert answer.status_code == 200, answer.text
+        await sim.stock(*HYPER_H100, 2)
+        # Control: a live order of the same shape, placed later, gets the stock; the cancelled
+        # one, older, would have been served first had it still been waiting.
+        control = await place(client, account, h100())
+        await reaches(client, account, control, "running")
+        assert await create_names(sim, "hyperstack") == [vm_name(control)]
+        assert (await order(client, account, order_id))["status"] == "cancelled"
 
 
 class TestPolling:
     async def test_nobody_waiting_means_no_polling(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
-        before = metric("autoprovision_poll_seconds_count", provider="quantacloud")
-        await asyncio.sleep(0.5)
-        assert metric("autoprovision_poll_seconds_count", provider="quantacloud") == before
+        before = poll_count("quantacloud")
+        skipped = metric("autoprovision_polls_skipped_total", provider="quantacloud")
 
-    async def test_polls_do_not_grow_with_the_number_of_orders(
-        self, client: httpx.AsyncClient, sim: SimControl
-    ) -> None:
+        async def looked_twice() -> bool:
+            now = metric("autoprovision_polls_skipped_total", provider="quantacloud")
+            return now >= skipped + 2
+
+        await eventually(looked_twice)  # the poller has decided twice whether to read
+        assert poll_count("quantacloud") == before
+        # Control: an order accepting QuantaCloud, and its stock is read.
         account = await create_account(client, credit="10")
         await place(client, account, h100(providers=["quantacloud"]))
-        await asyncio.sleep(0.3)
-        few = await _polls_in(0.6)
+        await polled("quantacloud", times=1)
+
+    async def test_polls_do_not_grow_with_the_number_of_orders(
+        self, client: httpx.AsyncClient, sim: SimControl, settings: Settings
+    ) -> None:
+        period = poll_periods(settings)[Provider("quantacloud")]
+        account = await create_account(client, credit="10")
+        await place(client, account, h100(providers=["quantacloud"]))
+        one = await _seconds_per_poll("quantacloud")
         for _ in range(40):
             await place(client, account, h100(providers=["quantacloud"]))
-        await asyncio.sleep(0.3)
-        many = await _polls_in(0.6)
-        assert many <= few + 2
+        many = await _seconds_per_poll("quantacloud")
+        # One read per period however many orders wait (a read per order would be 41 times
+        # as quick). Reads begin a full period apart; the slack is for the reads' own length.
+        assert one >= 0.7 * period
+        assert many >= 0.7 * period
 
     async def test_offers_show_the_latest_stock_with_fees(
         self, client: httpx.AsyncClient, sim: SimControl
@@ -331,6 +389,7 @@ class TestPolling:
         assert answer.status_code == 200
         for name in (
             "autoprovision_poll_seconds",
+            "autoprovision_polls_skipped_total",
             "autoprovision_orders",
             "autoprovision_creates_total",
             "autoprovision_stock_to_create_seconds",
@@ -339,7 +398,9 @@ class TestPolling:
             assert name in answer.text
 
 
-async def _polls_in(seconds: float) -> float:
-    before = metric("autoprovision_poll_seconds_count", provider="quantacloud")
-    await asyncio.sleep(seconds)
-    return metric("autoprovision_poll_seconds_count", provider="quantacloud") - before
+async def _seconds_per_poll(provider: str, polls: int = 5) -> float:
+    """Measured: from the end of one read of `provider` to the end of `polls` more, per read."""
+    await polled(provider, times=1)
+    started = time.monotonic()
+    await polled(provider, times=polls)
+    return (time.monotonic() - started) / polls
