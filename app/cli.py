@@ -1,4 +1,4 @@
-"""The `autoprovision` command: serve, migrate, sim, admin-key."""
+"""The `autoprovision` command: serve, migrate, sim, admin-key, doctor."""
 
 import argparse
 import asyncio
@@ -88,6 +88,19 @@ async def _reset_admin_key(settings: Settings) -> str:
     return api_key
 
 
+async def _doctor(settings: Settings, args: argparse.Namespace) -> int:
+    from app import doctor
+
+    timeout = args.timeout or settings.provider_timeout_seconds
+    if args.demo or args.sim_url or settings.mode == "demo":
+        checks = await doctor.check_demo(settings, sim_url=args.sim_url, timeout=timeout)
+    else:
+        checks = await doctor.run(settings, timeout=timeout)
+    render = doctor.render_json if args.json else doctor.render_text
+    sys.stdout.write(render(checks) + ("\n" if args.json else ""))
+    return 0 if doctor.passed(checks) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `autoprovision` command."""
     parser = argparse.ArgumentParser(prog="autoprovision", description=__doc__)
@@ -110,6 +123,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         required=True,
         help="replace the admin key with a new one and print it",
+    )
+    check = commands.add_parser(
+        "doctor", help="check, reading only, everything a live deploy needs; exit 1 on a failure"
+    )
+    check.add_argument("--json", action="store_true", help="print the checks as JSON")
+    check.add_argument(
+        "--demo", action="store_true", help="check the simulators, as demo mode uses them"
+    )
+    check.add_argument("--sim-url", help="the simulators' address (implies --demo)")
+    check.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds a provider call may take (default: AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS)",
     )
     args = parser.parse_args(argv)
     try:
@@ -137,4 +163,6 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write("AUTOPROVISION_ADMIN_API_KEY is set; change it there instead\n")
             return 1
         announce_admin_key(asyncio.run(_reset_admin_key(settings)))
+    elif args.command == "doctor":
+        return asyncio.run(_doctor(settings, args))
     return 0

@@ -12,6 +12,9 @@ from typing import Any, TextIO
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
@@ -194,6 +197,23 @@ async def migrate(engine: AsyncEngine) -> None:
             if engine.dialect.name == "postgresql":
                 await connection.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_ID})"))
                 await connection.commit()
+
+
+async def schema_revision(engine: AsyncEngine) -> tuple[str | None, str | None, bool]:
+    """(the database's revision, the newest migration's, whether ours know the database's).
+
+    Reads only: nothing is migrated.
+    """
+    script = ScriptDirectory.from_config(alembic_config(engine.url.render_as_string()))
+    async with engine.connect() as connection:
+        current = await connection.run_sync(
+            lambda sync: MigrationContext.configure(sync).get_current_revision()
+        )
+    try:
+        known = current is None or script.get_revision(current) is not None
+    except CommandError:  # a revision none of our migrations has: newer code ran here
+        known = False
+    return current, script.get_current_head(), known
 
 
 class ForeignKeysBroken(RuntimeError):

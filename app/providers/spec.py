@@ -14,6 +14,7 @@ from starlette.applications import Starlette
 
 from app.catalogue import Provider
 from app.providers.base import ProviderAdapter
+from app.providers.diagnosis import Diagnose
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -98,6 +99,8 @@ class ProviderSpec(Generic[S]):
     rate_limits: tuple[RateLimit, ...]
     stock_read_requests: int  # requests one stock read sends (for the poll period's headroom)
     simulator: SimulatorMount | None = None
+    # Its own read-only checks for `autoprovision doctor` (image, environments...), if any.
+    diagnose: Diagnose | None = None
     # A provider for tests only: orders may name it only while a test offers it (see registry).
     for_tests: bool = False
 

@@ -93,6 +93,11 @@ class SimControl:
         result: list[dict[str, Any]] = await self._send("GET", provider, "creates")
         return result
 
+    async def requests(self, provider: str) -> list[dict[str, Any]]:
+        """The newest requests its API received, faulted ones too: `[{method, path}]`."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "requests")
+        return result
+
     async def vms(self, provider: str) -> list[dict[str, Any]]:
         """The VMs that exist, with their status in the provider's words."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "vms")
@@ -154,6 +159,10 @@ class SimControlSync:
     def creates(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.creates`."""
         return self._run(self._control.creates(provider))
+
+    def requests(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.requests`."""
+        return self._run(self._control.requests(provider))
 
     def vms(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.vms`."""

@@ -1,5 +1,5 @@
-"""What the three simulators share: catalogue and stock, VMs on a boot clock, a log of creates,
-fault injection, fixed-window rate limits, and the `/_sim` control API.
+"""What the three simulators share: catalogue and stock, VMs on a boot clock, a log of creates
+and of every request, fault injection, fixed-window rate limits, and the `/_sim` control API.
 
 Each provider module subclasses `ProviderSimulator` with its own wire format (paths, JSON
 shapes, status words, error bodies); everything here is provider-neutral.
@@ -8,6 +8,7 @@ shapes, status words, error bodies); everything here is provider-neutral.
 import asyncio
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -33,6 +34,7 @@ FAULT_KINDS = (
 REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
 DEFAULT_BOOT_SECONDS = 3.0
 DEFAULT_BALANCE = Decimal("10000.00")
+REQUEST_LOG_SIZE = 1000  # the newest requests kept: a long demo polls forever
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class ProviderSimulator:
         self.stock_changed_at: dict[tuple[str, str], float] = {}
         self.vms: dict[str, SimVM] = {}
         self.creates: list[CreateRecord] = []
+        self.requests: deque[tuple[str, str]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.faults: list[Fault] = []
         self.balance = DEFAULT_BALANCE
         self.boot_seconds = DEFAULT_BOOT_SECONDS
@@ -357,6 +360,9 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
     async def creates(_request: Request) -> JSONResponse:
         return JSONResponse([vars(c) for c in sim.creates])
 
+    async def requests(_request: Request) -> JSONResponse:
+        return JSONResponse([{"method": m, "path": p} for m, p in sim.requests])
+
     async def vms(_request: Request) -> JSONResponse:
         return JSONResponse([sim.describe_vm(vm) for vm in sim.vms.values()])
 
@@ -414,6 +420,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         Route("/_sim/catalog", catalog, methods=["GET"]),
         Route("/_sim/stock", stock, methods=["PUT"]),
         Route("/_sim/creates", creates, methods=["GET"]),
+        Route("/_sim/requests", requests, methods=["GET"]),
         Route("/_sim/vms", vms, methods=["GET"]),
         Route("/_sim/faults", faults, methods=["POST"]),
         Route("/_sim/config", config, methods=["GET", "PUT"]),
@@ -446,6 +453,7 @@ class ProviderGate:
 
         receive = replay
         request = Request(scope, receive)
+        self.sim.requests.append((request.method, _route_path(scope)))
         response = await self.sim.request_fault(request)
         if response is None and self.sim.rate_limits:
             response = self.sim.rate_limit(request)

@@ -118,6 +118,21 @@ async def test_request_faults_hit_the_next_calls_but_never_the_control_api(
     assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
 
 
+async def test_the_request_log_lists_api_calls_not_control_calls(
+    client: httpx.AsyncClient,
+) -> None:
+    await client.post("/dummy/_sim/faults", json={"kind": "http_500"})
+    await client.get("/dummy/v1/hello")
+    await client.post("/dummy/v1/hello")
+    logged = (await client.get("/dummy/_sim/requests")).json()
+    assert logged == [
+        {"method": "GET", "path": "/v1/hello"},
+        {"method": "POST", "path": "/v1/hello"},
+    ]
+    await client.post("/dummy/_sim/reset")
+    assert (await client.get("/dummy/_sim/requests")).json() == []
+
+
 async def test_unknown_fault_kinds_are_refused(client: httpx.AsyncClient) -> None:
     response = await client.post("/dummy/_sim/faults", json={"kind": "meteor"})
     assert response.status_code == 422

@@ -192,6 +192,26 @@ class HyperstackAdapter:
         self._keypairs.add((environment, name))
         return name
 
+    # --- read-only look-ups (for `autoprovision doctor`) -------------------------------------
+
+    async def gpu_regions(self) -> list[str]:
+        """The regions where Hyperstack sells GPU VMs (from its flavors, in stock or not)."""
+        return parse.gpu_regions(parse.flavor_rows(await self._api.flavors()))
+
+    async def has_image(self, region: str) -> bool:
+        """Whether the configured image can be booted in `region`."""
+        return self.image in parse.image_names(await self._api.images(region))
+
+    async def environment_region(self, region: str) -> str | None:
+        """The region of the environment this adapter would use in `region`, if it exists."""
+        name = self.environment_name(region)
+        return parse.environment_region(await self._api.environments(name), name)
+
+    async def keypair_environments(self) -> list[str]:
+        """The environments holding a key pair named `key_name` (the one used without a key)."""
+        found = parse.keypairs_named(await self._api.keypairs(self.key_name), self.key_name)
+        return sorted({env for k in found if (env := parse.keypair_environment(k)) is not None})
+
     # --- following VMs ---------------------------------------------------------------------
 
     async def get_vm(self, vm_id: str) -> VM | None:

@@ -96,6 +96,10 @@ class HyperstackClient:
 
     # --- what a create needs ---------------------------------------------------------------
 
+    async def images(self, region: str) -> Any:
+        """`GET /core/images?region=`."""
+        return await self._read("/core/images", {"region": region})
+
     async def environments(self, search: str) -> Any:
         """`GET /core/environments?search=`."""
         return await self._read("/core/environments", {"search": search})

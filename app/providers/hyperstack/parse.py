@@ -195,6 +195,27 @@ def listed(body: Any, key: str) -> list[dict[str, Any]]:
     return [row for row in found if isinstance(row, dict)]
 
 
+def gpu_regions(rows: list[dict[str, Any]]) -> list[str]:
+    """The regions of the flavors that are plain GPU VMs (in stock or not), sorted."""
+    found = set()
+    for row in rows:
+        region, gpu, count = row.get("region_name"), row.get("gpu"), _int(row.get("gpu_count"))
+        name = str(row.get("name", ""))
+        if isinstance(region, str) and gpu and count and count > 0 and not name.endswith("k8s"):
+            found.add(region)
+    return sorted(found)
+
+
+def image_names(body: Any) -> set[str]:
+    """`GET /core/images` -> the names of the images it lists, whatever their region group."""
+    names = set()
+    for group in listed(body, "images"):
+        for image in group.get("images") or []:
+            if isinstance(image, dict) and isinstance(image.get("name"), str):
+                names.add(image["name"])
+    return names
+
+
 def environment_region(body: Any, name: str) -> str | None:
     """`GET /core/environments?search=` -> the region of the environment called `name`."""
     found = [e for e in listed(body, "environments") if e.get("name") == name]

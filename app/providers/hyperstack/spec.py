@@ -7,6 +7,7 @@ from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
 from app.providers.hyperstack.adapter import HyperstackAdapter
+from app.providers.hyperstack.doctor import diagnose
 from app.providers.hyperstack.parse import PROVIDER
 from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
 from app.simulators import hyperstack as simulator
@@ -53,6 +54,7 @@ SPEC = ProviderSpec(
     names_vms=True,
     rate_limits=(RateLimit(500, 60, "per IP"),),
     stock_read_requests=2,
+    diagnose=diagnose,
     simulator=SimulatorMount(
         path="/hyperstack",
         api_base="/v1",

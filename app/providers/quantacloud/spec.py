@@ -7,6 +7,7 @@ from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
 from app.providers.quantacloud.adapter import QuantaCloudAdapter
+from app.providers.quantacloud.doctor import diagnose
 from app.providers.quantacloud.parse import PROVIDER
 from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
 from app.simulators import quantacloud as simulator
@@ -47,6 +48,7 @@ SPEC = ProviderSpec(
     names_vms=False,  # its deployments carry no name, label or tag
     rate_limits=(RateLimit(3000, 15 * 60, "per IP"),),
     stock_read_requests=1,
+    diagnose=diagnose,
     simulator=SimulatorMount(
         path="/quantacloud",
         api_base="/api/v1",

@@ -161,6 +161,15 @@ class VerdaAdapter:
         """`GET /v1/balance`: the amount in the project's billing currency."""
         return parse.balance(await self._api.balance())
 
+    async def find_image(self) -> str | None:
+        """How Verda knows the configured image ("image type" or "id"), or None if it does not."""
+        return parse.image_match(await self._api.images(), self._image)
+
+    @property
+    def image(self) -> str:
+        """The image creates boot (an image type or id)."""
+        return self._image
+
     async def _ssh_key_id(self, public_key: str) -> str:
         """The id of this public key at Verda, registering it first if it is not there yet."""
         found = parse.ssh_key_id(await self._api.ssh_keys(), public_key)

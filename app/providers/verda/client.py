@@ -148,6 +148,10 @@ class VerdaClient:
             raise Unavailable(PROVIDER, "SSH key registered without an id in the answer")
         return key_id
 
+    async def images(self) -> Any:
+        """`GET /images`: the OS images an instance can boot."""
+        return self._read(await self.request("GET", "/images"))
+
     async def balance(self) -> Any:
         """`GET /balance`."""
         return self._read(await self.request("GET", "/balance"))

@@ -286,5 +286,15 @@ def balance(body: Any) -> Decimal:
     return amount
 
 
+def image_match(body: Any, image: str) -> str | None:
+    """`GET /images` -> how it lists `image` ("image type" or "id"), or None if it does not."""
+    for row in _list(body):
+        if isinstance(row, dict) and row.get("image_type") == image:
+            return "image type"
+        if isinstance(row, dict) and row.get("id") == image:
+            return "id"
+    return None
+
+
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []

@@ -7,6 +7,7 @@ from pydantic_settings import SettingsConfigDict
 from app.providers.base import ProviderAdapter
 from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
 from app.providers.verda.adapter import VerdaAdapter
+from app.providers.verda.doctor import diagnose
 from app.providers.verda.parse import PROVIDER
 from app.simulators import verda as simulator
 
@@ -54,6 +55,7 @@ SPEC = ProviderSpec(
         RateLimit(120, 60, "GET /v1/instances"),
     ),
     stock_read_requests=1,
+    diagnose=diagnose,
     simulator=SimulatorMount(
         path="/verda",
         api_base="/v1",
