@@ -33,15 +33,12 @@ async def report(
     """Every offered provider, configured or not, as the watcher last saw it."""
     snapshots = {s.provider: s for s in (await session.scalars(select(OfferSnapshot)))}
     balances = {b.provider: b for b in (await session.scalars(select(ProviderBalance)))}
-    creates = dict(
-        (
-            await session.execute(
-                select(Deployment.provider, func.count())
-                .where(Deployment.created_at >= now - timedelta(hours=1))
-                .group_by(Deployment.provider)
-            )
-        ).tuples()
+    counted = await session.execute(
+        select(Deployment.provider, func.count())
+        .where(Deployment.created_at >= now - timedelta(hours=1))
+        .group_by(Deployment.provider)
     )
+    creates = {str(row[0]): int(row[1]) for row in counted}
     result = []
     for provider in offered_providers():
         name = str(provider)

@@ -157,3 +157,49 @@ class TestFundsAndNearMisses:
         assert [(a.offer.region, a.price_with_fees) for a in result.above_max] == [
             ("FIN-01", Decimal("46.00"))
         ]
+
+
+class TestProviderFunds:
+    """Our account at the offer's provider must cover one hour at the provider's price."""
+
+    def test_a_provider_account_that_cannot_pay_sends_the_order_to_a_dearer_provider(self) -> None:
+        verda = offer(price_per_hour=Decimal("40.00"))
+        hyperstack = offer(provider=Provider("hyperstack"), price_per_hour=Decimal("44.00"))
+        fees = Fees(flat_per_hour=Decimal("0.50"))  # the check is on the provider's own price
+        result = assign(
+            [order()],
+            [verda, hyperstack],
+            fees=fees,
+            provider_funds={"verda": Decimal("39.99"), "hyperstack": Decimal("44.00")},
+        )
+        assert [(a.order_id, a.offer.provider) for a in result.assignments] == [
+            ("ord_a", "hyperstack")
+        ]
+        assert [(a.order_id, a.offer.provider) for a in result.provider_short] == [
+            ("ord_a", "verda")
+        ]
+        # Control: a verda account that covers the hour exactly takes the cheaper offer.
+        covered = assign(
+            [order()], [verda, hyperstack], fees=fees, provider_funds={"verda": Decimal("40.00")}
+        )
+        assert [a.offer.provider for a in covered.assignments] == ["verda"]
+
+    def test_creates_in_one_pass_spend_the_account_down_and_cheaper_orders_still_go(
+        self,
+    ) -> None:
+        big = offer(available=3)
+        small = offer(sku="1H100", gpu_model="H100", gpu_count=1, price_per_hour=Decimal("3"))
+        orders = [
+            order("ord_1", 0),
+            order("ord_2", 1),
+            order("ord_3", 2, gpu_model="H100", gpu_count=1),
+        ]
+        result = assign(
+            orders, [big, small], fees=NO_FEES, provider_funds={"verda": Decimal("50.00")}
+        )
+        assert [a.order_id for a in result.assignments] == ["ord_1", "ord_3"]
+        assert [a.order_id for a in result.provider_short] == ["ord_2"]
+
+    def test_a_provider_without_a_known_balance_is_not_limited(self) -> None:
+        result = assign([order()], [offer()], fees=NO_FEES, provider_funds={})
+        assert [a.order_id for a in result.assignments] == ["ord_a"]
