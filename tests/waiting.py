@@ -25,6 +25,19 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
+def eventually_sync(
+    check: Callable[[], T | None], seconds: float = 5.0, interval: float = 0.05
+) -> T:
+    """`eventually` for tests that drive other processes from plain (not async) code."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = check()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"condition not reached within {seconds} s"
+        time.sleep(interval)
+
+
 async def vm_reaches(
     adapter: ProviderAdapter, vm_id: str, state: VMState, seconds: float = 5.0
 ) -> VM:

@@ -13,6 +13,7 @@ from app.models import Lease
 from app.simulators.control import SimControlSync
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
+from tests.waiting import eventually_sync
 
 TAKEOVER_LIMIT = 15.0
 
@@ -56,9 +57,16 @@ def test_two_replicas_one_vm_per_order_and_a_takeover_within_15_s(
         body = {"gpu_model": "H100", "gpu_count": 8, "providers": ["hyperstack"],
                 "max_price_per_hour": "25"}  # fmt: skip
         ids = [api.post("/v1/orders", json=body, headers=headers).json()["id"] for _ in range(12)]
+        # Setting stock replaces what is left: each burst is used up (its VMs made) first.
+        served = 0
         for burst in (3, 5, 4, 6):
             control.stock("hyperstack", "n3-H100x8", "CANADA-1", burst)
-            time.sleep(0.4)
+            served = min(len(ids), served + burst)
+
+            def burst_served(at_least: int = served) -> bool:
+                return len(vms_by_order(control)) >= at_least
+
+            eventually_sync(burst_served, 20)
         deadline = time.monotonic() + 20
         while len(vms_by_order(control)) < len(ids):
             assert time.monotonic() < deadline, f"only {len(vms_by_order(control))} deployed"

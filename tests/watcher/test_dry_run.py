@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account
-from tests.waiting import eventually
+from tests.waiting import eventually, polled
 from tests.watcher.conftest import live_settings
 from tests.watcher.test_watcher import HYPER_H100, h100, place
 
@@ -36,16 +36,6 @@ async def would_deploy(
 ) -> list[dict[str, Any]]:
     answer = await client.get(f"/v1/orders/{order_id}/events", headers=account.headers)
     return [e for e in answer.json() if e["kind"] == "would_deploy"]
-
-
-async def polled(provider: str, times: int) -> None:
-    """Wait until `provider` has been read `times` more times."""
-    start = metric("autoprovision_poll_seconds_count", provider=provider)
-
-    async def enough() -> bool:
-        return metric("autoprovision_poll_seconds_count", provider=provider) >= start + times
-
-    await eventually(enough)
 
 
 async def test_stock_for_a_waiting_order_is_told_not_bought(
