@@ -5,6 +5,7 @@ The simulators run in their own process and outlive the service, as a real provi
 
 import random
 import time
+from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -12,11 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from app.models import Deployment, Hold, HoldStatus, LedgerEntry, LedgerKind, Order
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
+from tests.waiting import eventually_sync
 
 MACHINES = {
     "hyperstack": ("n3-H100x1", "CANADA-1", "H100"),
@@ -30,6 +33,28 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
     process = SimProcess(tmp_path_factory.mktemp("sim"))
     yield process
     process.stop()
+
+
+def stock_reads(service: ServiceProcess) -> Counter[str]:
+    """Stock reads the service has completed, per provider (from its /metrics)."""
+    text = httpx.get(f"{service.url}/metrics", timeout=10).text
+    reads: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "autoprovision_poll_seconds_count":
+                reads[sample.labels["provider"]] = int(sample.value)
+    return reads
+
+
+def read_twice_since(service: ServiceProcess, before: Counter[str]) -> None:
+    """Wait until every provider has been read twice more: with nobody waiting none is read,
+    so this means the watcher has seen the new orders."""
+
+    def read() -> bool:
+        now = stock_reads(service)
+        return all(now[p] >= before[p] + 2 for p in MACHINES)
+
+    eventually_sync(read, seconds=10)
 
 
 class Run:
@@ -183,9 +208,10 @@ def test_killed_at_random_moments(database_url: str, sim: SimProcess, tmp_path: 
         for round_number in range(KILL_RUNS):
             run = Run(service, sim)
             run.reset_sim()
+            before = stock_reads(service)
             for provider in MACHINES:
                 run.place(provider)
-            time.sleep(0.3)  # the watcher has seen the orders
+            read_twice_since(service, before)  # the watcher has seen the orders
             trouble = rng.choice([None, "create_delay", "create_error_after_commit"])
             if trouble:
                 run.fault(rng.choice(list(MACHINES)), trouble, seconds=rng.uniform(0.2, 2.0))
