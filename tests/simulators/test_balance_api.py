@@ -17,22 +17,13 @@ from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.simulators.core import ProviderSimulator
 from tests.servers import serve_in_thread
+from tests.simulators.manual_clock import ManualClock
 
 MACHINES = {
     "verda": ("1H100.80S.30V", "FIN-01"),
     "hyperstack": ("n3-L40x1", "NORWAY-1"),
     "quantacloud": ("rtx-pro-6000-blackwell-x1", "us-east-1"),
 }
-
-
-class ManualClock:
-    """A simulator clock that moves only when told to."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")

@@ -10,22 +10,10 @@ from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
 from app.simulators.hyperstack import HyperstackSimulator
 from app.simulators.quantacloud import QuantaCloudSimulator
 from app.simulators.verda import VerdaSimulator
+from tests.simulators.manual_clock import ManualClock
 
 START = Decimal("10000.00")
 S = TypeVar("S", bound=ProviderSimulator)
-
-
-class ManualClock:
-    """A simulator clock that moves only when told to."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def simulator(kind: type[S], boot_seconds: float = 0.0) -> S:
