@@ -8,6 +8,7 @@ raises `httpx.HTTPStatusError` when the simulator refuses it.
 import asyncio
 import threading
 from collections.abc import Coroutine
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import httpx
@@ -72,6 +73,15 @@ class SimControl:
         """Change settings (`boot_seconds`, `rate_limits`, `balance`...); the settings after."""
         result: dict[str, Any] = await self._send("PUT", provider, "config", values)
         return result
+
+    async def balance(self, provider: str, amount: Decimal | str | int) -> Decimal:
+        """Set our account's balance at `provider`; the balance after."""
+        answer = await self._send("PUT", provider, "balance", {"balance": str(amount)})
+        return Decimal(answer["balance"])
+
+    async def get_balance(self, provider: str) -> Decimal:
+        """Our account's balance at `provider` now, after charging its VMs for their time."""
+        return Decimal((await self._send("GET", provider, "balance"))["balance"])
 
     async def catalog(self, provider: str) -> list[dict[str, Any]]:
         """Every kind of machine: `[{sku, region, gpu_model, gpu_count, price_per_hour, stock}]`."""
@@ -143,6 +153,14 @@ class SimControlSync:
     def config(self, provider: str, **values: Any) -> dict[str, Any]:
         """`SimControl.config`."""
         return self._run(self._control.config(provider, **values))
+
+    def balance(self, provider: str, amount: Decimal | str | int) -> Decimal:
+        """`SimControl.balance`."""
+        return self._run(self._control.balance(provider, amount))
+
+    def get_balance(self, provider: str) -> Decimal:
+        """`SimControl.get_balance`."""
+        return self._run(self._control.get_balance(provider))
 
     def catalog(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.catalog`."""

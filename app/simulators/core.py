@@ -1,5 +1,6 @@
-"""What the three simulators share: catalogue and stock, VMs on a boot clock, a log of creates
-and of every request, fault injection, fixed-window rate limits, and the `/_sim` control API.
+"""What the three simulators share: catalogue and stock, VMs on a boot clock, a balance they
+charge for the VMs they run, a log of creates and of every request, fault injection,
+fixed-window rate limits, and the `/_sim` control API.
 
 Each provider module subclasses `ProviderSimulator` with its own wire format (paths, JSON
 shapes, status words, error bodies); everything here is provider-neutral.
@@ -9,6 +10,7 @@ import asyncio
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -18,6 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.simulators.billing import BillingPolicy, Span, charge, parse_amount
 
 FAULT_KINDS = (
     "http_500",
@@ -35,6 +39,7 @@ REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
 DEFAULT_BOOT_SECONDS = 3.0
 DEFAULT_BALANCE = Decimal("10000.00")
 REQUEST_LOG_SIZE = 1000  # the newest requests kept: a long demo polls forever
+BALANCE_PROBLEM = 'balance must be a decimal string or a number, e.g. {"balance": "123.45"}'
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,12 @@ class SimVM:
     name: str | None
     tags: list[str]
     created_at: float  # Unix seconds
-    started: float  # monotonic seconds
+    started: float  # simulator clock seconds
     ip: str
     fail_after_accept: bool = False
-    deleted: float | None = None  # monotonic seconds when a delete was accepted
+    deleted: float | None = None  # simulator clock seconds when a delete was accepted
     details: dict[str, Any] = field(default_factory=dict)
+    charged: Decimal = Decimal(0)  # what has been taken from the balance for it so far
 
 
 @dataclass
@@ -122,9 +128,13 @@ class ProviderSimulator:
 
     name: ClassVar[str]
     catalog_entries: ClassVar[tuple[CatalogEntry, ...]]
+    billing: ClassVar[BillingPolicy] = BillingPolicy(block_seconds=1.0, refund_unused=True)
 
     def __init__(self) -> None:
         self.limiter = FixedWindowLimiter()
+        # The clock VMs boot, bill and get deleted on (seconds). Tests swap in one they advance;
+        # a reset keeps it. Tokens, rate limits and cool-downs stay on the real monotonic clock.
+        self.clock: Callable[[], float] = time.monotonic
         self.reset()
 
     def reset(self) -> None:
@@ -136,7 +146,7 @@ class ProviderSimulator:
         self.creates: list[CreateRecord] = []
         self.requests: deque[tuple[str, str]] = deque(maxlen=REQUEST_LOG_SIZE)
         self.faults: list[Fault] = []
-        self.balance = DEFAULT_BALANCE
+        self._balance = DEFAULT_BALANCE
         self.boot_seconds = DEFAULT_BOOT_SECONDS
         self.rate_limits = True
         self.limiter.clear()
@@ -178,7 +188,7 @@ class ProviderSimulator:
             name=name,
             tags=tags,
             created_at=time.time(),
-            started=time.monotonic(),
+            started=self.clock(),
             ip=next(self._ips),
             fail_after_accept=self.take_fault("fail_after_accept") is not None,
         )
@@ -189,14 +199,14 @@ class ProviderSimulator:
         """How far through booting the VM is: 0 at create, 1 when it runs."""
         if self.boot_seconds <= 0:
             return float("inf")
-        return (time.monotonic() - vm.started) / self.boot_seconds
+        return (self.clock() - vm.started) / self.boot_seconds
 
     def deletion_progress(self, vm: SimVM) -> float | None:
         """How far through deleting (1 = gone), or None if no delete was asked for."""
         if vm.deleted is None:
             return None
         span = max(self.boot_seconds * 0.2, 0.0)
-        return float("inf") if span == 0 else (time.monotonic() - vm.deleted) / span
+        return float("inf") if span == 0 else (self.clock() - vm.deleted) / span
 
     def vm_status(self, vm: SimVM) -> str:
         """The provider's own word for the VM's status now."""
@@ -220,6 +230,50 @@ class ProviderSimulator:
             "ip": vm.ip,
             "created_at": vm.created_at,
         }
+
+    # --- money -----------------------------------------------------------------------------
+
+    @property
+    def balance(self) -> Decimal:
+        """Our account's balance now, after charging every VM for its time so far."""
+        self.settle()
+        return self._balance
+
+    @balance.setter
+    def balance(self, amount: Decimal) -> None:
+        """Set the balance now: what VMs ran up before is settled, later charges come off it."""
+        self.settle()
+        self._balance = amount
+
+    def settle(self) -> None:
+        """Take from the balance what each VM owes by now beyond what it was charged (or give
+        back what it was overcharged, where the provider refunds the unused part of a block)."""
+        now = self.clock()
+        for vm in self.vms.values():
+            due = charge(vm.entry.price_per_hour, self.billable_span(vm), now, self.billing)
+            if due != vm.charged:
+                self._balance -= due - vm.charged
+                vm.charged = due
+
+    def billable_span(self, vm: SimVM) -> Span | None:
+        """When the VM bills; by default from when it runs until a delete is accepted, and
+        never if it fails before it runs. Providers that bill otherwise override this."""
+        if vm.fail_after_accept:
+            return None
+        return Span(vm.started + max(self.boot_seconds, 0.0), vm.deleted)
+
+    def hourly_charge(self) -> Decimal:
+        """What the VMs billing now cost per hour together."""
+        now = self.clock()
+        spans = [(vm, self.billable_span(vm)) for vm in self.vms.values()]
+        return sum(
+            (
+                vm.entry.price_per_hour
+                for vm, span in spans
+                if span is not None and span.start <= now and (span.end is None or span.end > now)
+            ),
+            Decimal(0),
+        )
 
     # --- creates ---------------------------------------------------------------------------
 
@@ -396,10 +450,10 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
                 sim.rate_limits = body["rate_limits"]
                 sim.limiter.clear()
             if "balance" in body:
-                try:
-                    sim.balance = Decimal(str(body["balance"]))
-                except ArithmeticError:
-                    return _problem(422, "balance must be a decimal number")
+                amount = parse_amount(body["balance"])
+                if amount is None:
+                    return _problem(422, BALANCE_PROBLEM)
+                sim.balance = amount
             problem = sim.configure(body)
             if problem is not None:
                 return _problem(422, problem)
@@ -410,6 +464,19 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
                 "balance": str(sim.balance),
                 **sim.config_view(),
             }
+        )
+
+    async def balance(request: Request) -> JSONResponse:
+        if request.method == "PUT":
+            body = await _body(request)
+            if isinstance(body, JSONResponse):
+                return body
+            amount = parse_amount(body.get("balance"))
+            if amount is None:
+                return _problem(422, BALANCE_PROBLEM)
+            sim.balance = amount
+        return JSONResponse(
+            {"balance": str(sim.balance), "hourly_charge": str(sim.hourly_charge())}
         )
 
     async def reset(_request: Request) -> JSONResponse:
@@ -424,6 +491,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         Route("/_sim/vms", vms, methods=["GET"]),
         Route("/_sim/faults", faults, methods=["POST"]),
         Route("/_sim/config", config, methods=["GET", "PUT"]),
+        Route("/_sim/balance", balance, methods=["GET", "PUT"]),
         Route("/_sim/reset", reset, methods=["POST"]),
     ]
 

@@ -1,6 +1,5 @@
 """Hyperstack's simulated HTTP API at its real paths under `/v1`, plus the `/_sim` control API."""
 
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -241,7 +240,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
             return not_found(f"Virtual machine with id {vm_id} not found")
         if request.method == "DELETE":
             if vm.deleted is None:
-                vm.deleted = time.monotonic()
+                vm.deleted = sim.clock()
             return ok("Instance is being deleted.")
         return ok(instance=sim.instance_fields(vm))
 

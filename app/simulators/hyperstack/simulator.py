@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.simulators.billing import BillingPolicy
 from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
 from app.simulators.hyperstack.catalog import (
     CATALOG,
@@ -139,6 +140,9 @@ class HyperstackSimulator(ProviderSimulator):
 
     name = "hyperstack"
     catalog_entries = CATALOG
+    # Per minute, each minute begun in full (Hyperstack sells "per-minute billing"), from ACTIVE
+    # until a delete is accepted: the shared default span.
+    billing = BillingPolicy(block_seconds=60.0, refund_unused=False)
 
     def reset(self) -> None:
         """Fresh state: one operator environment with the `autoprovision` key pair in it."""
@@ -201,7 +205,9 @@ class HyperstackSimulator(ProviderSimulator):
         return "BUILD" if progress < 1 else "ACTIVE"
 
     def purge_deleted(self) -> None:
-        """Forget VMs whose deletion has finished: from now on they answer 404."""
+        """Forget VMs whose deletion has finished: from now on they answer 404. Their charge
+        is settled first, so forgetting them does not forget what they cost."""
+        self.settle()
         for vm_id in [i for i, vm in self.vms.items() if self.vm_status(vm) == "DELETED"]:
             del self.vms[vm_id]
 

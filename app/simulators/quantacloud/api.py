@@ -3,7 +3,6 @@
 import asyncio
 import hmac
 import math
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -242,7 +241,7 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
         status = sim.vm_status(vm)
         if status in ("stopping", "terminated", "failed", "interrupted"):
             return error(400, "validation_error", f"Deployment is {status} and cannot stop.")
-        vm.deleted = time.monotonic()
+        vm.deleted = sim.clock()
         return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
 
     base = "/api/v1"

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.simulators.billing import BillingPolicy, Span
 from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
 from app.simulators.quantacloud.catalog import build_entries, kind_of, per_gpu_price
 
@@ -72,6 +73,8 @@ class QuantaCloudSimulator(ProviderSimulator):
 
     name = "quantacloud"
     catalog_entries = build_entries()
+    # Prepaid per hour (the reference): each hour begun is taken in full, nothing comes back.
+    billing = BillingPolicy(block_seconds=3600.0, refund_unused=False)
 
     def reset(self) -> None:
         """Back to a fresh start (see `ProviderSimulator.reset`)."""
@@ -145,6 +148,15 @@ class QuantaCloudSimulator(ProviderSimulator):
             return "provisioning"
         return "connecting" if progress < 1 else "active"
 
+    def billable_span(self, vm: SimVM) -> Span:
+        """From the create (the first hour is taken then) until a stop is accepted or the
+        deployment fails; `provisioning` and `connecting` bill, as the reference proposes."""
+        end = vm.deleted
+        if vm.fail_after_accept:
+            failed = vm.started + 0.5 * max(self.boot_seconds, 0.0)
+            end = failed if end is None else min(end, failed)
+        return Span(vm.started, end)
+
     def deployment_json(self, vm: SimVM) -> dict[str, Any]:
         """A deployment as `GET /deployments/{id}` shows it."""
         real = self.vm_status(vm)
@@ -181,11 +193,11 @@ class QuantaCloudSimulator(ProviderSimulator):
         }
 
     def new_deployment(self, entry: CatalogEntry, offer_id: str, ssh_key_ids: list[str]) -> SimVM:
-        """Take one from stock, charge the first hour and start a deployment booting."""
+        """Take one from stock and start a deployment booting; its first hour is charged now."""
         self.take_one(entry)
-        self.balance -= entry.price_per_hour
         vm = self.new_vm(f"dep_{uuid.uuid4().hex[:24]}", entry, name=None, tags=[])
         vm.details.update(offer_id=offer_id, ssh_key_ids=ssh_key_ids)
+        self.settle()
         return vm
 
     # --- SSH keys --------------------------------------------------------------------------

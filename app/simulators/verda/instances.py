@@ -1,7 +1,6 @@
 """`/v1/instances`: deploy, list, get and act on instances, with the create-path faults."""
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -213,7 +212,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
                 return (400, "Can't discontinue a provisioning instance")
             if status == "discontinued":
                 return (400, "Can't discontinue a discontinued instance")
-            vm.deleted = time.monotonic()
+            vm.deleted = sim.clock()
             return (202, "")
         if action in ("shutdown", "force_shutdown"):
             if status == "offline":

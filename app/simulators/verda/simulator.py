@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.simulators.billing import BillingPolicy
 from app.simulators.core import ProviderSimulator, SimVM
 from app.simulators.verda.catalog import CATALOG_ENTRIES
 
@@ -67,6 +68,10 @@ class VerdaSimulator(ProviderSimulator):
 
     name = "verda"
     catalog_entries = CATALOG_ENTRIES
+    # Prepaid in 10-minute blocks, each begun in full, the unused rest refunded at delete (what
+    # third parties cite from Verda's billing page), from `running` (`offline` still bills)
+    # until a delete is accepted: the shared default span.
+    billing = BillingPolicy(block_seconds=600.0, refund_unused=True)
 
     def reset(self) -> None:
         """Back to a fresh start: also forgets every token, SSH key and startup script."""
