@@ -10,13 +10,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from app.simulators.core import (
-    CatalogEntry,
-    FixedWindowLimiter,
-    ProviderSimulator,
-    SimVM,
-    provider_app,
-)
+from app.simulators.core import CatalogEntry, FixedWindowLimiter, ProviderSimulator, SimVM
+from app.simulators.serving import provider_app
 
 ENTRY = CatalogEntry(
     sku="8X.TEST",

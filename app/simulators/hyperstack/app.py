@@ -9,7 +9,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.core import provider_app
 from app.simulators.hyperstack.catalog import (
     GPUS,
     IMAGES,
@@ -28,6 +27,7 @@ from app.simulators.hyperstack.simulator import (
     not_found,
     ok,
 )
+from app.simulators.serving import provider_app
 
 Handler = Callable[[Request], Awaitable[Response]]
 

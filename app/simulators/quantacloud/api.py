@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.core import provider_app
 from app.simulators.quantacloud.catalog import (
     FAMILY_LABELS,
     KINDS,
@@ -28,6 +27,7 @@ from app.simulators.quantacloud.simulator import (
     error,
     fingerprint,
 )
+from app.simulators.serving import provider_app
 
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 20

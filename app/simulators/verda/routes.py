@@ -5,7 +5,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.core import provider_app
+from app.simulators.serving import provider_app
 from app.simulators.verda.catalog import ALL_TYPES, CPU_LOCATIONS, CPU_TYPES, IMAGES, LOCATIONS
 from app.simulators.verda.instances import instance_routes
 from app.simulators.verda.keys import key_routes, script_routes

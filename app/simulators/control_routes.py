@@ -1,0 +1,147 @@
+"""The `/_sim/...` control API of every simulator: stock, faults, settings, balance, logs."""
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+from app.simulators.billing import parse_amount
+from app.simulators.core import BALANCE_PROBLEM, FAULT_KINDS, ProviderSimulator
+
+
+def _problem(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def _body(request: Request) -> dict[str, Any] | JSONResponse:
+    try:
+        body = await request.json()
+    except ValueError:
+        return _problem(422, "body must be JSON")
+    if not isinstance(body, dict):
+        return _problem(422, "body must be a JSON object")
+    return body
+
+
+def _number(body: dict[str, Any], key: str, default: float) -> float | None:
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value)
+
+
+def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
+    """The `/_sim/...` routes that tests, benchmarks and the demo drive a simulator through."""
+
+    async def catalog(_request: Request) -> JSONResponse:
+        return JSONResponse(
+            [
+                {
+                    "sku": e.sku,
+                    "region": e.region,
+                    "gpu_model": e.gpu_model,
+                    "gpu_count": e.gpu_count,
+                    "price_per_hour": str(e.price_per_hour),
+                    "stock": sim.in_stock(e),
+                }
+                for e in sim.catalog.values()
+            ]
+        )
+
+    async def stock(request: Request) -> JSONResponse:
+        body = await _body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        key = (body.get("sku"), body.get("region"))
+        quantity = body.get("quantity")
+        if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 0:
+            return _problem(422, "quantity must be an integer >= 0")
+        if key not in sim.catalog:
+            return _problem(404, f"no catalogue entry for sku {key[0]!r} in region {key[1]!r}")
+        changed_at = sim.set_stock(str(key[0]), str(key[1]), quantity)
+        return JSONResponse({"changed_at": changed_at})
+
+    async def creates(_request: Request) -> JSONResponse:
+        return JSONResponse([vars(c) for c in sim.creates])
+
+    async def requests(_request: Request) -> JSONResponse:
+        return JSONResponse([{"method": m, "path": p} for m, p in sim.requests])
+
+    async def vms(_request: Request) -> JSONResponse:
+        return JSONResponse([sim.describe_vm(vm) for vm in sim.vms.values()])
+
+    async def faults(request: Request) -> JSONResponse:
+        body = await _body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        kind = body.get("kind")
+        if kind not in FAULT_KINDS:
+            return _problem(422, f"kind must be one of {', '.join(FAULT_KINDS)}")
+        count = body.get("count", 1)
+        seconds = _number(body, "seconds", 5.0 if kind in ("timeout", "create_delay") else 0.0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1 or seconds is None:
+            return _problem(422, "count must be an integer >= 1 and seconds a number >= 0")
+        sim.add_fault(kind, count, seconds)
+        return JSONResponse({"kind": kind, "count": count, "seconds": seconds}, status_code=201)
+
+    async def config(request: Request) -> JSONResponse:
+        if request.method == "PUT":
+            body = await _body(request)
+            if isinstance(body, JSONResponse):
+                return body
+            if "boot_seconds" in body:
+                boot = _number(body, "boot_seconds", 0)
+                if boot is None:
+                    return _problem(422, "boot_seconds must be a number >= 0")
+                sim.boot_seconds = boot
+            if "rate_limits" in body:
+                if not isinstance(body["rate_limits"], bool):
+                    return _problem(422, "rate_limits must be true or false")
+                sim.rate_limits = body["rate_limits"]
+                sim.limiter.clear()
+            if "balance" in body:
+                amount = parse_amount(body["balance"])
+                if amount is None:
+                    return _problem(422, BALANCE_PROBLEM)
+                sim.balance = amount
+            problem = sim.configure(body)
+            if problem is not None:
+                return _problem(422, problem)
+        return JSONResponse(
+            {
+                "boot_seconds": sim.boot_seconds,
+                "rate_limits": sim.rate_limits,
+                "balance": str(sim.balance),
+                **sim.config_view(),
+            }
+        )
+
+    async def balance(request: Request) -> JSONResponse:
+        if request.method == "PUT":
+            body = await _body(request)
+            if isinstance(body, JSONResponse):
+                return body
+            amount = parse_amount(body.get("balance"))
+            if amount is None:
+                return _problem(422, BALANCE_PROBLEM)
+            sim.balance = amount
+        return JSONResponse(
+            {"balance": str(sim.balance), "hourly_charge": str(sim.hourly_charge())}
+        )
+
+    async def reset(_request: Request) -> JSONResponse:
+        sim.reset()
+        return JSONResponse({"reset": True})
+
+    return [
+        Route("/_sim/catalog", catalog, methods=["GET"]),
+        Route("/_sim/stock", stock, methods=["PUT"]),
+        Route("/_sim/creates", creates, methods=["GET"]),
+        Route("/_sim/requests", requests, methods=["GET"]),
+        Route("/_sim/vms", vms, methods=["GET"]),
+        Route("/_sim/faults", faults, methods=["POST"]),
+        Route("/_sim/config", config, methods=["GET", "PUT"]),
+        Route("/_sim/balance", balance, methods=["GET", "PUT"]),
+        Route("/_sim/reset", reset, methods=["POST"]),
+    ]

@@ -1,0 +1,60 @@
+"""A simulator served: its provider routes and control API behind the gate that injects faults,
+applies rate limits and logs every request."""
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.simulators.control_routes import control_routes
+from app.simulators.core import ProviderSimulator
+
+
+class ProviderGate:
+    """ASGI middleware in front of a provider's real API (not `/_sim`): faults, then rate limits."""
+
+    def __init__(self, app: ASGIApp, sim: ProviderSimulator) -> None:
+        self.app = app
+        self.sim = sim
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _route_path(scope).startswith("/_sim"):
+            await self.app(scope, receive, send)
+            return
+        # Read the body before any `timeout` delay: by the time the delay ends the client has
+        # hung up, and a slow real API would still have done the work (made the VM).
+        buffered: list[Message] = []
+        while True:
+            message = await receive()
+            buffered.append(message)
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return buffered.pop(0) if buffered else await receive()
+
+        receive = replay
+        request = Request(scope, receive)
+        self.sim.requests.append((request.method, _route_path(scope)))
+        response = await self.sim.request_fault(request)
+        if response is None and self.sim.rate_limits:
+            response = self.sim.rate_limit(request)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path below the mount point (Starlette keeps the full path and sets root_path)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def provider_app(sim: ProviderSimulator, routes: list[BaseRoute]) -> Starlette:
+    """A provider's simulated API: its real routes plus `/_sim`, behind the fault/limit gate."""
+    app = Starlette(routes=[*routes, *control_routes(sim)])
+    app.add_middleware(ProviderGate, sim=sim)
+    app.state.simulator = sim
+    return app
