@@ -111,18 +111,19 @@ def test_json_output_parses_and_matches(
 
 
 @pytest.mark.parametrize(
-    ("kind", "seconds", "reason"),
+    ("kind", "extra", "reason"),
     [
-        ("http_500", 0, "provider error 500"),
-        ("timeout", 1.5, f"no answer in {TIMEOUT:g} s"),
-        ("http_429", 3, "rate limited"),
+        ("http_500", {"status": 503}, "provider error 503"),
+        ("http_500", {}, "provider error 500"),
+        ("timeout", {"seconds": 1.5}, f"no answer in {TIMEOUT:g} s"),
+        ("http_429", {"seconds": 3}, "rate limited"),
     ],
 )
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_an_injected_fault_is_one_clear_failing_line(
     provider: str,
     kind: str,
-    seconds: float,
+    extra: dict[str, float],
     reason: str,
     sqlite_url: str,
     sim_url: str,
@@ -130,7 +131,7 @@ def test_an_injected_fault_is_one_clear_failing_line(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    sim.fault(provider, kind, seconds=seconds)
+    sim.fault(provider, kind, **extra)
     _environment(monkeypatch, sqlite_url)
     code = main(["doctor", "--sim-url", sim_url, "--timeout", str(TIMEOUT)])
     output = capsys.readouterr().out

@@ -82,8 +82,14 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         seconds = _number(body, "seconds", 5.0 if kind in ("timeout", "create_delay") else 0.0)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1 or seconds is None:
             return _problem(422, "count must be an integer >= 1 and seconds a number >= 0")
-        sim.add_fault(kind, count, seconds)
-        return JSONResponse({"kind": kind, "count": count, "seconds": seconds}, status_code=201)
+        status = body.get("status", 500)
+        if kind != "http_500" and "status" in body:
+            return _problem(422, "status applies to http_500 faults only")
+        if isinstance(status, bool) or not isinstance(status, int) or not 500 <= status <= 599:
+            return _problem(422, "status must be an integer from 500 to 599")
+        sim.add_fault(kind, count, seconds, status)
+        body = {"kind": kind, "count": count, "seconds": seconds, "status": status}
+        return JSONResponse(body, status_code=201)
 
     async def config(request: Request) -> JSONResponse:
         if request.method == "PUT":

@@ -84,6 +84,7 @@ class Fault:
     kind: str
     count: int
     seconds: float
+    status: int = 500  # the status of an `http_500` fault (any 5xx)
 
 
 @dataclass
@@ -290,9 +291,9 @@ class ProviderSimulator:
 
     # --- faults ----------------------------------------------------------------------------
 
-    def add_fault(self, kind: str, count: int, seconds: float) -> None:
+    def add_fault(self, kind: str, count: int, seconds: float, status: int = 500) -> None:
         """Queue a fault for the next `count` matching calls."""
-        self.faults.append(Fault(kind, count, seconds))
+        self.faults.append(Fault(kind, count, seconds, status))
 
     def take_fault(self, kind: str) -> Fault | None:
         """Use up one hit of the oldest queued fault of this kind, if any."""
@@ -321,13 +322,13 @@ class ProviderSimulator:
                 return self.rate_limited_response(retry_after=fault.seconds or 1.0)
             if kind == "malformed_json":
                 return Response(b'{"truncated": [1, 2', media_type="application/json")
-            return self.server_error_response()
+            return self.server_error_response(fault.status)
         return None
 
     # --- provider wire format (overridden per provider) ------------------------------------
 
-    def server_error_response(self) -> Response:
-        """The provider's 500."""
+    def server_error_response(self, status: int = 500) -> Response:
+        """The provider's 5xx."""
         raise NotImplementedError
 
     def rate_limited_response(self, retry_after: float) -> Response:

@@ -34,8 +34,8 @@ class DummySimulator(ProviderSimulator):
     def vm_status(self, vm: SimVM) -> str:
         return "running" if self.progress(vm) >= 1 else "booting"
 
-    def server_error_response(self) -> Response:
-        return JSONResponse({"error": "boom"}, status_code=500)
+    def server_error_response(self, status: int = 500) -> Response:
+        return JSONResponse({"error": "boom"}, status_code=status)
 
     def rate_limited_response(self, retry_after: float) -> Response:
         return JSONResponse(
@@ -131,6 +131,32 @@ async def test_the_request_log_lists_api_calls_not_control_calls(
 async def test_unknown_fault_kinds_are_refused(client: httpx.AsyncClient) -> None:
     response = await client.post("/dummy/_sim/faults", json={"kind": "meteor"})
     assert response.status_code == 422
+
+
+async def test_a_server_error_fault_answers_the_5xx_it_names(client: httpx.AsyncClient) -> None:
+    await client.put("/dummy/_sim/config", json={"rate_limits": False})
+    added = await client.post("/dummy/_sim/faults", json={"kind": "http_500", "status": 503})
+    assert added.status_code == 201 and added.json()["status"] == 503
+    assert [(await client.get("/dummy/v1/hello")).status_code for _ in range(2)] == [503, 200]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        {"kind": "http_500", "status": 404},
+        {"kind": "http_500", "status": 600},
+        {"kind": "http_500", "status": "503"},
+        {"kind": "http_500", "status": True},
+        {"kind": "timeout", "status": 503},
+    ],
+)
+async def test_a_fault_status_outside_5xx_or_on_another_kind_is_refused(
+    client: httpx.AsyncClient, fault: dict[str, object]
+) -> None:
+    await client.put("/dummy/_sim/config", json={"rate_limits": False})
+    response = await client.post("/dummy/_sim/faults", json=fault)
+    assert response.status_code == 422
+    assert (await client.get("/dummy/v1/hello")).status_code == 200  # nothing was queued
 
 
 async def test_rate_limits_apply_to_the_real_api_and_can_be_switched_off(

@@ -329,9 +329,9 @@ class HyperstackSimulator(ProviderSimulator):
 
     # --- wire-level behaviour for the shared gate -------------------------------------------
 
-    def server_error_response(self) -> Response:
+    def server_error_response(self, status: int = 500) -> Response:
         """A legacy 5xx: just a message."""
-        return JSONResponse({"message": "Internal Server Error"}, status_code=500)
+        return JSONResponse({"message": "Internal Server Error"}, status_code=status)
 
     def rate_limited_response(self, retry_after: float) -> Response:
         """429 with no Retry-After: Hyperstack documents none."""

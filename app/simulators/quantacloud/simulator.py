@@ -210,9 +210,9 @@ class QuantaCloudSimulator(ProviderSimulator):
 
     # --- wire format -----------------------------------------------------------------------
 
-    def server_error_response(self) -> Response:
-        """QuantaCloud's 500."""
-        return error(500, "internal_error", "Internal server error.")
+    def server_error_response(self, status: int = 500) -> Response:
+        """QuantaCloud's 5xx."""
+        return error(status, "internal_error", "Internal server error.")
 
     def rate_limited_response(self, retry_after: float) -> Response:
         """QuantaCloud's 429: no Retry-After, no hint in the body."""

@@ -152,9 +152,9 @@ class VerdaSimulator(ProviderSimulator):
             },
         )
 
-    def server_error_response(self) -> Response:
-        """Verda's 500."""
-        return error(500, "server_error", "Internal server error")
+    def server_error_response(self, status: int = 500) -> Response:
+        """Verda's 5xx."""
+        return error(status, "server_error", "Internal server error")
 
     # --- instances -------------------------------------------------------------------------
 
