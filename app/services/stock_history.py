@@ -115,15 +115,12 @@ async def close_abandoned(session: AsyncSession) -> tuple[int, int]:
     )
     for window in windows:
         window.ended_at = window.last_read_at
-    last_read = dict(
-        (
-            await session.execute(
-                select(StockCoverage.provider, func.max(StockCoverage.last_read_at)).group_by(
-                    StockCoverage.provider
-                )
-            )
-        ).tuples()
+    last_reads = await session.execute(
+        select(StockCoverage.provider, func.max(StockCoverage.last_read_at)).group_by(
+            StockCoverage.provider
+        )
     )
+    last_read: dict[str, datetime] = dict(last_reads.all())
     intervals = (
         (await session.execute(select(StockInterval).where(StockInterval.gone_at.is_(None))))
         .scalars()
