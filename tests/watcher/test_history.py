@@ -1,6 +1,7 @@
 """Stock history as the watcher records it: in memory with hand-moved clocks, then end to end
 against the simulators with a provider nobody waits for."""
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -20,6 +21,7 @@ from app.providers.fake import FakeAdapter
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.watcher.history import WRITE_EVERY_SECONDS
+from app.watcher.poller import ProviderPoller
 from app.watcher.watcher import Watcher
 from tests.clock import FakeClock, FakeWallClock
 from tests.factories import waiting_orders
@@ -210,6 +212,7 @@ async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
     assert (interval.provider, interval.region, interval.max_available) == (provider, region, 2)
     await sim.stock(provider, sku, region, 0)
     interval = await eventually(closed)
+    assert interval.gone_at is not None
     assert interval.first_seen_at <= interval.last_seen_at < interval.gone_at
 
     async def slow_window() -> StockCoverage | None:
@@ -222,3 +225,41 @@ async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
 
     window = await eventually(slow_window)
     assert window.started_at <= interval.first_seen_at
+
+
+async def test_a_slow_history_wait_ends_when_an_order_comes_to_want_the_provider() -> None:
+    adapter = FakeAdapter()
+    reads: list[float] = []
+    wanted = False
+
+    async def on_offers(offers: list[Offer], started: float, period: float) -> None:
+        reads.append(period)
+
+    async def on_error(error: str) -> None:
+        raise AssertionError(error)
+
+    poller = ProviderPoller(
+        adapter,
+        period=0.01,
+        wanted=lambda: wanted,
+        on_offers=on_offers,
+        on_error=on_error,
+        history_period=3600.0,
+    )
+    task = asyncio.create_task(poller.run())
+    try:
+
+        async def read_slowly() -> bool:
+            return reads == [3600.0]
+
+        await eventually(read_slowly)
+        wanted = True  # an order arrives: no hour-long wait for the next read
+
+        async def read_fast() -> bool:
+            return len(reads) >= 3
+
+        await eventually(read_fast)
+        assert reads[1:3] == [0.01, 0.01]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
