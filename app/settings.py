@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     # How often our balance at each provider is read (also at start and after each create's
     # outcome); 0: never, and nothing is held back for it.
     provider_balance_seconds: float = Field(default=60.0, ge=0, le=86400)
+    # While no waiting order accepts a provider, its stock is still read this often (seconds)
+    # for the stock history; 0: not read then. Kept for `stock_history_days` days.
+    history_poll_seconds: float = Field(default=30.0, ge=0, le=3600)
+    stock_history_days: int = Field(default=90, ge=1, le=3650)
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
 

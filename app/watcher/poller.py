@@ -1,4 +1,5 @@
-"""One loop per provider: read stock every period while some waiting order wants it."""
+"""One loop per provider: read stock every period while some waiting order wants it, and at a
+slow period (for the stock history) while none does."""
 
 import asyncio
 import logging
@@ -22,12 +23,14 @@ class ProviderPoller:
         *,
         period: float,
         wanted: Callable[[], bool],
-        on_offers: Callable[[list[Offer], float], Awaitable[None]],
+        on_offers: Callable[[list[Offer], float, float], Awaitable[None]],
         on_error: Callable[[str], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
+        history_period: float = 0.0,
     ) -> None:
         self.adapter = adapter
         self.period = period
+        self.history_period = history_period  # 0: nobody wants it, nothing is read
         self.wanted = wanted
         self.on_offers = on_offers
         self.on_error = on_error
@@ -48,15 +51,26 @@ class ProviderPoller:
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
-            if not self.wanted():
+            wanted = self.wanted()
+            if not wanted and self.history_period <= 0:
                 POLLS_SKIPPED.labels(provider).inc()
                 await asyncio.sleep(min(self.period, IDLE_RECHECK_SECONDS))
                 continue
+            period = self.period if wanted else max(self.history_period, self.period)
             started = self.clock()
-            delay = await self._poll_once(provider)
-            await asyncio.sleep(max(delay - (self.clock() - started), 0.0))
+            delay = await self._poll_once(provider, period)
+            # A slow (history) wait ends early when an order comes to want this provider, once
+            # the usual period has passed; a back-off or a provider's pause is waited in full.
+            soonest = self.period if delay == period else delay
+            while (left := delay - (self.clock() - started)) > 0:
+                if wanted:
+                    await asyncio.sleep(left)
+                    break
+                if self.wanted() and self.clock() - started >= soonest:
+                    break
+                await asyncio.sleep(min(left, IDLE_RECHECK_SECONDS))
 
-    async def _poll_once(self, provider: str) -> float:
+    async def _poll_once(self, provider: str, period: float) -> float:
         """One read and its follow-up; returns how long after its start the next may begin."""
         started = self.clock()
         try:
@@ -80,10 +94,10 @@ class ProviderPoller:
         POLL_SECONDS.labels(provider).observe(self.clock() - started)
         self.backoff = 0.0
         try:
-            await self.on_offers(offers, started)
+            await self.on_offers(offers, started, period)
         except Exception:
             log.exception("%s: handling fresh offers failed", provider)
-        return self.period
+        return period
 
     def _next_backoff(self) -> float:
         return min(max(self.period * 2, self.backoff * 2), MAX_BACKOFF_SECONDS)

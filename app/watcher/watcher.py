@@ -9,7 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -22,7 +22,7 @@ from app.market import Fees
 from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import configured_providers, poll_periods
-from app.services import deployments, orders, provider_status
+from app.services import deployments, orders, provider_status, stock_history
 from app.services.deployments import Intent
 from app.settings import Settings
 from app.states import OrderStatus
@@ -31,6 +31,7 @@ from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.dry_run import WouldDeploy
 from app.watcher.follower import Follower
+from app.watcher.history import StockHistory
 from app.watcher.match import Assignment, assign
 from app.watcher.notes import WaitingNotes
 from app.watcher.poller import ProviderPoller
@@ -43,6 +44,8 @@ STALE_AFTER_PERIODS = 3  # offers older than this many poll periods are not acte
 NOTES_EVERY_SECONDS = 1.0  # near-miss notes are worked out at most this often
 MAX_NOTES_PER_WRITE = 200  # the rest are noted on later passes
 DRAIN_SECONDS = 20.0
+HISTORY_FLUSH_SECONDS = 1.0  # stock history is written in a batch this often
+HISTORY_PRUNE_SECONDS = 3600.0
 
 
 class Watcher:
@@ -74,6 +77,7 @@ class Watcher:
         self.would_deploy = WouldDeploy() if settings.dry_run else None
         self.balances = ProviderBalances(adapters, clock=wall_clock, keep=self._keep_balance)
         self.snapshots = SnapshotWriter(sessionmaker, self.book)
+        self.history = StockHistory(sessionmaker, fees=self.fees, clock=wall_clock)
         self.pollers = {
             provider: self._poller(provider, adapter) for provider, adapter in adapters.items()
         }
@@ -112,8 +116,8 @@ class Watcher:
         self._tasks: list[asyncio.Task[None]] = []
 
     def _poller(self, provider: Provider, adapter: ProviderAdapter) -> ProviderPoller:
-        async def on_offers(offers: list[Offer], started: float) -> None:
-            await self.on_offers(provider, offers, started)
+        async def on_offers(offers: list[Offer], started: float, period: float) -> None:
+            await self.on_offers(provider, offers, started, period=period)
 
         async def on_error(error: str) -> None:
             self.book.failed(provider, error)
@@ -129,6 +133,7 @@ class Watcher:
             on_offers=on_offers,
             on_error=on_error,
             clock=self.clock,
+            history_period=self.settings.history_poll_seconds,
         )
 
     async def start(self) -> None:
@@ -136,6 +141,8 @@ class Watcher:
         async with session_scope(self.sessionmaker) as session:
             enabled = set(configured_providers(self.settings))
             await orders.note_disabled_providers(session, enabled=enabled)
+            # This process is the only writer now: what the last one left open is closed.
+            await stock_history.close_abandoned(session)
         await self.refresh_waiting()
         self._spawn(self._refresh_loop(), "refresh waiting orders")
         for name, seconds, job in self.jobs():
@@ -152,6 +159,8 @@ class Watcher:
             ("expire orders", every, self.expire_orders),
             ("count orders", every, self.count_orders),
             ("reconcile", self.settings.reconcile_seconds, self.reconciler.tick),
+            ("record stock history", HISTORY_FLUSH_SECONDS, self.history.flush),
+            ("prune stock history", HISTORY_PRUNE_SECONDS, self.prune_history),
         ]
         if self.settings.provider_balance_seconds > 0:
             jobs.append(
@@ -182,6 +191,12 @@ class Watcher:
         async with session_scope(self.sessionmaker) as session:
             await deployments.expire_due(session, now=self.wall_clock())
 
+    async def prune_history(self) -> None:
+        """Forget stock history older than its retention."""
+        before = self.wall_clock() - timedelta(days=self.settings.stock_history_days)
+        async with session_scope(self.sessionmaker) as session:
+            await stock_history.prune(session, before=before)
+
     async def count_orders(self) -> None:
         """The orders-by-status gauge."""
         async with session_scope(self.read_sessionmaker) as session:
@@ -210,10 +225,19 @@ class Watcher:
         if self.would_deploy is not None:
             self.would_deploy.keep_only(self.waiting.orders.keys())
 
-    async def on_offers(self, provider: Provider, offers: list[Offer], started: float) -> None:
-        """A read of one provider that began at `started`: act on it, keep a copy for the API."""
+    async def on_offers(
+        self, provider: Provider, offers: list[Offer], started: float, period: float | None = None
+    ) -> None:
+        """A read of one provider that began at `started`, polled every `period` seconds (its
+        usual one by default): act on it, then note it for the history and the API."""
+        read_at = self.wall_clock()
         self.book.update(provider, offers, started=started)
-        await self.deploy_pass()
+        try:
+            await self.deploy_pass()
+        finally:
+            # After the pass has launched its creates; memory only, written by a job.
+            used = self.periods[provider] if period is None else period
+            self.history.observe(str(provider), offers, read_at=read_at, period=used)
         await self.snapshots.maybe_write(provider)
 
     async def deploy_pass(self) -> None:

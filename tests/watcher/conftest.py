@@ -53,5 +53,8 @@ def live_settings(database_url: str, sim_url: str) -> Settings:
         capacity_cooldown_seconds=0.5,
         provider_timeout_seconds=2,
         provider_create_timeout_seconds=1,
+        # Stock is read only for waiting orders: these tests count reads and creates; the
+        # history's slow reading has its own tests (test_history.py).
+        history_poll_seconds=0,
     )
     return simulated(settings, sim_url, poll_seconds=0.1)

@@ -1,0 +1,265 @@
+"""Stock history as the watcher records it: in memory with hand-moved clocks, then end to end
+against the simulators with a provider nobody waits for."""
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timedelta
+from decimal import Decimal
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.models import StockCoverage, StockInterval
+from app.providers import fake, registry
+from app.providers.base import Offer
+from app.providers.fake import FakeAdapter
+from app.settings import Settings
+from app.simulators.control import SimControl
+from app.watcher.history import WRITE_EVERY_SECONDS
+from app.watcher.poller import ProviderPoller
+from app.watcher.watcher import Watcher
+from tests.clock import FakeClock, FakeWallClock
+from tests.factories import waiting_orders
+from tests.waiting import eventually
+from tests.watcher.conftest import live_settings
+
+FEES = {"fee_percent": Decimal("5"), "fee_flat_per_hour": Decimal("0.10")}
+
+
+class Recorder:
+    """A watcher (not started) on a FakeAdapter, its reads handed over by the test."""
+
+    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
+        self.engine = engine
+        self.fake = FakeAdapter()
+        self.clock = FakeClock()
+        self.wall = FakeWallClock()
+        self.watcher = Watcher(
+            settings=settings.model_copy(update=FEES),
+            adapters={self.fake.provider: self.fake},
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+            clock=self.clock,
+            wall_clock=self.wall,
+        )
+        self.period = self.watcher.periods[self.fake.provider]
+
+    async def read(self, *offers: Offer, after: float = 0.0, period: float | None = None) -> None:
+        """Let `after` seconds pass, then one successful read showing `offers`."""
+        self.clock.advance(after)
+        self.wall.advance(after)
+        provider = self.fake.provider
+        await self.watcher.on_offers(provider, list(offers), self.clock(), period=period)
+
+    async def intervals(self) -> list[StockInterval]:
+        await self.watcher.history.flush()
+        async with session_scope(create_sessionmaker(self.engine)) as session:
+            query = select(StockInterval).order_by(StockInterval.first_seen_at)
+            return list((await session.execute(query)).scalars())
+
+    async def windows(self) -> list[StockCoverage]:
+        await self.watcher.history.flush()
+        async with session_scope(create_sessionmaker(self.engine)) as session:
+            query = select(StockCoverage).order_by(StockCoverage.started_at)
+            return list((await session.execute(query)).scalars())
+
+
+@pytest.fixture
+async def recorder(engine: AsyncEngine, settings: Settings) -> AsyncIterator[Recorder]:
+    with registry.offering(fake.SPEC):
+        yield Recorder(engine, settings)
+
+
+async def test_an_offer_that_comes_changes_price_and_goes(recorder: Recorder) -> None:
+    offer = recorder.fake.offer(price="20.00", available=1)
+    start = recorder.wall()
+    await recorder.read(offer)
+    (open_,) = await recorder.intervals()
+    assert (open_.first_seen_at, open_.last_seen_at, open_.gone_at) == (start, start, None)
+    assert open_.price_per_hour_with_fees == Decimal("21.10")
+    assert (open_.fee_percent, open_.fee_flat_per_hour) == (Decimal("5"), Decimal("0.10"))
+
+    await recorder.read(offer, after=1)  # unchanged: last_seen_at is not rewritten yet
+    assert (await recorder.intervals())[0].last_seen_at == start
+    await recorder.read(replace(offer, available=3), after=1)  # more of it: written now
+    (grown,) = await recorder.intervals()
+    assert (grown.last_seen_at, grown.max_available) == (recorder.wall(), 3)
+
+    await recorder.read(replace(offer, available=2), after=1)
+    last_at_old_price = recorder.wall()
+    await recorder.read(replace(offer, price_per_hour=Decimal("22.00")), after=1)
+    changed_at = recorder.wall()
+    await recorder.read(after=1)
+    gone_at = recorder.wall()
+    await recorder.read(offer, after=1)
+    back_at = recorder.wall()
+
+    first, second, third = await recorder.intervals()
+    assert (first.last_seen_at, first.gone_at, first.max_available) == (
+        last_at_old_price,
+        changed_at,
+        3,
+    )
+    assert (second.price_per_hour, second.first_seen_at, second.last_seen_at) == (
+        Decimal("22.00"),
+        changed_at,
+        changed_at,
+    )
+    assert second.gone_at == gone_at
+    assert (third.first_seen_at, third.gone_at) == (back_at, None)
+    (window,) = await recorder.windows()
+    assert (window.started_at, window.last_read_at, window.ended_at) == (start, back_at, None)
+    assert window.period_seconds == recorder.period
+
+
+async def test_unchanged_reads_are_written_every_few_seconds(recorder: Recorder) -> None:
+    offer = recorder.fake.offer()
+    await recorder.read(offer)
+    await recorder.watcher.history.flush()
+    start = recorder.wall()
+    for _ in range(math.ceil(WRITE_EVERY_SECONDS / recorder.period) - 1):
+        await recorder.read(offer, after=recorder.period)
+    assert recorder.wall() - start < timedelta(seconds=WRITE_EVERY_SECONDS)
+    ((interval,), (window,)) = (await recorder.intervals(), await recorder.windows())
+    assert interval.last_seen_at == window.last_read_at == start  # not rewritten yet
+    await recorder.read(offer, after=recorder.period)
+    ((interval,), (window,)) = (await recorder.intervals(), await recorder.windows())
+    assert interval.last_seen_at == window.last_read_at == recorder.wall()
+
+
+async def test_failed_reads_are_not_gone_and_a_long_silence_ends_the_coverage(
+    recorder: Recorder,
+) -> None:
+    offer = recorder.fake.offer()
+    await recorder.read(offer)
+    last_read = recorder.wall()
+    recorder.wall.advance(recorder.period * 2)  # reads failing meanwhile: nothing observed
+    (still,) = await recorder.intervals()
+    assert still.gone_at is None
+
+    recorder.wall.advance(recorder.period * 2 + 1)  # past the gap: not looking any more
+    (interval,) = await recorder.intervals()
+    (window,) = await recorder.windows()
+    assert (interval.last_seen_at, interval.gone_at) == (last_read, last_read)
+    assert window.ended_at == last_read
+
+    await recorder.read(offer)  # reading again: a new window, a new interval
+    assert [w.ended_at for w in await recorder.windows()] == [last_read, None]
+    assert [i.gone_at for i in await recorder.intervals()] == [last_read, None]
+
+
+async def test_a_change_of_period_ends_one_window_and_starts_another(recorder: Recorder) -> None:
+    await recorder.read()
+    first_read = recorder.wall()
+    await recorder.read(after=0.1, period=30.0)
+    slow_read = recorder.wall()
+    fast, slow = await recorder.windows()
+    assert (fast.period_seconds, fast.ended_at) == (recorder.period, first_read)
+    assert (slow.period_seconds, slow.started_at, slow.ended_at) == (30.0, slow_read, None)
+
+
+async def test_the_creates_go_out_before_any_history_is_written(
+    recorder: Recorder, engine: AsyncEngine
+) -> None:
+    offer = recorder.fake.offer(price="20.00")
+    up_to_fees = replace(offer, price_per_hour=Decimal("21.10"))  # $20 with 5% and $0.10
+    await waiting_orders(engine=engine, offer=up_to_fees, credit=100)
+    await recorder.watcher.refresh_waiting()
+    await recorder.read(offer)
+    assert len(recorder.fake.creates) + len(recorder.watcher.deployer.in_flight) >= 1
+    async with session_scope(create_sessionmaker(engine)) as session:
+        assert (await session.execute(select(StockInterval))).first() is None
+    assert len(await recorder.intervals()) == 1
+
+
+# End to end: the watcher running against the simulators, history read slowly.
+SLOW = 0.3
+HYPER_A100 = ("hyperstack", "n3-A100x1", "CANADA-1")
+
+
+@pytest.fixture
+def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:
+    """Live settings on the simulators, reading providers nobody waits for every SLOW s."""
+    return live_settings(database_url, sim_url).model_copy(update={"history_poll_seconds": SLOW})
+
+
+async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
+    sim: SimControl, client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    provider, sku, region = HYPER_A100
+    sessionmaker = create_sessionmaker(engine)
+
+    async def rows() -> list[StockInterval]:
+        async with session_scope(sessionmaker) as session:
+            query = select(StockInterval).where(StockInterval.sku == sku)
+            return list((await session.execute(query)).scalars())
+
+    async def opened() -> StockInterval | None:
+        found = await rows()
+        return found[0] if found and found[0].gone_at is None else None
+
+    async def closed() -> StockInterval | None:
+        found = await rows()
+        return found[0] if found and found[0].gone_at is not None else None
+
+    await sim.stock(provider, sku, region, 2)
+    interval = await eventually(opened)
+    assert (interval.provider, interval.region, interval.max_available) == (provider, region, 2)
+    await sim.stock(provider, sku, region, 0)
+    interval = await eventually(closed)
+    assert interval.gone_at is not None
+    assert interval.first_seen_at <= interval.last_seen_at < interval.gone_at
+
+    async def slow_window() -> StockCoverage | None:
+        async with session_scope(sessionmaker) as session:
+            query = select(StockCoverage).where(
+                StockCoverage.provider == provider, StockCoverage.period_seconds == SLOW
+            )
+            window = (await session.execute(query)).scalars().first()
+        return window if window is not None and window.last_read_at > window.started_at else None
+
+    window = await eventually(slow_window)
+    assert window.started_at <= interval.first_seen_at
+
+
+async def test_a_slow_history_wait_ends_when_an_order_comes_to_want_the_provider() -> None:
+    adapter = FakeAdapter()
+    reads: list[float] = []
+    wanted = False
+
+    async def on_offers(offers: list[Offer], started: float, period: float) -> None:
+        reads.append(period)
+
+    async def on_error(error: str) -> None:
+        raise AssertionError(error)
+
+    poller = ProviderPoller(
+        adapter,
+        period=0.01,
+        wanted=lambda: wanted,
+        on_offers=on_offers,
+        on_error=on_error,
+        history_period=3600.0,
+    )
+    task = asyncio.create_task(poller.run())
+    try:
+
+        async def read_slowly() -> bool:
+            return reads == [3600.0]
+
+        await eventually(read_slowly)
+        wanted = True  # an order arrives: no hour-long wait for the next read
+
+        async def read_fast() -> bool:
+            return len(reads) >= 3
+
+        await eventually(read_fast)
+        assert reads[1:3] == [0.01, 0.01]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
