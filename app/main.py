@@ -9,7 +9,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import accounts, admin, catalogue, health, metrics, offers, orders, webhooks
+from app.api import (
+    accounts,
+    admin,
+    catalogue,
+    health,
+    metrics,
+    offers,
+    orders,
+    stock,
+    webhooks,
+)
 from app.api.errors import install_error_handlers
 from app.api.limits import BodySizeLimit, InFlightLimit
 from app.background import Background
@@ -127,6 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         webhooks.router,
         webhooks.deliveries_router,
         catalogue.router,
+        stock.router,
     ):
         app.include_router(router)
     install_dashboard(app)

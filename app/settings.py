@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     reconcile_seconds: float = Field(default=60.0, ge=1, le=3600)
     delete_untracked_vms: bool = False
     leader_lease_seconds: float = Field(default=10.0, ge=1, le=300)
+    # How many days of stock history (appearances and coverage) are kept and can be asked about.
+    stock_history_days: int = Field(default=90, ge=1, le=3650)
 
     # How often our balance at each provider is read (also at start and after each create's
     # outcome); 0: never, and nothing is held back for it.

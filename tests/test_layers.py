@@ -15,6 +15,9 @@ FORBIDDEN = {
     "watcher": {"api", "webhooks"},
     # Offers, VMs, what orders want, fees and matching: the vocabulary every layer speaks.
     "market": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
+    # The expected wait and the stock summary: pure arithmetic over recorded history.
+    "stock_stats": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
+    "stock_summary": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
 }
 
 

@@ -1,5 +1,6 @@
 """Orders: place, list, read, cancel, and the timeline of each."""
 
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, BackgroundTasks, Request
@@ -10,13 +11,16 @@ from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
 from app.api.schemas import OrderCreate, OrderEventOut, Page
+from app.market import Fees
 from app.models import Order
 from app.providers.registry import configured_providers
-from app.services import orders
+from app.services import orders, stock_estimate
+from app.services.stock_views import OrderWithEstimateOut
 from app.services.views import OrderOut
 from app.states import OrderStatus
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
+ORDER_ESTIMATE_WINDOW = timedelta(days=7)
 
 
 async def _present(session: SessionDep, items: list[Order]) -> list[OrderOut]:
@@ -74,10 +78,19 @@ async def list_orders(
 
 
 @router.get("/{order_id}")
-async def get_order(order_id: PathId, account: CurrentAccount, session: SessionDep) -> OrderOut:
-    """One order, with its deployment once there is one."""
+async def get_order(
+    order_id: PathId, account: CurrentAccount, session: SessionDep, settings: SettingsDep
+) -> OrderWithEstimateOut:
+    """One order, with its deployment once there is one, and its expected wait while waiting."""
     order = await orders.get_order(session, account_id=account.id, order_id=order_id)
-    return (await _present(session, [order]))[0]
+    out = (await _present(session, [order]))[0]
+    estimate = await stock_estimate.order_estimate(
+        session,
+        order=order,
+        fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+        window=ORDER_ESTIMATE_WINDOW,
+    )
+    return OrderWithEstimateOut(**dict(out), estimate=estimate)
 
 
 @router.get("/{order_id}/events")

@@ -1,0 +1,139 @@
+"""Stock history: what was in stock when, per offer key in summary, and the expected wait."""
+
+from datetime import timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
+
+from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.pagination import Limit, split_page
+from app.api.stock_schemas import (
+    DEFAULT_WINDOW,
+    EstimateRequest,
+    WindowParam,
+    check_span,
+    parse_gpu_model,
+    parse_window,
+)
+from app.catalogue import Provider, offered_providers
+from app.dbtypes import utcnow
+from app.errors import ValidationFailed
+from app.market import Fees
+from app.services import stock_estimate, stock_reads
+from app.services.stock_reads import HistoryFilter
+from app.services.stock_views import (
+    CoverageOut,
+    EstimateOut,
+    HistoryOut,
+    KeySummaryOut,
+    StockIntervalOut,
+    SummaryOut,
+)
+from app.text import OneLine
+
+router = APIRouter(prefix="/v1/stock", tags=["stock"])
+GpuCount = Annotated[int | None, Query(ge=1, le=64)]
+GpuModel = Annotated[str | None, Query(max_length=40, description="Case-insensitive.")]
+
+
+def _providers(values: list[str] | None) -> list[str] | None:
+    """Provider names from repeated and/or comma-separated values (422 for unknown ones)."""
+    if not values:
+        return None
+    names = [n.strip().lower() for v in values for n in v.split(",") if n.strip()]
+    known = [str(p) for p in offered_providers()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        message = f"unknown provider {unknown[0]!r}; known: {', '.join(known)}"
+        raise ValidationFailed(
+            f"providers: {message}", details=[{"field": "providers", "message": message}]
+        )
+    return list(dict.fromkeys(names)) or None
+
+
+@router.get("/history")
+async def history(
+    _account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
+    gpu_model: GpuModel = None,
+    gpu_count: GpuCount = None,
+    provider: Provider | None = None,
+    region: Annotated[str | None, Query(max_length=64), OneLine] = None,
+    since: AwareDatetime | None = None,
+    until: AwareDatetime | None = None,
+    limit: Limit = 50,
+    cursor: Annotated[str | None, Query(max_length=64), OneLine] = None,
+) -> HistoryOut:
+    """Intervals in stock at some moment of [since, until], newest first, with the coverage
+    windows of the same span (default: the whole history kept)."""
+    until = until or utcnow()
+    since = since or until - timedelta(days=settings.stock_history_days)
+    check_span(since, until)
+    where = HistoryFilter(
+        since=since,
+        until=until,
+        gpu_model=parse_gpu_model(gpu_model),
+        gpu_count=gpu_count,
+        provider=str(provider) if provider else None,
+        region=region,
+    )
+    rows = await stock_reads.history_page(session, where=where, cursor=cursor, limit=limit + 1)
+    page, next_cursor = split_page(rows, limit, key=lambda r: r.id)
+    windows = await stock_reads.coverage(
+        session, since=since, until=until, providers=[where.provider] if where.provider else None
+    )
+    return HistoryOut(
+        data=[StockIntervalOut.model_validate(r) for r in page],
+        next_cursor=next_cursor,
+        since=since,
+        until=until,
+        coverage=[CoverageOut.model_validate(w) for w in windows],
+    )
+
+
+@router.get("/summary")
+async def summary(
+    _account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
+    gpu_model: GpuModel = None,
+    gpu_count: GpuCount = None,
+    providers: Annotated[list[str] | None, Query(max_length=10)] = None,
+    window: WindowParam = DEFAULT_WINDOW,
+) -> SummaryOut:
+    """Per provider, region and SKU over the window: appearances, time in stock, gaps, prices
+    with the current fees, last seen, and hours observed."""
+    span = parse_window(window, retention_days=settings.stock_history_days)
+    now = utcnow()
+    keys = await stock_reads.summary(
+        session,
+        fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+        since=now - span,
+        now=now,
+        gpu_model=parse_gpu_model(gpu_model),
+        gpu_count=gpu_count,
+        providers=_providers(providers),
+    )
+    return SummaryOut(
+        window=window,
+        since=now - span,
+        until=now,
+        data=[KeySummaryOut.present(k) for k in keys],
+    )
+
+
+@router.post("/estimate")
+async def estimate(
+    body: EstimateRequest, _account: CurrentAccount, session: SessionDep, settings: SettingsDep
+) -> EstimateOut:
+    """How long an order like this would have waited over the window, at its max price and at
+    the observed prices around it."""
+    span = parse_window(body.window, retention_days=settings.stock_history_days)
+    return await stock_estimate.expected_wait(
+        session,
+        wants=body.wants(),
+        fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+        window=span,
+    )

@@ -1,0 +1,96 @@
+"""Request parts of the stock endpoints: the estimate's body and the `window` parameter."""
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated
+
+from fastapi import Query
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, field_validator
+
+from app.api.schemas import MAX_GPU_COUNT, PriceIn, Region
+from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
+from app.errors import ValidationFailed
+from app.market import OrderWants
+
+_WINDOW = re.compile(r"^([1-9][0-9]{0,5})([hd])$")
+DEFAULT_WINDOW = "7d"
+WindowParam = Annotated[
+    str,
+    Query(max_length=8, description='How far back to look: hours or days, e.g. "36h", "7d".'),
+]
+
+
+def _invalid(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(f"{field}: {message}", details=[{"field": field, "message": message}])
+
+
+def _lower(value: object) -> object:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def parse_window(text: str, *, retention_days: int, field: str = "window") -> timedelta:
+    """A window such as `7d` or `36h`, from one hour up to the retention of stock history."""
+    found = _WINDOW.fullmatch(text)
+    if found is None:
+        message = 'must be a number of hours or days, like "36h" or "7d"'
+        raise _invalid(field, message)
+    amount, unit = int(found.group(1)), found.group(2)
+    window = timedelta(hours=amount) if unit == "h" else timedelta(days=amount)
+    if window > timedelta(days=retention_days):
+        raise _invalid(field, f"must be at most the {retention_days} days of history kept")
+    return window
+
+
+def parse_gpu_model(value: str | None) -> str | None:
+    """The catalogue's spelling of a GPU model from a query parameter (422 when unknown)."""
+    if value is None:
+        return None
+    model = normalize_gpu_model(value)
+    if model is None:
+        raise _invalid("gpu_model", f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
+    return model
+
+
+def check_span(since: datetime, until: datetime) -> None:
+    """422 unless `since` is before `until`."""
+    if since.astimezone(UTC) > until.astimezone(UTC):
+        raise _invalid("since", "must not be after until")
+
+
+class EstimateRequest(BaseModel):
+    """Body of `POST /v1/stock/estimate`: an order's fields, and how far back to look."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_model: Annotated[str, Field(max_length=40, json_schema_extra={"enum": list(GPU_MODELS)})]
+    gpu_count: Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
+    providers: Annotated[
+        list[Annotated[Provider, BeforeValidator(_lower)]], Field(min_length=1, max_length=10)
+    ]
+    max_price_per_hour: PriceIn
+    regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
+    min_disk_gb: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
+    window: Annotated[str, Field(max_length=8)] = DEFAULT_WINDOW
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_gpu_model(cls, value: str) -> str:
+        normalized = normalize_gpu_model(value)
+        if normalized is None:
+            raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
+        return normalized
+
+    def wants(self) -> OrderWants:
+        """The request as the matcher sees an order."""
+        return OrderWants(
+            id="",
+            created_at=datetime.now(UTC),
+            providers=frozenset(str(p) for p in self.providers),
+            gpu_model=self.gpu_model,
+            gpu_count=self.gpu_count,
+            max_price_per_hour=self.max_price_per_hour,
+            regions=frozenset(r.upper() for r in self.regions) if self.regions else None,
+            min_disk_gb=self.min_disk_gb,
+            interconnect=self.interconnect,
+        )
