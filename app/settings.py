@@ -64,7 +64,6 @@ class Settings(BaseSettings):
     # While no waiting order accepts a provider, its stock is still read this often (seconds)
     # for the stock history; 0: not read then. Kept for `stock_history_days` days.
     history_poll_seconds: float = Field(default=30.0, ge=0, le=3600)
-    stock_history_days: int = Field(default=90, ge=1, le=3650)
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
 
