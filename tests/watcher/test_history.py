@@ -24,7 +24,7 @@ from app.watcher.history import WRITE_EVERY_SECONDS
 from app.watcher.poller import ProviderPoller
 from app.watcher.watcher import Watcher
 from tests.clock import FakeClock, FakeWallClock
-from tests.factories import waiting_orders
+from tests.factories import create_account, waiting_orders
 from tests.waiting import eventually
 from tests.watcher.conftest import live_settings
 
@@ -225,6 +225,16 @@ async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
 
     window = await eventually(slow_window)
     assert window.started_at <= interval.first_seen_at
+
+    # What was recorded is what a user reads through the API.
+    account = await create_account(client)
+    query = {"gpu_model": interval.gpu_model, "provider": provider}
+    page = (await client.get("/v1/stock/history", params=query, headers=account.headers)).json()
+    shown = [i for i in page["data"] if i["sku"] == sku]
+    assert [(i["region"], i["max_available"], i["gone_at"] is not None) for i in shown] == [
+        (region, 2, True)
+    ]
+    assert any(w["provider"] == provider for w in page["coverage"])
 
 
 async def test_a_slow_history_wait_ends_when_an_order_comes_to_want_the_provider() -> None:
