@@ -83,11 +83,13 @@ class TestMaxPricePerHour:
             assert response.status_code == 201, (price, response.text)
             assert response.json()["max_price_per_hour"] == shown, price
 
-    async def test_nan_and_infinity_literals_are_refused(self, client: httpx.AsyncClient) -> None:
+    @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
+    async def test_nan_and_infinity_literals_are_refused(
+        self, client: httpx.AsyncClient, literal: str
+    ) -> None:
         account = await create_account(client)
-        for literal in ("NaN", "Infinity", "-Infinity"):
-            response = await raw_post(client, "/v1/orders", order_json(literal), account.headers)
-            refused(response, "max_price_per_hour")
+        response = await raw_post(client, "/v1/orders", order_json(literal), account.headers)
+        refused(response, "max_price_per_hour")
         assert await orders_of(client, account) == []
 
     async def test_a_json_number_is_read_by_its_value(self, client: httpx.AsyncClient) -> None:

@@ -149,15 +149,16 @@ class TestWebhookEndpoints:
         shown = await client.get(path, headers=account.headers)
         assert shown.json()["description"] == "pager\n\tsecond line"
 
+    @pytest.mark.parametrize("character", ["\u0000", "\u0085"])
     async def test_a_control_character_in_the_url_is_refused(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, character: str
     ) -> None:
         account = await create_account(client)
-        for url in (f"{PUBLIC_URL}/secret\u0000x", f"{PUBLIC_URL}/secret\u0085x"):
-            created = await client.post(
-                "/v1/webhook-endpoints", json={"url": url}, headers=account.headers
-            )
-            refused(created, "url")
+        url = f"{PUBLIC_URL}/secret{character}x"
+        created = await client.post(
+            "/v1/webhook-endpoints", json={"url": url}, headers=account.headers
+        )
+        refused(created, "url")
         listed = await client.get("/v1/webhook-endpoints", headers=account.headers)
         assert listed.json()["data"] == []
 
