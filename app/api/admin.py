@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from app.api.deps import AdminOnly, SessionDep, SettingsDep
 from app.dbtypes import utcnow
-from app.providers.registry import configured_providers
+from app.providers.registry import enabled_providers
 from app.services import provider_status
 from app.services.views import ProviderStatusOut
 
@@ -22,5 +22,5 @@ class ProvidersOut(BaseModel):
 async def get_providers(session: SessionDep, settings: SettingsDep) -> ProvidersOut:
     """Each provider: enabled or not, last stock read, last balance read, creates in the last
     hour (admin key only)."""
-    enabled = {str(p) for p in configured_providers(settings)}
+    enabled = {str(p) for p in enabled_providers(settings)}
     return ProvidersOut(data=await provider_status.report(session, now=utcnow(), enabled=enabled))

@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from app.api.deps import SettingsDep
 from app.catalogue import GPU_MODELS, Interconnect, offered_providers
-from app.providers.registry import configured_providers
+from app.providers.registry import enabled_providers
 
 router = APIRouter(prefix="/v1/catalogue", tags=["catalogue"])
 
@@ -37,7 +37,7 @@ class CatalogueOut(BaseModel):
 @router.get("")
 async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
     """The GPU models, providers and interconnects orders may name (no key needed)."""
-    enabled = set(configured_providers(settings))
+    enabled = set(enabled_providers(settings))
     return CatalogueOut(
         gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
         providers=[

@@ -13,7 +13,7 @@ from app.api.params import PathId
 from app.api.schemas import OrderCreate, OrderEventOut, Page
 from app.market import Fees
 from app.models import Order
-from app.providers.registry import configured_providers
+from app.providers.registry import enabled_providers
 from app.services import orders, stock_estimate
 from app.services.stock_views import OrderWithEstimateOut
 from app.services.views import OrderOut
@@ -45,7 +45,7 @@ async def place_order(
             session,
             account_id=account.id,
             request=body.new_order(),
-            enabled=set(configured_providers(settings)),
+            enabled=set(enabled_providers(settings)),
         )
         return (await _present(session, [order]))[0]
 

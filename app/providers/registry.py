@@ -96,6 +96,14 @@ def configured_providers(settings: Settings) -> list[Provider]:
     return [spec.provider for spec in offered() if spec.settings_of(settings).has_credentials()]
 
 
+def enabled_providers(settings: Settings) -> list[Provider]:
+    """The providers this service can deploy on: in demo mode the simulated ones (credentials
+    are ignored there), in live mode those the settings hold credentials for."""
+    if settings.mode == "demo":
+        return [spec.provider for spec in simulated_specs()]
+    return configured_providers(settings)
+
+
 def build_adapters(
     settings: Settings, client: httpx.AsyncClient
 ) -> dict[Provider, ProviderAdapter]:

@@ -21,7 +21,7 @@ from app.dbtypes import utcnow
 from app.market import Fees
 from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
-from app.providers.registry import configured_providers, poll_periods
+from app.providers.registry import enabled_providers, poll_periods
 from app.services import deployments, orders, provider_status, stock_history
 from app.services.deployments import Intent
 from app.settings import Settings
@@ -139,7 +139,7 @@ class Watcher:
     async def start(self) -> None:
         """Note which providers can deploy, read the waiting orders, then start every loop."""
         async with session_scope(self.sessionmaker) as session:
-            enabled = set(configured_providers(self.settings))
+            enabled = set(enabled_providers(self.settings))
             await orders.note_disabled_providers(session, enabled=enabled)
             # This process is the only writer now: what the last one left open is closed.
             await stock_history.close_abandoned(session)

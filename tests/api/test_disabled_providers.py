@@ -13,12 +13,12 @@ from tests.factories import create_account, order_body
 
 
 def only(settings: Settings, *names: str) -> Settings:
-    """`settings` with credentials for the named providers only (the others as unconfigured)."""
+    """Live `settings` with credentials for the named providers only (the others unconfigured)."""
     providers = {
         name: value if name in names else type(value)()
         for name, value in settings.providers.items()
     }
-    return settings.model_copy(update={"providers": providers})
+    return settings.model_copy(update={"providers": providers, "mode": "live"})
 
 
 @pytest.fixture
@@ -86,6 +86,24 @@ async def test_an_order_with_some_disabled_providers_is_placed_and_says_which(
         "Hyperstack: not available on this service (no credentials configured); "
         "this order can deploy only on Verda."
     )
+
+
+async def test_demo_mode_deploys_on_every_simulated_provider_without_credentials(
+    settings: Settings,
+) -> None:
+    # Demo mode ignores credentials: the simulators accept the ones it gives them.
+    demo = only(settings).model_copy(update={"mode": "demo"})
+    application = create_app(demo)
+    async with LifespanManager(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            providers = (await c.get("/v1/catalogue")).json()["providers"]
+            assert all(p["enabled"] for p in providers)
+            account = await create_account(c)
+            body = order_body(providers=["hyperstack", "quantacloud"])
+            placed = await c.post("/v1/orders", json=body, headers=account.headers)
+            assert placed.status_code == 201, placed.text
+            assert placed.json()["disabled_providers"] == []
 
 
 async def test_an_order_on_enabled_providers_says_nothing_of_it(
