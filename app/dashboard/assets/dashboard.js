@@ -5,6 +5,7 @@ import { money } from "./dom.js";
 import { mountOrders } from "./orders.js";
 import { mountOrderDetail } from "./detail.js";
 import { mountOffers } from "./offers.js";
+import { mountStock } from "./stock.js";
 import { mountAccount } from "./account.js";
 
 const POLL_MS = 2000;
@@ -101,7 +102,7 @@ document.addEventListener("visibilitychange", () => {
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "orders" && parts[1]) return { name: "orders", id: parts[1] };
-  if (["orders", "offers", "account"].includes(parts[0]) && !parts[1]) return { name: parts[0] };
+  if (["orders", "offers", "stock", "account"].includes(parts[0]) && !parts[1]) return { name: parts[0] };
   return null;
 }
 
@@ -115,7 +116,7 @@ function route(focusView) {
   }
   const root = $("view");
   root.replaceChildren();
-  const mount = r.id ? mountOrderDetail : { orders: mountOrders, offers: mountOffers, account: mountAccount }[r.name];
+  const mount = r.id ? mountOrderDetail : { orders: mountOrders, offers: mountOffers, stock: mountStock, account: mountAccount }[r.name];
   view = mount(root, ctx, r.id);
   document.title = `${view.name} · autoprovision`;
   if (focusView) view.title?.focus();

@@ -1,6 +1,7 @@
 // The orders view (#/orders): the live table of the account's orders, the "Place an order" form, and cancelling.
 
 import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
+import { attachEstimate } from "./estimate.js";
 import {
   between, clearFieldErrors, gpu, h, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
   syncList, when,
@@ -147,6 +148,15 @@ function orderForm(onPlaced, ctx) {
     if (v("name")) b.name = v("name");
     return b;
   }
+
+  /** What the estimate needs (the order's matching fields), or null until they are filled in. */
+  function estimateRequest() {
+    const { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect } = body();
+    if (!gpu_model || !Number.isInteger(gpu_count) || !chosen.length || !max_price_per_hour) return null;
+    if (min_disk_gb !== undefined && !Number.isInteger(min_disk_gb)) return null;
+    return { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect };
+  }
+  form.querySelector(".providers").after(attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour));
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
