@@ -5,7 +5,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Interconnect, Provider
@@ -178,3 +178,22 @@ async def summary(
         )
         for key, key_rows in sorted(by_key.items())
     ]
+
+
+async def includes_generated(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    providers: Collection[str] | None = None,
+) -> bool:
+    """Whether generated (demo-history) rows are in stock or covering some moment of
+    [since, until]: then what is shown of it is partly made up."""
+    generated_coverage = select(StockCoverage.id).where(
+        StockCoverage.generated,
+        StockCoverage.started_at <= until,
+        or_(StockCoverage.ended_at >= since, StockCoverage.ended_at.is_(None)),
+    )
+    if providers is not None:
+        generated_coverage = generated_coverage.where(StockCoverage.provider.in_(list(providers)))
+    return bool(await session.scalar(select(exists(generated_coverage))))
