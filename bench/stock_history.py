@@ -119,11 +119,11 @@ async def sizes(engine: AsyncEngine) -> dict[str, Any]:
             pages = await connection.execute(
                 text("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")
             )
-            by_name: dict[str, int] = dict(pages.tuples().all())
+            by_name: dict[str, int] = {row[0]: row[1] for row in pages}
             indexes = await connection.execute(
                 text("SELECT name, tbl_name FROM sqlite_master WHERE type = 'index'")
             )
-            owner: dict[str, str] = dict(indexes.tuples().all())
+            owner: dict[str, str] = {row[0]: row[1] for row in indexes}
             for table in TABLES:
                 out[f"{table}_bytes"] = sum(
                     size
