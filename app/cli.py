@@ -1,4 +1,4 @@
-"""The `autoprovision` command: serve, migrate, sim, admin-key, doctor."""
+"""The `autoprovision` command: serve, migrate, sim, admin-key, doctor, demo-history."""
 
 import argparse
 import asyncio
@@ -101,6 +101,41 @@ async def _doctor(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if doctor.passed(checks) else 1
 
 
+async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
+    from app.demo_history import AlreadyGenerated, write_demo_history
+    from app.market import Fees
+    from app.providers.registry import poll_periods
+
+    engine = create_engine(settings.database_url)
+    try:
+        await migrate(engine)
+        made, deleted = await write_demo_history(
+            create_sessionmaker(engine),
+            days=args.days,
+            fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+            periods={str(p): s for p, s in poll_periods(settings).items()},
+            seed=args.seed,
+            replace=args.replace,
+        )
+    except AlreadyGenerated as exc:
+        sys.stderr.write(f"autoprovision: {exc}\n")
+        return 1
+    finally:
+        await engine.dispose()
+    if any(deleted):
+        sys.stdout.write(
+            f"deleted {deleted[0]} generated intervals and {deleted[1]} coverage windows\n"
+        )
+    providers = sorted({w.provider for w in made.windows})
+    sys.stdout.write(
+        f"wrote {len(made.intervals)} generated intervals and {len(made.windows)} coverage "
+        f"windows for {', '.join(providers)} from {made.since:%Y-%m-%d %H:%M} to "
+        f"{made.until:%Y-%m-%d %H:%M} UTC (marked generated) into "
+        f"{_redacted(settings.database_url)}\n"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `autoprovision` command."""
     parser = argparse.ArgumentParser(prog="autoprovision", description=__doc__)
@@ -137,6 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help="seconds a provider call may take (default: AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS)",
     )
+    history = commands.add_parser(
+        "demo-history",
+        help="demo mode only: add generated stock history for the simulated providers",
+    )
+    history.add_argument("--days", type=float, default=7, help="how many days back (default: 7)")
+    history.add_argument("--seed", type=int, help="random seed, for the same history again")
+    history.add_argument(
+        "--replace", action="store_true", help="delete earlier generated history first"
+    )
     args = parser.parse_args(argv)
     try:
         settings = get_settings()
@@ -165,4 +209,18 @@ def main(argv: list[str] | None = None) -> int:
         announce_admin_key(asyncio.run(_reset_admin_key(settings)))
     elif args.command == "doctor":
         return asyncio.run(_doctor(settings, args))
+    elif args.command == "demo-history":
+        if settings.mode != "demo":
+            sys.stderr.write(
+                "autoprovision: demo-history makes up stock history and runs in demo mode only "
+                "(AUTOPROVISION_MODE=demo); refusing in live mode\n"
+            )
+            return 2
+        if not 0 < args.days <= settings.stock_history_days:
+            sys.stderr.write(
+                f"autoprovision: --days must be more than 0 and at most "
+                f"AUTOPROVISION_STOCK_HISTORY_DAYS ({settings.stock_history_days})\n"
+            )
+            return 2
+        return asyncio.run(_demo_history(settings, args))
     return 0

@@ -5,12 +5,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.providers.spec import ProviderSettings
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
+# Demo mode reads every simulated provider this often when nobody waits for it, unless
+# HISTORY_POLL_SECONDS is set: the demo feed shows a machine for 4 to 12 s, so most
+# appearances are recorded and the Stock page fills within a minute of `make run`.
+DEMO_HISTORY_POLL_SECONDS = 5.0
 
 
 class Settings(BaseSettings):
@@ -62,7 +66,8 @@ class Settings(BaseSettings):
     # outcome); 0: never, and nothing is held back for it.
     provider_balance_seconds: float = Field(default=60.0, ge=0, le=86400)
     # While no waiting order accepts a provider, its stock is still read this often (seconds)
-    # for the stock history; 0: not read then. Kept for `stock_history_days` days.
+    # for the stock history; 0: not read then. Kept for `stock_history_days` days. Unless set,
+    # demo mode reads at `DEMO_HISTORY_POLL_SECONDS` instead.
     history_poll_seconds: float = Field(default=30.0, ge=0, le=3600)
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
@@ -114,6 +119,12 @@ class Settings(BaseSettings):
         if any(delay < 0 or delay > 7 * 86400 for delay in value):
             raise ValueError("webhook_retry_schedule delays must be between 0 and 604800 seconds")
         return value
+
+    @model_validator(mode="after")
+    def _demo_history_poll(self) -> "Settings":
+        if self.mode == "demo" and "history_poll_seconds" not in self.model_fields_set:
+            self.history_poll_seconds = DEMO_HISTORY_POLL_SECONDS
+        return self
 
     @property
     def allows_private_webhooks(self) -> bool:

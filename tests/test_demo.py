@@ -11,6 +11,7 @@ from asgi_lifespan import LifespanManager
 from app.background import ConfigurationError
 from app.demo import StockFeed, demo_orders
 from app.main import create_app
+from app.providers.registry import simulated_specs
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
@@ -100,3 +101,25 @@ async def test_the_stock_feed_makes_stock_come_and_go() -> None:
                 assert await eventually(gone, seconds=5)
         finally:
             task.cancel()
+
+
+async def test_demo_mode_records_the_stock_feed_in_the_history(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = demo_settings(database_url)
+    assert settings.history_poll_seconds == 5  # demo's default: every simulator is read often
+    app = create_app(settings)
+    async with LifespanManager(app, startup_timeout=20, shutdown_timeout=30):
+        key = DEMO_KEY.search(capsys.readouterr().out)
+        assert key
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+
+            async def recorded() -> dict[str, Any] | None:
+                page = (await client.get("/v1/stock/history", headers=headers)).json()
+                return page if page["data"] and page["coverage"] else None
+
+            page = await eventually(recorded, seconds=45, interval=0.5)
+    assert {w["provider"] for w in page["coverage"]} == {s.name for s in simulated_specs()}
+    assert not any(i["generated"] for i in page["data"])

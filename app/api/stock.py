@@ -107,6 +107,7 @@ async def summary(
     with the current fees, last seen, and hours observed."""
     span = parse_window(window, retention_days=settings.stock_history_days)
     now = utcnow()
+    names = _providers(providers)
     keys = await stock_reads.summary(
         session,
         fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
@@ -114,13 +115,17 @@ async def summary(
         now=now,
         gpu_model=parse_gpu_model(gpu_model),
         gpu_count=gpu_count,
-        providers=_providers(providers),
+        providers=names,
+    )
+    generated = await stock_reads.includes_generated(
+        session, since=now - span, until=now, providers=names
     )
     return SummaryOut(
         window=window,
         since=now - span,
         until=now,
         data=[KeySummaryOut.present(k) for k in keys],
+        includes_generated=generated,
     )
 
 

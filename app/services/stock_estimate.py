@@ -57,6 +57,7 @@ async def expected_wait(
         since=since,
         until=until,
         price_curve=[WaitOut.present(point) for point in curve],
+        includes_generated=any(w.generated for w in windows),  # generated rows come with it
     )
 
 

@@ -150,3 +150,46 @@ async def prune(session: AsyncSession, *, before: datetime) -> tuple[int, int]:
         )
     )
     return intervals.rowcount, windows.rowcount  # type: ignore[attr-defined]
+
+
+# Generated history (`autoprovision demo-history`): made-up rows for demo mode, marked
+# `generated` so that the API and the page can say so, and never mixed up with recorded ones.
+GENERATED_CHUNK = 5_000  # rows per INSERT statement
+
+
+async def insert_generated(
+    session: AsyncSession, intervals: list[Interval], windows: list[Window]
+) -> None:
+    """Insert closed generated rows in chunks, each marked `generated`."""
+    for table, rows in (
+        (_table(StockCoverage), [asdict(w) for w in windows]),
+        (_table(StockInterval), [asdict(i) for i in intervals]),
+    ):
+        for start in range(0, len(rows), GENERATED_CHUNK):
+            chunk = [{**row, "generated": True} for row in rows[start : start + GENERATED_CHUNK]]
+            await session.execute(insert(table), chunk)
+
+
+async def delete_generated(session: AsyncSession) -> tuple[int, int]:
+    """Delete every generated interval and coverage window (never a recorded one)."""
+    intervals = await session.execute(delete(StockInterval).where(StockInterval.generated))
+    windows = await session.execute(delete(StockCoverage).where(StockCoverage.generated))
+    return intervals.rowcount, windows.rowcount  # type: ignore[attr-defined]
+
+
+async def count_generated(session: AsyncSession) -> tuple[int, int]:
+    """How many generated (intervals, coverage windows) are stored."""
+    intervals = await session.scalar(
+        select(func.count()).select_from(StockInterval).where(StockInterval.generated)
+    )
+    windows = await session.scalar(
+        select(func.count()).select_from(StockCoverage).where(StockCoverage.generated)
+    )
+    return intervals or 0, windows or 0
+
+
+async def first_recorded_read(session: AsyncSession) -> datetime | None:
+    """When the recorded (not generated) history begins: its earliest coverage window."""
+    return await session.scalar(
+        select(func.min(StockCoverage.started_at)).where(StockCoverage.generated.is_(False))
+    )

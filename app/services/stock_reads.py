@@ -1,11 +1,13 @@
 """Reading recorded stock history: the intervals and coverage windows of a span, and rows as the
 pure estimate and summary take them (`app/stock_stats.py`, `app/stock_summary.py`)."""
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
+from typing import Protocol, cast
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Interconnect, Provider
@@ -28,7 +30,44 @@ class HistoryFilter:
     region: str | None = None
 
 
-def seen_of(row: StockInterval) -> Seen:
+class IntervalRow(Protocol):
+    """The columns of an interval the estimate and the summary read."""
+
+    provider: str
+    region: str
+    sku: str
+    gpu_model: str
+    gpu_count: int
+    price_per_hour: Decimal
+    interconnect: str | None
+    disk_gb: int | None
+    disk_fixed: bool
+    max_available: int | None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    gone_at: datetime | None
+
+
+# Read as plain rows, not ORM objects: a 90-day window of one GPU model is tens of thousands of
+# intervals, and building an ORM object for each took most of the request.
+_INTERVAL_COLUMNS = (
+    StockInterval.provider,
+    StockInterval.region,
+    StockInterval.sku,
+    StockInterval.gpu_model,
+    StockInterval.gpu_count,
+    StockInterval.price_per_hour,
+    StockInterval.interconnect,
+    StockInterval.disk_gb,
+    StockInterval.disk_fixed,
+    StockInterval.max_available,
+    StockInterval.first_seen_at,
+    StockInterval.last_seen_at,
+    StockInterval.gone_at,
+)
+
+
+def seen_of(row: IntervalRow) -> Seen:
     """An interval as the pure estimate sees it: an offer, in stock from first sighting to the
     read that saw it gone (or to the last sighting while still in stock)."""
     offer = Offer(
@@ -65,9 +104,9 @@ async def intervals(
     gpu_model: str | None = None,
     gpu_count: int | None = None,
     providers: Collection[str] | None = None,
-) -> list[StockInterval]:
+) -> Sequence[IntervalRow]:
     """Every interval in stock at some moment of [since, until], oldest first."""
-    statement = select(StockInterval).where(*_touching(since, until))
+    statement = select(*_INTERVAL_COLUMNS).where(*_touching(since, until))
     if gpu_model is not None:
         statement = statement.where(StockInterval.gpu_model == gpu_model)
     if gpu_count is not None:
@@ -75,7 +114,7 @@ async def intervals(
     if providers is not None:
         statement = statement.where(StockInterval.provider.in_(list(providers)))
     statement = statement.order_by(StockInterval.first_seen_at, StockInterval.id)
-    return list((await session.execute(statement)).scalars())
+    return cast(Sequence[IntervalRow], (await session.execute(statement)).all())
 
 
 async def coverage(
@@ -164,7 +203,7 @@ async def summary(
     by_provider: dict[str, list[Span]] = {}
     for window in windows:
         by_provider.setdefault(window.provider, []).append(span_of(window))
-    by_key: dict[tuple[str, str, str], list[StockInterval]] = {}
+    by_key: dict[tuple[str, str, str], list[IntervalRow]] = {}
     for row in rows:
         by_key.setdefault((row.provider, row.region, row.sku), []).append(row)
     return [
@@ -178,3 +217,22 @@ async def summary(
         )
         for key, key_rows in sorted(by_key.items())
     ]
+
+
+async def includes_generated(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    providers: Collection[str] | None = None,
+) -> bool:
+    """Whether generated (demo-history) rows are in stock or covering some moment of
+    [since, until]: then what is shown of it is partly made up."""
+    generated_coverage = select(StockCoverage.id).where(
+        StockCoverage.generated,
+        StockCoverage.started_at <= until,
+        or_(StockCoverage.ended_at >= since, StockCoverage.ended_at.is_(None)),
+    )
+    if providers is not None:
+        generated_coverage = generated_coverage.where(StockCoverage.provider.in_(list(providers)))
+    return bool(await session.scalar(select(exists(generated_coverage))))

@@ -55,6 +55,7 @@ class EstimateOut(WaitOut):
     since: datetime
     until: datetime
     price_curve: list[WaitOut]
+    includes_generated: bool = False  # made-up demo history (`autoprovision demo-history`)
 
 
 class StockIntervalOut(BaseModel):
@@ -142,6 +143,7 @@ class SummaryOut(BaseModel):
     since: datetime
     until: datetime
     data: list[KeySummaryOut]
+    includes_generated: bool = False  # made-up demo history (`autoprovision demo-history`)
 
 
 class OrderWithEstimateOut(OrderOut):
