@@ -164,8 +164,9 @@ class LedgerEntryOut(BaseModel):
         return self.balance_after - self.held_after
 
 
-class OrderCreate(BaseModel):
-    """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour."""
+class MachineWanted(BaseModel):
+    """What machine, where, and the most it may cost per hour: the fields an order and a stock
+    estimate share, with one set of rules."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -182,16 +183,6 @@ class OrderCreate(BaseModel):
     regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
     min_disk_gb: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
     interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
-    expires_at: AwareDatetime | None = None
-    name: ShortText | None = None
-    ssh_public_key: (
-        Annotated[
-            str,
-            StringConstraints(strip_whitespace=True, max_length=MAX_SSH_KEY_LENGTH),
-            OneLine,
-        ]
-        | None
-    ) = None
 
     @field_validator("gpu_model")
     @classmethod
@@ -210,6 +201,21 @@ class OrderCreate(BaseModel):
     @classmethod
     def _unique_regions(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else list(dict.fromkeys(value))
+
+
+class OrderCreate(MachineWanted):
+    """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour."""
+
+    expires_at: AwareDatetime | None = None
+    name: ShortText | None = None
+    ssh_public_key: (
+        Annotated[
+            str,
+            StringConstraints(strip_whitespace=True, max_length=MAX_SSH_KEY_LENGTH),
+            OneLine,
+        ]
+        | None
+    ) = None
 
     @field_validator("expires_at")
     @classmethod

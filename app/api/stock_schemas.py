@@ -5,10 +5,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Query
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, field_validator
+from pydantic import Field
 
-from app.api.schemas import MAX_GPU_COUNT, PriceIn, Region
-from app.catalogue import GPU_MODELS, Interconnect, Provider, normalize_gpu_model
+from app.api.schemas import MachineWanted
+from app.catalogue import GPU_MODELS, normalize_gpu_model
 from app.errors import ValidationFailed
 from app.market import OrderWants
 
@@ -22,10 +22,6 @@ WindowParam = Annotated[
 
 def _invalid(field: str, message: str) -> ValidationFailed:
     return ValidationFailed(f"{field}: {message}", details=[{"field": field, "message": message}])
-
-
-def _lower(value: object) -> object:
-    return value.strip().lower() if isinstance(value, str) else value
 
 
 def parse_window(text: str, *, retention_days: int, field: str = "window") -> timedelta:
@@ -57,29 +53,10 @@ def check_span(since: datetime, until: datetime) -> None:
         raise _invalid("since", "must not be after until")
 
 
-class EstimateRequest(BaseModel):
+class EstimateRequest(MachineWanted):
     """Body of `POST /v1/stock/estimate`: an order's fields, and how far back to look."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    gpu_model: Annotated[str, Field(max_length=40, json_schema_extra={"enum": list(GPU_MODELS)})]
-    gpu_count: Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
-    providers: Annotated[
-        list[Annotated[Provider, BeforeValidator(_lower)]], Field(min_length=1, max_length=10)
-    ]
-    max_price_per_hour: PriceIn
-    regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
-    min_disk_gb: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
-    interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
     window: Annotated[str, Field(max_length=8)] = DEFAULT_WINDOW
-
-    @field_validator("gpu_model")
-    @classmethod
-    def _known_gpu_model(cls, value: str) -> str:
-        normalized = normalize_gpu_model(value)
-        if normalized is None:
-            raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
-        return normalized
 
     def wants(self) -> OrderWants:
         """The request as the matcher sees an order."""
