@@ -1,6 +1,7 @@
 """Helpers that create things through the public API, as a client would, and (for tests of
 the layers below it) through the services."""
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -9,7 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.schemas import OrderCreate
 from app.db import create_sessionmaker, session_scope
-from app.models import Order
+from app.ids import new_id
+from app.market import Fees
+from app.models import Order, StockCoverage, StockInterval
 from app.providers.base import Offer
 from app.services import accounts, deployments, ledger, orders
 from app.services.deployments import Intent
@@ -111,3 +114,59 @@ async def claim(engine: AsyncEngine, order_id: str, offer: Offer) -> Intent:
 async def claimed(engine: AsyncEngine, *offers: Offer) -> list[Intent]:
     """For each offer, an order of its own, claimed for it."""
     return [await claim(engine, (await waiting_orders(engine, o))[0], o) for o in offers]
+
+
+# Test fees (tests/conftest.py settings): 5 % + $0.10/h.
+TEST_FEES = Fees(percent=Decimal(5), flat_per_hour=Decimal("0.10"))
+
+
+def stock_interval(
+    key: tuple[str, str, str],
+    start: datetime,
+    end: datetime | None,
+    price: str,
+    *,
+    machine: tuple[str, int, str | None, int | None] = ("B300", 8, "sxm", 500),
+    last_seen: datetime | None = None,
+) -> StockInterval:
+    """A history row: `key` (provider, region, sku) in stock from `start`, gone at `end` (None:
+    still in stock), at the provider's `price`, seen with the test fees; `machine` is the GPU
+    model, count, interconnect and disk."""
+    provider, region, sku = key
+    gpu_model, gpu_count, interconnect, disk_gb = machine
+    return StockInterval(
+        id=new_id("sti"),
+        provider=provider,
+        region=region,
+        sku=sku,
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        interconnect=interconnect,
+        disk_gb=disk_gb,
+        disk_fixed=False,
+        price_per_hour=Decimal(price),
+        fee_percent=TEST_FEES.percent,
+        fee_flat_per_hour=TEST_FEES.flat_per_hour,
+        price_per_hour_with_fees=TEST_FEES.apply(Decimal(price)),
+        first_seen_at=start,
+        last_seen_at=last_seen or end or start,
+        gone_at=end,
+        max_available=1,
+        generated=False,
+    )
+
+
+def coverage_window(
+    provider: str, start: datetime, last_read: datetime, *, ended: bool = False
+) -> StockCoverage:
+    """A history row: `provider`'s stock was read from `start` to `last_read` (open unless
+    `ended`, then it ended at its last read)."""
+    return StockCoverage(
+        id=new_id("cov"),
+        provider=provider,
+        period_seconds=1.0,
+        started_at=start,
+        last_read_at=last_read,
+        ended_at=last_read if ended else None,
+        generated=False,
+    )

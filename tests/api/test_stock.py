@@ -3,7 +3,6 @@
 $40 is $42.10 to a user, $44 is $46.30 and $50 is $52.60."""
 
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -12,9 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
-from app.ids import new_id
 from app.models import StockCoverage, StockInterval
-from tests.factories import create_account, place_order
+from tests.factories import coverage_window, create_account, place_order, stock_interval
 
 H = 3600
 
@@ -24,39 +22,12 @@ def interval(
     provider: str = "verda", region: str = "FIN-01", sku: str = "8B300",
 ) -> StockInterval:  # fmt: skip
     """An 8x B300 SXM interval at `price` (the provider's), gone at `end` (None: in stock)."""
-    return StockInterval(
-        id=new_id("sti"),
-        provider=provider,
-        region=region,
-        sku=sku,
-        gpu_model="B300",
-        gpu_count=8,
-        interconnect="sxm",
-        disk_gb=500,
-        disk_fixed=False,
-        price_per_hour=Decimal(price),
-        fee_percent=Decimal(5),
-        fee_flat_per_hour=Decimal("0.10"),
-        price_per_hour_with_fees=Decimal(price) * Decimal("1.05") + Decimal("0.10"),
-        first_seen_at=start,
-        last_seen_at=last_seen or end or start,
-        gone_at=end,
-        max_available=1,
-        generated=False,
-    )
+    return stock_interval((provider, region, sku), start, end, price, last_seen=last_seen)
 
 
 def covered(provider: str, start: datetime, last_read: datetime) -> StockCoverage:
     """A coverage window still open, read from `start` to `last_read`."""
-    return StockCoverage(
-        id=new_id("cov"),
-        provider=provider,
-        period_seconds=1.0,
-        started_at=start,
-        last_read_at=last_read,
-        ended_at=None,
-        generated=False,
-    )
+    return coverage_window(provider, start, last_read)
 
 
 async def insert(engine: AsyncEngine, *rows: Any) -> None:

@@ -4,7 +4,6 @@ database (the watcher is not needed to read history). Test fees: 5 % + $0.10/h, 
 price of $2.40 is $2.62 to a user, $3.00 is $3.25 and $2.00 is $2.20."""
 
 from datetime import datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from app.dbtypes import utcnow
-from app.ids import new_id
 from app.models import StockCoverage, StockInterval
 from tests.dashboard.conftest import Api
+from tests.factories import coverage_window, stock_interval
 
 H = timedelta(hours=1)
 D = timedelta(days=1)
@@ -25,41 +24,16 @@ VERDA = ("verda", "FIN-01", "1H100.80S")
 
 def interval(key: tuple[str, str, str], start: datetime, hours: float, price: str) -> StockInterval:
     """A 1x H100 appearance at `price` (the provider's), gone after `hours`."""
-    provider, region, sku = key
     end = start + timedelta(hours=hours)
-    return StockInterval(
-        id=new_id("sti"),
-        provider=provider,
-        region=region,
-        sku=sku,
-        gpu_model="H100",
-        gpu_count=1,
-        interconnect=None,
-        disk_gb=None,
-        disk_fixed=False,
-        price_per_hour=Decimal(price),
-        fee_percent=Decimal(5),
-        fee_flat_per_hour=Decimal("0.10"),
-        price_per_hour_with_fees=Decimal(price) * Decimal("1.05") + Decimal("0.10"),
-        first_seen_at=start,
-        last_seen_at=end - timedelta(seconds=1),
-        gone_at=end,
-        max_available=1,
-        generated=False,
+    machine = ("H100", 1, None, None)
+    return stock_interval(
+        key, start, end, price, machine=machine, last_seen=end - timedelta(seconds=1)
     )
 
 
 def read(provider: str, start: datetime, end: datetime) -> StockCoverage:
     """A coverage window: the provider's stock was read from `start` to `end`."""
-    return StockCoverage(
-        id=new_id("cov"),
-        provider=provider,
-        period_seconds=1.0,
-        started_at=start,
-        last_read_at=end,
-        ended_at=end,
-        generated=False,
-    )
+    return coverage_window(provider, start, end, ended=True)
 
 
 @pytest.fixture

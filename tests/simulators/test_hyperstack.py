@@ -14,6 +14,7 @@ from starlette.routing import Mount
 from app.catalogue import GPU_MODELS
 from app.simulators.hyperstack import HyperstackSimulator, build_app
 from app.simulators.hyperstack.simulator import stock_bucket
+from tests.waiting import eventually
 
 KEY = {"api_key": "sim-key"}
 IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
@@ -411,8 +412,12 @@ class TestFaults:
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
         await client.post("/_sim/faults", json={"kind": "create_delay", "seconds": 0.3})
         task = asyncio.create_task(create(client))
-        await asyncio.sleep(0.1)
-        assert len((await client.get("/_sim/vms")).json()) == 1 and not task.done()
+
+        async def vm_made() -> bool:
+            return len((await client.get("/_sim/vms")).json()) == 1
+
+        await eventually(vm_made, seconds=0.25)  # well inside the 0.3 s delay
+        assert not task.done()  # the VM exists, the answer has not come yet
         assert (await task).status_code == 200
 
     async def test_create_error_after_commit_makes_the_vm_and_answers_500(
