@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -339,6 +340,33 @@ class StockCoverage(Base):
     last_read_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the latest read of the span
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     generated: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class StockDay(Base):
+    """One offer key's closed stock on one UTC day, derived from its closed intervals so that a
+    30- or 90-day summary reads a row per key and day instead of one per appearance.
+
+    `spans` packs, for each closed interval, the part of it that falls on the day as three
+    little-endian float64s: start and end (epoch seconds) and the provider's price in
+    micro-dollars (exact: integers under 2**53). Written in the transaction that closes the
+    intervals, so a closed interval is in exactly one set of day rows (`app/stock_days.py`).
+    """
+
+    __tablename__ = "stock_days"
+    __table_args__ = (Index("ix_stock_days_machine_day", "gpu_model", "gpu_count", "day"),)
+
+    provider: Mapped[str] = mapped_column(String(20), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sku: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[int] = mapped_column(Integer, primary_key=True)  # days since 1970-01-01 (UTC)
+    generated: Mapped[bool] = mapped_column(Boolean, primary_key=True)  # demo-history rows
+    gpu_model: Mapped[str] = mapped_column(String(40))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    interconnect: Mapped[str | None] = mapped_column(String(20))
+    disk_gb: Mapped[int | None] = mapped_column(Integer)
+    disk_fixed: Mapped[bool] = mapped_column(Boolean)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)  # of its intervals, the latest
+    spans: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class IdempotencyKey(Base):

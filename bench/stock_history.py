@@ -54,7 +54,7 @@ ADMIN_KEY = "bench-stock-history-admin-key"
 out = sys.stdout
 WINDOWS = ("7d", "30d", "90d")
 TARGET_MS = 200.0
-TABLES = ("stock_intervals", "stock_coverage")
+TABLES = ("stock_intervals", "stock_coverage", "stock_days")
 
 
 @dataclass

@@ -14,7 +14,7 @@ from app.ids import new_id
 from app.market import Fees
 from app.models import Order, StockCoverage, StockInterval
 from app.providers.base import Offer
-from app.services import accounts, deployments, ledger, orders
+from app.services import accounts, deployments, ledger, orders, stock_days
 from app.services.deployments import Intent
 from app.states import OrderStatus
 from tests.conftest import ADMIN_KEY
@@ -170,3 +170,11 @@ def coverage_window(
         ended_at=last_read if ended else None,
         generated=False,
     )
+
+
+async def record_history(engine: AsyncEngine, *rows: StockInterval | StockCoverage) -> None:
+    """Write history rows as the recorder leaves them: each closed interval in its days too."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        session.add_all(rows)
+        closed = [r for r in rows if isinstance(r, StockInterval) and r.gone_at is not None]
+        await stock_days.add_closed(session, closed, generated=False)

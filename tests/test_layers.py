@@ -15,9 +15,10 @@ FORBIDDEN = {
     "watcher": {"api", "webhooks"},
     # Offers, VMs, what orders want, fees and matching: the vocabulary every layer speaks.
     "market": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
-    # The expected wait and the stock summary: pure arithmetic over recorded history.
+    # The expected wait, the stock summary and the packing of stock days: pure arithmetic.
     "stock_stats": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
     "stock_summary": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
+    "stock_days": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
 }
 
 

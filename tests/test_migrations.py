@@ -1,5 +1,6 @@
 """Migrations that move data: what they keep, and what they refuse to guess."""
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -9,10 +10,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.catalogue import Provider
 from app.db import alembic_config, create_sessionmaker, foreign_keys_checked_after, session_scope
+from app.ids import new_id
 from app.models import Deployment
 from app.providers.base import VM, Offer, VMState
-from app.services import deployments
+from app.services import deployments, stock_history
 from tests.factories import claimed
+from tests.services.test_stock_days import closed, days
+from tests.services.test_stock_history import apply, interval
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
 HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
@@ -66,3 +70,21 @@ async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_se
     async with session_scope(create_sessionmaker(engine)) as session:
         kinds = {d.id: d.serial_kind for d in (await session.execute(select(Deployment))).scalars()}
     assert kinds == {older: "us-east-1/l40s-x1", younger: None}
+
+
+async def test_closed_stock_history_fills_its_days_as_the_recorder_would(
+    engine: AsyncEngine,
+) -> None:
+    over_midnight = closed(10 * 3600, 14 * 3600)  # T0 is noon
+    price_change = replace(closed(20 * 3600, 21 * 3600, price="2.99"), region="FIN-02")
+    still_open = replace(interval(0), id=new_id("stk"), region="FIN-03")
+    await apply(engine, over_midnight, price_change, still_open)
+    made = replace(closed(0, 60), id=new_id("stk"), region="FIN-04")
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await stock_history.insert_generated(session, [made], [])
+    recorded = await days(engine)
+    assert len(recorded) == 4  # two days, one, and the generated one; none for the open one
+
+    await _to_revision(engine, "downgrade", "0011")
+    await _to_revision(engine, "upgrade", "head")
+    assert await days(engine) == recorded

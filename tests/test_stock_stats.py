@@ -7,10 +7,20 @@ can be listed in the comments: "t=3: 1h" is the moment T0+3h waiting one hour fo
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import numpy as np
+
 from app.catalogue import Interconnect, Provider
 from app.market import Fees, Offer, OrderWants
-from app.stock_stats import Estimate, Seen, Span, estimate, kaplan_meier_quantile, price_curve
-from app.stock_summary import nearest_rank, summarise_key
+from app.stock_stats import (
+    Estimate,
+    Samples,
+    Stock,
+    estimate,
+    kaplan_meier_quantile,
+    price_curve,
+    spans_of,
+)
+from app.stock_summary import KeySummary, nearest_rank, summarise_key, weighted_median
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 NOW = T0 + timedelta(hours=10)
@@ -23,7 +33,7 @@ def at(hours: float) -> datetime:
     return T0 + timedelta(hours=hours)
 
 
-def span(start_h: float, end_h: float) -> Span:
+def span(start_h: float, end_h: float) -> tuple[float, float]:
     """A coverage span in epoch seconds, from hours after T0."""
     return (at(start_h).timestamp(), at(end_h).timestamp())
 
@@ -38,7 +48,7 @@ def seen(
     sku: str = "8B300",
     gpu_count: int = 8,
     interconnect: Interconnect | None = Interconnect.SXM,
-) -> Seen:
+) -> Stock:
     """An appearance of 8x B300 from `start_h` to `end_h` hours after T0."""
     offer = Offer(
         provider=Provider(provider),
@@ -49,7 +59,7 @@ def seen(
         price_per_hour=Decimal(price),
         interconnect=interconnect,
     )
-    return Seen(offer, at(start_h), at(end_h))
+    return Stock(offer, spans_of([span(start_h, end_h)]))
 
 
 def wants(max_price: str = "45", **changes: object) -> OrderWants:
@@ -67,10 +77,13 @@ def wants(max_price: str = "45", **changes: object) -> OrderWants:
 
 
 def run(
-    order: OrderWants, items: list[Seen], coverage: list[Span], fees: Fees = NO_FEES
+    order: OrderWants,
+    items: list[Stock],
+    coverage: list[tuple[float, float]],
+    fees: Fees = NO_FEES,
 ) -> Estimate:
     """The estimate over [T0, T0+10h] on the hourly grid."""
-    return estimate(order, items, coverage, fees=fees, since=T0, now=NOW, step=H)
+    return estimate(order, items, spans_of(coverage), fees=fees, since=T0, now=NOW, step=H)
 
 
 def test_one_appearance_in_a_fully_observed_window() -> None:
@@ -170,40 +183,78 @@ def test_the_price_curve_is_at_the_observed_prices_around_the_max() -> None:
         seen(7, 8, "46", sku="e", interconnect=Interconnect.PCIE),
     ]
     order = wants("45", interconnect=Interconnect.SXM)
-    curve = price_curve(order, items, [span(0, 10)], fees=NO_FEES, since=T0, now=NOW, step=H)
+    coverage = spans_of([span(0, 10)])
+    curve = price_curve(order, items, coverage, fees=NO_FEES, since=T0, now=NOW, step=H)
     assert [p.max_price_per_hour for p in curve] == [Decimal(x) for x in ("40", "44", "50", "60")]
     assert [p.appearances for p in curve] == [1, 2, 3, 4]
 
 
+def samples(*pairs: tuple[float, bool]) -> Samples:
+    """Waits as the grid gives them."""
+    return Samples(np.array([p[0] for p in pairs], float), np.array([p[1] for p in pairs], bool))
+
+
 def test_kaplan_meier_without_censoring_is_the_plain_quantile() -> None:
-    samples = [(float(d), True) for d in (1, 2, 3, 4)]
-    assert kaplan_meier_quantile(samples, 0.5) == (2.0, True)
-    assert kaplan_meier_quantile(samples, 0.9) == (4.0, True)
-    assert kaplan_meier_quantile([], 0.5) == (0.0, False)
+    plain = samples(*((float(d), True) for d in (1, 2, 3, 4)))
+    assert kaplan_meier_quantile(plain, 0.5) == (2.0, True)
+    assert kaplan_meier_quantile(plain, 0.9) == (4.0, True)
+    assert kaplan_meier_quantile(samples(), 0.5) == (0.0, False)
+
+
+def summary_of(
+    items: list[Stock], coverage: list[tuple[float, float]], since: datetime = T0
+) -> KeySummary:
+    """The summary of one key over [since, T0+10h]."""
+    out = summarise_key(
+        items, spans_of(coverage), fees=NO_FEES, since=since, now=NOW, last_seen_at=at(5.9)
+    )
+    assert out is not None
+    return out
 
 
 def test_summary_of_one_key() -> None:
     # Appearances: 1h-3h (a price change at 2h joins its two intervals) and 5h-6h.
     # In stock 2h and 1h; nearest rank: median 1h, p90 2h; one gap, 3h-5h, observed.
     items = [seen(1, 2, "40"), seen(2, 3, "50"), seen(5, 6, "40")]
-    out = summarise_key(items, [span(0, 10)], fees=NO_FEES, since=T0, now=NOW, last_seen_at=at(5.9))
+    out = summary_of(items, [span(0, 10)])
     assert out.appearances == 2
     assert out.hours_in_stock == 3
     assert (out.median_seconds_in_stock, out.p90_seconds_in_stock) == (1 * H, 2 * H)
     assert out.median_gap_seconds == 2 * H
+    # $40 for 2 of the 3 hours in stock: the median by time in stock is $40.
     assert (out.price_min, out.price_median, out.price_max) == (
         Decimal(40),
         Decimal(40),
         Decimal(50),
     )
     assert out.hours_observed == 10
+    assert out.last_seen_at == at(5.9)
     # A gap the provider was not read through throughout may hide an appearance: not counted.
-    gappy = summarise_key(
-        items, [span(0, 4), span(4.5, 10)], fees=NO_FEES, since=T0, now=NOW, last_seen_at=NOW
-    )
+    gappy = summary_of(items, [span(0, 4), span(4.5, 10)])
     assert gappy.median_gap_seconds is None and gappy.hours_observed == 9.5
 
 
+def test_the_median_price_is_weighted_by_time_in_stock() -> None:
+    # $50 for 3 hours, $40 for 1: three intervals at $40 would say $40 by count.
+    items = [seen(1, 4, "50"), seen(5, 5.25, "40"), seen(6, 6.5, "40"), seen(7, 7.25, "40")]
+    assert summary_of(items, [span(0, 10)]).price_median == Decimal(50)
+    assert weighted_median([Decimal(1), Decimal(2)], [0.0, 0.0]) == Decimal(1)
+
+
+def test_time_in_stock_counts_within_the_window() -> None:
+    # From 2h: the appearance 1h-3h counts its last hour; the one at 5h-6h all of it.
+    out = summary_of([seen(1, 3), seen(5, 6)], [span(0, 10)], since=at(2))
+    assert out.appearances == 2 and out.hours_in_stock == 2
+    assert out.median_seconds_in_stock == 1 * H
+    # A key whose stock all lies before the window is not in the summary.
+    before = [seen(0, 1)]
+    assert (
+        summarise_key(before, spans_of([]), fees=NO_FEES, since=at(2), now=NOW, last_seen_at=T0)
+        is None
+    )
+
+
 def test_nearest_rank() -> None:
-    assert nearest_rank([3.0, 1.0, 2.0], 0.5) == 2.0
-    assert nearest_rank([], 0.5) is None
+    assert nearest_rank(np.array([3.0, 1.0, 2.0]), 0.5) == 2.0
+    assert nearest_rank(np.array([4.0, 1.0, 3.0, 2.0]), 0.9) == 4.0
+    assert nearest_rank(np.array([]), 0.5) is None

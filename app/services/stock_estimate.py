@@ -12,7 +12,7 @@ from app.models import Order
 from app.services import stock_reads
 from app.services.stock_views import EstimateOut, WaitOut
 from app.states import OrderStatus
-from app.stock_stats import estimate, price_curve
+from app.stock_stats import estimate, price_curve, spans_of
 
 CACHE_SECONDS = 60.0
 _CACHE_LIMIT = 10_000
@@ -36,7 +36,7 @@ async def expected_wait(
     """The expected wait of `wants` over the last `window`, at its max and around it."""
     until = now or utcnow()
     since = until - window
-    rows = await stock_reads.intervals(
+    keys = await stock_reads.stock(
         session,
         since=since,
         until=until,
@@ -47,8 +47,8 @@ async def expected_wait(
     windows = await stock_reads.coverage(
         session, since=since, until=until, providers=wants.providers
     )
-    seen = [stock_reads.seen_of(r) for r in rows]
-    covered = [stock_reads.span_of(w) for w in windows]
+    seen = [item for key_stock in keys.values() for item in key_stock.stock]
+    covered = spans_of(stock_reads.span_of(w) for w in windows)
     main = estimate(wants, seen, covered, fees=fees, since=since, now=until)
     curve = price_curve(wants, seen, covered, fees=fees, since=since, now=until)
     return EstimateOut(

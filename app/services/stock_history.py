@@ -15,6 +15,7 @@ from sqlalchemy import Table, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import StockCoverage, StockInterval
+from app.services import stock_days
 
 
 @dataclass
@@ -69,9 +70,23 @@ async def apply(session: AsyncSession, changes: Changes) -> None:
         windows = [asdict(w) for w in changes.windows]
         await _upsert(session, _table(StockCoverage), windows, ("last_read_at", "ended_at"))
     if changes.intervals:
+        ids = [i.id for i in changes.intervals]
+        closed_before = set(
+            (
+                await session.execute(
+                    select(StockInterval.id).where(
+                        StockInterval.id.in_(ids), StockInterval.gone_at.is_not(None)
+                    )
+                )
+            ).scalars()
+        )
         intervals = [asdict(i) for i in changes.intervals]
         changing = ("last_seen_at", "gone_at", "max_available")
         await _upsert(session, _table(StockInterval), intervals, changing)
+        # A batch written again after an unclear failure finds its closes already made: each
+        # interval joins its days once.
+        closing = [i for i in changes.intervals if i.gone_at and i.id not in closed_before]
+        await stock_days.add_closed(session, closing, generated=False)
 
 
 def _table(model: type[StockInterval] | type[StockCoverage]) -> Table:
@@ -134,6 +149,7 @@ async def close_abandoned(session: AsyncSession) -> tuple[int, int]:
             else max(interval.last_seen_at, provider_read)
         )
     await session.flush()
+    await stock_days.add_closed(session, intervals, generated=False)
     return len(intervals), len(windows)
 
 
@@ -149,6 +165,7 @@ async def prune(session: AsyncSession, *, before: datetime) -> tuple[int, int]:
             StockCoverage.ended_at.is_not(None), StockCoverage.last_read_at < before
         )
     )
+    await stock_days.prune(session, before=before)
     return intervals.rowcount, windows.rowcount  # type: ignore[attr-defined]
 
 
@@ -168,12 +185,14 @@ async def insert_generated(
         for start in range(0, len(rows), GENERATED_CHUNK):
             chunk = [{**row, "generated": True} for row in rows[start : start + GENERATED_CHUNK]]
             await session.execute(insert(table), chunk)
+    await stock_days.add_closed(session, intervals, generated=True)
 
 
 async def delete_generated(session: AsyncSession) -> tuple[int, int]:
     """Delete every generated interval and coverage window (never a recorded one)."""
     intervals = await session.execute(delete(StockInterval).where(StockInterval.generated))
     windows = await session.execute(delete(StockCoverage).where(StockCoverage.generated))
+    await stock_days.delete_generated(session)
     return intervals.rowcount, windows.rowcount  # type: ignore[attr-defined]
 
 

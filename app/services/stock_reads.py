@@ -1,20 +1,22 @@
-"""Reading recorded stock history: the intervals and coverage windows of a span, and rows as the
-pure estimate and summary take them (`app/stock_stats.py`, `app/stock_summary.py`)."""
+"""Reading recorded stock history: the intervals and coverage windows of a span, and stock as the
+pure estimate and summary take it (`app/stock_stats.py`, `app/stock_summary.py`)."""
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
-from typing import Protocol, cast
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, or_, select
+import numpy as np
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Interconnect, Provider
 from app.errors import ValidationFailed
 from app.market import Fees, Offer
-from app.models import StockCoverage, StockInterval
-from app.stock_stats import Seen, Span
+from app.models import StockCoverage, StockDay, StockInterval
+from app.stock_days import day_of, decode, dollars, micros
+from app.stock_stats import Stock, spans_of
 from app.stock_summary import KeySummary, summarise_key
 
 
@@ -30,27 +32,10 @@ class HistoryFilter:
     region: str | None = None
 
 
-class IntervalRow(Protocol):
-    """The columns of an interval the estimate and the summary read."""
+OfferKey = tuple[str, str, str]  # provider, region, SKU
 
-    provider: str
-    region: str
-    sku: str
-    gpu_model: str
-    gpu_count: int
-    price_per_hour: Decimal
-    interconnect: str | None
-    disk_gb: int | None
-    disk_fixed: bool
-    max_available: int | None
-    first_seen_at: datetime
-    last_seen_at: datetime
-    gone_at: datetime | None
-
-
-# Read as plain rows, not ORM objects: a 90-day window of one GPU model is tens of thousands of
-# intervals, and building an ORM object for each took most of the request.
-_INTERVAL_COLUMNS = (
+# Read as plain rows, not ORM objects.
+_OPEN_INTERVAL_COLUMNS = (
     StockInterval.provider,
     StockInterval.region,
     StockInterval.sku,
@@ -60,29 +45,122 @@ _INTERVAL_COLUMNS = (
     StockInterval.interconnect,
     StockInterval.disk_gb,
     StockInterval.disk_fixed,
-    StockInterval.max_available,
     StockInterval.first_seen_at,
     StockInterval.last_seen_at,
-    StockInterval.gone_at,
 )
 
 
-def seen_of(row: IntervalRow) -> Seen:
-    """An interval as the pure estimate sees it: an offer, in stock from first sighting to the
-    read that saw it gone (or to the last sighting while still in stock)."""
-    offer = Offer(
+@dataclass(frozen=True)
+class KeyStock:
+    """One offer key's stock in a span: per provider price, and when the key was last seen."""
+
+    stock: list[Stock]
+    last_seen_at: datetime
+
+
+@dataclass
+class _Pieces:
+    offer: Offer  # price left at zero: each price gets its own copy
+    last_seen_at: datetime
+    packed: list[bytes] = field(default_factory=list)
+    open_now: list[tuple[float, float, float]] = field(default_factory=list)
+
+
+def _offer(row: Any) -> Offer:
+    return Offer(
         provider=Provider(row.provider),
         region=row.region,
         sku=row.sku,
         gpu_model=row.gpu_model,
         gpu_count=row.gpu_count,
-        price_per_hour=row.price_per_hour,
+        price_per_hour=Decimal(0),
         interconnect=Interconnect(row.interconnect) if row.interconnect else None,
         disk_gb=row.disk_gb,
         disk_fixed=row.disk_fixed,
-        available=row.max_available,
     )
-    return Seen(offer, row.first_seen_at, row.gone_at or row.last_seen_at)
+
+
+_DAY_KEY = (StockDay.provider, StockDay.region, StockDay.sku)
+_DAY_MACHINE = (
+    StockDay.gpu_model,
+    StockDay.gpu_count,
+    StockDay.interconnect,
+    StockDay.disk_gb,
+    StockDay.disk_fixed,
+)
+
+
+async def stock(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    gpu_model: str | None = None,
+    gpu_count: int | None = None,
+    providers: Collection[str] | None = None,
+) -> dict[OfferKey, KeyStock]:
+    """Each offer key's stock on the UTC days [since, until] touches: its closed intervals from
+    `stock_days` (a row per key and day, whatever the number of appearances) and its open one,
+    to its latest sighting. Pieces outside [since, until] may come with it; the arithmetic
+    clips them."""
+    where = [StockDay.day >= day_of(since), StockDay.day <= day_of(until)]
+    if gpu_model is not None:
+        where.append(StockDay.gpu_model == gpu_model)
+    if gpu_count is not None:
+        where.append(StockDay.gpu_count == gpu_count)
+    # Open intervals by their partial index alone (one per key at most): a filter on the model
+    # could lead the planner to the model's index, through every closed interval.
+    open_now = select(*_OPEN_INTERVAL_COLUMNS).where(
+        StockInterval.gone_at.is_(None), StockInterval.first_seen_at <= until
+    )
+    if providers is not None:
+        where.append(StockDay.provider.in_(list(providers)))
+        open_now = open_now.where(StockInterval.provider.in_(list(providers)))
+    # The machine and the latest sighting once per key; the packed pieces, a row per key and
+    # day, without a timestamp to convert on each.
+    keys = (
+        select(*_DAY_KEY, *_DAY_MACHINE, func.max(StockDay.last_seen_at).label("last_seen_at"))
+        .where(*where)
+        .group_by(*_DAY_KEY, *_DAY_MACHINE)
+    )
+    pieces = select(*_DAY_KEY, StockDay.spans).where(*where)
+    connection = await session.connection()  # plain rows: no ORM result processing needed
+    by_key: dict[OfferKey, _Pieces] = {}
+    for row in await connection.execute(keys):
+        key = (row.provider, row.region, row.sku)
+        entry = by_key.get(key)
+        if entry is None or entry.last_seen_at < row.last_seen_at:  # the latest machine wins
+            by_key[key] = _Pieces(_offer(row), row.last_seen_at, entry.packed if entry else [])
+    for provider, region, sku, packed in await connection.execute(pieces):
+        by_key[(provider, region, sku)].packed.append(packed)
+    for interval in await connection.execute(open_now):
+        if gpu_model not in (None, interval.gpu_model):
+            continue
+        if gpu_count not in (None, interval.gpu_count):
+            continue
+        key = (interval.provider, interval.region, interval.sku)
+        entry = by_key.setdefault(key, _Pieces(_offer(interval), interval.last_seen_at))
+        entry.last_seen_at = max(entry.last_seen_at, interval.last_seen_at)
+        start, end = interval.first_seen_at.timestamp(), interval.last_seen_at.timestamp()
+        entry.open_now.append((start, end, micros(interval.price_per_hour)))
+    return {key: _by_price(entry) for key, entry in sorted(by_key.items())}
+
+
+def _by_price(entry: _Pieces) -> KeyStock:
+    pieces = np.concatenate(
+        (decode(b"".join(entry.packed)), np.array(entry.open_now).reshape(-1, 3))
+    )
+    order = np.argsort(pieces[:, 2], kind="stable")
+    pieces = pieces[order]
+    prices, first = np.unique(pieces[:, 2], return_index=True)
+    groups = np.split(pieces[:, :2], first[1:])
+    return KeyStock(
+        stock=[
+            Stock(replace(entry.offer, price_per_hour=dollars(price)), spans)
+            for price, spans in zip(prices, groups, strict=True)
+        ],
+        last_seen_at=entry.last_seen_at,
+    )
 
 
 def _touching(since: datetime, until: datetime) -> list[ColumnElement[bool]]:
@@ -94,27 +172,6 @@ def _touching(since: datetime, until: datetime) -> list[ColumnElement[bool]]:
             and_(StockInterval.gone_at.is_(None), StockInterval.last_seen_at >= since),
         ),
     ]
-
-
-async def intervals(
-    session: AsyncSession,
-    *,
-    since: datetime,
-    until: datetime,
-    gpu_model: str | None = None,
-    gpu_count: int | None = None,
-    providers: Collection[str] | None = None,
-) -> Sequence[IntervalRow]:
-    """Every interval in stock at some moment of [since, until], oldest first."""
-    statement = select(*_INTERVAL_COLUMNS).where(*_touching(since, until))
-    if gpu_model is not None:
-        statement = statement.where(StockInterval.gpu_model == gpu_model)
-    if gpu_count is not None:
-        statement = statement.where(StockInterval.gpu_count == gpu_count)
-    if providers is not None:
-        statement = statement.where(StockInterval.provider.in_(list(providers)))
-    statement = statement.order_by(StockInterval.first_seen_at, StockInterval.id)
-    return cast(Sequence[IntervalRow], (await session.execute(statement)).all())
 
 
 async def coverage(
@@ -138,7 +195,7 @@ async def coverage(
     return list((await session.execute(statement)).scalars())
 
 
-def span_of(window: StockCoverage) -> Span:
+def span_of(window: StockCoverage) -> tuple[float, float]:
     """A coverage window as epoch seconds: to its end, or to its latest read while open."""
     end = window.ended_at or window.last_read_at
     return (window.started_at.timestamp(), end.timestamp())
@@ -191,7 +248,7 @@ async def summary(
 ) -> list[KeySummary]:
     """Per provider, region and SKU seen in [since, now]: appearances, time in stock, gaps,
     prices with the current fees, and how long the provider was observed."""
-    rows = await intervals(
+    keys = await stock(
         session,
         since=since,
         until=now,
@@ -200,23 +257,21 @@ async def summary(
         providers=providers,
     )
     windows = await coverage(session, since=since, until=now, providers=providers)
-    by_provider: dict[str, list[Span]] = {}
+    by_provider: dict[str, list[tuple[float, float]]] = {}
     for window in windows:
         by_provider.setdefault(window.provider, []).append(span_of(window))
-    by_key: dict[tuple[str, str, str], list[IntervalRow]] = {}
-    for row in rows:
-        by_key.setdefault((row.provider, row.region, row.sku), []).append(row)
-    return [
+    summaries = (
         summarise_key(
-            [seen_of(r) for r in key_rows],
-            by_provider.get(key[0], []),
+            key_stock.stock,
+            spans_of(by_provider.get(key[0], [])),
             fees=fees,
             since=since,
             now=now,
-            last_seen_at=max(r.last_seen_at for r in key_rows),
+            last_seen_at=key_stock.last_seen_at,
         )
-        for key, key_rows in sorted(by_key.items())
-    ]
+        for key, key_stock in keys.items()
+    )
+    return [s for s in summaries if s is not None]
 
 
 async def includes_generated(

@@ -9,10 +9,15 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
 from app.models import StockCoverage, StockInterval
-from tests.factories import coverage_window, create_account, place_order, stock_interval
+from tests.factories import (
+    coverage_window,
+    create_account,
+    place_order,
+    record_history,
+    stock_interval,
+)
 
 H = 3600
 
@@ -31,9 +36,8 @@ def covered(provider: str, start: datetime, last_read: datetime) -> StockCoverag
 
 
 async def insert(engine: AsyncEngine, *rows: Any) -> None:
-    """Write rows directly, committed."""
-    async with session_scope(create_sessionmaker(engine)) as session:
-        session.add_all(rows)
+    """Write rows as the recorder would, committed."""
+    await record_history(engine, *rows)
 
 
 async def ten_hours(engine: AsyncEngine) -> datetime:

@@ -3,18 +3,19 @@ expected wait with its price curve, on history rows written straight into the se
 database (the watcher is not needed to read history). Test fees: 5 % + $0.10/h, so a provider
 price of $2.40 is $2.62 to a user, $3.00 is $3.25 and $2.00 is $2.20."""
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
-from sqlalchemy import create_engine
-from sqlalchemy.orm import Session
 
+from app.db import create_engine
 from app.dbtypes import utcnow
 from app.models import StockCoverage, StockInterval
 from tests.dashboard.conftest import Api
-from tests.factories import coverage_window, stock_interval
+from tests.factories import coverage_window, record_history, stock_interval
 
 H = timedelta(hours=1)
 D = timedelta(days=1)
@@ -44,7 +45,7 @@ def history(service: str, tmp_path: Path) -> datetime:
     In the last 24 h: Hyperstack 4 appearances ($2.62 at 20 h and 6 h ago, $3.25 at 15 h and
     2 h ago), Verda 1 ($2.20 at 12 h ago); over 7 days 3 and 1 more."""
     now = utcnow()
-    rows = [
+    rows: list[StockInterval | StockCoverage] = [
         read("hyperstack", now - 7 * D, now - 10 * H),
         read("hyperstack", now - 8 * H, now),
         read("verda", now - 7 * D, now),
@@ -58,11 +59,18 @@ def history(service: str, tmp_path: Path) -> datetime:
         interval(VERDA, now - 12 * H, 1, "2.00"),
         interval(VERDA, now - 6 * D, 1, "2.00"),
     ]
-    engine = create_engine(f"sqlite:///{tmp_path / 'dashboard.db'}", connect_args={"timeout": 10})
-    with Session(engine) as session, session.begin():
-        session.add_all(rows)
-    engine.dispose()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'dashboard.db'}"
+    with ThreadPoolExecutor(1) as thread:  # Playwright's own loop runs in this one
+        thread.submit(asyncio.run, record(url, rows)).result()
     return now
+
+
+async def record(url: str, rows: list[StockInterval | StockCoverage]) -> None:
+    engine = create_engine(url)
+    try:
+        await record_history(engine, *rows)
+    finally:
+        await engine.dispose()
 
 
 def sign_in(page: Page, key: str) -> None:
