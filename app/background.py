@@ -18,6 +18,7 @@ from app.dbtypes import utcnow
 from app.demo import EmbeddedSimulators, StockFeed, announce_demo, prepare_demo_account
 from app.metrics import LEADER
 from app.providers.base import ProviderAdapter
+from app.providers.http import provider_tls
 from app.providers.registry import build_adapters, credentials_hint, simulated
 from app.services import leases
 from app.services.webhook_secrets import SecretBoxLoader
@@ -76,18 +77,19 @@ class Background:
             if settings.sim_embedded:
                 self.simulators = EmbeddedSimulators(settings.sim_port)
                 await self.simulators.start()
-            providers = simulated(settings, f"http://127.0.0.1:{settings.sim_port}")
+            providers = simulated(settings, settings.sim_url)
             async with session_scope(self.sessionmaker) as session:
                 api_key = await prepare_demo_account(session, with_orders=settings.demo_feed)
             announce_demo(api_key, settings)
             if settings.demo_feed:
-                feed = StockFeed(f"http://127.0.0.1:{settings.sim_port}")
+                feed = StockFeed(settings.sim_url, verify=provider_tls(settings.provider_ca_file))
                 self.feed = asyncio.create_task(feed.run(), name="demo stock feed")
         else:
             providers = settings
         self.client = httpx.AsyncClient(
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
             trust_env=False,
+            verify=provider_tls(settings.provider_ca_file),
         )
         self.adapters = build_adapters(providers, self.client)
         if not self.adapters:

@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
@@ -10,7 +11,7 @@ from pydantic import ValidationError
 from app.background import LIVE_WITHOUT_CREDENTIALS
 from app.db import create_engine, create_sessionmaker, migrate, session_scope
 from app.main import announce_admin_key, create_app, prepare_database
-from app.providers.registry import configured_providers, simulated_specs, variable_name
+from app.providers.registry import configured_providers, variable_name
 from app.services.accounts import reset_admin_key
 from app.settings import Settings, get_settings
 
@@ -43,16 +44,19 @@ def _serve(settings: Settings) -> None:
     )
 
 
-def _sim(host: str, port: int, log_level: str) -> None:
-    from app.simulators.app import create_simulator_app
+def _sim(args: argparse.Namespace, settings: Settings) -> int:
+    from app.simulators.network import Latency
+    from app.simulators.run import default_tls_dir, run_simulators
 
-    url = f"http://{host}:{port}"
-    apis = ", ".join(spec.simulator.base_url(url) for spec in simulated_specs() if spec.simulator)
-    sys.stdout.write(
-        f"\n  Provider simulators on {url}: {apis}\n  Control API: {url}/<provider>/_sim/...\n\n"
-    )
-    sys.stdout.flush()
-    uvicorn.run(create_simulator_app(), host=host, port=port, log_level=log_level)
+    if args.latency_ms < 0 or args.jitter_ms < 0:
+        sys.stderr.write("autoprovision: --latency-ms and --jitter-ms must be 0 or more\n")
+        return 2
+    one_way = Latency(args.latency_ms / 2, args.jitter_ms / 2)
+    latency = one_way if args.latency_ms or args.jitter_ms else None
+    tls_dir = (args.cert_dir or default_tls_dir()) if args.tls else None
+    host, port = args.host or settings.host, args.port or settings.sim_port
+    run_simulators(host, port, settings.log_level, latency=latency, tls_dir=tls_dir)
+    return 0
 
 
 def _redacted(database_url: str) -> str:
@@ -152,6 +156,20 @@ def main(argv: list[str] | None = None) -> int:
     sim = commands.add_parser("sim", help="run the three provider simulators on their own")
     sim.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
     sim.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_SIM_PORT)")
+    sim.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="round-trip network latency to add: every byte waits half of it each way, in a "
+        "loopback relay (so TLS handshakes pay it too)",
+    )
+    sim.add_argument(
+        "--jitter-ms", type=float, default=0.0, help="up to this much more round trip, at random"
+    )
+    sim.add_argument(
+        "--tls", action="store_true", help="serve HTTPS with a self-signed certificate made now"
+    )
+    sim.add_argument("--cert-dir", type=Path, help="where --tls writes it (default: a temp dir)")
     admin_key = commands.add_parser("admin-key", help="manage the generated admin API key")
     admin_key.add_argument(
         "--reset",
@@ -198,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides["dry_run"] = True
         _serve(settings.model_copy(update=overrides))
     elif args.command == "sim":
-        _sim(args.host or settings.host, args.port or settings.sim_port, settings.log_level)
+        return _sim(args, settings)
     elif args.command == "migrate":
         asyncio.run(_migrate(settings))
         sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")

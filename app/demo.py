@@ -5,6 +5,7 @@ import contextlib
 import logging
 import random
 import socket
+import ssl
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
@@ -132,7 +133,7 @@ def announce_demo(api_key: str, settings: Settings) -> None:
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{host}:{settings.port}"
     sys.stdout.write(
-        f"\n  Demo mode: providers are simulated on http://127.0.0.1:{settings.sim_port}.\n"
+        f"\n  Demo mode: providers are simulated on {settings.sim_url}.\n"
         f"  Demo account API key: {api_key}\n"
         f"  Open {url}/ and sign in with it to watch the demo orders deploy.\n"
         f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
@@ -157,11 +158,13 @@ class StockFeed:
         self,
         sim_url: str,
         *,
+        verify: ssl.SSLContext | bool = True,
         gap_seconds: tuple[float, float] = (3, 8),
         shown_seconds: tuple[float, float] = (4, 12),
         seed: int | None = None,
     ) -> None:
         self.sim_url = sim_url
+        self.verify = verify
         self.gap_seconds = gap_seconds
         self.shown_seconds = shown_seconds
         self.random = random.Random(seed)
@@ -173,7 +176,7 @@ class StockFeed:
         orders deploy within a minute or so; the rest of the time it is any machine.
         """
         orders = demo_orders()
-        async with SimControl(base_url=self.sim_url, timeout=5) as sim:
+        async with SimControl(base_url=self.sim_url, timeout=5, verify=self.verify) as sim:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:

@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     dry_run: bool = False
     sim_port: int = Field(default=8001, ge=1, le=65535)
     sim_embedded: bool = True
+    # Demo mode with simulators started on their own by `autoprovision sim --tls`: reach them
+    # over HTTPS (trusting their certificate through `provider_ca_file`).
+    sim_tls: bool = False
     demo_feed: bool = True
 
     capacity_cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
@@ -70,6 +73,10 @@ class Settings(BaseSettings):
     # demo mode reads at `DEMO_HISTORY_POLL_SECONDS` instead.
     history_poll_seconds: float = Field(default=30.0, ge=0, le=3600)
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    # A PEM file of certificate authorities trusted for provider APIs besides the usual ones
+    # (e.g. the simulators' `sim --tls` certificate, or a company proxy's). Verification is
+    # never turned off.
+    provider_ca_file: Path | None = None
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
 
     # Fernet keys (comma-separated, the first encrypts) for webhook secrets at rest; without
@@ -121,6 +128,15 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _tls_simulators_run_apart(self) -> "Settings":
+        if self.sim_tls and self.sim_embedded:
+            raise ValueError(
+                "sim_tls needs sim_embedded=false: the embedded simulators serve plain HTTP; "
+                "start them with `autoprovision sim --tls` instead"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _demo_history_poll(self) -> "Settings":
         if self.mode == "demo" and "history_poll_seconds" not in self.model_fields_set:
             self.history_poll_seconds = DEMO_HISTORY_POLL_SECONDS
@@ -132,6 +148,11 @@ class Settings(BaseSettings):
         if self.webhook_allow_private is None:
             return self.mode == "demo"
         return self.webhook_allow_private
+
+    @property
+    def sim_url(self) -> str:
+        """Where demo mode finds the simulators."""
+        return f"{'https' if self.sim_tls else 'http'}://127.0.0.1:{self.sim_port}"
 
     @property
     def is_sqlite(self) -> bool:

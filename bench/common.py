@@ -4,6 +4,7 @@ from their specs, and reading /proc."""
 import asyncio
 import os
 import socket
+import ssl
 import subprocess
 from pathlib import Path
 
@@ -42,9 +43,10 @@ def mount_path(provider: str) -> str:
     return control_path(provider, "").removesuffix("/_sim/")
 
 
-def sim_ready_url(port: int) -> str:
+def sim_ready_url(port: int, *, tls: bool = False) -> str:
     """A control API URL that answers once the simulators on `port` are up."""
-    return f"http://127.0.0.1:{port}{control_path(providers()[0], 'config')}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://127.0.0.1:{port}{control_path(providers()[0], 'config')}"
 
 
 def free_port() -> int:
@@ -55,8 +57,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
-    async with httpx.AsyncClient() as client:
+async def wait_up(
+    url: str, process: subprocess.Popen[bytes], *, verify: ssl.SSLContext | bool = True
+) -> None:
+    async with httpx.AsyncClient(verify=verify) as client:
         for _ in range(600):
             if process.poll() is not None:
                 raise RuntimeError(f"{url} exited early")

@@ -7,7 +7,13 @@ arrival from the simulator's own log. Repeats ROUNDS times per provider, all thr
 once, and prints median and p99 against the targets (median <= period/2 + 50 ms,
 p99 <= period + 150 ms).
 
-    .venv/bin/python bench/stock_to_create.py [--rounds 200] [--json bench/results/latest.json]
+With --latency-ms N (and --jitter-ms J, --tls) the simulators sit behind a loopback relay that
+delays every byte by N/2 ms each way (`autoprovision sim --latency-ms`), over HTTPS with a
+certificate the service trusts through AUTOPROVISION_PROVIDER_CA_FILE; the run without them
+comes first, in the same session, and the network run's target is its medians plus N ms.
+
+    .venv/bin/python bench/stock_to_create.py [--rounds 200] [--latency-ms 40 --tls] \
+        [--json bench/results/latest.json]
 """
 
 import argparse
@@ -20,12 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 from common import ROOT, default_periods, free_port, period_variables, sim_ready_url, wait_up
 
+from app.providers.http import provider_tls
 from app.simulators.control import SimControl
 
 ADMIN_KEY = "bench-admin-key-0123456789"
@@ -86,11 +94,43 @@ async def one_provider(
     return latencies
 
 
+async def wait_for_file(path: Path, process: subprocess.Popen[bytes]) -> None:
+    """Until `path` exists (the simulators write their certificate as they start)."""
+    for _ in range(300):
+        if path.exists():
+            return
+        if process.poll() is not None:
+            raise RuntimeError("the simulators exited early")
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{path} did not appear")
+
+
 def p99(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[98]
 
 
-async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Network:
+    """What stands between the service and the simulators."""
+
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    tls: bool = False
+
+    def sim_args(self, workdir: Path) -> list[str]:
+        args = ["--latency-ms", str(self.latency_ms), "--jitter-ms", str(self.jitter_ms)]
+        return [*args, "--tls", "--cert-dir", str(workdir / "tls")] if self.tls else args
+
+    def describe(self) -> str:
+        if not (self.latency_ms or self.jitter_ms or self.tls):
+            return "loopback, plain HTTP"
+        where = f"{self.latency_ms:g} ms round trip (+ up to {self.jitter_ms:g} ms)"
+        return f"{where}, {'HTTPS' if self.tls else 'plain HTTP'}"
+
+
+async def run(
+    rounds: int, periods: dict[str, float], network: Network = Network()
+) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ap-bench-"))
     sim_port, api_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
@@ -107,15 +147,26 @@ async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
             **period_variables(periods),
         }
     )
-    sim_process = start(["sim", "--port", str(sim_port)], env, workdir / "sim.log")
+    verify = provider_tls(None)
+    if network.tls:
+        ca_file = workdir / "tls" / "sim-cert.pem"
+        env.update(
+            {"AUTOPROVISION_SIM_TLS": "true", "AUTOPROVISION_PROVIDER_CA_FILE": str(ca_file)}
+        )
+    sim_root = f"{'https' if network.tls else 'http'}://127.0.0.1:{sim_port}"
+    sim_args = ["sim", "--port", str(sim_port), *network.sim_args(workdir)]
+    sim_process = start(sim_args, env, workdir / "sim.log")
     api_process = None
     try:
-        await wait_up(sim_ready_url(sim_port), sim_process)
+        if network.tls:
+            await wait_for_file(ca_file, sim_process)
+            verify = provider_tls(ca_file)
+        await wait_up(sim_ready_url(sim_port, tls=network.tls), sim_process, verify=verify)
         api_process = start(["serve"], env, workdir / "service.log")
         await wait_up(f"http://127.0.0.1:{api_port}/healthz", api_process)
         async with (
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as api,
-            SimControl(base_url=f"http://127.0.0.1:{sim_port}", timeout=10) as sim,
+            SimControl(base_url=sim_root, timeout=10, verify=verify) as sim,
         ):
             admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
             account = (await api.post("/v1/accounts", json={"name": "bench"}, headers=admin)).json()
@@ -133,7 +184,7 @@ async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
             if process is not None:
                 process.terminate()
                 process.wait(timeout=30)
-    report: dict[str, Any] = {"rounds": rounds, "providers": {}}
+    report: dict[str, Any] = {"rounds": rounds, "network": network.describe(), "providers": {}}
     for provider, samples in zip(MACHINES, results, strict=True):
         period = periods[provider]
         median, tail = statistics.median(samples), p99(samples)
@@ -150,16 +201,16 @@ async def run(rounds: int, periods: dict[str, float]) -> dict[str, Any]:
     return report
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=200, help="stock appearances per provider")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args()
-    report = asyncio.run(run(args.rounds, default_periods()))
+def print_table(report: dict[str, Any], base: dict[str, Any] | None, extra_ms: float) -> bool:
+    """The report as a Markdown table; with `base`, targets are its medians plus `extra_ms`."""
+    print(f"\n{report['network']}, {report['rounds']} rounds per provider")  # noqa: T201
     print("| provider | poll period | samples | median | target | p99 | target | met |")  # noqa: T201
     print("|---|---|---|---|---|---|---|---|")  # noqa: T201
     met_all = True
     for provider, r in report["providers"].items():
+        if base is not None:
+            r["target_median_ms"] = round(base["providers"][provider]["median_ms"] + extra_ms, 1)
+            r["target_p99_ms"] = round(base["providers"][provider]["p99_ms"] + extra_ms, 1)
         met = r["median_ms"] <= r["target_median_ms"] and r["p99_ms"] <= r["target_p99_ms"]
         met_all &= met
         print(  # noqa: T201
@@ -167,10 +218,29 @@ def main() -> int:
             f"<= {r['target_median_ms']} ms | {r['p99_ms']} ms | <= {r['target_p99_ms']} ms | "
             f"{'yes' if met else 'NO'} |"
         )
+    return met_all
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=200, help="stock appearances per provider")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="round trip to add")
+    parser.add_argument("--jitter-ms", type=float, default=0.0, help="up to this much more")
+    parser.add_argument("--tls", action="store_true", help="the simulators over HTTPS")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    network = Network(args.latency_ms, args.jitter_ms, args.tls)
+    base = asyncio.run(run(args.rounds, default_periods()))
+    met = print_table(base, None, 0.0)
+    results: dict[str, Any] = {"loopback": base}
+    if network != Network():
+        over = asyncio.run(run(args.rounds, default_periods(), network))
+        met = print_table(over, base, args.latency_ms) and met
+        results["network"] = over
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    return 0 if met_all else 1
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from typing import Literal
 import uvicorn
 from starlette.types import ASGIApp
 
+from app.simulators.network import Certificate
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
@@ -21,11 +23,23 @@ def free_port() -> int:
 
 @contextmanager
 def serve_in_thread(
-    app: ASGIApp, *, lifespan: Literal["auto", "on", "off"] = "auto"
+    app: ASGIApp,
+    *,
+    lifespan: Literal["auto", "on", "off"] = "auto",
+    certificate: Certificate | None = None,
 ) -> Iterator[str]:
-    """Serve `app` with uvicorn in a background thread; yields its base URL."""
+    """Serve `app` with uvicorn in a background thread (over HTTPS with `certificate`); yields
+    its base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan=lifespan)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="error",
+        lifespan=lifespan,
+        ssl_certfile=str(certificate.cert_file) if certificate else None,
+        ssl_keyfile=str(certificate.key_file) if certificate else None,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
@@ -35,7 +49,7 @@ def serve_in_thread(
             raise RuntimeError("test server did not start")
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'https' if certificate else 'http'}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -16,9 +16,11 @@ from sqlalchemy import inspect, text
 from app.cli import main
 from app.db import create_engine
 from app.models import Base
+from app.providers.http import provider_tls
 from app.security import hash_api_key
 from app.settings import get_settings
 from tests.servers import free_port
+from tests.waiting import eventually_sync
 
 ADMIN_KEY_LINE = re.compile(r"Admin API key \(shown once, store it now\): (\S+)")
 
@@ -178,3 +180,45 @@ def test_sim_serves_the_three_simulators(tmp_path: Path) -> None:
         process.wait(timeout=10)
     assert process.stdout is not None
     assert f"Provider simulators on http://127.0.0.1:{port}" in process.stdout.read()
+
+
+def test_sim_over_tls_and_a_slow_network(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app", "sim", "--port", str(port), "--tls", "--latency-ms", "40",
+         "--cert-dir", str(tmp_path / "tls")],
+        cwd=tmp_path,
+        env=_env("sqlite+aiosqlite:///unused.db", PYTHONPATH=str(Path(__file__).parent.parent)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    catalog = f"https://127.0.0.1:{port}/verda/_sim/catalog"
+    try:
+        cert = eventually_sync(lambda: (tmp_path / "tls" / "sim-cert.pem").exists(), seconds=30)
+        assert cert
+        with httpx.Client(verify=provider_tls(tmp_path / "tls" / "sim-cert.pem")) as client:
+
+            def answered() -> bool:
+                assert process.poll() is None, "sim exited"
+                try:
+                    return client.get(catalog).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            assert eventually_sync(answered, seconds=30)
+            started = time.monotonic()
+            assert client.get(catalog).status_code == 200  # on the connection already open
+            assert time.monotonic() - started >= 0.04  # a round trip: 20 ms each way
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.stdout is not None
+    out = process.stdout.read()
+    assert f"Provider simulators on https://127.0.0.1:{port}" in out
+    assert "Latency: 40 ms round trip" in out
+
+
+def test_sim_refuses_a_negative_latency(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "--latency-ms", "-5"]) == 2
+    assert "--latency-ms and --jitter-ms must be 0 or more" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from app.doctor.local import check_database, check_secret_key, check_webhooks
 from app.doctor.providers import check_provider
 from app.market import Fees
 from app.providers.diagnosis import Check, Status
+from app.providers.http import provider_tls
 from app.providers.registry import credentials_hint, offered, simulated
 from app.settings import Settings
 
@@ -30,7 +31,12 @@ async def run(settings: Settings, *, timeout: float) -> list[Check]:
     found = await asyncio.gather(
         *(
             check_provider(
-                spec, spec.settings_of(settings), timeout=timeout, waiting=waiting, fees=fees
+                spec,
+                spec.settings_of(settings),
+                timeout=timeout,
+                waiting=waiting,
+                fees=fees,
+                verify=provider_tls(settings.provider_ca_file),
             )
             for spec in specs
         )
@@ -48,7 +54,7 @@ async def check_demo(settings: Settings, *, sim_url: str | None, timeout: float)
     settings = settings.model_copy(update={"mode": "demo"})
     simulators = None
     if sim_url is None:
-        sim_url = f"http://127.0.0.1:{settings.sim_port}"
+        sim_url = settings.sim_url
         if settings.sim_embedded:
             simulators = EmbeddedSimulators(settings.sim_port)
             try:

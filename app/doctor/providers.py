@@ -4,8 +4,9 @@ orders, the rate-limit headers it sends and its clock; then the provider's own (
 Only reads are sent (and Verda's token request): no create, change or delete.
 """
 
+import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -51,11 +52,13 @@ async def check_provider(
     timeout: float,
     waiting: Sequence[OrderWants] | None,
     fees: Fees,
+    verify: ssl.SSLContext | bool = True,
 ) -> list[Check]:
     """Every check of one provider, in order; a refused credential skips the rest."""
     log = ResponseLog()
     probe = Probe(spec.name, timeout)
-    async with httpx.AsyncClient(trust_env=False, event_hooks={"response": [log]}) as client:
+    hooks: dict[str, list[Callable[..., Any]]] = {"response": [log]}
+    async with httpx.AsyncClient(trust_env=False, event_hooks=hooks, verify=verify) as client:
         adapter = spec.build_adapter(settings, client, Timeouts(read=timeout, create=timeout))
         balance: list[Decimal] = []
 

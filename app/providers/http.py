@@ -4,12 +4,15 @@ The one rule that matters: a failure on a create call is `OutcomeUnknown` (the V
 the same failure on anything else is `Unavailable` (nothing happened; try again later).
 """
 
+import ssl
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 
 from app.catalogue import Provider
@@ -125,3 +128,13 @@ def error_field(body: Any, *path: str) -> str | None:
             return None
         current = current.get(key)
     return current if isinstance(current, str) else None
+
+
+def provider_tls(ca_file: Path | None) -> ssl.SSLContext | bool:
+    """How provider APIs' certificates are checked: against the usual authorities, and those
+    in `ca_file` too when one is given (`AUTOPROVISION_PROVIDER_CA_FILE`). Never unchecked."""
+    if ca_file is None:
+        return True
+    context = ssl.create_default_context(cafile=certifi.where())
+    context.load_verify_locations(cafile=str(ca_file))
+    return context

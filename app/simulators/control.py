@@ -6,6 +6,7 @@ raises `httpx.HTTPStatusError` when the simulator refuses it.
 """
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Coroutine
 from decimal import Decimal
@@ -30,11 +31,16 @@ class SimControl:
     """The control API of the simulators served at `client.base_url` (or at `base_url`)."""
 
     def __init__(
-        self, client: httpx.AsyncClient | None = None, *, base_url: str = "", timeout: float = 10
+        self,
+        client: httpx.AsyncClient | None = None,
+        *,
+        base_url: str = "",
+        timeout: float = 10,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self._owned = client is None
         self.client = client or httpx.AsyncClient(
-            base_url=base_url, timeout=timeout, trust_env=False
+            base_url=base_url, timeout=timeout, trust_env=False, verify=verify
         )
 
     async def aclose(self) -> None:

@@ -8,6 +8,7 @@ from starlette.routing import BaseRoute, Route
 
 from app.simulators.billing import parse_amount
 from app.simulators.core import BALANCE_PROBLEM, FAULT_KINDS, ProviderSimulator
+from app.simulators.network import Latency
 
 
 def _problem(status: int, message: str) -> JSONResponse:
@@ -101,6 +102,12 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
                 if boot is None:
                     return _problem(422, "boot_seconds must be a number >= 0")
                 sim.boot_seconds = boot
+            if "latency_ms" in body or "jitter_ms" in body:
+                latency = _number(body, "latency_ms", sim.answer_latency.ms)
+                jitter = _number(body, "jitter_ms", sim.answer_latency.jitter_ms)
+                if latency is None or jitter is None:
+                    return _problem(422, "latency_ms and jitter_ms must be numbers >= 0")
+                sim.answer_latency = Latency(latency, jitter)
             if "rate_limits" in body:
                 if not isinstance(body["rate_limits"], bool):
                     return _problem(422, "rate_limits must be true or false")
@@ -118,6 +125,8 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
             {
                 "boot_seconds": sim.boot_seconds,
                 "rate_limits": sim.rate_limits,
+                "latency_ms": sim.answer_latency.ms,
+                "jitter_ms": sim.answer_latency.jitter_ms,
                 "balance": str(sim.balance),
                 **sim.config_view(),
             }

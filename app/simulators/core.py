@@ -8,6 +8,7 @@ shapes, status words, error bodies); everything here is provider-neutral.
 
 import asyncio
 import itertools
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.simulators.billing import BillingPolicy, Span, charge
+from app.simulators.network import Latency
 
 FAULT_KINDS = (
     "http_500",
@@ -133,6 +135,7 @@ class ProviderSimulator:
         # The clock VMs boot, bill and get deleted on (seconds). Tests swap in one they advance;
         # a reset keeps it. Tokens, rate limits and cool-downs stay on the real monotonic clock.
         self.clock: Callable[[], float] = time.monotonic
+        self.rng = random.Random()
         self.reset()
 
     def reset(self) -> None:
@@ -148,6 +151,9 @@ class ProviderSimulator:
         self.boot_seconds = DEFAULT_BOOT_SECONDS
         self.rate_limits = True
         self.limiter.clear()
+        # Added before every provider API answer (`latency_ms`, `jitter_ms` in the config): a
+        # provider further away than the others. Bytes on the wire: `sim --latency-ms`.
+        self.answer_latency = Latency(0.0)
         self._ips = (f"203.0.113.{n}" for n in itertools.cycle(range(1, 255)))
 
     # --- stock -----------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """A simulator served: its provider routes and control API behind the gate that injects faults,
 applies rate limits and logs every request."""
 
+import asyncio
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import BaseRoute
@@ -36,6 +38,9 @@ class ProviderGate:
         receive = replay
         request = Request(scope, receive)
         self.sim.requests.append((request.method, _route_path(scope)))
+        delay = self.sim.answer_latency.draw(self.sim.rng)
+        if delay > 0:
+            await asyncio.sleep(delay)
         response = await self.sim.request_fault(request)
         if response is None and self.sim.rate_limits:
             response = self.sim.rate_limit(request)

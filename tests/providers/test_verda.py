@@ -1,7 +1,9 @@
 """The Verda adapter against the simulated Verda on a real socket, one fault kind at a time."""
 
+import asyncio
 import ssl
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -29,6 +31,7 @@ from app.providers.base import (
 from app.providers.verda import VerdaAdapter
 from app.providers.verda.parse import gpu_model
 from app.simulators.verda import VerdaSimulator, build_app
+from tests.clock import TICK, FakeClock
 from tests.servers import serve_in_thread
 from tests.waiting import eventually, vm_reaches
 
@@ -79,8 +82,18 @@ async def http(sent: list[httpx.Request]) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+async def granted_count(fetches: list[httpx.Request], count: int) -> bool:
+    """Whether `count` token requests have been started (held or not)."""
+    return len(fetches) >= count
+
+
 def make_adapter(
-    http: httpx.AsyncClient, base_url: str, *, secret: str = "sim-secret", image: str = IMAGE
+    http: httpx.AsyncClient,
+    base_url: str,
+    *,
+    secret: str = "sim-secret",
+    image: str = IMAGE,
+    clock: Callable[[], float] = time.monotonic,
 ) -> VerdaAdapter:
     return VerdaAdapter(
         http,
@@ -90,6 +103,7 @@ def make_adapter(
         image=image,
         timeout=TIMEOUT,
         create_timeout=TIMEOUT,
+        clock=clock,
     )
 
 
@@ -456,13 +470,46 @@ class TestAuth:
         await adapter.balance()
         assert sim.grants == ["client_credentials"]
 
-    async def test_a_token_with_less_than_a_minute_left_is_refreshed_before_use(
-        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sim: VerdaSimulator
+    async def test_past_its_refresh_point_a_token_is_replaced_off_the_requests_path(
+        self, base_url: str, control: httpx.AsyncClient, sim: VerdaSimulator
     ) -> None:
-        await control.put("/_sim/config", json={"token_ttl_seconds": 59})
-        for _ in range(3):
+        # Token fetches wait at a gate the test opens; the adapter's clock moves by hand.
+        gate, fetches = asyncio.Event(), []
+
+        async def held(request: httpx.Request) -> None:
+            if request.url.path.endswith("/oauth2/token"):
+                fetches.append(request)
+                await gate.wait()
+
+        async def granted(*grants: str) -> bool:
+            return sim.grants == list(grants)
+
+        clock = FakeClock()
+        async with httpx.AsyncClient(event_hooks={"request": [held]}, verify=TLS) as http:
+            adapter = make_adapter(http, base_url, clock=clock)
+            gate.set()
             await adapter.balance()
-        assert sim.grants == ["client_credentials", "refresh_token", "refresh_token"]
+            assert sim.grants == ["client_credentials"]
+
+            gate.clear()
+            clock.advance(3600 - 60 + TICK)  # a minute before expiry: time for a new one
+            await stock(control, *B300, 1)
+            vm = await create(adapter)  # sent with the current token while the new one is held
+            assert [c["vm_id"] for c in (await control.get("/_sim/creates")).json()] == [vm.id]
+            await eventually(lambda: granted_count(fetches, 2))  # the new one, held at the gate
+            assert sim.grants == ["client_credentials"]
+            gate.set()
+            await eventually(lambda: granted("client_credentials", "refresh_token"))
+
+            # The control: past expiry there is no usable token, and a request waits for one.
+            gate.clear()
+            clock.advance(3600)
+            waiting = asyncio.create_task(adapter.balance())
+            await eventually(lambda: granted_count(fetches, 3))
+            assert not waiting.done()
+            gate.set()
+            await waiting
+            assert sim.grants == ["client_credentials", "refresh_token", "refresh_token"]
 
     async def test_a_401_gets_a_new_token_and_one_more_try_even_for_a_create(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient, sim: VerdaSimulator

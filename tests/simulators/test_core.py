@@ -176,7 +176,13 @@ async def test_reset_forgets_everything(client: httpx.AsyncClient) -> None:
     assert (await client.get("/dummy/_sim/catalog")).json()[0]["stock"] == 0
     assert (await client.get("/dummy/v1/hello")).status_code == 200
     config = (await client.get("/dummy/_sim/config")).json()
-    assert config == {"boot_seconds": 3.0, "rate_limits": True, "balance": "10000.00"}
+    assert config == {
+        "boot_seconds": 3.0,
+        "rate_limits": True,
+        "balance": "10000.00",
+        "latency_ms": 0.0,
+        "jitter_ms": 0.0,
+    }
 
 
 def test_fixed_windows_reset_after_the_window() -> None:

@@ -3,6 +3,7 @@
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -36,6 +37,7 @@ class VerdaAdapter:
         image: str,
         timeout: float = 10.0,
         create_timeout: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = VerdaClient(
             client,
@@ -44,6 +46,7 @@ class VerdaAdapter:
             client_secret=client_secret,
             timeout=timeout,
             create_timeout=create_timeout,
+            clock=clock,
         )
         self._image = image
         self._types: dict[str, dict[str, Any]] = {}

@@ -1,11 +1,14 @@
-"""Verda's REST API over HTTP: OAuth2 client-credentials tokens refreshed before they expire,
-one method per call, and every failure as a typed outcome of `providers.base`.
+"""Verda's REST API over HTTP: OAuth2 client-credentials tokens refreshed in the background
+before they expire (never on a request's path while one is usable), one method per call, and
+every failure as a typed outcome of `providers.base`.
 
 Errors are keyed on the status and Verda's error `code`, never the message.
 """
 
 import asyncio
+import logging
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +19,7 @@ from app.providers.base import (
     AuthFailed,
     NoCapacity,
     OutcomeUnknown,
+    ProviderError,
     ProviderOutOfFunds,
     Rejected,
     Unavailable,
@@ -24,7 +28,10 @@ from app.providers.http import ProviderHTTP, error_field
 from app.providers.verda import parse
 from app.providers.verda.parse import PROVIDER
 
-REFRESH_MARGIN = 60.0  # seconds before expiry at which a token is replaced
+logger = logging.getLogger(__name__)
+
+REFRESH_MARGIN = 60.0  # a token is replaced this long before it expires (half its life if shorter)
+EXPIRY_SAFETY = 2.0  # a token with less left than this is not sent: it could expire in flight
 
 
 class DeleteRefused(Rejected):
@@ -43,14 +50,18 @@ class VerdaClient:
         client_secret: SecretStr,
         timeout: float,
         create_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = ProviderHTTP(PROVIDER, client, base_url, timeout, create_timeout)
         self._client_id = client_id
         self._client_secret = client_secret
+        self._clock = clock
         self._access: str | None = None
         self._refresh: str | None = None
         self._expires_at = 0.0
+        self._refresh_at = 0.0
         self._lock = asyncio.Lock()
+        self._refreshing: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"VerdaClient(base_url={self.http.base_url!r})"
@@ -205,11 +216,27 @@ class VerdaClient:
         )
 
     async def token(self) -> str:
-        """A valid access token: the cached one, a refreshed one, or a new one."""
+        """A usable access token. The cached one is used at once while it is good, even past its
+        refresh point: its successor is fetched in the background, so no request (a create
+        least of all) waits for a token fetch unless there is no usable token at all."""
+        now = self._clock()
+        if self._access is not None and now < self._expires_at - EXPIRY_SAFETY:
+            if now >= self._refresh_at and (self._refreshing is None or self._refreshing.done()):
+                self._refreshing = asyncio.create_task(self._refresh_ahead(), name="verda token")
+            return self._access
         async with self._lock:
-            if self._access is None or time.monotonic() >= self._expires_at - REFRESH_MARGIN:
+            if self._access is None or self._clock() >= self._expires_at - EXPIRY_SAFETY:
                 return await self._authenticate()
             return self._access
+
+    async def _refresh_ahead(self) -> None:
+        async with self._lock:
+            if self._access is None or self._clock() < self._refresh_at:
+                return  # done meanwhile, or forgotten: the next request fetches one
+            try:
+                await self._authenticate()
+            except ProviderError as exc:  # the current token is still good until it expires
+                logger.warning("verda: refreshing the token ahead of expiry failed: %s", exc)
 
     def _forget(self, token: str) -> None:
         if self._access == token:
@@ -264,5 +291,7 @@ class VerdaClient:
             raise Unavailable(PROVIDER, "token response is missing its fields")
         self._access = access
         self._refresh = refresh if isinstance(refresh, str) and refresh else None
-        self._expires_at = time.monotonic() + float(expires_in)
+        now, lifetime = self._clock(), float(expires_in)
+        self._expires_at = now + lifetime
+        self._refresh_at = self._expires_at - min(REFRESH_MARGIN, lifetime / 2)
         return access
