@@ -21,6 +21,12 @@ POLLS_SKIPPED = Counter(
     "Times a provider's stock was not read because no waiting order accepts the provider.",
     ["provider"],
 )
+PROVIDER_CONNECTIONS = Counter(
+    "autoprovision_provider_connections_opened_total",
+    "New connections to a provider (TCP, and TLS when it is HTTPS), by the request that opened "
+    "it: a create that opens one pays the handshake's round trips on the create path.",
+    ["provider", "request"],  # request: create, or other
+)
 ORDERS = Gauge("autoprovision_orders", "Orders by status.", ["status"])
 STOCK_TO_CREATE_SECONDS = Histogram(
     "autoprovision_stock_to_create_seconds",

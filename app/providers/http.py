@@ -16,6 +16,7 @@ import certifi
 import httpx
 
 from app.catalogue import Provider
+from app.metrics import PROVIDER_CONNECTIONS
 from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
 
 USER_AGENT = "autoprovision/0.1"
@@ -43,6 +44,12 @@ class ProviderHTTP:
     ) -> httpx.Response:
         """Send one request; transport failures become typed outcomes."""
         timeout = self.create_timeout if is_create else self.timeout
+        opened = PROVIDER_CONNECTIONS.labels(str(self.provider), "create" if is_create else "other")
+
+        async def trace(event: str, _info: dict[str, Any]) -> None:
+            if event == "connection.connect_tcp.complete":
+                opened.inc()
+
         try:
             return await self.client.request(
                 method,
@@ -52,6 +59,7 @@ class ProviderHTTP:
                 headers={"User-Agent": USER_AGENT, **(headers or {})},
                 timeout=timeout,
                 follow_redirects=False,
+                extensions={"trace": trace},
             )
         except httpx.TimeoutException as exc:
             raise self.failure(f"{method} {path} timed out", is_create) from exc

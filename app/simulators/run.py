@@ -72,6 +72,8 @@ async def _serve(
     finally:
         if relay is not None:
             await relay.stop()
+            sys.stdout.write(f"relay: {relay.connections} connections opened\n")
+            sys.stdout.flush()
 
 
 def default_tls_dir() -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -521,3 +522,30 @@ class TestAuth:
         assert sim.grants == ["client_credentials"]
         creates = (await control.get("/_sim/creates")).json()
         assert [(c["outcome"], c["vm_id"]) for c in creates] == [("created", vm.id)]
+
+
+def opened_by(request: str) -> float:
+    """Connections the Verda adapter has opened so far, by creates or by other requests."""
+    value = REGISTRY.get_sample_value(
+        "autoprovision_provider_connections_opened_total",
+        {"provider": "verda", "request": request},
+    )
+    return value or 0.0
+
+
+class TestConnections:
+    async def test_a_create_after_a_stock_read_opens_no_connection_and_fetches_no_token(
+        self, base_url: str, control: httpx.AsyncClient, sim: VerdaSimulator
+    ) -> None:
+        await stock(control, *B300, 3)
+        async with httpx.AsyncClient(verify=TLS) as http:
+            adapter = make_adapter(http, base_url)
+            await adapter.fetch_offers()  # a token, then the read: the connection is warm
+            before, grants = opened_by("create"), list(sim.grants)
+            await create(adapter)
+            assert opened_by("create") == before
+            assert sim.grants == grants
+            # The control: two creates at once find one warm connection, and one opens another.
+            await adapter.fetch_offers()
+            await asyncio.gather(create(adapter, name=NAME + "a"), create(adapter, name=NAME + "b"))
+            assert opened_by("create") == before + 1
