@@ -27,6 +27,17 @@ PROVIDER_CONNECTIONS = Counter(
     "it: a create that opens one pays the handshake's round trips on the create path.",
     ["provider", "request"],  # request: create, or other
 )
+PROVIDER_RATE_LIMIT_LEFT = Gauge(
+    "autoprovision_provider_rate_limit_remaining",
+    "What a provider last reported is left of a shared rate-limit bucket (its RateLimit header).",
+    ["provider", "bucket"],
+)
+PROVIDER_RATE_LIMIT_HELD = Counter(
+    "autoprovision_provider_requests_held_total",
+    "Requests not sent because the provider had reported the limit they count against used up "
+    "(or a shared one down to the creates' reserve).",
+    ["provider"],
+)
 ORDERS = Gauge("autoprovision_orders", "Orders by status.", ["status"])
 STOCK_TO_CREATE_SECONDS = Histogram(
     "autoprovision_stock_to_create_seconds",

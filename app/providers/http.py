@@ -5,7 +5,7 @@ the same failure on anything else is `Unavailable` (nothing happened; try again 
 """
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
@@ -16,8 +16,9 @@ import certifi
 import httpx
 
 from app.catalogue import Provider
-from app.metrics import PROVIDER_CONNECTIONS
+from app.metrics import PROVIDER_CONNECTIONS, PROVIDER_RATE_LIMIT_HELD, PROVIDER_RATE_LIMIT_LEFT
 from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
+from app.providers.headroom import Headroom
 
 USER_AGENT = "autoprovision/0.1"
 
@@ -31,6 +32,7 @@ class ProviderHTTP:
     base_url: str
     timeout: float = 10.0
     create_timeout: float = 30.0
+    headroom: Headroom = field(default_factory=Headroom)
 
     async def send(
         self,
@@ -44,14 +46,25 @@ class ProviderHTTP:
     ) -> httpx.Response:
         """Send one request; transport failures become typed outcomes."""
         timeout = self.create_timeout if is_create else self.timeout
-        opened = PROVIDER_CONNECTIONS.labels(str(self.provider), "create" if is_create else "other")
+        provider = str(self.provider)
+        held = self.headroom.wait_before(method, path, is_create=is_create)
+        if held > 0:
+            PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
+            raise RateLimited(
+                self.provider,
+                f"{method} {path}: the provider reports its rate limit used up; held back "
+                f"{held:.0f} s instead of asking for a 429",
+                status_code=None,
+                retry_after=held,
+            )
+        opened = PROVIDER_CONNECTIONS.labels(provider, "create" if is_create else "other")
 
         async def trace(event: str, _info: dict[str, Any]) -> None:
             if event == "connection.connect_tcp.complete":
                 opened.inc()
 
         try:
-            return await self.client.request(
+            response = await self.client.request(
                 method,
                 self.base_url.rstrip("/") + path,
                 json=json,
@@ -65,6 +78,10 @@ class ProviderHTTP:
             raise self.failure(f"{method} {path} timed out", is_create) from exc
         except httpx.TransportError as exc:
             raise self.failure(f"{method} {path} failed: {type(exc).__name__}", is_create) from exc
+        self.headroom.note(method, path, response.headers.get("ratelimit"))
+        for bucket, left in self.headroom.remaining().items():
+            PROVIDER_RATE_LIMIT_LEFT.labels(provider, bucket).set(left)
+        return response
 
     def failure(
         self, message: str, is_create: bool, status_code: int | None = None

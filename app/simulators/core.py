@@ -118,6 +118,13 @@ class FixedWindowLimiter:
             return max(0.0, window - (now - start))
         return None
 
+    def left(self, key: str, limit: int, window: float, now: float) -> tuple[int, float]:
+        """(requests left, seconds until the window resets) for `key` now."""
+        start, count = self._windows.get(key, (now, 0))
+        if now - start >= window:
+            return limit, window
+        return max(0, limit - count), max(0.0, window - (now - start))
+
     def clear(self) -> None:
         """Forget every window."""
         self._windows.clear()
@@ -325,7 +332,16 @@ class ProviderSimulator:
                 await asyncio.sleep(fault.seconds)
                 return None
             if kind == "http_429":
-                return self.rate_limited_response(retry_after=fault.seconds or 1.0)
+                limited = self.rate_limited_response(retry_after=fault.seconds or 1.0)
+                # An injected 429 uses nothing up: what is left is reported as it really is (and
+                # not at all on a call the provider does not count).
+                reported = self.rate_limit_headers(request)
+                for name in ("RateLimit", "RateLimit-Policy"):
+                    if name in reported:
+                        limited.headers[name] = reported[name]
+                    elif name in limited.headers:
+                        del limited.headers[name]
+                return limited
             if kind == "malformed_json":
                 return Response(b'{"truncated": [1, 2', media_type="application/json")
             return self.server_error_response(fault.status)
@@ -344,6 +360,11 @@ class ProviderSimulator:
     def rate_limit(self, request: Request) -> Response | None:
         """Count this call against the provider's published limits; a 429 past them."""
         raise NotImplementedError
+
+    def rate_limit_headers(self, request: Request) -> dict[str, str]:
+        """Headers that report, on an answer within the limits, what is left of them (none by
+        default: only some providers say)."""
+        return {}
 
     def limit_per_ip(self, request: Request, limit: int, window: float) -> Response | None:
         """A per-source-IP fixed window (how Hyperstack and QuantaCloud count); 429 past it."""

@@ -47,7 +47,18 @@ class ProviderGate:
         if response is not None:
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        reported = self.sim.rate_limit_headers(request) if self.sim.rate_limits else {}
+        if not reported:
+            await self.app(scope, receive, send)
+            return
+        extra = [(k.lower().encode(), v.encode()) for k, v in reported.items()]
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def _route_path(scope: Scope) -> str:

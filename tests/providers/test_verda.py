@@ -29,6 +29,7 @@ from app.providers.base import (
     Unavailable,
     VMState,
 )
+from app.providers.headroom import parse_rate_limit
 from app.providers.verda import VerdaAdapter
 from app.providers.verda.parse import gpu_model
 from app.simulators.verda import VerdaSimulator, build_app
@@ -330,12 +331,41 @@ class TestReadFaults:
             await adapter.fetch_offers()
         assert caught.value.retry_after == 7
 
-    async def test_verdas_own_limit_is_rate_limited(self, adapter: VerdaAdapter) -> None:
-        for _ in range(60):
+    async def test_a_used_up_limit_is_held_back_instead_of_asking_for_a_429(
+        self, adapter: VerdaAdapter, base_url: str, sim: VerdaSimulator
+    ) -> None:
+        for _ in range(60):  # Verda's limit for one method and path: 60 a minute
             await adapter.balance()
+        sent = [r for r in sim.requests if r == ("GET", "/v1/balance")]
+        assert len(sent) == 60
         with pytest.raises(RateLimited) as caught:
             await adapter.balance()
         assert caught.value.retry_after is not None and 50 <= caught.value.retry_after <= 60
+        assert caught.value.status_code is None  # not an answer: nothing was sent
+        assert [r for r in sim.requests if r == ("GET", "/v1/balance")] == sent
+        # The control: the same request sent anyway is Verda's 429.
+        token = await adapter._api.token()
+        async with httpx.AsyncClient(verify=TLS) as raw:
+            answer = await raw.get(
+                f"{base_url}/v1/balance", headers={"Authorization": f"Bearer {token}"}
+            )
+        assert answer.status_code == 429
+
+    async def test_answers_report_what_is_left(self, adapter: VerdaAdapter, base_url: str) -> None:
+        await adapter.balance()
+        token = await adapter._api.token()
+        async with httpx.AsyncClient(verify=TLS) as raw:
+            answer = await raw.get(
+                f"{base_url}/v1/balance", headers={"Authorization": f"Bearer {token}"}
+            )
+        assert answer.headers["RateLimit-Policy"] == '"project";q=500;w=60, "endpoint";q=60;w=60'
+        assert parse_rate_limit(answer.headers["RateLimit"]).keys() == {"project", "endpoint"}
+        assert parse_rate_limit(answer.headers["RateLimit"])["endpoint"][0] == 58
+        left = REGISTRY.get_sample_value(
+            "autoprovision_provider_rate_limit_remaining",
+            {"provider": "verda", "bucket": "project"},
+        )
+        assert left == 499  # the adapter's one request so far, as Verda reported it
 
     async def test_an_unknown_status_is_unknown(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient

@@ -138,6 +138,24 @@ class VerdaSimulator(ProviderSimulator):
         over = [w for w in waits if w is not None]
         return self.rate_limited_response(max(over)) if over else None
 
+    def rate_limit_headers(self, request: Request) -> dict[str, str]:
+        """`RateLimit-Policy` and `RateLimit` (what is left of each bucket, and when it resets)
+        on every counted answer, as Verda's API sends them."""
+        if not self.authorized(request):
+            return {}
+        now = time.monotonic()
+        path = api_path(request)
+        endpoint_limit = PATH_OVERRIDES.get((request.method, path), ENDPOINT_LIMIT)
+        buckets = (
+            ("project", self.limiter.left("project", PROJECT_LIMIT, WINDOW, now)),
+            (
+                "endpoint",
+                self.limiter.left(f"{request.method} {path}", endpoint_limit, WINDOW, now),
+            ),
+        )
+        reported = ", ".join(f'"{name}";r={r};t={math.ceil(t)}' for name, (r, t) in buckets)
+        return {"RateLimit-Policy": RATE_LIMIT_POLICY, "RateLimit": reported}
+
     def rate_limited_response(self, retry_after: float) -> Response:
         """429 `rate_limit_exceeded` with Retry-After and the RateLimit headers."""
         seconds = max(1, math.ceil(retry_after))
