@@ -63,7 +63,7 @@ class _Pieces:
     offer: Offer  # price left at zero: each price gets its own copy
     last_seen_at: datetime
     packed: list[bytes] = field(default_factory=list)
-    open_now: list[tuple[float, float, float]] = field(default_factory=list)
+    open_pieces: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def _offer(row: Any) -> Offer:
@@ -142,13 +142,13 @@ async def stock(
         entry = by_key.setdefault(key, _Pieces(_offer(interval), interval.last_seen_at))
         entry.last_seen_at = max(entry.last_seen_at, interval.last_seen_at)
         start, end = interval.first_seen_at.timestamp(), interval.last_seen_at.timestamp()
-        entry.open_now.append((start, end, micros(interval.price_per_hour)))
+        entry.open_pieces.append((start, end, micros(interval.price_per_hour)))
     return {key: _by_price(entry) for key, entry in sorted(by_key.items())}
 
 
 def _by_price(entry: _Pieces) -> KeyStock:
     pieces = np.concatenate(
-        (decode(b"".join(entry.packed)), np.array(entry.open_now).reshape(-1, 3))
+        (decode(b"".join(entry.packed)), np.array(entry.open_pieces).reshape(-1, 3))
     )
     order = np.argsort(pieces[:, 2], kind="stable")
     pieces = pieces[order]

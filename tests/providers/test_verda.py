@@ -84,7 +84,7 @@ async def http(sent: list[httpx.Request]) -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-async def granted_count(fetches: list[httpx.Request], count: int) -> bool:
+async def fetches_started(fetches: list[httpx.Request], count: int) -> bool:
     """Whether `count` token requests have been started (held or not)."""
     return len(fetches) >= count
 
@@ -527,7 +527,7 @@ class TestAuth:
             await stock(control, *B300, 1)
             vm = await create(adapter)  # sent with the current token while the new one is held
             assert [c["vm_id"] for c in (await control.get("/_sim/creates")).json()] == [vm.id]
-            await eventually(lambda: granted_count(fetches, 2))  # the new one, held at the gate
+            await eventually(lambda: fetches_started(fetches, 2))  # the new one, held at the gate
             assert sim.grants == ["client_credentials"]
             gate.set()
             await eventually(lambda: granted("client_credentials", "refresh_token"))
@@ -536,7 +536,7 @@ class TestAuth:
             gate.clear()
             clock.advance(3600)
             waiting = asyncio.create_task(adapter.balance())
-            await eventually(lambda: granted_count(fetches, 3))
+            await eventually(lambda: fetches_started(fetches, 3))
             assert not waiting.done()
             gate.set()
             await waiting
