@@ -17,7 +17,6 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -26,6 +25,7 @@ from app.db import create_engine, migrate
 from app.main import create_app
 from app.providers.registry import simulated
 from app.settings import Settings
+from tests.waiting import started
 
 ADMIN_KEY = "test-admin-key-0123456789"
 SECRET_KEY = "zxQiNoixPG0eXzADaLWjtkeI4shbNSSQAMyGwVfv3jU="  # a Fernet key, for tests only
@@ -177,7 +177,7 @@ def settings(database_url: str) -> Settings:
 async def app(settings: Settings) -> AsyncIterator[FastAPI]:
     """The application, started (lifespan run) on this test's database."""
     application = create_app(settings)
-    async with LifespanManager(application):
+    async with started(application):
         yield application
 
 

@@ -6,7 +6,6 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from asgi_lifespan import LifespanManager
 from sqlalchemy import Connection, QueuePool, inspect, text
 
 from app.db import (
@@ -23,7 +22,7 @@ from app.main import create_app
 from app.models import Base
 from app.settings import Settings
 from tests.conftest import ADMIN_KEY, SECRET_KEY
-from tests.waiting import eventually
+from tests.waiting import eventually, started
 
 
 def _drift(connection: Connection) -> list[Any]:
@@ -228,7 +227,7 @@ async def test_the_pool_settings_reach_the_service_engine(database_url: str) -> 
         db_pool_timeout_seconds=4.5,
     )
     app = create_app(settings)
-    async with LifespanManager(app):
+    async with started(app):
         pool = app.state.engine.pool
         assert isinstance(pool, QueuePool)
         assert (pool.size(), pool._max_overflow, pool._timeout) == (3, 2, 4.5)

@@ -6,7 +6,6 @@ from typing import Any
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from app.background import ConfigurationError
 from app.demo import StockFeed, demo_orders
@@ -17,7 +16,7 @@ from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from tests.conftest import ADMIN_KEY
 from tests.servers import free_port, serve_in_thread
-from tests.waiting import eventually
+from tests.waiting import eventually, started
 
 DEMO_KEY = re.compile(r"Demo account API key: (\S+)")
 
@@ -39,7 +38,7 @@ async def test_demo_mode_starts_the_simulators_a_funded_account_and_demo_orders(
 ) -> None:
     settings = demo_settings(database_url)
     app = create_app(settings)
-    async with LifespanManager(app, startup_timeout=20, shutdown_timeout=30):
+    async with started(app):
         key = DEMO_KEY.search(capsys.readouterr().out)
         assert key, "the demo key is printed"
         headers = {"Authorization": f"Bearer {key.group(1)}"}
@@ -60,7 +59,7 @@ async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
     keys = []
     for _ in range(2):
         app = create_app(demo_settings(database_url, demo_feed=True))
-        async with LifespanManager(app, startup_timeout=20, shutdown_timeout=30):
+        async with started(app):
             match = DEMO_KEY.search(capsys.readouterr().out)
             assert match
             keys.append(match.group(1))
@@ -75,7 +74,7 @@ async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
 async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:
     app = create_app(Settings(_env_file=None, database_url=database_url, mode="live"))
     with pytest.raises(ConfigurationError, match="credentials"):
-        async with LifespanManager(app):
+        async with started(app):
             pass
 
 
@@ -109,7 +108,7 @@ async def test_demo_mode_records_the_stock_feed_in_the_history(
     settings = demo_settings(database_url)
     assert settings.history_poll_seconds == 5  # demo's default: every simulator is read often
     app = create_app(settings)
-    async with LifespanManager(app, startup_timeout=20, shutdown_timeout=30):
+    async with started(app):
         key = DEMO_KEY.search(capsys.readouterr().out)
         assert key
         headers = {"Authorization": f"Bearer {key.group(1)}"}

@@ -5,11 +5,23 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from asgi_lifespan import LifespanManager
 from prometheus_client import REGISTRY
+from starlette.types import ASGIApp
 
 from app.providers.base import VM, ProviderAdapter, VMState
 
 T = TypeVar("T")
+# Bounds for a hang, not a speed claim: on a loaded machine migrating a new database or stopping
+# the background tasks has taken longer than asgi-lifespan's default 5 s.
+LIFESPAN_TIMEOUT_SECONDS = 60
+
+
+def started(app: ASGIApp) -> LifespanManager:
+    """The app's lifespan as a context manager: started on entry, stopped on exit."""
+    return LifespanManager(
+        app, startup_timeout=LIFESPAN_TIMEOUT_SECONDS, shutdown_timeout=LIFESPAN_TIMEOUT_SECONDS
+    )
 
 
 async def eventually(

@@ -5,11 +5,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 
 from app.main import create_app
 from app.settings import Settings
 from tests.factories import create_account, order_body
+from tests.waiting import started
 
 
 def only(settings: Settings, *names: str) -> Settings:
@@ -25,7 +25,7 @@ def only(settings: Settings, *names: str) -> Settings:
 async def verda_only(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """A client of a service with credentials for Verda alone."""
     application = create_app(only(settings, "verda"))
-    async with LifespanManager(application):
+    async with started(application):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
             yield c
@@ -94,7 +94,7 @@ async def test_demo_mode_deploys_on_every_simulated_provider_without_credentials
     # Demo mode ignores credentials: the simulators accept the ones it gives them.
     demo = only(settings).model_copy(update={"mode": "demo"})
     application = create_app(demo)
-    async with LifespanManager(application):
+    async with started(application):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
             providers = (await c.get("/v1/catalogue")).json()["providers"]

@@ -4,12 +4,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 
 from app.main import create_app
 from app.settings import Settings
 from tests.factories import create_account
+from tests.waiting import started
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ async def one_connection_app(settings: Settings) -> AsyncIterator[FastAPI]:
         update={"db_pool_size": 1, "db_max_overflow": 0, "db_pool_timeout_seconds": 0.05}
     )
     application = create_app(narrow)
-    async with LifespanManager(application):
+    async with started(application):
         yield application
 
 

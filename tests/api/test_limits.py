@@ -5,7 +5,6 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from asgi_lifespan import LifespanManager
 from fastapi import FastAPI
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -13,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.limits import InFlightLimit
 from app.main import create_app
 from app.settings import Settings
+from tests.waiting import started
 
 
 class Blocking:
@@ -115,7 +115,7 @@ async def app_of_one(settings: Settings) -> AsyncIterator[tuple[FastAPI, Gate]]:
         await gate.release.wait()
         return {"status": "done"}
 
-    async with LifespanManager(application):
+    async with started(application):
         yield application, gate
 
 
