@@ -32,6 +32,13 @@ PROVIDER_RATE_LIMIT_LEFT = Gauge(
     "What a provider last reported is left of a shared rate-limit bucket (its RateLimit header).",
     ["provider", "bucket"],
 )
+PROVIDER_REQUEST_RATE = Gauge(
+    "autoprovision_provider_requests_per_minute",
+    "Per rate-limit bucket stock reads count against: its limit, what the poll budget plans "
+    "to send in it (everything else sent plus the stock reads' share), and what was sent, "
+    "over its window, per minute.",
+    ["provider", "bucket", "kind"],
+)
 PROVIDER_RATE_LIMIT_HELD = Counter(
     "autoprovision_provider_requests_held_total",
     "Requests not sent because the provider had reported the limit they count against used up "

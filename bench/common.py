@@ -21,12 +21,9 @@ def providers() -> list[str]:
     return SimControl.providers()
 
 
-def default_periods() -> dict[str, float]:
-    """Each provider's default stock read period (its spec's settings)."""
-    return {
-        spec.name: float(spec.settings_model.model_fields["poll_seconds"].default)
-        for spec in simulated_specs()
-    }
+def planned_periods() -> dict[str, float]:
+    """Each provider's planned full stock read period (the poll budget, nothing else sent)."""
+    return {spec.name: spec.planned_period() for spec in simulated_specs()}
 
 
 def period_variables(periods: dict[str, float]) -> dict[str, str]:

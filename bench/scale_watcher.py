@@ -80,12 +80,12 @@ from common import (
     ROOT,
     busy_percent,
     cpu_seconds,
-    default_periods,
     free_port,
     git_revision,
     load_average,
     machine_cpu,
     mount_path,
+    planned_periods,
     providers,
     sim_ready_url,
     start,
@@ -128,8 +128,9 @@ BACKGROUND_STOCK = {
         ("b200-sxm-x8", "us-east-1", 1),
     ],
 }
-PERIODS = default_periods()
-# Paths (below the provider's mount) of a stock read and of a create.
+PERIODS = planned_periods()
+# Paths (below the provider's mount) of a stock read, and of what is below them (Verda's reads
+# of one instance type's stock), and of a create.
 STOCK_READ_PATHS = {
     "verda": ("/v1/instance-availability",),
     "hyperstack": ("/v1/core/flavors", "/v1/core/stocks"),
@@ -140,7 +141,9 @@ CREATE_PATHS = {
     "hyperstack": "/v1/core/virtual-machines",
     "quantacloud": "/api/v1/deployments",
 }
-READ_GAP_SECONDS = 0.1  # requests of one read start closer together than this; polls are 0.5 s+
+# Requests of one read (and Verda's full list right after a type's `true`) start closer together
+# than this; planned reads of one provider are at least 0.1 s apart and mostly 0.25 s or more.
+READ_GAP_SECONDS = 0.1
 SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 bench@host"
 )
@@ -238,7 +241,7 @@ def group_reads(entries: list[Entry], provider: str) -> list[tuple[float, float]
         if e[0] == "GET"
         and (where := provider_of(e[1])) is not None
         and where[0] == provider
-        and where[1] in STOCK_READ_PATHS[provider]
+        and any(where[1] == p or where[1].startswith(f"{p}/") for p in STOCK_READ_PATHS[provider])
     )
     reads: list[list[float]] = []
     for started, finished in starts:

@@ -4,12 +4,14 @@ Adapters turn each provider's wire format into these types and each provider's f
 the typed outcomes below, keyed on HTTP status and error code, never on message text.
 """
 
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
 from app.catalogue import Provider
 from app.market import VM, Offer, VMState
+from app.providers.budget import Budget, MachineKey, StockRead
 from app.text import storable
 
 __all__ = ["VM", "Offer", "VMState"]  # re-exported: adapters speak them; app.market is home
@@ -83,9 +85,19 @@ class ProviderAdapter(Protocol):
     """What the service needs from a GPU cloud."""
 
     provider: Provider
+    budget: Budget  # the provider's rate limits and what was sent against them
 
-    async def fetch_offers(self) -> list[Offer]:
-        """Every machine in stock now, normalized; unknown GPUs and unpriced ones are left out."""
+    def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
+        """The stock reads that could go next while orders wait for `machines` (Verda can read
+        one instance type's stock besides the full list); the poller waits for the soonest."""
+        ...
+
+    async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
+        """Every machine in stock now, normalized; unknown GPUs and unpriced ones are left out.
+
+        With `machines`, the read the budget lets go soonest of `stock_reads(machines)`; what it
+        did not read again is as the last full read found it.
+        """
         ...
 
     async def create_vm(

@@ -5,6 +5,7 @@ the same failure on anything else is `Unavailable` (nothing happened; try again 
 """
 
 import ssl
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -18,6 +19,7 @@ import httpx
 from app.catalogue import Provider
 from app.metrics import PROVIDER_CONNECTIONS, PROVIDER_RATE_LIMIT_HELD, PROVIDER_RATE_LIMIT_LEFT
 from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
+from app.providers.budget import Budget, RateLimit, Request
 from app.providers.headroom import Headroom
 
 USER_AGENT = "autoprovision/0.1"
@@ -25,14 +27,28 @@ USER_AGENT = "autoprovision/0.1"
 
 @dataclass
 class ProviderHTTP:
-    """One provider's base URL and timeouts over an injected `httpx.AsyncClient`."""
+    """One provider's base URL and timeouts over an injected `httpx.AsyncClient`, and its rate
+    limits: every request sent is written down in `budget`."""
 
     provider: Provider
     client: httpx.AsyncClient
     base_url: str
     timeout: float = 10.0
     create_timeout: float = 30.0
+    limits: Sequence[RateLimit] = ()
+    create: Request | None = None
+    is_stock_read: Callable[[str, str], bool] = lambda _method, _path: False
     headroom: Headroom = field(default_factory=Headroom)
+    budget: Budget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.budget = Budget(
+            self.limits,
+            create=self.create,
+            is_stock_read=self.is_stock_read,
+            headroom=self.headroom,
+            clock=self.headroom.clock,
+        )
 
     async def send(
         self,
@@ -63,6 +79,7 @@ class ProviderHTTP:
             if event == "connection.connect_tcp.complete":
                 opened.inc()
 
+        self.budget.sent(method, path)
         try:
             response = await self.client.request(
                 method,

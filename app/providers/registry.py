@@ -120,8 +120,14 @@ def build_adapters(
 
 
 def poll_periods(settings: Settings) -> dict[Provider, float]:
-    """Each provider's stock read period, from its settings."""
-    return {spec.provider: spec.settings_of(settings).poll_seconds for spec in _known().values()}
+    """Each provider's stock read period: set in its settings, or else planned."""
+    return {spec.provider: spec.poll_period(settings) for spec in _known().values()}
+
+
+def planned_providers(settings: Settings) -> frozenset[Provider]:
+    """The providers whose stock reads the poll budget plans (no period set)."""
+    known = _known().values()
+    return frozenset(s.provider for s in known if s.settings_of(settings).poll_seconds is None)
 
 
 def simulated(settings: Settings, root_url: str, **overrides: Any) -> Settings:

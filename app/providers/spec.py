@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import httpx
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
 
 from app.catalogue import Provider
 from app.providers.base import ProviderAdapter
+from app.providers.budget import MIN_READ_SECONDS, Budget, RateLimit, Request, StockRead
 from app.providers.diagnosis import Diagnose
 
 if TYPE_CHECKING:
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
 class ProviderSettings(BaseSettings):
     """One provider's settings, read from its own `AUTOPROVISION_<NAME>_*` variables and `.env`.
 
-    Every subclass sets `env_prefix` and declares `poll_seconds` with the provider's default.
+    Every subclass sets `env_prefix`. `poll_seconds` unset: stock is read as often as the
+    provider's published limits allow (the poll budget); set: every so many seconds, as told.
     """
 
     model_config = SettingsConfigDict(env_file=".env", env_ignore_empty=True, extra="ignore")
@@ -31,7 +34,7 @@ class ProviderSettings(BaseSettings):
     # Fields that must all be set for the provider to be used (live mode).
     credential_fields: ClassVar[tuple[str, ...]] = ()
 
-    poll_seconds: float
+    poll_seconds: float | None = Field(default=None, ge=0.01, le=600)
 
     def has_credentials(self) -> bool:
         """Whether every credential field is set."""
@@ -52,15 +55,6 @@ class Timeouts:
 
     read: float
     create: float
-
-
-@dataclass(frozen=True)
-class RateLimit:
-    """A limit the provider publishes: `requests` per `seconds`, counted per `scope`."""
-
-    requests: int
-    seconds: float
-    scope: str
 
 
 @dataclass(frozen=True)
@@ -97,12 +91,23 @@ class ProviderSpec(Generic[S]):
     # Whether a VM can be found again by the name and tag its create was sent with.
     names_vms: bool
     rate_limits: tuple[RateLimit, ...]
-    stock_read_requests: int  # requests one stock read sends (for the poll period's headroom)
+    stock_read: StockRead  # the requests one full stock read sends
+    create: Request | None  # the create request (its buckets keep a margin for creates)
     simulator: SimulatorMount | None = None
     # Its own read-only checks for `autoprovision doctor` (image, environments...), if any.
     diagnose: Diagnose | None = None
     # A provider for tests only: orders may name it only while a test offers it (see registry).
     for_tests: bool = False
+
+    def planned_period(self) -> float:
+        """Seconds between full stock reads when the budget plans them and nothing else is
+        sent (the period history coverage and offer freshness are judged by)."""
+        budget = Budget(self.rate_limits, create=self.create)
+        return max(MIN_READ_SECONDS, budget.nominal_period(self.stock_read))
+
+    def poll_period(self, settings: "Settings") -> float:
+        """The period set for this provider, or else the planned one."""
+        return self.settings_of(settings).poll_seconds or self.planned_period()
 
     @property
     def name(self) -> str:

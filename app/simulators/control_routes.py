@@ -125,6 +125,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
             {
                 "boot_seconds": sim.boot_seconds,
                 "rate_limits": sim.rate_limits,
+                "refused_by_rate_limits": sim.refused_by_limits,
                 "latency_ms": sim.answer_latency.ms,
                 "jitter_ms": sim.answer_latency.jitter_ms,
                 "balance": str(sim.balance),

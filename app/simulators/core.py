@@ -157,6 +157,7 @@ class ProviderSimulator:
         self._balance = DEFAULT_BALANCE
         self.boot_seconds = DEFAULT_BOOT_SECONDS
         self.rate_limits = True
+        self.refused_by_limits = 0  # 429s sent because a published limit was passed
         self.limiter.clear()
         # Added before every provider API answer (`latency_ms`, `jitter_ms` in the config): a
         # provider further away than the others. Bytes on the wire: `sim --latency-ms`.

@@ -44,6 +44,7 @@ class ProviderGate:
         response = await self.sim.request_fault(request)
         if response is None and self.sim.rate_limits:
             response = self.sim.rate_limit(request)
+            self.sim.refused_by_limits += response is not None
         if response is not None:
             await response(scope, receive, send)
             return

@@ -1,13 +1,19 @@
-"""One loop per provider: read stock every period while some waiting order wants it, and at a
-slow period (for the stock history) while none does."""
+"""One loop per provider: read stock while some waiting order wants it, and at a slow period
+(for the stock history) while none does.
+
+While orders wait, a planned provider's reads go as soon as its budget lets them (see
+`app.providers.budget`), never more often than every `MIN_READ_SECONDS`; a provider whose
+period is set is read every period, as told.
+"""
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
-from app.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED
+from app.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED, PROVIDER_REQUEST_RATE
 from app.providers.base import Offer, ProviderAdapter, ProviderError, RateLimited
+from app.providers.budget import MIN_READ_SECONDS, MachineKey
 
 log = logging.getLogger(__name__)
 IDLE_RECHECK_SECONDS = 0.2  # how soon a provider nobody wants is looked at again
@@ -27,9 +33,13 @@ class ProviderPoller:
         on_error: Callable[[str], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,
         history_period: float = 0.0,
+        planned: bool = False,
+        machines: Callable[[], Collection[MachineKey]] = frozenset,
     ) -> None:
         self.adapter = adapter
-        self.period = period
+        self.period = period  # set, or the plan's with nothing else sent: see `ProviderSpec`
+        self.planned = planned
+        self.machines = machines  # what the waiting orders for this provider want
         self.history_period = history_period  # 0: nobody wants it, nothing is read
         self.wanted = wanted
         self.on_offers = on_offers
@@ -38,6 +48,7 @@ class ProviderPoller:
         self.clock = clock
         self.backoff = 0.0
         self.paused_until = 0.0
+        self.last_read_at = float("-inf")
 
     def pause(self, seconds: float) -> None:
         """Hold off this provider (e.g. a create was rate limited)."""
@@ -56,6 +67,9 @@ class ProviderPoller:
                 POLLS_SKIPPED.labels(provider).inc()
                 await asyncio.sleep(min(self.period, IDLE_RECHECK_SECONDS))
                 continue
+            if wanted and self.planned:
+                await self._planned_read(provider)
+                continue
             period = self.period if wanted else max(self.history_period, self.period)
             started = self.clock()
             delay = await self._poll_once(provider, period)
@@ -70,11 +84,31 @@ class ProviderPoller:
                     break
                 await asyncio.sleep(min(left, IDLE_RECHECK_SECONDS))
 
-    async def _poll_once(self, provider: str, period: float) -> float:
+    async def _planned_read(self, provider: str) -> None:
+        """The next read the budget allows, or a short wait for it (the orders may change)."""
+        machines = self.machines()
+        wait, _ = self.adapter.budget.soonest(self.adapter.stock_reads(machines))
+        wait = max(wait, self.last_read_at + MIN_READ_SECONDS - self.clock())
+        if wait > 0:
+            await asyncio.sleep(min(wait, IDLE_RECHECK_SECONDS))
+            return
+        started = self.clock()
+        self.last_read_at = started
+        delay = await self._poll_once(provider, self.period, machines)
+        for bucket, rates in self.adapter.budget.rates().items():
+            for kind, per_minute in zip(("limit", "planned", "used"), rates, strict=True):
+                PROVIDER_REQUEST_RATE.labels(provider, bucket, kind).set(per_minute)
+        left = delay - (self.clock() - started)
+        if delay != self.period and left > 0:  # a failure: back off, or wait out a pause
+            await asyncio.sleep(left)
+
+    async def _poll_once(
+        self, provider: str, period: float, machines: Collection[MachineKey] | None = None
+    ) -> float:
         """One read and its follow-up; returns how long after its start the next may begin."""
         started = self.clock()
         try:
-            offers = await self.adapter.fetch_offers()
+            offers = await self.adapter.fetch_offers(machines)
         except RateLimited as exc:
             POLL_ERRORS.labels(provider, "rate_limited").inc()
             await self.on_error(str(exc))

@@ -44,11 +44,24 @@ class WaitingBook:
         self.by_machine: dict[MachineKey, list[OrderWants]] = defaultdict(list)
         self.funds: dict[str, Decimal] = {}
         self._providers: Counter[str] = Counter()
+        self._machines: tuple[int, dict[str, frozenset[MachineKey]]] = (-1, {})
 
     @property
     def providers(self) -> frozenset[str]:
         """Providers that at least one waiting order accepts."""
         return frozenset(p for p, n in self._providers.items() if n > 0)
+
+    def machines_for(self, provider: str) -> frozenset[MachineKey]:
+        """The machines waiting orders that accept `provider` want."""
+        version, by_provider = self._machines
+        if version != self.version:
+            found: dict[str, set[MachineKey]] = defaultdict(set)
+            for machine, group in self.by_machine.items():
+                for accepted in {p for order in group for p in order.providers}:
+                    found[accepted].add(machine)
+            by_provider = {p: frozenset(machines) for p, machines in found.items()}
+            self._machines = (self.version, by_provider)
+        return by_provider.get(provider, frozenset())
 
     def candidates(self, machines: set[MachineKey]) -> list[OrderWants]:
         """Waiting orders for any of these machines, oldest first."""

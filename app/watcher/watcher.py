@@ -21,7 +21,7 @@ from app.dbtypes import utcnow
 from app.market import Fees
 from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.providers.base import Offer, ProviderAdapter
-from app.providers.registry import enabled_providers, poll_periods
+from app.providers.registry import enabled_providers, planned_providers, poll_periods
 from app.services import deployments, orders, provider_status, stock_history
 from app.services.deployments import Intent
 from app.settings import Settings
@@ -67,6 +67,7 @@ class Watcher:
         self.read_sessionmaker = read_sessionmaker
         self.fees = Fees(settings.fee_percent, settings.fee_flat_per_hour)
         self.periods = poll_periods(settings)
+        self.planned = planned_providers(settings)
         # `clock` (monotonic seconds) times stock reads, cool-downs and pauses: the book and
         # the pollers must share it. `wall_clock` is for what is compared with stored times.
         self.clock = clock
@@ -134,6 +135,8 @@ class Watcher:
             on_error=on_error,
             clock=self.clock,
             history_period=self.settings.history_poll_seconds,
+            planned=provider in self.planned,
+            machines=lambda: self.waiting.machines_for(str(provider)),
         )
 
     async def start(self) -> None:

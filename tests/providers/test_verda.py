@@ -224,6 +224,48 @@ class TestOffers:
         assert gpu_model("Voodoo 5", "1x Voodoo 5 6000 64MB", 1, 0) is None
 
 
+class TestStockReads:
+    """With waiting orders' machines, a read is the full list or one wanted type's."""
+
+    H100 = ("1H100.80S.30V", "FIN-01")
+    WANTED = frozenset({("H100", 1), ("B300", 8)})
+
+    @staticmethod
+    def availability_paths(sent: list[httpx.Request]) -> list[str]:
+        return [r.url.path.removeprefix("/verda/v1") for r in sent if "availab" in r.url.path]
+
+    async def test_a_type_in_stock_somewhere_is_then_found_by_the_full_list(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]
+    ) -> None:
+        assert await adapter.fetch_offers(self.WANTED) == []  # the full list goes first
+        await stock(control, *self.H100, 1)
+        first = await adapter.fetch_offers(self.WANTED)  # a type's turn: B300's, then H100's
+        second = await adapter.fetch_offers(self.WANTED)
+        assert self.availability_paths(sent) == [
+            "/instance-availability",
+            "/instance-availability/8B300.240V",
+            "/instance-availability/1H100.80S.30V",
+            "/instance-availability",  # H100 said true: where is it?
+        ]
+        assert first == []  # B300 is not in stock, and nothing else was read again
+        assert [(o.sku, o.region) for o in second] == [self.H100]
+
+    async def test_a_type_gone_everywhere_is_taken_out_without_a_full_read(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]
+    ) -> None:
+        await stock(control, *self.H100, 1)
+        await stock(control, *B300, 1)
+        both = await adapter.fetch_offers(self.WANTED)
+        assert {o.sku for o in both} == {"1H100.80S.30V", "8B300.240V"}
+        await stock(control, *B300, 0)
+        after = await adapter.fetch_offers(self.WANTED)  # B300's turn: false
+        assert self.availability_paths(sent)[-1] == "/instance-availability/8B300.240V"
+        assert [o.sku for o in after] == ["1H100.80S.30V"]  # as the full list last found it
+        # The control: without wanted machines every read is the full list.
+        assert [o.sku for o in await adapter.fetch_offers()] == ["1H100.80S.30V"]
+        assert self.availability_paths(sent)[-1] == "/instance-availability"
+
+
 class TestVMs:
     async def test_create_get_find_delete(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient

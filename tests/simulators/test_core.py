@@ -164,6 +164,8 @@ async def test_rate_limits_apply_to_the_real_api_and_can_be_switched_off(
 ) -> None:
     codes = [(await client.get("/dummy/v1/hello")).status_code for _ in range(4)]
     assert codes == [200, 200, 200, 429]
+    config = (await client.get("/dummy/_sim/config")).json()
+    assert config["refused_by_rate_limits"] == 1  # counted for a soak to read
     await client.put("/dummy/_sim/config", json={"rate_limits": False})
     assert (await client.get("/dummy/v1/hello")).status_code == 200
 
@@ -179,6 +181,7 @@ async def test_reset_forgets_everything(client: httpx.AsyncClient) -> None:
     assert config == {
         "boot_seconds": 3.0,
         "rate_limits": True,
+        "refused_by_rate_limits": 0,
         "balance": "10000.00",
         "latency_ms": 0.0,
         "jitter_ms": 0.0,

@@ -1,5 +1,6 @@
 """The deployer against a provider that answers as told: no HTTP, no simulator."""
 
+from collections.abc import Collection
 from decimal import Decimal
 
 from sqlalchemy import func, select
@@ -9,6 +10,7 @@ from app.catalogue import Provider
 from app.db import create_sessionmaker, session_scope
 from app.models import Deployment, LedgerEntry, LedgerKind, Order
 from app.providers.base import VM, Offer, VMState
+from app.providers.budget import Budget, MachineKey, StockRead
 from app.services import deployments
 from app.states import DeploymentStatus, OrderStatus
 from app.watcher.book import OfferBook
@@ -23,10 +25,14 @@ class AnswersWith:
     """A provider whose every create answers with the same VM."""
 
     provider = Provider("hyperstack")
+    budget = Budget(())
 
     def __init__(self, vm_id: str) -> None:
         self.vm_id = vm_id
         self.creates = 0
+
+    def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
+        return []
 
     async def create_vm(self, offer: Offer, **_details: object) -> VM:
         self.creates += 1
@@ -35,7 +41,7 @@ class AnswersWith:
     async def find_vms(self, **_query: object) -> list[VM]:
         raise AssertionError("not looked up here")
 
-    async def fetch_offers(self) -> list[Offer]:
+    async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
         return []
 
     async def get_vm(self, vm_id: str) -> VM | None:

@@ -18,6 +18,7 @@ Stock is exactly what was set: a create does not take it away (set the offers ag
 import asyncio
 import itertools
 from collections import Counter, deque
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -25,6 +26,7 @@ from typing import Any
 
 from app.catalogue import Interconnect, Provider
 from app.providers.base import VM, Offer, OutcomeUnknown, ProviderError, VMState
+from app.providers.budget import Budget, MachineKey, StockRead
 
 PROVIDER = Provider("fake")
 
@@ -77,6 +79,7 @@ class FakeAdapter:
         self.provider = provider
         self.names_vms = names_vms  # False: VMs carry no name or tag, like QuantaCloud's
         self.offers: list[Offer] = []
+        self.budget = Budget(())  # no limits: read at the poll period
         self.outcomes: deque[Create] = deque()
         self.read_errors: deque[type[ProviderError]] = deque()
         self.creates: list[CreateCall] = []
@@ -140,7 +143,11 @@ class FakeAdapter:
 
     # --- ProviderAdapter -------------------------------------------------------------------
 
-    async def fetch_offers(self) -> list[Offer]:
+    def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
+        """One read of everything (it costs nothing)."""
+        return [(("GET", "/offers"),)]
+
+    async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
         """The offers set last, unless a read error is queued."""
         self.calls["fetch_offers"] += 1
         if self.read_errors:

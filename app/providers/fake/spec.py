@@ -36,7 +36,8 @@ def fake_spec(provider: Provider = PROVIDER, *, names_vms: bool = True) -> Provi
         build_adapter=build_adapter,
         names_vms=names_vms,
         rate_limits=(),
-        stock_read_requests=1,
+        stock_read=(("GET", "/offers"),),
+        create=None,
         simulator=None,
         for_tests=True,
     )

@@ -5,6 +5,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Collection
 from datetime import datetime
 from decimal import Decimal
 
@@ -12,7 +13,8 @@ import httpx
 from pydantic import SecretStr
 
 from app.providers.base import VM, Offer, OutcomeUnknown, Rejected, Unavailable
-from app.providers.hyperstack import parse
+from app.providers.budget import MachineKey, StockRead
+from app.providers.hyperstack import limits, parse
 from app.providers.hyperstack.client import HyperstackClient, NotFound
 from app.providers.hyperstack.parse import PROVIDER
 
@@ -61,6 +63,7 @@ class HyperstackAdapter:
             timeout=timeout,
             create_timeout=create_timeout,
         )
+        self.budget = self._api.http.budget
         self.environment_template = environment
         self.key_name = key_name
         self.image = image
@@ -83,7 +86,11 @@ class HyperstackAdapter:
         self._prices_at = time.monotonic()
         return dict(self._prices)
 
-    async def fetch_offers(self) -> list[Offer]:
+    def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
+        """One read, whatever is wanted: every flavor's stock comes in it."""
+        return [limits.STOCK_READ]
+
+    async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
         """GPU flavors in stock now, priced per GPU x count; unpriced and unknown GPUs left out."""
         if self._prices_at is None or time.monotonic() - self._prices_at > PRICE_TTL:
             await self.refresh_prices()

@@ -21,7 +21,7 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.http import ProviderHTTP, error_field
-from app.providers.hyperstack import parse
+from app.providers.hyperstack import limits, parse
 from app.providers.hyperstack.parse import PROVIDER
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,14 @@ class HyperstackClient:
         create_timeout: float,
     ) -> None:
         self.http = ProviderHTTP(
-            PROVIDER, client, base_url, timeout=timeout, create_timeout=create_timeout
+            PROVIDER,
+            client,
+            base_url,
+            timeout=timeout,
+            create_timeout=create_timeout,
+            limits=limits.RATE_LIMITS,
+            create=limits.CREATE,
+            is_stock_read=limits.is_stock_read,
         )
         self._api_key = api_key
 

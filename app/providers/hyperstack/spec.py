@@ -2,14 +2,15 @@
 `SPEC`."""
 
 import httpx
-from pydantic import Field, SecretStr
+from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
+from app.providers.hyperstack import limits
 from app.providers.hyperstack.adapter import HyperstackAdapter
 from app.providers.hyperstack.doctor import diagnose
 from app.providers.hyperstack.parse import PROVIDER
-from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
+from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
 from app.simulators import hyperstack as simulator
 
 
@@ -24,8 +25,6 @@ class HyperstackSettings(ProviderSettings):
     environment: str = "autoprovision-{region}"  # one per region: an environment fixes it
     key_name: str = "autoprovision"
     image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
-    # One stock read is two requests (flavors and stocks): 240 a minute against 500 per IP.
-    poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
 
 
 def build_adapter(
@@ -52,8 +51,9 @@ SPEC = ProviderSpec(
     settings_model=HyperstackSettings,
     build_adapter=build_adapter,
     names_vms=True,
-    rate_limits=(RateLimit(500, 60, "per IP"),),
-    stock_read_requests=2,
+    rate_limits=limits.RATE_LIMITS,
+    stock_read=limits.STOCK_READ,
+    create=limits.CREATE,
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/hyperstack",

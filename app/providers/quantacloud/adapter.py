@@ -6,6 +6,7 @@ since the intent and the caller adopts the one it cannot otherwise account for.
 """
 
 import hashlib
+from collections.abc import Collection
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -21,8 +22,9 @@ from app.providers.base import (
     Rejected,
     Unavailable,
 )
+from app.providers.budget import MachineKey, StockRead
 from app.providers.http import ProviderHTTP
-from app.providers.quantacloud import parse
+from app.providers.quantacloud import limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
 
@@ -44,14 +46,28 @@ class QuantaCloudAdapter:
         timeout: float = 10.0,
         create_timeout: float = 30.0,
     ) -> None:
-        http = ProviderHTTP(self.provider, client, base_url, timeout, create_timeout)
+        http = ProviderHTTP(
+            self.provider,
+            client,
+            base_url,
+            timeout,
+            create_timeout,
+            limits=limits.RATE_LIMITS,
+            create=limits.CREATE,
+            is_stock_read=limits.is_stock_read,
+        )
+        self.budget = http.budget
         self._api = QuantaCloudClient(http, api_key)
         self._base_url = base_url
 
     def __repr__(self) -> str:
         return f"QuantaCloudAdapter(base_url={self._base_url!r})"
 
-    async def fetch_offers(self) -> list[Offer]:
+    def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
+        """One read, whatever is wanted: every flavor's stock comes in it."""
+        return [limits.STOCK_READ]
+
+    async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
         """In-stock offers, cheapest per (region, sku); MIG slices and unknown GPUs left out."""
         return parse.cheapest_offers(await self._api.offers(page_size=self.page_size))
 

@@ -2,14 +2,15 @@
 `SPEC`."""
 
 import httpx
-from pydantic import Field, SecretStr
+from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
+from app.providers.quantacloud import limits
 from app.providers.quantacloud.adapter import QuantaCloudAdapter
 from app.providers.quantacloud.doctor import diagnose
 from app.providers.quantacloud.parse import PROVIDER
-from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
+from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
 from app.simulators import quantacloud as simulator
 
 
@@ -21,8 +22,6 @@ class QuantaCloudSettings(ProviderSettings):
 
     base_url: str = "https://core.quantacloud.net/api/v1"
     api_key: SecretStr | None = None
-    # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
-    poll_seconds: float = Field(default=0.5, ge=0.1, le=600)
 
 
 def build_adapter(
@@ -46,8 +45,9 @@ SPEC = ProviderSpec(
     settings_model=QuantaCloudSettings,
     build_adapter=build_adapter,
     names_vms=False,  # its deployments carry no name, label or tag
-    rate_limits=(RateLimit(3000, 15 * 60, "per IP"),),
-    stock_read_requests=1,
+    rate_limits=limits.RATE_LIMITS,
+    stock_read=limits.STOCK_READ,
+    create=limits.CREATE,
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/quantacloud",

@@ -1,9 +1,17 @@
-"""The Verda adapter: offers from instance types x availability, VMs from `/v1/instances`."""
+"""The Verda adapter: offers from instance types x availability, VMs from `/v1/instances`.
+
+Stock is read two ways, each path a rate-limit bucket of its own: the full list
+(`/instance-availability`, every type in every location) and one instance type's
+(`/instance-availability/{type}`, a bare `true` or `false`). While orders wait, the budget
+interleaves the full list with the types they can use. A `false` takes that type out of what the
+last full list said; a `true` says "somewhere", so the full list is read at once to find where
+(when its bucket has room; if not, the next planned full read finds it).
+"""
 
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -12,7 +20,8 @@ import httpx
 from pydantic import SecretStr
 
 from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
-from app.providers.verda import parse
+from app.providers.budget import MachineKey, StockRead
+from app.providers.verda import limits, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.parse import PROVIDER
 
@@ -48,8 +57,11 @@ class VerdaAdapter:
             create_timeout=create_timeout,
             clock=clock,
         )
+        self.budget = self._api.http.budget
         self._image = image
         self._types: dict[str, dict[str, Any]] = {}
+        self._machines: dict[str, MachineKey] = {}  # instance type -> (GPU model, count)
+        self._pairs: list[tuple[str, str]] = []  # (type, location) in stock, as last read
         self._types_at: float | None = None
 
     def __repr__(self) -> str:
@@ -61,17 +73,42 @@ class VerdaAdapter:
         """Read `/instance-types` (public, prices as decimal strings) now and cache it."""
         self._types = parse.instance_types(await self._api.instance_types())
         self._types_at = time.monotonic()
+        self._machines = {}
+        for sku, data in self._types.items():
+            made = parse.offer(data, "")
+            if made is not None:
+                self._machines[sku] = (made.gpu_model, made.gpu_count)
         return self._types
 
-    async def fetch_offers(self) -> list[Offer]:
-        """On-demand stock now (`/instance-availability`) priced from the cached types."""
+    def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
+        """The full list, and the availability of each type that is one of `machines`."""
+        wanted = set(machines)
+        types = sorted(sku for sku, machine in self._machines.items() if machine in wanted)
+        return [limits.FULL_READ, *(limits.type_read(sku) for sku in types)]
+
+    async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
+        """On-demand stock now, priced from the cached types: the full list, or (with
+        `machines`) whichever read the budget lets go first (see the module docstring)."""
         types = await self.refresh_prices() if self._age() > PRICE_MAX_AGE else self._types
-        pairs = parse.availability(await self._api.availability())
-        missing = any(sku not in types for sku, _ in pairs)
+        read = limits.FULL_READ
+        if machines:
+            _, read = self.budget.soonest(self.stock_reads(machines))
+        if read != limits.FULL_READ:
+            sku = next(s for s in self._machines if limits.type_read(s) == read)
+            if not await self._api.type_availability(sku):
+                self._pairs = [pair for pair in self._pairs if pair[0] != sku]
+                return self._offers(types)
+            if not self.budget.fits(limits.FULL_READ):
+                return self._offers(types)
+        self._pairs = parse.availability(await self._api.availability())
+        missing = any(sku not in types for sku, _ in self._pairs)
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list
+        return self._offers(types)
+
+    def _offers(self, types: dict[str, dict[str, Any]]) -> list[Offer]:
         offers = []
-        for sku, region in pairs:
+        for sku, region in self._pairs:
             data = types.get(sku)
             made = parse.offer(data, region) if data is not None else None
             if made is None:

@@ -25,7 +25,7 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.http import ProviderHTTP, error_field
-from app.providers.verda import parse
+from app.providers.verda import limits, parse
 from app.providers.verda.parse import PROVIDER
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,16 @@ class VerdaClient:
         create_timeout: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.http = ProviderHTTP(PROVIDER, client, base_url, timeout, create_timeout)
+        self.http = ProviderHTTP(
+            PROVIDER,
+            client,
+            base_url,
+            timeout,
+            create_timeout,
+            limits=limits.RATE_LIMITS,
+            create=limits.CREATE,
+            is_stock_read=limits.is_stock_read,
+        )
         self._client_id = client_id
         self._client_secret = client_secret
         self._clock = clock
@@ -79,6 +88,19 @@ class VerdaClient:
         return self._read(
             await self.request("GET", "/instance-availability", params={"is_spot": "false"})
         )
+
+    async def type_availability(self, instance_type: str) -> bool:
+        """`GET /instance-availability/{instance_type}`: whether it is in stock anywhere."""
+        body = self._read(
+            await self.request(
+                "GET",
+                limits.type_read(instance_type)[0][1],
+                params={"is_spot": "false"},
+            )
+        )
+        if not isinstance(body, bool):
+            raise Unavailable(PROVIDER, f"availability of {instance_type}: not true or false")
+        return body
 
     async def create_instance(self, body: dict[str, Any], *, where: str) -> str:
         """`POST /instances`; the new instance's id (Verda answers 202 with the bare id)."""

@@ -1,11 +1,12 @@
 """Verda as the service sees it: its settings, published limits and simulator, in one `SPEC`."""
 
 import httpx
-from pydantic import Field, SecretStr
+from pydantic import SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
-from app.providers.spec import ProviderSettings, ProviderSpec, RateLimit, SimulatorMount, Timeouts
+from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
+from app.providers.verda import limits
 from app.providers.verda.adapter import VerdaAdapter
 from app.providers.verda.doctor import diagnose
 from app.providers.verda.parse import PROVIDER
@@ -22,8 +23,6 @@ class VerdaSettings(ProviderSettings):
     client_id: SecretStr | None = None
     client_secret: SecretStr | None = None
     image: str = "ubuntu-24.04-cuda-12.8-open-docker"
-    # One stock read is one /instance-availability call: 48 a minute against its 60.
-    poll_seconds: float = Field(default=1.25, ge=0.1, le=600)
 
 
 def build_adapter(
@@ -49,12 +48,9 @@ SPEC = ProviderSpec(
     settings_model=VerdaSettings,
     build_adapter=build_adapter,
     names_vms=True,
-    rate_limits=(
-        RateLimit(500, 60, "per project"),
-        RateLimit(60, 60, "per (method, full path)"),
-        RateLimit(120, 60, "GET /v1/instances"),
-    ),
-    stock_read_requests=1,
+    rate_limits=limits.RATE_LIMITS,
+    stock_read=limits.FULL_READ,
+    create=limits.CREATE,
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/verda",

@@ -1,0 +1,247 @@
+"""A provider's published rate limits as buckets, what was sent against each, and when the next
+stock read may go.
+
+Every request a provider adapter sends is written down (`sent`) with the buckets it counts
+against. A stock read may go when, in every bucket it counts against:
+
+- what was sent in the bucket's window, plus the read, stays under the limit less a margin
+  (`CREATE_MARGIN_SHARE` of it where creates count, so that a burst of stock always finds room
+  for its creates; `EDGE_MARGIN` elsewhere, for the provider counting a request our clock put
+  just outside the window);
+- and stock reads are spread evenly: what the window leaves after everything that is not a
+  stock read (creates, status reads, reconciles, balance reads) is the reads' share, and the
+  last stock request in the bucket was at least `window / share` ago.
+
+Windows are counted as sliding, which is stricter than a provider's fixed windows: no fixed
+window can hold more than any sliding one. Where the provider also reports what is left
+(`Headroom`, from Verda's `RateLimit` header), the reads are spread over what it reports too,
+so that another client of the same account slows ours down before a 429, not after.
+"""
+
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+
+from app.providers.headroom import Headroom
+
+# Per window, in every bucket a create counts against: the creates of a burst of stock and
+# their first status reads (a twentieth of the limit, at least `CREATE_MARGIN_MIN`).
+CREATE_MARGIN_SHARE = 0.05
+CREATE_MARGIN_MIN = 6
+EDGE_MARGIN = 2  # per window, in the others
+MIN_READ_SECONDS = 0.1  # stock is never read more often than this, however high the limits
+WINDOW_SLACK = 1.0  # seconds added to each window: a request's arrival trails its sending
+
+Request = tuple[str, str]  # (method, path below the API's base URL, without the query)
+StockRead = tuple[Request, ...]  # the requests one stock read sends
+MachineKey = tuple[str, int]  # (GPU model, GPU count)
+
+
+def every_request(bucket: str) -> Callable[[str, str], str | None]:
+    """A limit on everything sent (per IP, per project): one bucket named `bucket`."""
+    return lambda _method, _path: bucket
+
+
+def per_endpoint(*, except_: Collection[Request] = ()) -> Callable[[str, str], str | None]:
+    """A limit per (method, path): a bucket of its own for every path, `except_` those."""
+    return lambda method, path: None if (method, path) in except_ else f"{method} {path}"
+
+
+def only(method: str, path: str) -> Callable[[str, str], str | None]:
+    """A limit on one (method, path)."""
+    return lambda m, p: f"{method} {path}" if (m, p) == (method, path) else None
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A limit the provider publishes: `requests` per `seconds`, counted per `scope`; `bucket`
+    says which bucket a request counts against under this limit (None: not counted)."""
+
+    requests: int
+    seconds: float
+    scope: str
+    bucket: Callable[[str, str], str | None]
+
+
+@dataclass
+class _Bucket:
+    limit: RateLimit
+    margin: int
+    sent: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, a stock read's)
+    last_stock: float = float("-inf")
+
+    def forget_before(self, now: float) -> None:
+        horizon = now - self.limit.seconds - WINDOW_SLACK
+        while self.sent and self.sent[0][0] <= horizon:
+            self.sent.popleft()
+
+    def share(self) -> int:
+        """Requests per window left for stock reads after everything else sent in it."""
+        others = sum(1 for _, stock in self.sent if not stock)
+        return self.limit.requests - self.margin - others
+
+
+class Budget:
+    """One provider's buckets: what was sent, and when the next stock read fits the plan."""
+
+    def __init__(
+        self,
+        limits: Sequence[RateLimit],
+        *,
+        create: Request | None = None,
+        is_stock_read: Callable[[str, str], bool] = lambda _method, _path: False,
+        headroom: Headroom | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limits = tuple(limits)
+        self.create = create
+        self.is_stock_read = is_stock_read
+        self.headroom = headroom
+        self.clock = clock
+        self.buckets: dict[str, _Bucket] = {}
+        self.read_buckets: set[str] = set()  # the buckets stock reads count against
+
+    def _keys(self, method: str, path: str) -> list[tuple[str, RateLimit]]:
+        found = []
+        for limit in self.limits:
+            key = limit.bucket(method, path)
+            if key is not None:
+                found.append((key, limit))
+        return found
+
+    def _bucket(self, key: str, limit: RateLimit) -> _Bucket:
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            creates_count = self.create is not None and limit.bucket(*self.create) == key
+            margin = EDGE_MARGIN
+            if creates_count:
+                margin = max(CREATE_MARGIN_MIN, int(limit.requests * CREATE_MARGIN_SHARE))
+            bucket = _Bucket(limit, margin)
+            self.buckets[key] = bucket
+        return bucket
+
+    def sent(self, method: str, path: str) -> None:
+        """Write down one request as sent now."""
+        now = self.clock()
+        stock = self.is_stock_read(method, path)
+        for key, limit in self._keys(method, path):
+            bucket = self._bucket(key, limit)
+            bucket.sent.append((now, stock))
+            if stock:
+                bucket.last_stock = now
+                self.read_buckets.add(key)
+        if len(self.buckets) > 1000:  # paths with ids: forget the buckets with nothing in them
+            for key in [k for k, b in self.buckets.items() if k not in self.read_buckets]:
+                self.buckets[key].forget_before(now)
+                if not self.buckets[key].sent:
+                    del self.buckets[key]
+
+    def wait(self, read: StockRead) -> float:
+        """Seconds until `read` fits the plan (0: it may go now)."""
+        return max(self._fits_in(read), self._spread_in(read))
+
+    def fits(self, read: StockRead) -> bool:
+        """Whether `read` may go now without taking a bucket past its limit less its margin,
+        spread or not (a follow-up read that cannot wait for its turn)."""
+        return self._fits_in(read) <= 0
+
+    def soonest(self, reads: Sequence[StockRead]) -> tuple[float, StockRead]:
+        """The read that may go first, and in how many seconds; of reads that may go at the
+        same time, the one whose buckets have waited longest."""
+        if not reads:
+            raise ValueError("no stock read to plan")
+        ranked = sorted((self.wait(r), self._last_stock(r), i) for i, r in enumerate(reads))
+        wait, _, first = ranked[0]
+        return wait, reads[first]
+
+    def _last_stock(self, read: StockRead) -> float:
+        keys = [key for request in read for key, _ in self._keys(*request)]
+        return max(
+            (self.buckets[key].last_stock for key in keys if key in self.buckets),
+            default=float("-inf"),
+        )
+
+    def _needs(self, read: StockRead) -> dict[str, tuple[RateLimit, int]]:
+        needs: dict[str, tuple[RateLimit, int]] = {}
+        for request in read:
+            for key, limit in self._keys(*request):
+                needs[key] = (limit, needs.get(key, (limit, 0))[1] + 1)
+        return needs
+
+    def _fits_in(self, read: StockRead) -> float:
+        now = self.clock()
+        wait = 0.0
+        for key, (limit, count) in self._needs(read).items():
+            bucket = self._bucket(key, limit)
+            bucket.forget_before(now)
+            over = len(bucket.sent) + count - (limit.requests - bucket.margin)
+            if over > 0:  # wait until enough of the oldest leave the window
+                leaves = bucket.sent[min(over, len(bucket.sent)) - 1][0]
+                wait = max(wait, leaves + limit.seconds + WINDOW_SLACK - now)
+        return wait
+
+    def _spread_in(self, read: StockRead) -> float:
+        now = self.clock()
+        wait = 0.0
+        for key, (limit, count) in self._needs(read).items():
+            bucket = self._bucket(key, limit)
+            bucket.forget_before(now)
+            share = bucket.share()
+            if share < count:
+                continue  # nothing to spread: `_fits_in` waits for the window
+            wait = max(wait, bucket.last_stock + limit.seconds * count / share - now)
+        return max(wait, self._reported_in(read, now))
+
+    def _reported_in(self, read: StockRead, now: float) -> float:
+        """Spread over what the provider itself says is left, where it says so."""
+        if self.headroom is None:
+            return 0.0
+        reported = list(self.headroom.shared.items())
+        reported += [
+            (key, entry)
+            for key, entry in self.headroom.endpoints.items()
+            if tuple(key.split(" ", 1)) in read
+        ]
+        last = self._last_stock(read)
+        wait = 0.0
+        for _name, (left, resets_at) in reported:
+            window_left = resets_at - now
+            if window_left <= 0:
+                continue  # a new window: what it reported is over
+            share = left - EDGE_MARGIN
+            if share <= 0:
+                wait = max(wait, window_left)
+            else:
+                wait = max(wait, last + window_left / share - now)
+        return wait
+
+    def nominal_period(self, read: StockRead) -> float:
+        """Seconds between reads of `read` alone, with nothing else sent: the plan's period."""
+        period = 0.0
+        for key, (limit, count) in self._needs(read).items():
+            share = limit.requests - self._bucket(key, limit).margin
+            period = max(period, limit.seconds * count / max(share, 1))
+        return period
+
+    def rates(self) -> dict[str, tuple[float, float, float]]:
+        """Per bucket stock reads count against: (limit, planned, used) requests per minute.
+        Planned is what the plan lets the bucket carry now: everything else sent, plus the
+        reads' share."""
+        now = self.clock()
+        shown = {}
+        for key in sorted(self.read_buckets):
+            bucket = self.buckets.get(key)
+            if bucket is None:
+                continue
+            bucket.forget_before(now)
+            per_minute = 60.0 / bucket.limit.seconds
+            others = sum(1 for _, stock in bucket.sent if not stock)
+            planned = others + max(bucket.share(), 0)
+            used = sum(1 for when, _ in bucket.sent if when > now - bucket.limit.seconds)
+            shown[key] = (
+                bucket.limit.requests * per_minute,
+                planned * per_minute,
+                used * per_minute,
+            )
+        return shown

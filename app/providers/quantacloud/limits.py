@@ -1,0 +1,12 @@
+"""QuantaCloud's published rate limit, and the requests a stock read and a create send."""
+
+from app.providers.budget import RateLimit, Request, StockRead, every_request
+
+RATE_LIMITS = (RateLimit(3000, 15 * 60, "per IP", every_request("ip")),)
+CREATE: Request = ("POST", "/deployments")
+STOCK_READ: StockRead = (("GET", "/offers"),)
+
+
+def is_stock_read(method: str, path: str) -> bool:
+    """Whether a request is part of a stock read."""
+    return (method, path) in STOCK_READ

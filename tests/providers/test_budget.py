@@ -1,0 +1,191 @@
+"""The poll budget's arithmetic, on an injected clock, judged by the simulators' own counters."""
+
+import random
+from collections import deque
+
+import pytest
+
+from app.providers import budget as planning
+from app.providers.budget import Budget, RateLimit, StockRead, every_request
+from app.providers.headroom import Headroom
+from app.providers.hyperstack import limits as hyperstack
+from app.providers.verda import limits as verda
+from app.simulators.core import FixedWindowLimiter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def hyperstack_budget(clock: Clock, *, create_margin: bool = True) -> Budget:
+    return Budget(
+        hyperstack.RATE_LIMITS,
+        create=hyperstack.CREATE if create_margin else None,
+        is_stock_read=hyperstack.is_stock_read,
+        clock=clock,
+    )
+
+
+def read_when_allowed(budget: Budget, clock: Clock, read: StockRead, until: float) -> int:
+    """Send `read` each time the budget allows it until `until`; how many were sent."""
+    sent = 0
+    while True:
+        clock.now += budget.wait(read)
+        if clock.now >= until:
+            return sent
+        for method, path in read:
+            budget.sent(method, path)
+        sent += 1
+
+
+def test_reads_are_spread_evenly_over_what_the_limit_leaves() -> None:
+    clock = Clock()
+    budget = hyperstack_budget(clock)
+    start = clock.now
+    reads = read_when_allowed(budget, clock, hyperstack.STOCK_READ, until=start + 60)
+    margin = max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
+    # Two requests a read; the margin is kept for creates; the rest is spent.
+    assert (500 - margin) // 2 - 2 <= reads <= (500 - margin) // 2
+    assert budget.nominal_period(hyperstack.STOCK_READ) == pytest.approx(60 * 2 / (500 - margin))
+    for method, path in hyperstack.STOCK_READ:
+        budget.sent(method, path)
+    assert budget.wait(hyperstack.STOCK_READ) > 0  # just read: the next one is not due yet
+
+
+def test_other_requests_shrink_the_reads_share() -> None:
+    clock = Clock()
+    budget = hyperstack_budget(clock)
+    for _ in range(200):
+        budget.sent("GET", "/core/virtual-machines/1")  # status reads of creates, say
+    reads = read_when_allowed(budget, clock, hyperstack.STOCK_READ, until=clock.now + 60)
+    margin = max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
+    assert reads <= (500 - margin - 200) // 2
+    assert reads >= (500 - margin - 200) // 2 - 2
+
+
+def soak(budget: Budget, clock: Clock, minutes: int, seed: int) -> tuple[int, int]:
+    """Reads as the budget allows, and a burst of ten creates and their status reads at a random
+    moment of every minute. Returns the 429s a fixed-window counter (the simulators') would
+    send, and the requests that found 500 already sent in the 60 s before them (how a provider
+    counting sliding windows, the strictest way, would refuse)."""
+    limiter = FixedWindowLimiter()
+    rng = random.Random(seed)
+    fixed = sliding = 0
+    window: deque[float] = deque()
+    start = clock.now
+    bursts = [start + 60 * m + rng.uniform(0, 60) for m in range(minutes)]
+
+    def send(method: str, path: str) -> None:
+        nonlocal fixed, sliding
+        budget.sent(method, path)
+        fixed += limiter.hit("ip", 500, 60, clock.now) is not None
+        while window and window[0] <= clock.now - 60:
+            window.popleft()
+        sliding += len(window) >= 500
+        window.append(clock.now)
+
+    while clock.now < start + 60 * minutes:
+        wait = budget.wait(hyperstack.STOCK_READ)
+        if bursts and clock.now + wait >= bursts[0]:
+            clock.now = bursts.pop(0)
+            for vm in range(10):
+                send(*hyperstack.CREATE)  # creates never wait for the budget
+                send("GET", f"/core/virtual-machines/{vm}")
+            continue
+        clock.now += wait
+        for request in hyperstack.STOCK_READ:
+            send(*request)
+    return fixed, sliding
+
+
+def test_creates_and_their_follow_ups_always_find_room() -> None:
+    clock = Clock()
+    assert soak(hyperstack_budget(clock), clock, minutes=30, seed=1) == (0, 0)
+    # The control: the same load with no margin kept for creates is over the limit at times.
+    clock = Clock()
+    assert soak(hyperstack_budget(clock, create_margin=False), clock, minutes=30, seed=1)[1] > 0
+
+
+def verda_budget(clock: Clock, headroom: Headroom | None = None) -> Budget:
+    return Budget(
+        verda.RATE_LIMITS,
+        create=verda.CREATE,
+        is_stock_read=verda.is_stock_read,
+        headroom=headroom,
+        clock=clock,
+    )
+
+
+def test_verda_interleaves_the_full_list_with_the_types_waited_for() -> None:
+    clock = Clock()
+    budget = verda_budget(clock)
+    reads = [verda.FULL_READ, verda.type_read("1H100.80S.30V"), verda.type_read("8B300.30V")]
+    limiter = FixedWindowLimiter()
+    chosen: list[StockRead] = []
+    start = clock.now
+    while True:
+        wait, read = budget.soonest(reads)
+        clock.now += wait
+        if clock.now >= start + 120:
+            break
+        ((method, path),) = read
+        budget.sent(method, path)
+        over = limiter.hit("project", 500, 60, clock.now) or limiter.hit(path, 60, 60, clock.now)
+        assert over is None
+        chosen.append(read)
+    # Each path is its own bucket of 60 a minute, so three paths give about three times the
+    # reads of the full list alone, and the full list is still read as often as it may be.
+    per_minute = {read: chosen.count(read) / 2 for read in reads}
+    assert all(55 <= n <= 58 for n in per_minute.values()), per_minute
+    assert chosen[:3] == reads  # the full list first, then each type in turn
+
+
+def test_a_follow_up_read_needs_room_but_not_its_turn() -> None:
+    clock = Clock()
+    budget = verda_budget(clock)
+    budget.sent("GET", "/instance-availability")
+    assert budget.wait(verda.FULL_READ) > 0  # not its turn yet
+    assert budget.fits(verda.FULL_READ)  # but the bucket has room
+    for _ in range(60):
+        budget.sent("GET", "/instance-availability")
+    assert not budget.fits(verda.FULL_READ)
+    clock.now += 61 + planning.WINDOW_SLACK
+    assert budget.fits(verda.FULL_READ)
+
+
+def test_what_the_provider_reports_left_slows_the_reads_before_a_429() -> None:
+    clock = Clock()
+    headroom = Headroom(clock=clock)
+    budget = verda_budget(clock, headroom)
+    budget.sent("GET", "/instance-availability/1H100.80S.30V")
+    ours = budget.wait(verda.type_read("1H100.80S.30V"))
+    # Another client of the same project has used most of it: 12 left for the next 30 s.
+    headroom.note("GET", "/instance-availability", '"project";r=12;t=30, "endpoint";r=50;t=30')
+    slowed = budget.wait(verda.type_read("1H100.80S.30V"))
+    assert slowed == pytest.approx(30 / (12 - planning.EDGE_MARGIN))
+    assert slowed > ours
+    headroom.note("GET", "/instance-availability", '"project";r=2;t=30, "endpoint";r=50;t=30')
+    assert budget.wait(verda.FULL_READ) == pytest.approx(30)  # nothing to spare: the reset
+
+
+def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
+    clock = Clock()
+    budget = Budget(
+        (RateLimit(3000, 900, "per IP", every_request("ip")),),
+        create=("POST", "/deployments"),
+        is_stock_read=lambda method, path: path == "/offers",
+        clock=clock,
+    )
+    for _ in range(10):
+        budget.sent("GET", "/offers")
+    for _ in range(5):
+        budget.sent("GET", "/deployments/1")
+    limit, planned, used = budget.rates()["ip"]
+    assert limit == 200  # 3,000 per 15 minutes
+    assert used == pytest.approx(15 * 60 / 900)
+    margin = int(3000 * planning.CREATE_MARGIN_SHARE)
+    assert planned == pytest.approx((3000 - margin) * 60 / 900)
