@@ -96,7 +96,11 @@ async def one_provider(
                 latencies.append(creates[seen]["received_at"] - changed_at)
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{provider}: no create 15 s after stock appeared")
+                metrics = (await api.get("/metrics")).text.splitlines()
+                why = [line for line in metrics if f'provider="{provider}"' in line]
+                raise RuntimeError(
+                    f"{provider}: no create 15 s after stock appeared\n" + "\n".join(why)
+                )
             await asyncio.sleep(0.1)
         await sim.stock(provider, sku, region, 0)
     return latencies
@@ -164,7 +168,7 @@ async def run(
             "AUTOPROVISION_SIM_PORT": str(sim_port),
             "AUTOPROVISION_PORT": str(api_port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
-            **({} if planned else period_variables(periods)),
+            **({"AUTOPROVISION_POLL_PLAN": "true"} if planned else period_variables(periods)),
         }
     )
     verify = provider_tls(None)

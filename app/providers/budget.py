@@ -18,6 +18,7 @@ window can hold more than any sliding one. Where the provider also reports what 
 so that another client of the same account slows ours down before a 429, not after.
 """
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
@@ -30,6 +31,13 @@ from app.providers.headroom import Headroom
 CREATE_MARGIN_SHARE = 0.05
 CREATE_MARGIN_MIN = 6
 EDGE_MARGIN = 2  # per window, in the others
+# Of what a bucket stock reads count in leaves after its margin, this much is kept for the reads:
+# other requests (status reads, reconciles, balance reads) that would eat into it are held back.
+READ_FLOOR_SHARE = 0.25
+# And this much is left to the other requests even while they send less: reads planned on all
+# that is left would fill the window before a burst of follow-ups comes, and stall until it rolls.
+OTHERS_SHARE = 0.2
+MIN_HISTORY_SECONDS = 10.0  # other requests over less than this are not extrapolated further
 MIN_READ_SECONDS = 0.1  # stock is never read more often than this, however high the limits
 WINDOW_SLACK = 1.0  # seconds added to each window: a request's arrival trails its sending
 
@@ -68,6 +76,8 @@ class RateLimit:
 class _Bucket:
     limit: RateLimit
     margin: int
+    shared: bool  # creates count in it, and so (in practice) everything else
+    since: float  # when it was first used: a window not yet full of history is scaled up
     sent: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, a stock read's)
     last_stock: float = float("-inf")
 
@@ -76,10 +86,14 @@ class _Bucket:
         while self.sent and self.sent[0][0] <= horizon:
             self.sent.popleft()
 
-    def share(self) -> int:
-        """Requests per window left for stock reads after everything else sent in it."""
+    def share(self, now: float) -> int:
+        """Requests per window left for stock reads after everything else at the rate it was
+        sent (or `OTHERS_SHARE` of the window, if more)."""
         others = sum(1 for _, stock in self.sent if not stock)
-        return self.limit.requests - self.margin - others
+        seen = min(self.limit.seconds, max(now - self.since, MIN_HISTORY_SECONDS))
+        others = math.ceil(others * self.limit.seconds / seen)
+        usable = self.limit.requests - self.margin
+        return usable - max(others, int(usable * OTHERS_SHARE) if self.shared else 0)
 
 
 class Budget:
@@ -117,7 +131,7 @@ class Budget:
             margin = EDGE_MARGIN
             if creates_count:
                 margin = max(CREATE_MARGIN_MIN, int(limit.requests * CREATE_MARGIN_SHARE))
-            bucket = _Bucket(limit, margin)
+            bucket = _Bucket(limit, margin, creates_count, self.clock())
             self.buckets[key] = bucket
         return bucket
 
@@ -136,6 +150,26 @@ class Budget:
                 self.buckets[key].forget_before(now)
                 if not self.buckets[key].sent:
                     del self.buckets[key]
+
+    def hold(self, method: str, path: str) -> float:
+        """Seconds to hold back a request that is neither a create nor a stock read (0: send
+        it), so that such requests never take the share kept for stock reads."""
+        if (method, path) == self.create or self.is_stock_read(method, path):
+            return 0.0
+        now = self.clock()
+        wait = 0.0
+        for key, limit in self._keys(method, path):
+            if key not in self.read_buckets:
+                continue
+            bucket = self._bucket(key, limit)
+            bucket.forget_before(now)
+            allowed = limit.requests - bucket.margin
+            allowed -= int(allowed * READ_FLOOR_SHARE)
+            others = [when for when, stock in bucket.sent if not stock]
+            if len(others) >= allowed:
+                oldest = others[len(others) - allowed]
+                wait = max(wait, oldest + limit.seconds + WINDOW_SLACK - now)
+        return wait
 
     def wait(self, read: StockRead) -> float:
         """Seconds until `read` fits the plan (0: it may go now)."""
@@ -187,7 +221,7 @@ class Budget:
         for key, (limit, count) in self._needs(read).items():
             bucket = self._bucket(key, limit)
             bucket.forget_before(now)
-            share = bucket.share()
+            share = bucket.share(now)
             if share < count:
                 continue  # nothing to spread: `_fits_in` waits for the window
             wait = max(wait, bucket.last_stock + limit.seconds * count / share - now)
@@ -220,8 +254,9 @@ class Budget:
         """Seconds between reads of `read` alone, with nothing else sent: the plan's period."""
         period = 0.0
         for key, (limit, count) in self._needs(read).items():
-            share = limit.requests - self._bucket(key, limit).margin
-            period = max(period, limit.seconds * count / max(share, 1))
+            bucket = self._bucket(key, limit)
+            empty = _Bucket(limit, bucket.margin, bucket.shared, since=float("-inf"))
+            period = max(period, limit.seconds * count / max(empty.share(0.0), 1))
         return period
 
     def rates(self) -> dict[str, tuple[float, float, float]]:
@@ -237,7 +272,7 @@ class Budget:
             bucket.forget_before(now)
             per_minute = 60.0 / bucket.limit.seconds
             others = sum(1 for _, stock in bucket.sent if not stock)
-            planned = others + max(bucket.share(), 0)
+            planned = others + max(bucket.share(now), 0)
             used = sum(1 for when, _ in bucket.sent if when > now - bucket.limit.seconds)
             shown[key] = (
                 bucket.limit.requests * per_minute,

@@ -64,6 +64,16 @@ class ProviderHTTP:
         timeout = self.create_timeout if is_create else self.timeout
         provider = str(self.provider)
         held = self.headroom.wait_before(method, path, is_create=is_create)
+        kept_for_reads = 0.0 if is_create else self.budget.hold(method, path)
+        if kept_for_reads > held:
+            PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
+            raise RateLimited(
+                self.provider,
+                f"{method} {path}: held back {kept_for_reads:.0f} s: the rest of the rate limit "
+                "is kept for stock reads and creates",
+                status_code=None,
+                retry_after=kept_for_reads,
+            )
         if held > 0:
             PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
             raise RateLimited(

@@ -126,8 +126,7 @@ def poll_periods(settings: Settings) -> dict[Provider, float]:
 
 def planned_providers(settings: Settings) -> frozenset[Provider]:
     """The providers whose stock reads the poll budget plans (no period set)."""
-    known = _known().values()
-    return frozenset(s.provider for s in known if s.settings_of(settings).poll_seconds is None)
+    return frozenset(spec.provider for spec in _known().values() if spec.planned(settings))
 
 
 def simulated(settings: Settings, root_url: str, **overrides: Any) -> Settings:

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 class ProviderSettings(BaseSettings):
     """One provider's settings, read from its own `AUTOPROVISION_<NAME>_*` variables and `.env`.
 
-    Every subclass sets `env_prefix`. `poll_seconds` unset: stock is read as often as the
-    provider's published limits allow (the poll budget); set: every so many seconds, as told.
+    Every subclass sets `env_prefix` and `poll_seconds`' default. `poll_seconds` None (or not
+    set while `AUTOPROVISION_POLL_PLAN` is on): stock is read as often as the provider's
+    published limits allow (the poll budget); else every so many seconds, as told.
     """
 
     model_config = SettingsConfigDict(env_file=".env", env_ignore_empty=True, extra="ignore")
@@ -105,9 +106,16 @@ class ProviderSpec(Generic[S]):
         budget = Budget(self.rate_limits, create=self.create)
         return max(MIN_READ_SECONDS, budget.nominal_period(self.stock_read))
 
+    def planned(self, settings: "Settings") -> bool:
+        """Whether the poll budget plans this provider's stock reads."""
+        own = self.settings_of(settings)
+        explicit = "poll_seconds" in own.model_fields_set
+        return own.poll_seconds is None or (settings.poll_plan and not explicit)
+
     def poll_period(self, settings: "Settings") -> float:
-        """The period set for this provider, or else the planned one."""
-        return self.settings_of(settings).poll_seconds or self.planned_period()
+        """The period set for this provider, or the planned one."""
+        own = self.settings_of(settings).poll_seconds
+        return self.planned_period() if own is None or self.planned(settings) else own
 
     @property
     def name(self) -> str:

@@ -47,10 +47,11 @@ def test_reads_are_spread_evenly_over_what_the_limit_leaves() -> None:
     budget = hyperstack_budget(clock)
     start = clock.now
     reads = read_when_allowed(budget, clock, hyperstack.STOCK_READ, until=start + 60)
-    margin = max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
-    # Two requests a read; the margin is kept for creates; the rest is spent.
-    assert (500 - margin) // 2 - 2 <= reads <= (500 - margin) // 2
-    assert budget.nominal_period(hyperstack.STOCK_READ) == pytest.approx(60 * 2 / (500 - margin))
+    usable = 500 - max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
+    share = usable - int(usable * planning.OTHERS_SHARE)  # some kept for other requests
+    # Two requests a read; the margin is kept for creates; the reads' share is spent.
+    assert share // 2 - 2 <= reads <= share // 2 + 1  # both ends of the minute
+    assert budget.nominal_period(hyperstack.STOCK_READ) == pytest.approx(60 * 2 / share)
     for method, path in hyperstack.STOCK_READ:
         budget.sent(method, path)
     assert budget.wait(hyperstack.STOCK_READ) > 0  # just read: the next one is not due yet
@@ -108,6 +109,23 @@ def test_creates_and_their_follow_ups_always_find_room() -> None:
     # The control: the same load with no margin kept for creates is over the limit at times.
     clock = Clock()
     assert soak(hyperstack_budget(clock, create_margin=False), clock, minutes=30, seed=1)[1] > 0
+
+
+def test_other_requests_are_held_before_they_take_the_reads_share() -> None:
+    clock = Clock()
+    budget = hyperstack_budget(clock)
+    budget.sent(*hyperstack.STOCK_READ[0])  # reads count in the "ip" bucket
+    usable = 500 - max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
+    allowed = usable - int(usable * planning.READ_FLOOR_SHARE)
+    for _ in range(allowed - 1):
+        assert budget.hold("GET", "/core/virtual-machines/1") == 0
+        budget.sent("GET", "/core/virtual-machines/1")
+    assert budget.hold("GET", "/core/virtual-machines/1") == 0  # the last one allowed
+    budget.sent("GET", "/core/virtual-machines/1")
+    held = budget.hold("GET", "/core/virtual-machines/1")
+    assert 60 < held <= 60 + planning.WINDOW_SLACK  # until the first of them leaves the window
+    assert budget.hold(*hyperstack.CREATE) == 0  # creates are never held
+    assert budget.wait(hyperstack.STOCK_READ) < 1  # and the reads still have their share
 
 
 def verda_budget(clock: Clock, headroom: Headroom | None = None) -> Budget:
@@ -187,5 +205,6 @@ def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
     limit, planned, used = budget.rates()["ip"]
     assert limit == 200  # 3,000 per 15 minutes
     assert used == pytest.approx(15 * 60 / 900)
-    margin = int(3000 * planning.CREATE_MARGIN_SHARE)
-    assert planned == pytest.approx((3000 - margin) * 60 / 900)
+    usable = 3000 - int(3000 * planning.CREATE_MARGIN_SHARE)
+    reads = usable - int(usable * planning.OTHERS_SHARE)
+    assert planned == pytest.approx((5 + reads) * 60 / 900)

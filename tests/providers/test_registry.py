@@ -13,12 +13,13 @@ STATUS_CHECK = re.compile(r"status(_code)?\s*(==|!=|<|>|in\b|not in\b)|\.json\(|
 
 
 def test_the_planned_periods_spend_more_of_the_limits_and_stay_within_them() -> None:
-    fixed_before = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}  # the old defaults
+    fixed_before = {"verda": 1.25, "hyperstack": 0.5, "quantacloud": 0.5}  # the defaults
     for spec in SPECS:
         if spec.for_tests:
             continue
         period = spec.planned_period()
-        assert spec.poll_period(Settings(_env_file=None)) == period  # nothing set: planned
+        assert spec.poll_period(Settings(_env_file=None, poll_plan=True)) == period
+        assert spec.poll_period(Settings(_env_file=None)) == fixed_before[spec.name]
         for limit in spec.rate_limits:
             counted = sum(1 for request in spec.stock_read if limit.bucket(*request) is not None)
             reads = counted * limit.seconds / period

@@ -2,7 +2,7 @@
 `SPEC`."""
 
 import httpx
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
@@ -25,6 +25,9 @@ class HyperstackSettings(ProviderSettings):
     environment: str = "autoprovision-{region}"  # one per region: an environment fixes it
     key_name: str = "autoprovision"
     image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
+    # One stock read is two requests (flavors and stocks): 240 a minute against 500 per IP.
+    # None, or AUTOPROVISION_POLL_PLAN=true: planned by the poll budget instead.
+    poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
 
 
 def build_adapter(

@@ -2,7 +2,7 @@
 `SPEC`."""
 
 import httpx
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
@@ -22,6 +22,9 @@ class QuantaCloudSettings(ProviderSettings):
 
     base_url: str = "https://core.quantacloud.net/api/v1"
     api_key: SecretStr | None = None
+    # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
+    # None, or AUTOPROVISION_POLL_PLAN=true: planned by the poll budget instead.
+    poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
 
 
 def build_adapter(

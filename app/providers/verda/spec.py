@@ -1,7 +1,7 @@
 """Verda as the service sees it: its settings, published limits and simulator, in one `SPEC`."""
 
 import httpx
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
@@ -23,6 +23,9 @@ class VerdaSettings(ProviderSettings):
     client_id: SecretStr | None = None
     client_secret: SecretStr | None = None
     image: str = "ubuntu-24.04-cuda-12.8-open-docker"
+    # One full-list read a period: 48 a minute against its path's 60.
+    # None, or AUTOPROVISION_POLL_PLAN=true: planned by the poll budget instead.
+    poll_seconds: float | None = Field(default=1.25, ge=0.1, le=600)
 
 
 def build_adapter(
