@@ -67,6 +67,7 @@ async def one_provider(
     provider: str,
     rounds: int,
     period: float,
+    pace: float,
     api: httpx.AsyncClient,
     sim: SimControl,
     key: str,
@@ -85,8 +86,10 @@ async def one_provider(
         placed = await api.post("/v1/orders", json=body, headers=headers)
         placed.raise_for_status()
         # Stock appears at a random moment of the poll cycle: anywhere in two periods, after
-        # the watcher has had time to see the new order (it is nudged when one is placed).
-        await asyncio.sleep(0.3 + random.uniform(0, 2 * period))
+        # the watcher has had time to see the new order (it is nudged when one is placed), and
+        # `pace` seconds after the last round: each round makes a VM, and each VM's create,
+        # status reads and balance read count against the same limits as the stock reads.
+        await asyncio.sleep(pace + random.uniform(0, 2 * period))
         seen = len(await sim.creates(provider))
         changed_at = await sim.stock(provider, sku, region, 1)
         deadline = time.monotonic() + 15
@@ -98,6 +101,7 @@ async def one_provider(
             if time.monotonic() > deadline:
                 metrics = (await api.get("/metrics")).text.splitlines()
                 why = [line for line in metrics if f'provider="{provider}"' in line]
+                why += [str(r) for r in (await sim.requests(provider))[-40:]]
                 raise RuntimeError(
                     f"{provider}: no create 15 s after stock appeared\n" + "\n".join(why)
                 )
@@ -153,7 +157,12 @@ class Network:
 
 
 async def run(
-    rounds: int, periods: dict[str, float], network: Network = Network(), *, planned: bool
+    rounds: int,
+    periods: dict[str, float],
+    network: Network = Network(),
+    *,
+    planned: bool,
+    pace: float,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ap-bench-"))
     sim_port, api_port = free_port(), free_port()
@@ -167,7 +176,7 @@ async def run(
             "AUTOPROVISION_DEMO_FEED": "false",
             "AUTOPROVISION_SIM_PORT": str(sim_port),
             "AUTOPROVISION_PORT": str(api_port),
-            "AUTOPROVISION_LOG_LEVEL": "warning",
+            "AUTOPROVISION_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "warning"),
             **({"AUTOPROVISION_POLL_PLAN": "true"} if planned else period_variables(periods)),
         }
     )
@@ -199,7 +208,7 @@ async def run(
             )
             results = await asyncio.gather(
                 *(
-                    one_provider(p, rounds, periods[p], api, sim, account["api_key"])
+                    one_provider(p, rounds, periods[p], pace, api, sim, account["api_key"])
                     for p in MACHINES
                 )
             )
@@ -214,6 +223,7 @@ async def run(
         "rounds": rounds,
         "network": network.describe(),
         "polling": "planned by the poll budget" if planned else "fixed periods",
+        "pace_seconds": pace,
         "providers": {},
     }
     for provider, samples in zip(MACHINES, results, strict=True):
@@ -274,16 +284,19 @@ def main() -> int:
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="up to this much more")
     parser.add_argument("--tls", action="store_true", help="the simulators over HTTPS")
     parser.add_argument("--fixed", action="store_true", help="the periods before the budget")
+    parser.add_argument(
+        "--pace", type=float, default=3.0, help="seconds between a round and the next stock"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     network = Network(args.latency_ms, args.jitter_ms, args.tls)
     planned = not args.fixed
     periods = planned_periods() if planned else FIXED_BEFORE
-    base = asyncio.run(run(args.rounds, periods, planned=planned))
+    base = asyncio.run(run(args.rounds, periods, planned=planned, pace=args.pace))
     met = print_table(base, None, 0.0)
     results: dict[str, Any] = {"loopback": base}
     if network != Network():
-        over = asyncio.run(run(args.rounds, periods, network, planned=planned))
+        over = asyncio.run(run(args.rounds, periods, network, planned=planned, pace=args.pace))
         met = print_table(over, base, args.latency_ms) and met
         results["network"] = over
     if args.json:

@@ -21,7 +21,8 @@ so that another client of the same account slows ours down before a 429, not aft
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from app.providers.headroom import Headroom
@@ -115,6 +116,7 @@ class Budget:
         self.clock = clock
         self.buckets: dict[str, _Bucket] = {}
         self.read_buckets: set[str] = set()  # the buckets stock reads count against
+        self._unplanned: set[Request] = set()
 
     def _keys(self, method: str, path: str) -> list[tuple[str, RateLimit]]:
         found = []
@@ -135,10 +137,22 @@ class Budget:
             self.buckets[key] = bucket
         return bucket
 
+    @contextmanager
+    def unplanned(self, read: StockRead) -> Iterator[None]:
+        """Within: `read` is sent outside the plan (a follow-up that cannot wait for its turn),
+        so it counts like any other request and does not move the planned reads' turn: a
+        follow-up right after one path's read would otherwise put both paths' next turns at
+        the same moment."""
+        self._unplanned.update(read)
+        try:
+            yield
+        finally:
+            self._unplanned.difference_update(read)
+
     def sent(self, method: str, path: str) -> None:
         """Write down one request as sent now."""
         now = self.clock()
-        stock = self.is_stock_read(method, path)
+        stock = self.is_stock_read(method, path) and (method, path) not in self._unplanned
         for key, limit in self._keys(method, path):
             bucket = self._bucket(key, limit)
             bucket.sent.append((now, stock))
@@ -237,9 +251,12 @@ class Budget:
             for key, entry in self.headroom.endpoints.items()
             if tuple(key.split(" ", 1)) in read
         ]
-        last = self._last_stock(read)
         wait = 0.0
-        for _name, (left, resets_at) in reported:
+        for name, (left, resets_at) in reported:
+            # From the last stock read in that bucket (ours is named like the provider's where
+            # the limits are written so: "project", "GET /path"), not the last of any path.
+            ours = self.buckets.get(name)
+            last = ours.last_stock if ours is not None else self._last_stock(read)
             window_left = resets_at - now
             if window_left <= 0:
                 continue  # a new window: what it reported is over

@@ -98,9 +98,14 @@ class VerdaAdapter:
             if not await self._api.type_availability(sku):
                 self._pairs = [pair for pair in self._pairs if pair[0] != sku]
                 return self._offers(types)
+            if any(pair[0] == sku for pair in self._pairs):
+                return self._offers(types)  # where it is is known already
             if not self.budget.fits(limits.FULL_READ):
                 return self._offers(types)
-        self._pairs = parse.availability(await self._api.availability())
+            with self.budget.unplanned(limits.FULL_READ):
+                self._pairs = parse.availability(await self._api.availability())
+        else:
+            self._pairs = parse.availability(await self._api.availability())
         missing = any(sku not in types for sku, _ in self._pairs)
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list
