@@ -175,6 +175,28 @@ def test_a_follow_up_read_needs_room_but_not_its_turn() -> None:
     assert budget.fits(verda.FULL_READ)
 
 
+def test_a_follow_up_does_not_move_the_planned_turns() -> None:
+    clock = Clock()
+    budget = verda_budget(clock)
+    h100 = verda.type_read("1H100.80S.30V")
+    budget.sent(*verda.FULL_READ[0])
+    clock.now += 0.5
+    budget.sent(*h100[0])
+    with budget.unplanned(verda.FULL_READ):  # H100 said true: where is it?
+        budget.sent(*verda.FULL_READ[0])
+    # The full list's turn is still about a period after its planned read, well before the
+    # type's next one: the two paths' reads keep alternating.
+    assert budget.wait(verda.FULL_READ) < budget.wait(h100) - 0.3
+    # The control: counted as a planned read, it puts both turns at the same moment.
+    clock = Clock()
+    budget = verda_budget(clock)
+    budget.sent(*verda.FULL_READ[0])
+    clock.now += 0.5
+    budget.sent(*h100[0])
+    budget.sent(*verda.FULL_READ[0])
+    assert budget.wait(verda.FULL_READ) == pytest.approx(budget.wait(h100), abs=0.02)
+
+
 def test_what_the_provider_reports_left_slows_the_reads_before_a_429() -> None:
     clock = Clock()
     headroom = Headroom(clock=clock)

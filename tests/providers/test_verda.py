@@ -250,6 +250,20 @@ class TestStockReads:
         assert first == []  # B300 is not in stock, and nothing else was read again
         assert [(o.sku, o.region) for o in second] == [self.H100]
 
+    async def test_a_type_known_to_be_in_stock_needs_no_full_read_to_find_it(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]
+    ) -> None:
+        await stock(control, *self.H100, 1)
+        assert [o.sku for o in await adapter.fetch_offers(self.WANTED)] == ["1H100.80S.30V"]
+        await adapter.fetch_offers(self.WANTED)  # B300's turn: false
+        still = await adapter.fetch_offers(self.WANTED)  # H100's turn: true, and known where
+        assert self.availability_paths(sent) == [
+            "/instance-availability",
+            "/instance-availability/8B300.240V",
+            "/instance-availability/1H100.80S.30V",
+        ]
+        assert [(o.sku, o.region) for o in still] == [self.H100]
+
     async def test_a_type_gone_everywhere_is_taken_out_without_a_full_read(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]
     ) -> None:
