@@ -21,6 +21,20 @@ def providers() -> list[str]:
     return SimControl.providers()
 
 
+# Paths (below the provider's mount) of a stock read; what is below them counts too (Verda's
+# reads of one instance type's stock).
+STOCK_READ_PATHS = {
+    "verda": ("/v1/instance-availability",),
+    "hyperstack": ("/v1/core/flavors", "/v1/core/stocks"),
+    "quantacloud": ("/api/v1/offers",),
+}
+
+
+def is_stock_read_path(provider: str, path: str) -> bool:
+    """Whether a request to `path` (below the provider's mount) is part of a stock read."""
+    return any(path == p or path.startswith(f"{p}/") for p in STOCK_READ_PATHS[provider])
+
+
 def planned_periods() -> dict[str, float]:
     """Each provider's planned full stock read period (the poll budget, nothing else sent)."""
     return {spec.name: spec.planned_period() for spec in simulated_specs()}

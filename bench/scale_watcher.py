@@ -82,6 +82,7 @@ from common import (
     cpu_seconds,
     free_port,
     git_revision,
+    is_stock_read_path,
     load_average,
     machine_cpu,
     mount_path,
@@ -129,13 +130,7 @@ BACKGROUND_STOCK = {
     ],
 }
 PERIODS = planned_periods()
-# Paths (below the provider's mount) of a stock read, and of what is below them (Verda's reads
-# of one instance type's stock), and of a create.
-STOCK_READ_PATHS = {
-    "verda": ("/v1/instance-availability",),
-    "hyperstack": ("/v1/core/flavors", "/v1/core/stocks"),
-    "quantacloud": ("/api/v1/offers",),
-}
+# Paths (below the provider's mount) of a create.
 CREATE_PATHS = {
     "verda": "/v1/instances",
     "hyperstack": "/v1/core/virtual-machines",
@@ -241,7 +236,7 @@ def group_reads(entries: list[Entry], provider: str) -> list[tuple[float, float]
         if e[0] == "GET"
         and (where := provider_of(e[1])) is not None
         and where[0] == provider
-        and any(where[1] == p or where[1].startswith(f"{p}/") for p in STOCK_READ_PATHS[provider])
+        and is_stock_read_path(provider, where[1])
     )
     reads: list[list[float]] = []
     for started, finished in starts:

@@ -1,5 +1,6 @@
 """The `/_sim/...` control API of every simulator: stock, faults, settings, balance, logs."""
 
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
@@ -67,7 +68,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         return JSONResponse([vars(c) for c in sim.creates])
 
     async def requests(_request: Request) -> JSONResponse:
-        return JSONResponse([{"method": m, "path": p} for m, p in sim.requests])
+        return JSONResponse([asdict(logged) for logged in sim.requests])
 
     async def vms(_request: Request) -> JSONResponse:
         return JSONResponse([sim.describe_vm(vm) for vm in sim.vms.values()])

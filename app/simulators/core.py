@@ -101,6 +101,17 @@ class CreateRecord:
     vm_id: str | None = None
 
 
+@dataclass
+class LoggedRequest:
+    """One request a simulated API received, and when it was answered (Unix seconds)."""
+
+    method: str
+    path: str
+    received_at: float
+    answered_at: float | None = None
+    status: int | None = None
+
+
 class FixedWindowLimiter:
     """Counts requests per key in fixed windows, as the providers document their limits."""
 
@@ -152,7 +163,7 @@ class ProviderSimulator:
         self.stock_changed_at: dict[tuple[str, str], float] = {}
         self.vms: dict[str, SimVM] = {}
         self.creates: list[CreateRecord] = []
-        self.requests: deque[tuple[str, str]] = deque(maxlen=REQUEST_LOG_SIZE)
+        self.requests: deque[LoggedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
         self.faults: list[Fault] = []
         self._balance = DEFAULT_BALANCE
         self.boot_seconds = DEFAULT_BOOT_SECONDS

@@ -2,6 +2,7 @@
 applies rate limits and logs every request."""
 
 import asyncio
+import time
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -9,7 +10,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.simulators.control_routes import control_routes
-from app.simulators.core import ProviderSimulator
+from app.simulators.core import LoggedRequest, ProviderSimulator
 
 
 class ProviderGate:
@@ -37,7 +38,9 @@ class ProviderGate:
 
         receive = replay
         request = Request(scope, receive)
-        self.sim.requests.append((request.method, _route_path(scope)))
+        logged = LoggedRequest(request.method, _route_path(scope), time.time())
+        self.sim.requests.append(logged)
+        send = _noting_answer(send, logged)
         delay = self.sim.answer_latency.draw(self.sim.rng)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -60,6 +63,19 @@ class ProviderGate:
             await send(message)
 
         await self.app(scope, receive, with_headers)
+
+
+def _noting_answer(send: Send, logged: LoggedRequest) -> Send:
+    """`send` that notes the answer's status, and when its last byte left, on `logged`."""
+
+    async def noting(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            logged.status = message["status"]
+        await send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            logged.answered_at = time.time()
+
+    return noting
 
 
 def _route_path(scope: Scope) -> str:

@@ -1,5 +1,6 @@
 """The parts every simulator shares: control API, request faults, the rate-limit gate."""
 
+import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
 
@@ -117,13 +118,18 @@ async def test_the_request_log_lists_api_calls_not_control_calls(
     client: httpx.AsyncClient,
 ) -> None:
     await client.post("/dummy/_sim/faults", json={"kind": "http_500"})
+    before = time.time()
     await client.get("/dummy/v1/hello")
     await client.post("/dummy/v1/hello")
+    after = time.time()
     logged = (await client.get("/dummy/_sim/requests")).json()
-    assert logged == [
-        {"method": "GET", "path": "/v1/hello"},
-        {"method": "POST", "path": "/v1/hello"},
+    assert [(r["method"], r["path"], r["status"]) for r in logged] == [
+        ("GET", "/v1/hello", 500),
+        ("POST", "/v1/hello", 405),  # the dummy API has no POST
     ]
+    # When each came and was answered, for a benchmark to time the service's share by.
+    for r in logged:
+        assert before <= r["received_at"] <= r["answered_at"] <= after
     await client.post("/dummy/_sim/reset")
     assert (await client.get("/dummy/_sim/requests")).json() == []
 
