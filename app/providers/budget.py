@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from app.providers.headroom import Headroom
+from app.providers.headroom import CREATE_RESERVE, Headroom
 
 # Per window, in every bucket a create counts against: the creates of a burst of stock and
 # their first status reads (a twentieth of the limit, at least `CREATE_MARGIN_MIN`).
@@ -37,7 +37,7 @@ EDGE_MARGIN = 2  # per window, in the others
 READ_FLOOR_SHARE = 0.25
 # And this much is left to the other requests even while they send less: reads planned on all
 # that is left would fill the window before a burst of follow-ups comes, and stall until it rolls.
-OTHERS_SHARE = 0.2
+OTHERS_SHARE = 0.1
 MIN_HISTORY_SECONDS = 10.0  # other requests over less than this are not extrapolated further
 MIN_READ_SECONDS = 0.1  # stock is never read more often than this, however high the limits
 WINDOW_SLACK = 1.0  # seconds added to each window: a request's arrival trails its sending
@@ -260,7 +260,8 @@ class Budget:
             window_left = resets_at - now
             if window_left <= 0:
                 continue  # a new window: what it reported is over
-            share = left - EDGE_MARGIN
+            # What is left is exact: only a shared bucket keeps requests back, for creates.
+            share = left - (CREATE_RESERVE if name in self.headroom.shared else 0)
             if share <= 0:
                 wait = max(wait, window_left)
             else:

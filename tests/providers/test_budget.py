@@ -7,7 +7,7 @@ import pytest
 
 from app.providers import budget as planning
 from app.providers.budget import Budget, RateLimit, StockRead, every_request
-from app.providers.headroom import Headroom
+from app.providers.headroom import CREATE_RESERVE, Headroom
 from app.providers.hyperstack import limits as hyperstack
 from app.providers.verda import limits as verda
 from app.simulators.core import FixedWindowLimiter
@@ -206,7 +206,7 @@ def test_what_the_provider_reports_left_slows_the_reads_before_a_429() -> None:
     # Another client of the same project has used most of it: 12 left for the next 30 s.
     headroom.note("GET", "/instance-availability", '"project";r=12;t=30, "endpoint";r=50;t=30')
     slowed = budget.wait(verda.type_read("1H100.80S.30V"))
-    assert slowed == pytest.approx(30 / (12 - planning.EDGE_MARGIN))
+    assert slowed == pytest.approx(30 / (12 - CREATE_RESERVE))
     assert slowed > ours
     headroom.note("GET", "/instance-availability", '"project";r=2;t=30, "endpoint";r=50;t=30')
     assert budget.wait(verda.FULL_READ) == pytest.approx(30)  # nothing to spare: the reset
