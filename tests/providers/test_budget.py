@@ -220,7 +220,9 @@ def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
         is_stock_read=lambda method, path: path == "/offers",
         clock=clock,
     )
-    for _ in range(10):
+    budget.sent("GET", "/offers")
+    clock.now += 890  # nearly a window of history: what was sent is not extrapolated
+    for _ in range(9):
         budget.sent("GET", "/offers")
     for _ in range(5):
         budget.sent("GET", "/deployments/1")
@@ -228,5 +230,15 @@ def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
     assert limit == 200  # 3,000 per 15 minutes
     assert used == pytest.approx(15 * 60 / 900)
     usable = 3000 - int(3000 * planning.CREATE_MARGIN_SHARE)
-    reads = usable - int(usable * planning.OTHERS_SHARE)
+    reads = usable - int(usable * planning.OTHERS_SHARE)  # more than the 5 others need
     assert planned == pytest.approx((5 + reads) * 60 / 900)
+    # In its first window, a bucket counts the others at the rate they came: 5 in the first
+    # 10 s are 450 a window, not 5.
+    fresh = Budget(
+        budget.limits, create=budget.create, is_stock_read=budget.is_stock_read, clock=clock
+    )
+    fresh.sent("GET", "/offers")
+    for _ in range(5):
+        fresh.sent("GET", "/deployments/1")
+    clock.now += 10
+    assert fresh.rates()["ip"][1] == pytest.approx((5 + usable - 450) * 60 / 900)
