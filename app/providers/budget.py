@@ -117,6 +117,7 @@ class Budget:
         self.buckets: dict[str, _Bucket] = {}
         self.read_buckets: set[str] = set()  # the buckets stock reads count against
         self._unplanned: set[Request] = set()
+        self.last_read_at = float("-inf")  # the last planned stock request, of any path
 
     def _keys(self, method: str, path: str) -> list[tuple[str, RateLimit]]:
         found = []
@@ -159,6 +160,8 @@ class Budget:
             if stock:
                 bucket.last_stock = now
                 self.read_buckets.add(key)
+        if stock:
+            self.last_read_at = now
         if len(self.buckets) > 1000:  # paths with ids: forget the buckets with nothing in them
             for key in [k for k, b in self.buckets.items() if k not in self.read_buckets]:
                 self.buckets[key].forget_before(now)
@@ -201,7 +204,21 @@ class Budget:
             raise ValueError("no stock read to plan")
         ranked = sorted((self.wait(r), self._last_stock(r), i) for i, r in enumerate(reads))
         wait, _, first = ranked[0]
+        # Reads of different paths are spaced evenly between them too: each path's own spacing
+        # alone would let two paths read a moment apart and then both wait a whole period.
+        rate = sum(1 / interval for r in reads if (interval := self._interval(r)) > 0)
+        if rate > 0 and len(reads) > 1:
+            wait = max(wait, self.last_read_at + 1 / rate - self.clock())
         return wait, reads[first]
+
+    def _interval(self, read: StockRead) -> float:
+        """The planned seconds between two reads of `read` (0: nothing limits it)."""
+        now = self.clock()
+        interval = 0.0
+        for key, (limit, count) in self._needs(read).items():
+            share = self._bucket(key, limit).share(now)
+            interval = max(interval, limit.seconds * count / max(share, 1))
+        return interval
 
     def _last_stock(self, read: StockRead) -> float:
         keys = [key for request in read for key, _ in self._keys(*request)]

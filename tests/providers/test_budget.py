@@ -1,5 +1,6 @@
 """The poll budget's arithmetic, on an injected clock, judged by the simulators' own counters."""
 
+import itertools
 import random
 from collections import deque
 
@@ -144,12 +145,14 @@ def test_verda_interleaves_the_full_list_with_the_types_waited_for() -> None:
     reads = [verda.FULL_READ, verda.type_read("1H100.80S.30V"), verda.type_read("8B300.30V")]
     limiter = FixedWindowLimiter()
     chosen: list[StockRead] = []
+    times: list[float] = []
     start = clock.now
     while True:
         wait, read = budget.soonest(reads)
         clock.now += wait
         if clock.now >= start + 120:
             break
+        times.append(clock.now)
         ((method, path),) = read
         budget.sent(method, path)
         over = limiter.hit("project", 500, 60, clock.now) or limiter.hit(path, 60, 60, clock.now)
@@ -160,6 +163,9 @@ def test_verda_interleaves_the_full_list_with_the_types_waited_for() -> None:
     per_minute = {read: chosen.count(read) / 2 for read in reads}
     assert all(55 <= n <= 58 for n in per_minute.values()), per_minute
     assert chosen[:3] == reads  # the full list first, then each type in turn
+    # Evenly spaced between the paths too, not three reads at once and then a pause.
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times[3:])]
+    assert min(gaps) > 0.9 * 60 / 58 / 3
 
 
 def test_a_follow_up_read_needs_room_but_not_its_turn() -> None:

@@ -392,13 +392,13 @@ class TestReadFaults:
     ) -> None:
         for _ in range(60):  # Verda's limit for one method and path: 60 a minute
             await adapter.balance()
-        sent = [r for r in sim.requests if r == ("GET", "/v1/balance")]
+        sent = [r for r in sim.requests if (r.method, r.path) == ("GET", "/v1/balance")]
         assert len(sent) == 60
         with pytest.raises(RateLimited) as caught:
             await adapter.balance()
         assert caught.value.retry_after is not None and 50 <= caught.value.retry_after <= 60
         assert caught.value.status_code is None  # not an answer: nothing was sent
-        assert [r for r in sim.requests if r == ("GET", "/v1/balance")] == sent
+        assert [r for r in sim.requests if (r.method, r.path) == ("GET", "/v1/balance")] == sent
         # The control: the same request sent anyway is Verda's 429.
         token = await adapter._api.token()
         async with httpx.AsyncClient(verify=TLS) as raw:
