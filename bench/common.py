@@ -35,6 +35,17 @@ def is_stock_read_path(provider: str, path: str) -> bool:
     return any(path == p or path.startswith(f"{p}/") for p in STOCK_READ_PATHS[provider])
 
 
+def stop(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Terminate `process`; kill it, and say so, if it has not stopped 30 s later."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+        print(f"{process.args!r}: did not stop within 30 s of SIGTERM, killed; see {log}")  # noqa: T201
+
+
 def planned_periods() -> dict[str, float]:
     """Each provider's planned full stock read period (the poll budget, nothing else sent)."""
     return {spec.name: spec.planned_period() for spec in simulated_specs()}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import free_port, sim_ready_url, wait_up
+from common import free_port, sim_ready_url, stop, wait_up
 from prometheus_client.parser import text_string_to_metric_families
 from stock_to_create import ADMIN_KEY, MACHINES, start
 
@@ -116,8 +116,7 @@ async def soak(minutes: float, seed: int) -> dict[str, Any]:
     finally:
         for process in (api_process, sim_process):
             if process is not None:
-                process.terminate()
-                process.wait(timeout=30)
+                stop(process, workdir)
     reads = metric_totals(metrics, "autoprovision_poll_seconds_count", "provider")
     held = metric_totals(metrics, "autoprovision_provider_requests_held_total", "provider")
     return {

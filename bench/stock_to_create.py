@@ -46,6 +46,7 @@ from common import (
     period_variables,
     planned_periods,
     sim_ready_url,
+    stop,
     wait_up,
 )
 from prometheus_client.parser import text_string_to_metric_families
@@ -144,6 +145,21 @@ def connections_opened(metrics: str) -> dict[tuple[str, str], int]:
     return opened
 
 
+def read_troubles(metrics: str) -> dict[tuple[str, str], int]:
+    """(provider, errors|held) -> failed stock reads, and requests the service held back."""
+    names = {
+        "autoprovision_poll_errors_total": "errors",
+        "autoprovision_provider_requests_held_total": "held",
+    }
+    found: dict[tuple[str, str], int] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name in names:
+                key = (sample.labels["provider"], names[sample.name])
+                found[key] = found.get(key, 0) + int(sample.value)
+    return found
+
+
 async def wait_for_file(path: Path, process: subprocess.Popen[bytes]) -> None:
     """Until `path` exists (the simulators write their certificate as they start)."""
     for _ in range(300):
@@ -234,13 +250,14 @@ async def run(
                     for p in MACHINES
                 )
             )
-            opened = connections_opened((await api.get("/metrics")).text)
+            metrics = (await api.get("/metrics")).text
+            opened = connections_opened(metrics)
+            troubles = read_troubles(metrics)
             refused = {p: (await sim.config(p))["refused_by_rate_limits"] for p in MACHINES}
     finally:
         for process in (api_process, sim_process):
             if process is not None:
-                process.terminate()
-                process.wait(timeout=30)
+                stop(process, workdir)
     report: dict[str, Any] = {
         "rounds": rounds,
         "network": network.describe(),
@@ -279,6 +296,9 @@ async def run(
             "max_ms": round(max(samples) * 1000, 1),
             "connections_opened_by_creates": opened.get((provider, "create"), 0),
             "connections_opened_by_other_requests": opened.get((provider, "other"), 0),
+            "rounds_over_1s": sum(1 for s in samples if s > 1.0),
+            "failed_stock_reads": troubles.get((provider, "errors"), 0),
+            "requests_held_back": troubles.get((provider, "held"), 0),
         }
     return report
 

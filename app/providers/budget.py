@@ -35,7 +35,8 @@ EDGE_MARGIN = 2  # per window, in the others
 # Of what a bucket stock reads count in leaves after its margin, this much is kept for the reads:
 # other requests (status reads, reconciles, balance reads) that would eat into it are held back.
 READ_FLOOR_SHARE = 0.25
-# And this much is left to the other requests even while they send less: reads planned on all
+# And this much is left to the other requests even while they send less (in a path of its own,
+# to follow-up reads that cannot wait for their turn): reads planned on all
 # that is left would fill the window before a burst of follow-ups comes, and stall until it rolls.
 OTHERS_SHARE = 0.1
 MIN_HISTORY_SECONDS = 10.0  # other requests over less than this are not extrapolated further
@@ -94,7 +95,7 @@ class _Bucket:
         seen = min(self.limit.seconds, max(now - self.since, MIN_HISTORY_SECONDS))
         others = math.ceil(others * self.limit.seconds / seen)
         usable = self.limit.requests - self.margin
-        return usable - max(others, int(usable * OTHERS_SHARE) if self.shared else 0)
+        return usable - max(others, math.ceil(usable * OTHERS_SHARE))
 
 
 class Budget:
