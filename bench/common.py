@@ -35,6 +35,28 @@ def is_stock_read_path(provider: str, path: str) -> bool:
     return any(path == p or path.startswith(f"{p}/") for p in STOCK_READ_PATHS[provider])
 
 
+def service_env(
+    database_url: str, admin_key: str, sim_port: int, api_port: int, **extra: str
+) -> dict[str, str]:
+    """This process's environment without AUTOPROVISION_* variables, plus what points a
+    demo-mode service (no embedded simulators, no demo feed) at the simulators on `sim_port`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
+    env.update(
+        {
+            "AUTOPROVISION_DATABASE_URL": database_url,
+            "AUTOPROVISION_ADMIN_API_KEY": admin_key,
+            "AUTOPROVISION_MODE": "demo",
+            "AUTOPROVISION_SIM_EMBEDDED": "false",
+            "AUTOPROVISION_DEMO_FEED": "false",
+            "AUTOPROVISION_SIM_PORT": str(sim_port),
+            "AUTOPROVISION_PORT": str(api_port),
+            "AUTOPROVISION_LOG_LEVEL": "warning",
+            **extra,
+        }
+    )
+    return env
+
+
 def stop(process: subprocess.Popen[bytes], log: Path) -> None:
     """Terminate `process`; kill it, and say so, if it has not stopped 30 s later."""
     process.terminate()

@@ -88,6 +88,7 @@ from common import (
     mount_path,
     planned_periods,
     providers,
+    service_env,
     sim_ready_url,
     start,
     wait_up,
@@ -569,19 +570,7 @@ async def service_run(
     waiting_at_start = count_by_status(db_path).get("waiting", 0)
     await set_background_stock(sim)
     api_port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
-    env.update(
-        {
-            "AUTOPROVISION_DATABASE_URL": database_url,
-            "AUTOPROVISION_ADMIN_API_KEY": ADMIN_KEY,
-            "AUTOPROVISION_MODE": "demo",
-            "AUTOPROVISION_SIM_EMBEDDED": "false",
-            "AUTOPROVISION_DEMO_FEED": "false",
-            "AUTOPROVISION_SIM_PORT": str(sim_port),
-            "AUTOPROVISION_PORT": str(api_port),
-            "AUTOPROVISION_LOG_LEVEL": "warning",
-        }
-    )
+    env = service_env(database_url, ADMIN_KEY, sim_port, api_port)
     command = [sys.executable, "-m", "app", "serve"]
     if profile is not None:  # py-spy starts the service and samples it (it may slow it a bit)
         spy = [str(Path(sys.executable).parent / "py-spy"), "record"]

@@ -14,7 +14,6 @@ simulator sent a 429. Loopback only; the loop ends by itself after --minutes.
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import free_port, sim_ready_url, stop, wait_up
+from common import free_port, service_env, sim_ready_url, stop, wait_up
 from prometheus_client.parser import text_string_to_metric_families
 from stock_to_create import ADMIN_KEY, MACHINES, start
 
@@ -57,20 +56,8 @@ async def soak(minutes: float, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     workdir = Path(tempfile.mkdtemp(prefix="ap-soak-"))
     sim_port, api_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
-    env.update(
-        {
-            "AUTOPROVISION_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'soak.db'}",
-            "AUTOPROVISION_ADMIN_API_KEY": ADMIN_KEY,
-            "AUTOPROVISION_MODE": "demo",
-            "AUTOPROVISION_SIM_EMBEDDED": "false",
-            "AUTOPROVISION_DEMO_FEED": "false",
-            "AUTOPROVISION_SIM_PORT": str(sim_port),
-            "AUTOPROVISION_PORT": str(api_port),
-            "AUTOPROVISION_LOG_LEVEL": "warning",
-            "AUTOPROVISION_POLL_PLAN": "true",
-        }
-    )
+    database_url = f"sqlite+aiosqlite:///{workdir / 'soak.db'}"
+    env = service_env(database_url, ADMIN_KEY, sim_port, api_port, AUTOPROVISION_POLL_PLAN="true")
     sim_process = start(["sim", "--port", str(sim_port)], env, workdir / "sim.log")
     api_process = None
     try:

@@ -45,6 +45,7 @@ from common import (
     is_stock_read_path,
     period_variables,
     planned_periods,
+    service_env,
     sim_ready_url,
     stop,
     wait_up,
@@ -204,19 +205,13 @@ async def run(
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ap-bench-"))
     sim_port, api_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
-    env.update(
-        {
-            "AUTOPROVISION_DATABASE_URL": f"sqlite+aiosqlite:///{workdir / 'bench.db'}",
-            "AUTOPROVISION_ADMIN_API_KEY": ADMIN_KEY,
-            "AUTOPROVISION_MODE": "demo",
-            "AUTOPROVISION_SIM_EMBEDDED": "false",
-            "AUTOPROVISION_DEMO_FEED": "false",
-            "AUTOPROVISION_SIM_PORT": str(sim_port),
-            "AUTOPROVISION_PORT": str(api_port),
-            "AUTOPROVISION_LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "warning"),
-            **({"AUTOPROVISION_POLL_PLAN": "true"} if planned else period_variables(periods)),
-        }
+    env = service_env(
+        f"sqlite+aiosqlite:///{workdir / 'bench.db'}",
+        ADMIN_KEY,
+        sim_port,
+        api_port,
+        AUTOPROVISION_LOG_LEVEL=os.environ.get("BENCH_LOG_LEVEL", "warning"),
+        **({"AUTOPROVISION_POLL_PLAN": "true"} if planned else period_variables(periods)),
     )
     verify = provider_tls(None)
     if network.tls:
