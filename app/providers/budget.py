@@ -78,7 +78,6 @@ class RateLimit:
 class _Bucket:
     limit: RateLimit
     margin: int
-    shared: bool  # creates count in it, and so (in practice) everything else
     since: float  # when it was first used: a window not yet full of history is scaled up
     sent: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, a stock read's)
     last_stock: float = float("-inf")
@@ -135,7 +134,7 @@ class Budget:
             margin = EDGE_MARGIN
             if creates_count:
                 margin = max(CREATE_MARGIN_MIN, int(limit.requests * CREATE_MARGIN_SHARE))
-            bucket = _Bucket(limit, margin, creates_count, self.clock())
+            bucket = _Bucket(limit, margin, self.clock())
             self.buckets[key] = bucket
         return bucket
 
@@ -291,7 +290,7 @@ class Budget:
         period = 0.0
         for key, (limit, count) in self._needs(read).items():
             bucket = self._bucket(key, limit)
-            empty = _Bucket(limit, bucket.margin, bucket.shared, since=float("-inf"))
+            empty = _Bucket(limit, bucket.margin, since=float("-inf"))
             period = max(period, limit.seconds * count / max(empty.share(0.0), 1))
         return period
 
