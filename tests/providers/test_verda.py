@@ -41,7 +41,8 @@ IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 NAME = "ap-01jd3xq8w1-1"
 TAG = "ap-order-01jd3xq8w1"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGF1dG9wcm92aXNpb24tdGVzdA me@laptop"
-TIMEOUT = 0.5
+TIMEOUT = 0.5  # for the adapters that are to time out
+PATIENT = 10.0  # for the others: a bound for a hang, which a loaded machine must not reach
 B300 = ("8B300.240V", "FIN-03")
 TLS = ssl.create_default_context()  # built once: each client building its own costs ~30 ms
 
@@ -96,6 +97,7 @@ def make_adapter(
     secret: str = "sim-secret",
     image: str = IMAGE,
     clock: Callable[[], float] = time.monotonic,
+    timeout: float = PATIENT,
 ) -> VerdaAdapter:
     return VerdaAdapter(
         http,
@@ -103,8 +105,8 @@ def make_adapter(
         client_id=SecretStr("sim-client"),
         client_secret=SecretStr(secret),
         image=image,
-        timeout=TIMEOUT,
-        create_timeout=TIMEOUT,
+        timeout=timeout,
+        create_timeout=timeout,
         clock=clock,
     )
 
@@ -112,6 +114,12 @@ def make_adapter(
 @pytest.fixture
 async def adapter(http: httpx.AsyncClient, base_url: str) -> VerdaAdapter:
     return make_adapter(http, base_url)
+
+
+@pytest.fixture
+async def impatient(http: httpx.AsyncClient, base_url: str) -> VerdaAdapter:
+    """An adapter whose calls time out after `TIMEOUT`, for the tests of timeouts."""
+    return make_adapter(http, base_url, timeout=TIMEOUT)
 
 
 async def stock(control: httpx.AsyncClient, sku: str, region: str, quantity: int) -> None:
@@ -371,12 +379,12 @@ class TestReadFaults:
         assert await adapter.fetch_offers() == []
 
     async def test_a_read_that_times_out_is_unavailable(
-        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+        self, impatient: VerdaAdapter, control: httpx.AsyncClient
     ) -> None:
-        await adapter.fetch_offers()
+        await impatient.fetch_offers()
         await fault(control, "timeout", seconds=TIMEOUT + 0.3)
         with pytest.raises(Unavailable, match="timed out"):
-            await adapter.fetch_offers()
+            await impatient.fetch_offers()
 
     async def test_429_is_rate_limited_with_retry_after(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient
@@ -436,10 +444,13 @@ class TestReadFaults:
 
 class TestCreateOutcomes:
     @pytest.fixture(autouse=True)
-    async def warm(self, adapter: VerdaAdapter, control: httpx.AsyncClient) -> None:
+    async def warm(
+        self, adapter: VerdaAdapter, impatient: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
         """A token first, so a request fault hits the create and not the token call."""
         await stock(control, *B300, 1)
         await adapter.balance()
+        await impatient.balance()
 
     @pytest.mark.parametrize("kind", ["http_500", "malformed_json"])
     async def test_a_broken_answer_to_a_create_is_outcome_unknown(
@@ -450,12 +461,12 @@ class TestCreateOutcomes:
             await create(adapter)
 
     async def test_a_create_that_times_out_is_outcome_unknown_and_found_later(
-        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+        self, impatient: VerdaAdapter, control: httpx.AsyncClient
     ) -> None:
         await fault(control, "timeout", seconds=TIMEOUT + 0.3)
         with pytest.raises(OutcomeUnknown):
-            await create(adapter)
-        found = await wait_until_found(adapter)
+            await create(impatient)
+        found = await wait_until_found(impatient)
         assert [(v.name, v.tags) for v in found] == [(NAME, (TAG,))]
 
     async def test_a_short_create_delay_still_succeeds(
@@ -466,12 +477,12 @@ class TestCreateOutcomes:
         assert [v.id for v in await found_by_name(adapter)] == [vm.id]
 
     async def test_a_long_create_delay_is_outcome_unknown_and_found_later(
-        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+        self, impatient: VerdaAdapter, control: httpx.AsyncClient
     ) -> None:
         await fault(control, "create_delay", seconds=TIMEOUT + 0.3)
         with pytest.raises(OutcomeUnknown):
-            await create(adapter)
-        assert len(await wait_until_found(adapter)) == 1
+            await create(impatient)
+        assert len(await wait_until_found(impatient)) == 1
 
     async def test_an_error_after_commit_is_outcome_unknown_and_finds_exactly_that_vm(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient
