@@ -74,6 +74,16 @@ class RateLimit:
     bucket: Callable[[str, str], str | None]
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a provider's client needs to count its requests: the published limits, the create
+    request (its buckets keep a margin for creates), and which requests are stock reads."""
+
+    rate_limits: tuple[RateLimit, ...] = ()
+    create: Request | None = None
+    is_stock_read: Callable[[str, str], bool] = lambda _method, _path: False
+
+
 @dataclass
 class _Bucket:
     limit: RateLimit

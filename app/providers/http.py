@@ -5,7 +5,6 @@ the same failure on anything else is `Unavailable` (nothing happened; try again 
 """
 
 import ssl
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -19,7 +18,7 @@ import httpx
 from app.catalogue import Provider
 from app.metrics import PROVIDER_CONNECTIONS, PROVIDER_RATE_LIMIT_HELD, PROVIDER_RATE_LIMIT_LEFT
 from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
-from app.providers.budget import Budget, RateLimit, Request
+from app.providers.budget import Budget, Published
 from app.providers.headroom import Headroom
 
 USER_AGENT = "autoprovision/0.1"
@@ -35,17 +34,15 @@ class ProviderHTTP:
     base_url: str
     timeout: float = 10.0
     create_timeout: float = 30.0
-    limits: Sequence[RateLimit] = ()
-    create: Request | None = None
-    is_stock_read: Callable[[str, str], bool] = lambda _method, _path: False
+    published: Published = field(default_factory=Published)
     headroom: Headroom = field(default_factory=Headroom)
     budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:
         self.budget = Budget(
-            self.limits,
-            create=self.create,
-            is_stock_read=self.is_stock_read,
+            self.published.rate_limits,
+            create=self.published.create,
+            is_stock_read=self.published.is_stock_read,
             headroom=self.headroom,
             clock=self.headroom.clock,
         )

@@ -73,9 +73,7 @@ class HyperstackClient:
             base_url,
             timeout=timeout,
             create_timeout=create_timeout,
-            limits=limits.RATE_LIMITS,
-            create=limits.CREATE,
-            is_stock_read=limits.is_stock_read,
+            published=limits.PUBLISHED,
         )
         self._api_key = api_key
 

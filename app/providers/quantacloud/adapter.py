@@ -52,9 +52,7 @@ class QuantaCloudAdapter:
             base_url,
             timeout,
             create_timeout,
-            limits=limits.RATE_LIMITS,
-            create=limits.CREATE,
-            is_stock_read=limits.is_stock_read,
+            published=limits.PUBLISHED,
         )
         self.budget = http.budget
         self._api = QuantaCloudClient(http, api_key)

@@ -58,9 +58,7 @@ class VerdaClient:
             base_url,
             timeout,
             create_timeout,
-            limits=limits.RATE_LIMITS,
-            create=limits.CREATE,
-            is_stock_read=limits.is_stock_read,
+            published=limits.PUBLISHED,
         )
         self._client_id = client_id
         self._client_secret = client_secret

@@ -7,7 +7,15 @@ path (so each instance type's availability path is a bucket of its own), 120 a m
 
 from urllib.parse import quote
 
-from app.providers.budget import RateLimit, Request, StockRead, every_request, only, per_endpoint
+from app.providers.budget import (
+    Published,
+    RateLimit,
+    Request,
+    StockRead,
+    every_request,
+    only,
+    per_endpoint,
+)
 
 INSTANCES: Request = ("GET", "/instances")
 CREATE: Request = ("POST", "/instances")
@@ -27,3 +35,6 @@ def type_read(instance_type: str) -> StockRead:
 def is_stock_read(method: str, path: str) -> bool:
     """Whether a request is part of a stock read (the full list, or one type's)."""
     return method == "GET" and path.split("/")[1:2] == ["instance-availability"]
+
+
+PUBLISHED = Published(RATE_LIMITS, CREATE, is_stock_read)
