@@ -53,6 +53,7 @@ without asking the service.
 
 import asyncio
 import contextlib
+import gc
 import logging
 import re
 import shutil
@@ -259,25 +260,47 @@ class KilledProcess:
     sqlite3 connection whose write transaction lives on, locking the file, until the last
     reference to its statement goes (a leftover traceback can keep one for good); a killed
     process would have taken it down with it. Once `killed`, every connection the service's
-    pool closes has its transaction rolled back first, on the connection's own thread.
+    pool closes has its transaction rolled back first, on the connection's own thread, and
+    `bury` does the same for the connections cancelled tasks still held, then closes them.
     """
 
     def __init__(self) -> None:
         self.killed = False
+        self.opened: list[Any] = []
+
+    def connected(self, dbapi_connection: Any, *_record: Any) -> None:
+        if all(c is not dbapi_connection for c in self.opened):
+            self.opened.append(dbapi_connection)
 
     def closing(self, dbapi_connection: Any, *_record: Any) -> None:
-        if not self.killed:
-            return
+        if self.killed:
+            self._roll_back(dbapi_connection)
+
+    def bury(self) -> None:
+        """Roll back and close what the pool never closed: connections cancelled tasks held.
+
+        A killed process loses them all; here they would hold the file until collected.
+        """
+        for dbapi_connection in self.opened:
+            worker = getattr(dbapi_connection, "_connection", None)
+            if self._roll_back(dbapi_connection) and worker is not None:
+                worker.stop()
+        self.opened.clear()
+        gc.collect()  # leftover tracebacks can keep a closed connection's statement alive
+
+    @staticmethod
+    def _roll_back(dbapi_connection: Any) -> bool:
         worker = getattr(dbapi_connection, "_connection", None)  # aiosqlite.Connection
         raw = getattr(worker, "_connection", None)  # its sqlite3.Connection
         if worker is None or raw is None:
-            return
+            return False
 
         def roll_back() -> None:
             with contextlib.suppress(sqlite3.Error):
                 raw.rollback()
 
-        worker._tx.put_nowait((None, roll_back))  # queued ahead of the close
+        worker._tx.put_nowait((None, roll_back))  # queued ahead of any close
+        return True
 
 
 class Reports(logging.Handler):
@@ -390,6 +413,7 @@ class ServiceMachine(RuleBasedStateMachine):
         self.process = KilledProcess()
         for pool_event in ("close", "close_detached"):
             event.listen(app.state.engine.sync_engine, pool_event, self.process.closing)
+        event.listen(app.state.engine.sync_engine, "checkout", self.process.connected)
         transport = httpx.ASGITransport(app=app)
         self.client = httpx.AsyncClient(transport=transport, base_url="http://service")
 
@@ -431,6 +455,7 @@ class ServiceMachine(RuleBasedStateMachine):
             background.dispatcher = None
         await lifespan.__aexit__(None, None, None)
         if crash:
+            self.process.bury()
             self._assert_no_lock_left()
 
     def _assert_no_lock_left(self, within: float = 5.0) -> None:
