@@ -92,19 +92,37 @@ class _Bucket:
     sent: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, a stock read's)
     last_stock: float = float("-inf")
 
+    @property
+    def span(self) -> float:
+        """The window as counted here: the provider's plus `WINDOW_SLACK`. Reads are spread
+        over it too, so that evenly spread reads never fill it (spread over the provider's
+        window, a sliding count of the longer one always overflows, and the hard limit then
+        stalls the reads until the oldest leave)."""
+        return self.limit.seconds + WINDOW_SLACK
+
     def forget_before(self, now: float) -> None:
-        horizon = now - self.limit.seconds - WINDOW_SLACK
+        horizon = now - self.span
         while self.sent and self.sent[0][0] <= horizon:
             self.sent.popleft()
 
+    @property
+    def usable(self) -> int:
+        """Requests per window less the margin."""
+        return self.limit.requests - self.margin
+
+    @property
+    def floor(self) -> int:
+        """What other requests are left per window even while they send less."""
+        return math.ceil(self.usable * OTHERS_SHARE)
+
     def share(self, now: float) -> int:
-        """Requests per window left for stock reads after everything else at the rate it was
-        sent (or `OTHERS_SHARE` of the window, if more)."""
+        """Requests per window (`span`) left for planned stock reads after everything else:
+        at the rate it was sent plus room for its bursts (two standard deviations of a
+        Poisson count), or `floor`, if more."""
         others = sum(1 for _, stock in self.sent if not stock)
-        seen = min(self.limit.seconds, max(now - self.since, MIN_HISTORY_SECONDS))
-        others = math.ceil(others * self.limit.seconds / seen)
-        usable = self.limit.requests - self.margin
-        return usable - max(others, math.ceil(usable * OTHERS_SHARE))
+        seen = min(self.span, max(now - self.since, MIN_HISTORY_SECONDS))
+        expected = math.ceil(others * self.span / seen)
+        return self.usable - max(expected + math.ceil(2 * math.sqrt(expected)), self.floor)
 
 
 class Budget:
@@ -195,7 +213,7 @@ class Budget:
             others = [when for when, stock in bucket.sent if not stock]
             if len(others) >= allowed:
                 oldest = others[len(others) - allowed]
-                wait = max(wait, oldest + limit.seconds + WINDOW_SLACK - now)
+                wait = max(wait, oldest + bucket.span - now)
         return wait
 
     def wait(self, read: StockRead) -> float:
@@ -203,9 +221,28 @@ class Budget:
         return max(self._fits_in(read), self._spread_in(read))
 
     def fits(self, read: StockRead) -> bool:
-        """Whether `read` may go now without taking a bucket past its limit less its margin,
-        spread or not (a follow-up read that cannot wait for its turn)."""
-        return self._fits_in(read) <= 0
+        """Whether `read` may go now, spread or not (a follow-up read that cannot wait for its
+        turn): without taking a bucket past its limit less its margin, or, where the provider
+        reports what is left of every bucket it counts in, with room left there.
+
+        Our windows slide and are a second longer than the provider's, so they can be full
+        while the provider's own window has room: a follow-up refused then would wait for
+        the next planned read, the very delay it is there to avoid."""
+        return self._fits_in(read) <= 0 or self._reported_room(read)
+
+    def _reported_room(self, read: StockRead) -> bool:
+        if self.headroom is None:
+            return False
+        now = self.clock()
+        for key, (_limit, count) in self._needs(read).items():
+            shared = key in self.headroom.shared
+            entry = self.headroom.shared.get(key) or self.headroom.endpoints.get(key)
+            if entry is None:
+                return False  # not reported: our own count decides
+            left, resets_at = entry
+            if resets_at > now and left - count <= (CREATE_RESERVE if shared else 0):
+                return False
+        return True
 
     def soonest(self, reads: Sequence[StockRead]) -> tuple[float, StockRead]:
         """The read that may go first, and in how many seconds; of reads that may go at the
@@ -226,8 +263,8 @@ class Budget:
         now = self.clock()
         interval = 0.0
         for key, (limit, count) in self._needs(read).items():
-            share = self._bucket(key, limit).share(now)
-            interval = max(interval, limit.seconds * count / max(share, 1))
+            bucket = self._bucket(key, limit)
+            interval = max(interval, bucket.span * count / max(bucket.share(now), 1))
         return interval
 
     def _last_stock(self, read: StockRead) -> float:
@@ -250,10 +287,10 @@ class Budget:
         for key, (limit, count) in self._needs(read).items():
             bucket = self._bucket(key, limit)
             bucket.forget_before(now)
-            over = len(bucket.sent) + count - (limit.requests - bucket.margin)
+            over = len(bucket.sent) + count - bucket.usable
             if over > 0:  # wait until enough of the oldest leave the window
                 leaves = bucket.sent[min(over, len(bucket.sent)) - 1][0]
-                wait = max(wait, leaves + limit.seconds + WINDOW_SLACK - now)
+                wait = max(wait, leaves + bucket.span - now)
         return wait
 
     def _spread_in(self, read: StockRead) -> float:
@@ -265,7 +302,7 @@ class Budget:
             share = bucket.share(now)
             if share < count:
                 continue  # nothing to spread: `_fits_in` waits for the window
-            wait = max(wait, bucket.last_stock + limit.seconds * count / share - now)
+            wait = max(wait, bucket.last_stock + bucket.span * count / share - now)
         return max(wait, self._reported_in(read, now))
 
     def _reported_in(self, read: StockRead, now: float) -> float:
@@ -301,7 +338,7 @@ class Budget:
         for key, (limit, count) in self._needs(read).items():
             bucket = self._bucket(key, limit)
             empty = _Bucket(limit, bucket.margin, since=float("-inf"))
-            period = max(period, limit.seconds * count / max(empty.share(0.0), 1))
+            period = max(period, empty.span * count / max(empty.share(0.0), 1))
         return period
 
     def rates(self) -> dict[str, tuple[float, float, float]]:
@@ -321,7 +358,7 @@ class Budget:
             used = sum(1 for when, _ in bucket.sent if when > now - bucket.limit.seconds)
             shown[key] = (
                 bucket.limit.requests * per_minute,
-                planned * per_minute,
+                planned * 60.0 / bucket.span,
                 used * per_minute,
             )
         return shown
