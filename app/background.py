@@ -28,6 +28,9 @@ from app.webhooks.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 WATCHER_LEASE = "watcher"
+# Clients (each its own connection pool) the provider requests share: reads take them in turn,
+# so a read in flight and two creates sent at once each find a connection already open.
+PROVIDER_LANES = 3
 LIVE_WITHOUT_CREDENTIALS = (
     f"live mode needs credentials for at least one provider: set {credentials_hint()} "
     "(or AUTOPROVISION_MODE=demo)"
@@ -63,7 +66,7 @@ class Background:
         self.simulators: EmbeddedSimulators | None = None
         self.feed: asyncio.Task[None] | None = None
         self.leadership: asyncio.Task[None] | None = None
-        self.client: httpx.AsyncClient | None = None
+        self.clients: list[httpx.AsyncClient] = []
         self.adapters: dict[Provider, ProviderAdapter] = {}
         self.watcher: Watcher | None = None
         self.dispatcher: Dispatcher | None = None
@@ -86,12 +89,16 @@ class Background:
                 self.feed = asyncio.create_task(feed.run(), name="demo stock feed")
         else:
             providers = settings
-        self.client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-            trust_env=False,
-            verify=provider_tls(settings.provider_ca_file),
-        )
-        self.adapters = build_adapters(providers, self.client)
+        verify = provider_tls(settings.provider_ca_file)
+        self.clients = [
+            httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                trust_env=False,
+                verify=verify,
+            )
+            for _ in range(PROVIDER_LANES)
+        ]
+        self.adapters = build_adapters(providers, self.clients)
         if not self.adapters:
             raise ConfigurationError(LIVE_WITHOUT_CREDENTIALS)
         await self._lead_once()  # a lone process starts watching at once
@@ -170,7 +177,8 @@ class Background:
                     )
             except Exception:
                 log.exception("could not release the watcher lease; it expires by itself")
-        if self.client is not None:
-            await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
+        self.clients = []
         if self.simulators is not None:
             await self.simulators.stop()

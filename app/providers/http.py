@@ -5,6 +5,7 @@ the same failure on anything else is `Unavailable` (nothing happened; try again 
 """
 
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
@@ -23,14 +24,24 @@ from app.providers.headroom import Headroom
 
 USER_AGENT = "autoprovision/0.1"
 
+# One client, or several ("lanes", each with its own connection pool) to keep a warm
+# connection to each provider for each of several creates sent at once.
+Connections = httpx.AsyncClient | Sequence[httpx.AsyncClient]
+
 
 @dataclass
 class ProviderHTTP:
-    """One provider's base URL and timeouts over an injected `httpx.AsyncClient`, and its rate
-    limits: every request sent is written down in `budget`."""
+    """One provider's base URL and timeouts over injected `httpx.AsyncClient`s, and its rate
+    limits: every request sent is written down in `budget`.
+
+    With several clients (lanes), requests other than creates take the lanes in turn, so each
+    lane keeps a connection to the provider open; a create takes an idle lane, the one used
+    last, so that creates sent at once each find an open connection and none waits behind a
+    read (an httpx pool hands a request its first idle connection, so within one pool the
+    others would go cold and close)."""
 
     provider: Provider
-    client: httpx.AsyncClient
+    client: Connections
     base_url: str
     timeout: float = 10.0
     create_timeout: float = 30.0
@@ -39,6 +50,12 @@ class ProviderHTTP:
     budget: Budget = field(init=False)
 
     def __post_init__(self) -> None:
+        clients = self.client
+        self.lanes = [clients] if isinstance(clients, httpx.AsyncClient) else list(clients)
+        self._in_flight = [0] * len(self.lanes)
+        self._used_at = [0] * len(self.lanes)
+        self._uses = 0
+        self._turn = 0
         self.budget = Budget(
             self.published.rate_limits,
             create=self.published.create,
@@ -87,8 +104,10 @@ class ProviderHTTP:
                 opened.inc()
 
         self.budget.sent(method, path)
+        lane = self._lane(is_create)
+        self._in_flight[lane] += 1
         try:
-            response = await self.client.request(
+            response = await self.lanes[lane].request(
                 method,
                 self.base_url.rstrip("/") + path,
                 json=json,
@@ -102,10 +121,26 @@ class ProviderHTTP:
             raise self.failure(f"{method} {path} timed out", is_create) from exc
         except httpx.TransportError as exc:
             raise self.failure(f"{method} {path} failed: {type(exc).__name__}", is_create) from exc
+        finally:
+            self._in_flight[lane] -= 1
         self.headroom.note(method, path, response.headers.get("ratelimit"))
         for bucket, left in self.headroom.remaining().items():
             PROVIDER_RATE_LIMIT_LEFT.labels(provider, bucket).set(left)
         return response
+
+    def _lane(self, is_create: bool) -> int:
+        """Which client sends the next request (see the class docstring)."""
+        idle = [i for i, busy in enumerate(self._in_flight) if not busy]
+        if is_create:
+            lane = max(idle, key=self._used_at.__getitem__) if idle else self._turn
+        else:
+            count = len(self.lanes)
+            turns = [(self._turn + step) % count for step in range(1, count + 1)]
+            lane = next((i for i in turns if not self._in_flight[i]), turns[0])
+            self._turn = lane
+        self._uses += 1
+        self._used_at[lane] = self._uses
+        return lane
 
     def failure(
         self, message: str, is_create: bool, status_code: int | None = None

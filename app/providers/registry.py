@@ -8,12 +8,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
 from pydantic import ValidationError
 
 from app.catalogue import Provider
 from app.providers import fake, hyperstack, quantacloud, verda
 from app.providers.base import ProviderAdapter
+from app.providers.http import Connections
 from app.providers.spec import ProviderSettings, ProviderSpec, Timeouts
 from app.settings import Settings
 
@@ -104,9 +104,7 @@ def enabled_providers(settings: Settings) -> list[Provider]:
     return configured_providers(settings)
 
 
-def build_adapters(
-    settings: Settings, client: httpx.AsyncClient
-) -> dict[Provider, ProviderAdapter]:
+def build_adapters(settings: Settings, client: Connections) -> dict[Provider, ProviderAdapter]:
     """One adapter per offered provider with credentials, all sharing `client`."""
     timeouts = Timeouts(
         read=settings.provider_timeout_seconds, create=settings.provider_create_timeout_seconds

@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import httpx
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
@@ -17,6 +16,7 @@ from app.catalogue import Provider
 from app.providers.base import ProviderAdapter
 from app.providers.budget import MIN_READ_SECONDS, Budget, RateLimit, Request, StockRead
 from app.providers.diagnosis import Diagnose
+from app.providers.http import Connections
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -88,7 +88,7 @@ class ProviderSpec(Generic[S]):
     provider: Provider
     display_name: str
     settings_model: type[S]
-    build_adapter: Callable[[S, httpx.AsyncClient, Timeouts], ProviderAdapter]
+    build_adapter: Callable[[S, Connections, Timeouts], ProviderAdapter]
     # Whether a VM can be found again by the name and tag its create was sent with.
     names_vms: bool
     rate_limits: tuple[RateLimit, ...]

@@ -1,6 +1,7 @@
 """The Verda adapter against the simulated Verda on a real socket, one fault kind at a time."""
 
 import asyncio
+import contextlib
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -30,6 +31,7 @@ from app.providers.base import (
     VMState,
 )
 from app.providers.headroom import parse_rate_limit
+from app.providers.http import Connections
 from app.providers.verda import VerdaAdapter
 from app.providers.verda.parse import gpu_model
 from app.simulators.verda import VerdaSimulator, build_app
@@ -91,7 +93,7 @@ async def fetches_started(fetches: list[httpx.Request], count: int) -> bool:
 
 
 def make_adapter(
-    http: httpx.AsyncClient,
+    http: Connections,
     base_url: str,
     *,
     secret: str = "sim-secret",
@@ -646,3 +648,16 @@ class TestConnections:
             await adapter.fetch_offers()
             await asyncio.gather(create(adapter, name=NAME + "a"), create(adapter, name=NAME + "b"))
             assert opened_by("create") == before + 1
+
+    async def test_creates_sent_at_once_each_find_a_warm_connection_in_lanes(
+        self, base_url: str, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, *B300, 3)
+        async with contextlib.AsyncExitStack() as stack:
+            lanes = [await stack.enter_async_context(httpx.AsyncClient(verify=TLS)) for _ in "abc"]
+            adapter = make_adapter(lanes, base_url)
+            for _ in lanes:  # reads take the lanes in turn: each keeps a connection open
+                await adapter.fetch_offers()
+            before = opened_by("create")
+            await asyncio.gather(create(adapter, name=NAME + "a"), create(adapter, name=NAME + "b"))
+            assert opened_by("create") == before  # the control, one client, is the test above

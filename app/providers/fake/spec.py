@@ -2,13 +2,13 @@
 
 from typing import Any
 
-import httpx
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from app.catalogue import Provider
 from app.providers.base import ProviderAdapter
 from app.providers.fake.adapter import PROVIDER, FakeAdapter
+from app.providers.http import Connections
 from app.providers.spec import ProviderSettings, ProviderSpec, Timeouts
 
 
@@ -25,7 +25,7 @@ def fake_spec(provider: Provider = PROVIDER, *, names_vms: bool = True) -> Provi
     like QuantaCloud's, carry no name or tag. Offer it in a test with `registry.offering`."""
 
     def build_adapter(
-        _settings: FakeSettings, _client: httpx.AsyncClient, _timeouts: Timeouts
+        _settings: FakeSettings, _client: Connections, _timeouts: Timeouts
     ) -> ProviderAdapter:
         return FakeAdapter(provider, names_vms=names_vms)
 

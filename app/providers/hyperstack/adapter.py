@@ -9,11 +9,11 @@ from collections.abc import Collection
 from datetime import datetime
 from decimal import Decimal
 
-import httpx
 from pydantic import SecretStr
 
 from app.providers.base import VM, Offer, OutcomeUnknown, Rejected, Unavailable
 from app.providers.budget import MachineKey, StockRead
+from app.providers.http import Connections
 from app.providers.hyperstack import limits, parse
 from app.providers.hyperstack.client import HyperstackClient, NotFound
 from app.providers.hyperstack.parse import PROVIDER
@@ -46,7 +46,7 @@ class HyperstackAdapter:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: Connections,
         *,
         base_url: str,
         api_key: SecretStr,

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from app.providers.base import (
@@ -20,7 +19,7 @@ from app.providers.base import (
     Rejected,
     Unavailable,
 )
-from app.providers.http import ProviderHTTP, error_field
+from app.providers.http import Connections, ProviderHTTP, error_field
 from app.providers.hyperstack import limits, parse
 from app.providers.hyperstack.parse import PROVIDER
 
@@ -60,7 +59,7 @@ class HyperstackClient:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: Connections,
         *,
         base_url: str,
         api_key: SecretStr,

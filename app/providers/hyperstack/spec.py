@@ -1,11 +1,11 @@
 """Hyperstack as the service sees it: its settings, published limits and simulator, in one
 `SPEC`."""
 
-import httpx
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
+from app.providers.http import Connections
 from app.providers.hyperstack import limits
 from app.providers.hyperstack.adapter import HyperstackAdapter
 from app.providers.hyperstack.doctor import diagnose
@@ -31,7 +31,7 @@ class HyperstackSettings(ProviderSettings):
 
 
 def build_adapter(
-    settings: HyperstackSettings, client: httpx.AsyncClient, timeouts: Timeouts
+    settings: HyperstackSettings, client: Connections, timeouts: Timeouts
 ) -> ProviderAdapter:
     """A Hyperstack adapter over `client` (the settings must hold the API key)."""
     if settings.api_key is None:

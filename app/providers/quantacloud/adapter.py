@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from app.providers.base import (
@@ -23,7 +22,7 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.budget import MachineKey, StockRead
-from app.providers.http import ProviderHTTP
+from app.providers.http import Connections, ProviderHTTP
 from app.providers.quantacloud import limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
@@ -39,7 +38,7 @@ class QuantaCloudAdapter:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: Connections,
         *,
         base_url: str,
         api_key: SecretStr,

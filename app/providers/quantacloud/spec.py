@@ -1,11 +1,11 @@
 """QuantaCloud as the service sees it: its settings, published limits and simulator, in one
 `SPEC`."""
 
-import httpx
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
+from app.providers.http import Connections
 from app.providers.quantacloud import limits
 from app.providers.quantacloud.adapter import QuantaCloudAdapter
 from app.providers.quantacloud.doctor import diagnose
@@ -28,7 +28,7 @@ class QuantaCloudSettings(ProviderSettings):
 
 
 def build_adapter(
-    settings: QuantaCloudSettings, client: httpx.AsyncClient, timeouts: Timeouts
+    settings: QuantaCloudSettings, client: Connections, timeouts: Timeouts
 ) -> ProviderAdapter:
     """A QuantaCloud adapter over `client` (the settings must hold the API key)."""
     if settings.api_key is None:

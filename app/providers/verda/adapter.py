@@ -16,11 +16,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-import httpx
 from pydantic import SecretStr
 
 from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
 from app.providers.budget import MachineKey, StockRead
+from app.providers.http import Connections
 from app.providers.verda import limits, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.parse import PROVIDER
@@ -38,7 +38,7 @@ class VerdaAdapter:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: Connections,
         *,
         base_url: str,
         client_id: SecretStr,

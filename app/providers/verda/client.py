@@ -24,7 +24,7 @@ from app.providers.base import (
     Rejected,
     Unavailable,
 )
-from app.providers.http import ProviderHTTP, error_field
+from app.providers.http import Connections, ProviderHTTP, error_field
 from app.providers.verda import limits, parse
 from app.providers.verda.parse import PROVIDER
 
@@ -43,7 +43,7 @@ class VerdaClient:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        client: Connections,
         *,
         base_url: str,
         client_id: SecretStr,

@@ -1,10 +1,10 @@
 """Verda as the service sees it: its settings, published limits and simulator, in one `SPEC`."""
 
-import httpx
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from app.providers.base import ProviderAdapter
+from app.providers.http import Connections
 from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
 from app.providers.verda import limits
 from app.providers.verda.adapter import VerdaAdapter
@@ -29,7 +29,7 @@ class VerdaSettings(ProviderSettings):
 
 
 def build_adapter(
-    settings: VerdaSettings, client: httpx.AsyncClient, timeouts: Timeouts
+    settings: VerdaSettings, client: Connections, timeouts: Timeouts
 ) -> ProviderAdapter:
     """A Verda adapter over `client` (the settings must hold credentials)."""
     if settings.client_id is None or settings.client_secret is None:
