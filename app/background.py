@@ -31,6 +31,9 @@ WATCHER_LEASE = "watcher"
 # Clients (each its own connection pool) the provider requests share: reads take them in turn,
 # so a read in flight and two creates sent at once each find a connection already open.
 PROVIDER_LANES = 3
+# An idle connection is dropped before servers commonly drop it (uvicorn: 5 s): one reused just
+# as the server closes it fails the request, and a create that fails so is an unclear create.
+KEEPALIVE_SECONDS = 4.0
 LIVE_WITHOUT_CREDENTIALS = (
     f"live mode needs credentials for at least one provider: set {credentials_hint()} "
     "(or AUTOPROVISION_MODE=demo)"
@@ -92,7 +95,11 @@ class Background:
         verify = provider_tls(settings.provider_ca_file)
         self.clients = [
             httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                limits=httpx.Limits(
+                    max_connections=100,
+                    max_keepalive_connections=20,
+                    keepalive_expiry=KEEPALIVE_SECONDS,
+                ),
                 trust_env=False,
                 verify=verify,
             )

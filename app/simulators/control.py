@@ -40,7 +40,13 @@ class SimControl:
     ) -> None:
         self._owned = client is None
         self.client = client or httpx.AsyncClient(
-            base_url=base_url, timeout=timeout, trust_env=False, verify=verify
+            base_url=base_url,
+            timeout=timeout,
+            trust_env=False,
+            verify=verify,
+            # Dropped before the simulators' server drops an idle connection (after 5 s): one
+            # reused just as it closes fails with "Server disconnected".
+            limits=httpx.Limits(keepalive_expiry=4.0),
         )
 
     async def aclose(self) -> None:
