@@ -259,6 +259,8 @@ class OfferSnapshot(Base):
     fetched_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # last successful read
     checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # last read attempted
     error: Mapped[str | None] = mapped_column(String(500))  # what went wrong with it, if so
+    # Requests left in the tightest rate-limit bucket stock reads count in, when written.
+    rate_limit_remaining: Mapped[int | None] = mapped_column(Integer)
 
 
 class ProviderBalance(Base):

@@ -341,6 +341,26 @@ class Budget:
             period = max(period, empty.span * count / max(empty.share(0.0), 1))
         return period
 
+    def remaining(self) -> int | None:
+        """Requests left now in the tightest bucket stock reads count in: as the provider last
+        reported it where it reports (and its window is not over), else as counted here over
+        the provider's window. None: no stock read sent yet."""
+        now = self.clock()
+        left: list[int] = []
+        for key in self.read_buckets:
+            bucket = self.buckets.get(key)
+            if bucket is None:
+                continue
+            reported = None
+            if self.headroom is not None:
+                reported = self.headroom.shared.get(key) or self.headroom.endpoints.get(key)
+            if reported is not None and reported[1] > now:
+                left.append(reported[0])
+                continue
+            used = sum(1 for when, _ in bucket.sent if when > now - bucket.limit.seconds)
+            left.append(bucket.limit.requests - used)
+        return max(min(left), 0) if left else None
+
     def rates(self) -> dict[str, tuple[float, float, float]]:
         """Per bucket stock reads count against: (limit, planned, used) requests per minute.
         Planned is what the plan lets the bucket carry now: everything else sent, plus the

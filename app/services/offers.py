@@ -45,6 +45,7 @@ async def keep_snapshot(
     offers: list[dict[str, Any]],
     fetched_at: datetime | None,
     error: str | None,
+    rate_limit_remaining: int | None = None,
 ) -> None:
     """Keep a provider's latest read (offers as `offer_json` gives them) for every replica."""
     await session.merge(
@@ -54,6 +55,7 @@ async def keep_snapshot(
             fetched_at=fetched_at,
             checked_at=utcnow(),
             error=error,
+            rate_limit_remaining=rate_limit_remaining,
         )
     )
 

@@ -61,7 +61,7 @@ async def report(
                 else BalanceReadOut(
                     amount=balance.amount, read_at=balance.read_at, error=balance.error
                 ),
-                rate_limit_remaining=None,
+                rate_limit_remaining=None if snapshot is None else snapshot.rate_limit_remaining,
                 creates_last_hour=creates.get(name, 0),
             )
         )

@@ -129,5 +129,7 @@ class ProviderStatusOut(BaseModel):
     enabled: bool  # this service has credentials for it
     stock: StockReadOut | None  # None: never read
     balance: BalanceReadOut | None  # None: never read
-    rate_limit_remaining: int | None  # None: not reported by the provider, or not tracked
+    # Requests left in the tightest bucket its stock reads count in, as the provider reports
+    # it where it does, else as counted (None: not read yet)
+    rate_limit_remaining: int | None
     creates_last_hour: int

@@ -1,6 +1,7 @@
 """Keep each provider's latest offers in the database, so every replica's API can show them."""
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -17,9 +18,15 @@ HEARTBEAT_SECONDS = 5.0  # rewrite an unchanged snapshot this often, so its age 
 class SnapshotWriter:
     """Writes a provider's snapshot after a read, when it changed or has grown old."""
 
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], book: OfferBook) -> None:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        book: OfferBook,
+        remaining: Callable[[Provider], int | None] = lambda _provider: None,
+    ) -> None:
         self.sessionmaker = sessionmaker
         self.book = book
+        self.remaining = remaining  # what is left of a provider's rate limits, written along
         self._last: dict[Provider, tuple[Any, float]] = {}
 
     async def maybe_write(self, provider: Provider) -> None:
@@ -39,5 +46,6 @@ class SnapshotWriter:
                 offers=state[0],
                 fetched_at=read.read_at_wall,
                 error=read.error,
+                rate_limit_remaining=self.remaining(provider),
             )
         self._last[provider] = (state, now)

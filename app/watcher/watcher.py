@@ -77,7 +77,9 @@ class Watcher:
         self.notes = WaitingNotes()
         self.would_deploy = WouldDeploy() if settings.dry_run else None
         self.balances = ProviderBalances(adapters, clock=wall_clock, keep=self._keep_balance)
-        self.snapshots = SnapshotWriter(sessionmaker, self.book)
+        self.snapshots = SnapshotWriter(
+            sessionmaker, self.book, lambda provider: adapters[provider].budget.remaining()
+        )
         self.history = StockHistory(sessionmaker, fees=self.fees, clock=wall_clock)
         self.pollers = {
             provider: self._poller(provider, adapter) for provider, adapter in adapters.items()

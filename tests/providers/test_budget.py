@@ -309,3 +309,19 @@ def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
     others = math.ceil(5 * span / 10)
     kept = others + math.ceil(2 * math.sqrt(others))
     assert fresh.rates()["ip"][1] == pytest.approx((5 + usable - kept) * 60 / span)
+
+
+def test_what_is_left_is_the_tightest_read_bucket_reported_or_counted() -> None:
+    clock = Clock()
+    headroom = Headroom(clock=clock)
+    budget = verda_budget(clock, headroom)
+    assert budget.remaining() is None  # nothing read yet
+    for _ in range(10):
+        budget.sent(*verda.FULL_READ[0])
+    assert budget.remaining() == 50  # counted: the path's 60 a minute, less 10
+    headroom.note("GET", "/instance-availability", '"project";r=300;t=20, "endpoint";r=7;t=20')
+    assert budget.remaining() == 7  # what Verda reports wins while its window lasts
+    clock.now += 21
+    assert budget.remaining() == 50  # its window is over: counted again
+    clock.now += 40
+    assert budget.remaining() == 60  # the reads have left the window

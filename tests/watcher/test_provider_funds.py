@@ -76,7 +76,26 @@ async def test_the_admin_sees_every_provider(client: httpx.AsyncClient, sim: Sim
     verda = seen["verda"]
     assert (verda["name"], verda["enabled"], verda["creates_last_hour"]) == ("Verda", True, 0)
     assert verda["balance"]["error"] is None and verda["balance"]["amount"] is not None
-    assert verda["rate_limit_remaining"] is None
     account = await create_account(client)
     refused = await client.get("/v1/admin/providers", headers=account.headers)
     assert refused.status_code == 403
+
+
+async def test_the_admin_sees_what_is_left_of_each_providers_rate_limit(
+    client: httpx.AsyncClient, sim: SimControl
+) -> None:
+    """Verda reports what is left (its `RateLimit` header); Hyperstack's is counted here."""
+    account = await create_account(client)
+    await place(client, account, h100(providers=["verda", "hyperstack"]))
+
+    async def reported() -> dict[str, dict[str, Any]] | None:
+        seen = await providers_seen(client)
+        left = [seen[p]["rate_limit_remaining"] for p in ("verda", "hyperstack")]
+        return seen if all(n is not None for n in left) else None
+
+    seen = await eventually(reported)
+    # Verda's tightest bucket a stock read counts in is a path's 60 a minute; Hyperstack's
+    # is the 500 a minute per IP. Both have been read, so both have less left.
+    assert 0 <= seen["verda"]["rate_limit_remaining"] < 60
+    assert 0 <= seen["hyperstack"]["rate_limit_remaining"] < 500
+    assert seen["quantacloud"]["rate_limit_remaining"] is None  # no order waits for it
