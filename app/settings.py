@@ -72,8 +72,9 @@ class Settings(BaseSettings):
     # for the stock history; 0: not read then. Kept for `stock_history_days` days. Unless set,
     # demo mode reads at `DEMO_HISTORY_POLL_SECONDS` instead.
     history_poll_seconds: float = Field(default=30.0, ge=0, le=3600)
-    # Stock reads of providers whose period is not set are planned by the poll budget.
-    poll_plan: bool = False
+    # Stock reads of providers whose period is not set are planned by the poll budget; false:
+    # each provider is read at its default period instead.
+    poll_plan: bool = True
     provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
     # A PEM file of certificate authorities trusted for provider APIs besides the usual ones
     # (e.g. the simulators' `sim --tls` certificate, or a company proxy's). Verification is

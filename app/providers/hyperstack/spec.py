@@ -26,7 +26,7 @@ class HyperstackSettings(ProviderSettings):
     key_name: str = "autoprovision"
     image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
     # One stock read is two requests (flavors and stocks): 240 a minute against 500 per IP.
-    # None, or AUTOPROVISION_POLL_PLAN=true: planned by the poll budget instead.
+    # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
     poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
 
 

@@ -23,7 +23,7 @@ class QuantaCloudSettings(ProviderSettings):
     base_url: str = "https://core.quantacloud.net/api/v1"
     api_key: SecretStr | None = None
     # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
-    # None, or AUTOPROVISION_POLL_PLAN=true: planned by the poll budget instead.
+    # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
     poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
 
 

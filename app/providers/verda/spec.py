@@ -24,7 +24,7 @@ class VerdaSettings(ProviderSettings):
     client_secret: SecretStr | None = None
     image: str = "ubuntu-24.04-cuda-12.8-open-docker"
     # One full-list read a period: 48 a minute against its path's 60.
-    # None, or AUTOPROVISION_POLL_PLAN=true: planned by the poll budget instead.
+    # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
     poll_seconds: float | None = Field(default=1.25, ge=0.1, le=600)
 
 
