@@ -19,8 +19,8 @@ def test_the_planned_periods_spend_more_of_the_limits_and_stay_within_them() -> 
             continue
         period = spec.planned_period()
         assert spec.poll_period(Settings(_env_file=None)) == period  # planned by default
-        assert spec.poll_period(Settings(_env_file=None, poll_plan=False)) == (
-            fixed_before[spec.name]
+        assert (
+            spec.poll_period(Settings(_env_file=None, poll_plan=False)) == (fixed_before[spec.name])
         )
         for limit in spec.rate_limits:
             counted = sum(1 for request in spec.stock_read if limit.bucket(*request) is not None)
