@@ -22,6 +22,9 @@ comes first, in the same session, and the network run's target is its medians pl
 
     .venv/bin/python bench/stock_to_create.py [--rounds 200] [--fixed] [--latency-ms 40 --tls] \
         [--json bench/results/latest.json]
+
+BENCH_LOG_LEVEL=debug (default warning) sets the service's log level, for looking into a slow
+round; its log is service.log in the run's temporary directory.
 """
 
 import argparse
@@ -40,7 +43,6 @@ from typing import Any
 
 import httpx
 from common import (
-    ROOT,
     free_port,
     is_stock_read_path,
     period_variables,
@@ -50,6 +52,7 @@ from common import (
     stop,
     wait_up,
 )
+from common import start as start_process
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.providers.http import provider_tls
@@ -67,13 +70,8 @@ MACHINES = {
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "app", *args],
-        cwd=log.parent,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    """`autoprovision <args>` as a process of its own, its output in `log`."""
+    return start_process([sys.executable, "-m", "app", *args], env, log)
 
 
 async def one_provider(

@@ -105,6 +105,10 @@ class _Bucket:
         while self.sent and self.sent[0][0] <= horizon:
             self.sent.popleft()
 
+    def used(self, now: float) -> int:
+        """Requests sent in the provider's own window up to `now`."""
+        return sum(1 for when, _ in self.sent if when > now - self.limit.seconds)
+
     @property
     def usable(self) -> int:
         """Requests per window less the margin."""
@@ -236,7 +240,7 @@ class Budget:
         now = self.clock()
         for key, (_limit, count) in self._needs(read).items():
             shared = key in self.headroom.shared
-            entry = self.headroom.shared.get(key) or self.headroom.endpoints.get(key)
+            entry = self.headroom.reported(key)
             if entry is None:
                 return False  # not reported: our own count decides
             left, resets_at = entry
@@ -351,14 +355,11 @@ class Budget:
             bucket = self.buckets.get(key)
             if bucket is None:
                 continue
-            reported = None
-            if self.headroom is not None:
-                reported = self.headroom.shared.get(key) or self.headroom.endpoints.get(key)
+            reported = self.headroom.reported(key) if self.headroom is not None else None
             if reported is not None and reported[1] > now:
                 left.append(reported[0])
                 continue
-            used = sum(1 for when, _ in bucket.sent if when > now - bucket.limit.seconds)
-            left.append(bucket.limit.requests - used)
+            left.append(bucket.limit.requests - bucket.used(now))
         return max(min(left), 0) if left else None
 
     def rates(self) -> dict[str, tuple[float, float, float]]:
@@ -375,10 +376,9 @@ class Budget:
             per_minute = 60.0 / bucket.limit.seconds
             others = sum(1 for _, stock in bucket.sent if not stock)
             planned = others + max(bucket.share(now), 0)
-            used = sum(1 for when, _ in bucket.sent if when > now - bucket.limit.seconds)
             shown[key] = (
                 bucket.limit.requests * per_minute,
                 planned * 60.0 / bucket.span,
-                used * per_minute,
+                bucket.used(now) * per_minute,
             )
         return shown

@@ -62,6 +62,11 @@ class Headroom:
         if len(self.endpoints) > 1000:  # paths with ids: forget the windows that are over
             self.endpoints = {k: v for k, v in self.endpoints.items() if v[1] > now}
 
+    def reported(self, name: str) -> tuple[int, float] | None:
+        """What was last reported of one bucket, shared ("project") or a path's ("GET /x"):
+        (requests left, when its window resets), or None if it never was."""
+        return self.shared.get(name) or self.endpoints.get(name)
+
     def wait_before(self, method: str, path: str, *, is_create: bool) -> float:
         """Seconds to hold `method path` back (0: send it now). Only paths the provider has
         reported on count, so a call it does not count (a token request) is never held."""
