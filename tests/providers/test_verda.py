@@ -289,6 +289,26 @@ class TestStockReads:
         assert [o.sku for o in await adapter.fetch_offers()] == ["1H100.80S.30V"]
         assert self.availability_paths(sent)[-1] == "/instance-availability"
 
+    async def test_a_unit_a_create_took_is_not_offered_again_by_another_types_read(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]
+    ) -> None:
+        await stock(control, *B300, 2)
+        found = await adapter.fetch_offers(self.WANTED)  # the full list
+        # The control: with no create since, B300's own read repeats where the list found it.
+        again = await adapter.fetch_offers(self.WANTED)
+        assert self.availability_paths(sent)[-1] == "/instance-availability/8B300.240V"
+        assert [(o.sku, o.region) for o in found] == [(o.sku, o.region) for o in again] == [B300]
+        await create(adapter)  # one of the two units
+        # H100's turn: it says nothing of B300, whose unit the create may have taken, so B300
+        # is not offered until a full list read after the create finds it (a second create
+        # would otherwise go to the unit the first one took).
+        after_create = await adapter.fetch_offers(self.WANTED)
+        assert self.availability_paths(sent)[-1] == "/instance-availability/1H100.80S.30V"
+        assert after_create == []
+        read_anew = await adapter.fetch_offers(self.WANTED)
+        assert self.availability_paths(sent)[-1] == "/instance-availability"
+        assert [(o.sku, o.region) for o in read_anew] == [B300]  # the unit left
+
 
 class TestVMs:
     async def test_create_get_find_delete(

@@ -5,11 +5,15 @@ Stock is read two ways, each path a rate-limit bucket of its own: the full list
 (`/instance-availability/{type}`, a bare `true` or `false`). While orders wait, the budget
 interleaves the full list with the types they can use. A `false` takes that type out of what the
 last full list said; a `true` says "somewhere", so the full list is read at once to find where
-(when its bucket has room; if not, the next planned full read finds it).
+(when its bucket has room; if not, the next planned full read finds it). What the last full list
+said about a (type, location) is stale once a create there has had its answer: reads of other
+types leave it out until a full list read begun after that answer says it again, or a second
+create would go to a unit the first one took.
 """
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -62,6 +66,9 @@ class VerdaAdapter:
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: dict[str, MachineKey] = {}  # instance type -> (GPU model, count)
         self._pairs: list[tuple[str, str]] = []  # (type, location) in stock, as last read
+        self._full_read_at = float("-inf")  # when the last full list read was sent
+        self._created_at: dict[tuple[str, str], float] = {}  # (type, location) -> create answered
+        self._clock = clock
         self._types_at: float | None = None
 
     def __repr__(self) -> str:
@@ -98,22 +105,32 @@ class VerdaAdapter:
             if not await self._api.type_availability(sku):
                 self._pairs = [pair for pair in self._pairs if pair[0] != sku]
                 return self._offers(types)
-            if any(pair[0] == sku for pair in self._pairs):
+            if any(pair[0] == sku for pair in self._current_pairs()):
                 return self._offers(types)  # where it is is known already
             if not self.budget.fits(limits.FULL_READ):
                 return self._offers(types)
             with self.budget.unplanned(limits.FULL_READ):
-                self._pairs = parse.availability(await self._api.availability())
+                await self._read_full_list()
         else:
-            self._pairs = parse.availability(await self._api.availability())
+            await self._read_full_list()
         missing = any(sku not in types for sku, _ in self._pairs)
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list
         return self._offers(types)
 
+    async def _read_full_list(self) -> None:
+        started = self._clock()
+        self._pairs = parse.availability(await self._api.availability())
+        self._full_read_at = started
+        self._created_at = {k: at for k, at in self._created_at.items() if at >= started}
+
+    def _current_pairs(self) -> list[tuple[str, str]]:
+        """The pairs the last full list found, less those a create has been sent to since."""
+        return [p for p in self._pairs if self._created_at.get(p, -math.inf) < self._full_read_at]
+
     def _offers(self, types: dict[str, dict[str, Any]]) -> list[Offer]:
         offers = []
-        for sku, region in self._pairs:
+        for sku, region in self._current_pairs():
             data = types.get(sku)
             made = parse.offer(data, region) if data is not None else None
             if made is None:
@@ -150,7 +167,12 @@ class VerdaAdapter:
             body["os_volume"] = {"name": f"{name}-os", "size": disk_gb}
         if ssh_public_key:
             body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
-        vm_id = await self._api.create_instance(body, where=f"create {offer.sku} in {offer.region}")
+        try:
+            vm_id = await self._api.create_instance(
+                body, where=f"create {offer.sku} in {offer.region}"
+            )
+        finally:  # answered or not, the unit may be gone: only a later full list says
+            self._created_at[(offer.sku, offer.region)] = self._clock()
         return VM(
             provider=self.provider,
             id=vm_id,
