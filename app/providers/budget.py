@@ -249,12 +249,17 @@ class Budget:
         return True
 
     def soonest(self, reads: Sequence[StockRead]) -> tuple[float, StockRead]:
-        """The read that may go first, and in how many seconds; of reads that may go at the
-        same time, the one whose buckets have waited longest."""
+        """The read that may go first, and in how many seconds. Of reads that may go at the
+        same time, the first of `reads` (the one that sees the most: the full list), then the
+        one whose own path has waited longest."""
         if not reads:
             raise ValueError("no stock read to plan")
-        ranked = sorted((self.wait(r), self._last_stock(r), i) for i, r in enumerate(reads))
-        wait, _, first = ranked[0]
+        # Not ranked by the shared buckets' last read: every read counts in those, so the tie
+        # would fall to the order of `reads`, and the paths late in it would never be read.
+        ranked = sorted(
+            (self.wait(r), i > 0, self._own_last_stock(r), i) for i, r in enumerate(reads)
+        )
+        wait, _, _, first = ranked[0]
         # Reads of different paths are spaced evenly between them too: each path's own spacing
         # alone would let two paths read a moment apart and then both wait a whole period.
         rate = sum(1 / interval for r in reads if (interval := self._interval(r)) > 0)
@@ -270,6 +275,13 @@ class Budget:
             bucket = self._bucket(key, limit)
             interval = max(interval, bucket.span * count / max(bucket.share(now), 1))
         return interval
+
+    def _own_last_stock(self, read: StockRead) -> float:
+        """The last stock read in the bucket of `read`'s that was read longest ago."""
+        keys = [key for request in read for key, _ in self._keys(*request)]
+        return min(
+            (self.buckets[key].last_stock if key in self.buckets else float("-inf")) for key in keys
+        )
 
     def _last_stock(self, read: StockRead) -> float:
         keys = [key for request in read for key, _ in self._keys(*request)]

@@ -206,6 +206,35 @@ def test_verda_interleaves_the_full_list_with_the_types_waited_for() -> None:
     assert min(gaps) > 0.9 * 60 / top / 3
 
 
+def test_with_more_types_than_the_project_allows_every_type_takes_its_turn() -> None:
+    """30 waited-for types: the project's 500 a minute, not the paths' 60, is what binds. The
+    full list, which sees every type, keeps its own path's pace; the types share the rest in
+    turn. (Ranked by the project bucket every read shares, the paths late in the list were
+    never read: the stock of 21 of the 30 types went unseen by their own reads.)"""
+    clock = Clock()
+    budget = verda_budget(clock)
+    reads = [verda.FULL_READ, *(verda.type_read(f"1T{n:02}.10V") for n in range(30))]
+    limiter = FixedWindowLimiter()
+    times: dict[StockRead, list[float]] = {read: [] for read in reads}
+    start = clock.now
+    while clock.now < start + 120:
+        wait, read = budget.soonest(reads)
+        clock.now += max(wait, planning.MIN_READ_SECONDS)
+        ((method, path),) = read
+        budget.sent(method, path)
+        over = limiter.hit("project", 500, 60, clock.now) or limiter.hit(path, 60, 60, clock.now)
+        assert over is None
+        times[read].append(clock.now)
+    per_minute = {read: len(at) / 2 for read, at in times.items()}
+    top = 58 - math.ceil(58 * planning.OTHERS_SHARE)
+    assert 0.85 * top <= per_minute[verda.FULL_READ] <= top, per_minute[verda.FULL_READ]
+    types = [per_minute[read] for read in reads[1:]]
+    assert min(types) >= 0.9 * max(types) > 0, types  # in turn: none left behind
+    assert sum(per_minute.values()) >= 0.8 * 475  # the project's limit less the creates' margin
+    longest = max(b - a for read in reads[1:] for a, b in itertools.pairwise(times[read]))
+    assert longest < 1.5 * 60 / min(types)
+
+
 def test_a_follow_up_read_needs_room_but_not_its_turn() -> None:
     clock = Clock()
     budget = verda_budget(clock)
