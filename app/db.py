@@ -37,16 +37,18 @@ def create_engine(database_url: str, **kwargs: Any) -> AsyncEngine:
     if not database_url.startswith("sqlite"):
         return create_async_engine(database_url, pool_pre_ping=True, **kwargs)
     engine = create_async_engine(database_url, **kwargs)
-    _configure_sqlite(engine)
+    configure_sqlite(engine.sync_engine)
     return engine
 
 
-def _configure_sqlite(engine: AsyncEngine) -> None:
+def configure_sqlite(engine: Engine) -> None:
+    """WAL, the busy timeout, foreign keys, and BEGIN IMMEDIATE for writers (see below)."""
+
     # Python's sqlite3 opens transactions lazily and only before writes, so a transaction that
     # read first and writes later can fail with SQLITE_BUSY_SNAPSHOT instead of waiting. Taking
     # control of BEGIN (SQLAlchemy's documented recipe) and beginning IMMEDIATE makes writers
     # queue on busy_timeout; read-only sessions opt into a plain deferred BEGIN.
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -56,7 +58,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    @event.listens_for(engine.sync_engine, "begin")
+    @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
         connection.exec_driver_sql(f"BEGIN {mode}")
@@ -156,16 +158,23 @@ async def session_scope(
     On SQLite a writing session first waits its turn among this process's writers, and holds
     it until its transaction has ended (SQLite's write lock is held for as long).
     """
-    info = sessionmaker.kw.get("info") or {}
-    gate: WriteGate | None = info.get(_GATE)
-    turn = gate.turn(urgent=info[_URGENT]) if gate is not None else contextlib.nullcontext()
-    async with turn, sessionmaker() as session:
+    async with write_turn(sessionmaker), sessionmaker() as session:
         try:
             yield session
             await session.commit()
         except BaseException:
             await session.rollback()
             raise
+
+
+def write_turn(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """This writer's turn among the process's writers on SQLite (hold it for the whole
+    transaction); nothing to wait for elsewhere."""
+    info = sessionmaker.kw.get("info") or {}
+    gate: WriteGate | None = info.get(_GATE)
+    return gate.turn(urgent=info[_URGENT]) if gate is not None else contextlib.nullcontext()
 
 
 async def ping(sessionmaker: async_sessionmaker[AsyncSession]) -> None:

@@ -9,17 +9,20 @@
    both settle the same attempt.
 """
 
+import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import cast
 
-from sqlalchemy import Table, bindparam, insert, or_, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.dbtypes import UTCDateTime, utcnow
+from app.errors import InsufficientFunds
 from app.ids import new_id
 from app.market import VM, Offer
 from app.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
@@ -113,14 +116,52 @@ async def claim(
     available balance, and KindBusy when the provider cannot name VMs and another attempt of
     this kind is still open (the caller rolls back what was written).
     """
-    now = utcnow()
     connection = await session.connection()
-    claimed = (await connection.execute(_CLAIM, {"order_id": order_id, "now": now})).first()
+    return await connection.run_sync(
+        claim_on, order_id=order_id, offer=offer, price_with_fees=price_with_fees
+    )
+
+
+def claim_all(
+    connection: Connection, claims: Sequence[tuple[str, Offer, Decimal]]
+) -> tuple[list[Intent], set[str]]:
+    """Claim each (order, offer, price with fees) in the connection's transaction.
+
+    Returns the intents, and the ids of orders that were not waiting any more. Of several,
+    one short of money or of a free kind is skipped and spoils no other (a savepoint each);
+    a single one raises, and the caller rolls back.
+    """
+    intents: list[Intent] = []
+    gone: set[str] = set()
+    for order_id, offer, price_with_fees in claims:
+        isolated = connection.begin_nested() if len(claims) > 1 else contextlib.nullcontext()
+        try:
+            with isolated:
+                intent = claim_on(
+                    connection, order_id=order_id, offer=offer, price_with_fees=price_with_fees
+                )
+        except (InsufficientFunds, KindBusy):
+            if len(claims) == 1:
+                raise
+            continue  # the balance moved, or a create of that kind is open
+        if intent is None:
+            gone.add(order_id)
+        else:
+            intents.append(intent)
+    return intents, gone
+
+
+def claim_on(
+    connection: Connection, *, order_id: str, offer: Offer, price_with_fees: Decimal
+) -> Intent | None:
+    """`claim` in a transaction of a synchronous connection (one hop on the deploy path)."""
+    now = utcnow()
+    claimed = connection.execute(_CLAIM, {"order_id": order_id, "now": now}).first()
     if claimed is None:
         return None
     account_id, ssh_public_key, min_disk_gb, attempt = claimed
-    hold = await ledger.place_hold(
-        session, account_id=account_id, amount=price_with_fees, order_id=order_id
+    hold = ledger.place_hold_on(
+        connection, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
     deployment = Deployment(
         id=new_id("dep"),
@@ -149,15 +190,13 @@ async def claim(
     )
     # Plain INSERTs: this commit is on the path from stock read to create call.
     try:
-        await connection.execute(
-            _INSERT_DEPLOYMENT, {c.key: getattr(deployment, c.key) for c in COLUMNS}
-        )
+        connection.execute(_INSERT_DEPLOYMENT, {c.key: getattr(deployment, c.key) for c in COLUMNS})
     except IntegrityError as exc:
         if "serial_kind" in str(exc.orig):
             raise KindBusy(deployment.serial_kind) from exc
         raise
-    await timeline.write(
-        session,
+    timeline.write_on(
+        connection,
         Line(
             order_id,
             OrderEventKind.CREATE_SENT,

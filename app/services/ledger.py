@@ -6,10 +6,11 @@ account row plus one ledger entry, in the caller's transaction. The condition is
 re-checks it against the row as it is when the update runs, on SQLite and PostgreSQL alike.
 """
 
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import Money, UTCDateTime, utcnow
@@ -35,10 +36,16 @@ _ADJUST_IF_AVAILABLE = _ADJUST.where(
 )
 _INSERT_ENTRY = insert(cast(Table, LedgerEntry.__table__))
 _INSERT_HOLD = insert(cast(Table, Hold.__table__))
+T = TypeVar("T")
 
 
-async def _change_account(
-    session: AsyncSession,
+async def _run(session: AsyncSession, work: Callable[..., T], **values: Any) -> T:
+    """`work(connection, **values)` on the session's connection, in its transaction."""
+    return await (await session.connection()).run_sync(work, **values)
+
+
+def _change_account(
+    connection: Connection,
     *,
     account_id: str,
     balance_delta: Decimal = Decimal(0),
@@ -56,13 +63,12 @@ async def _change_account(
         statement = _ADJUST
     else:
         statement, params["required"] = _ADJUST_IF_AVAILABLE, require_available
-    connection = await session.connection()
-    row = (await connection.execute(statement, params)).first()
+    row = connection.execute(statement, params).first()
     return None if row is None else (row[0], row[1])
 
 
-async def _record(
-    session: AsyncSession,
+def _record(
+    connection: Connection,
     *,
     account_id: str,
     kind: LedgerKind,
@@ -85,7 +91,7 @@ async def _record(
         note=note,
         created_at=utcnow(),
     )
-    await (await session.connection()).execute(_INSERT_ENTRY, _columns(entry))
+    connection.execute(_INSERT_ENTRY, _columns(entry))
     return entry
 
 
@@ -98,11 +104,17 @@ async def credit(
     session: AsyncSession, *, account_id: str, amount: Decimal, note: str | None = None
 ) -> LedgerEntry:
     """Add money to an account (a top-up)."""
-    after = await _change_account(session, account_id=account_id, balance_delta=amount)
+    after = await _run(session, _change_account, account_id=account_id, balance_delta=amount)
     if after is None:
         raise NotFound(f"no account {account_id}")
-    return await _record(
-        session, account_id=account_id, kind=LedgerKind.TOPUP, amount=amount, after=after, note=note
+    return await _run(
+        session,
+        _record,
+        account_id=account_id,
+        kind=LedgerKind.TOPUP,
+        amount=amount,
+        after=after,
+        note=note,
     )
 
 
@@ -110,11 +122,12 @@ async def refund(
     session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str, note: str
 ) -> LedgerEntry:
     """Give back money spent on an order (e.g. a VM the provider failed before it ran)."""
-    after = await _change_account(session, account_id=account_id, balance_delta=amount)
+    after = await _run(session, _change_account, account_id=account_id, balance_delta=amount)
     if after is None:
         raise NotFound(f"no account {account_id}")
-    return await _record(
+    return await _run(
         session,
+        _record,
         account_id=account_id,
         kind=LedgerKind.REFUND,
         amount=amount,
@@ -128,13 +141,23 @@ async def place_hold(
     session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str | None = None
 ) -> Hold:
     """Reserve `amount` of the account's available balance, or raise InsufficientFunds."""
+    return await _run(
+        session, place_hold_on, account_id=account_id, amount=amount, order_id=order_id
+    )
+
+
+def place_hold_on(
+    connection: Connection, *, account_id: str, amount: Decimal, order_id: str | None = None
+) -> Hold:
+    """`place_hold` in a transaction of a synchronous connection (the claim's one hop)."""
     if amount <= 0:
         raise ValueError("a hold must be for a positive amount")
-    after = await _change_account(
-        session, account_id=account_id, held_delta=amount, require_available=amount
+    after = _change_account(
+        connection, account_id=account_id, held_delta=amount, require_available=amount
     )
     if after is None:
-        await _get_account_or_404(session, account_id)
+        if connection.execute(select(Account.id).where(Account.id == account_id)).first() is None:
+            raise NotFound(f"no account {account_id}")
         raise InsufficientFunds(f"available balance does not cover {format_usd(amount)}")
     hold = Hold(
         id=new_id("hold"),
@@ -145,9 +168,14 @@ async def place_hold(
         created_at=utcnow(),
         closed_at=None,
     )
-    await (await session.connection()).execute(_INSERT_HOLD, _columns(hold))
-    await _record(
-        session, account_id=account_id, kind=LedgerKind.HOLD, amount=amount, after=after, hold=hold
+    connection.execute(_INSERT_HOLD, _columns(hold))
+    _record(
+        connection,
+        account_id=account_id,
+        kind=LedgerKind.HOLD,
+        amount=amount,
+        after=after,
+        hold=hold,
     )
     return hold
 
@@ -155,10 +183,13 @@ async def place_hold(
 async def release_hold(session: AsyncSession, *, hold_id: str) -> LedgerEntry:
     """Give a hold's amount back to the available balance; nothing is spent."""
     hold = await _close_hold(session, hold_id=hold_id, status=HoldStatus.RELEASED)
-    after = await _change_account(session, account_id=hold.account_id, held_delta=-hold.amount)
+    after = await _run(
+        session, _change_account, account_id=hold.account_id, held_delta=-hold.amount
+    )
     assert after is not None  # the hold's account exists: foreign key
-    return await _record(
+    return await _run(
         session,
+        _record,
         account_id=hold.account_id,
         kind=LedgerKind.HOLD_RELEASE,
         amount=hold.amount,
@@ -175,12 +206,17 @@ async def debit_hold(
     spent = hold.amount if amount is None else amount
     if not Decimal(0) < spent <= hold.amount:
         raise ValueError(f"debit of {spent} does not fit a hold of {hold.amount}")
-    after = await _change_account(
-        session, account_id=hold.account_id, balance_delta=-spent, held_delta=-hold.amount
+    after = await _run(
+        session,
+        _change_account,
+        account_id=hold.account_id,
+        balance_delta=-spent,
+        held_delta=-hold.amount,
     )
     assert after is not None  # the hold's account exists: foreign key
-    return await _record(
+    return await _run(
         session,
+        _record,
         account_id=hold.account_id,
         kind=LedgerKind.DEBIT,
         amount=spent,
@@ -206,11 +242,6 @@ async def _close_hold(session: AsyncSession, *, hold_id: str, status: HoldStatus
     if closed is None:
         raise Conflict(f"hold {hold_id} is already {hold.status}")
     return hold
-
-
-async def _get_account_or_404(session: AsyncSession, account_id: str) -> None:
-    if (await session.execute(select(Account.id).where(Account.id == account_id))).first() is None:
-        raise NotFound(f"no account {account_id}")
 
 
 async def list_entries(

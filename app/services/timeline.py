@@ -2,7 +2,7 @@
 
 from typing import NamedTuple, cast
 
-from sqlalchemy import Table, insert
+from sqlalchemy import Connection, Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import utcnow
@@ -24,19 +24,25 @@ class Line(NamedTuple):
 
 async def write(session: AsyncSession, *lines: Line) -> None:
     """Append lines to order timelines (in the caller's transaction), in one statement."""
-    if not lines:
-        return
+    if lines:
+        await (await session.connection()).execute(_INSERT, _rows(lines))
+
+
+def write_on(connection: Connection, *lines: Line) -> None:
+    """`write` in a transaction of a synchronous connection (the claim's one hop)."""
+    if lines:
+        connection.execute(_INSERT, _rows(lines))
+
+
+def _rows(lines: tuple[Line, ...]) -> list[dict[str, object]]:
     now = utcnow()
-    await (await session.connection()).execute(
-        _INSERT,
-        [
-            {
-                "id": new_id("evt"),
-                "order_id": line.order_id,
-                "kind": line.kind,
-                "message": line.message[:1000],
-                "created_at": now,
-            }
-            for line in lines
-        ],
-    )
+    return [
+        {
+            "id": new_id("evt"),
+            "order_id": line.order_id,
+            "kind": line.kind,
+            "message": line.message[:1000],
+            "created_at": now,
+        }
+        for line in lines
+    ]

@@ -1,7 +1,7 @@
 """Claims (one commit for a whole pass) and the create calls that follow them."""
 
 import asyncio
-import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -12,6 +12,7 @@ from app.catalogue import Provider
 from app.db import session_scope
 from app.errors import InsufficientFunds
 from app.metrics import CREATES
+from app.one_hop import OneHopWriter
 from app.providers.base import (
     AuthFailed,
     NoCapacity,
@@ -33,15 +34,6 @@ log = logging.getLogger(__name__)
 RATE_LIMIT_PAUSE_SECONDS = 5.0
 
 
-def session_isolator(
-    savepoints: bool,
-) -> Callable[[AsyncSession], contextlib.AbstractAsyncContextManager[object]]:
-    """A savepoint per claim when there are several, so one short of money spoils no other."""
-    if savepoints:
-        return lambda session: session.begin_nested()
-    return lambda _session: contextlib.nullcontext()
-
-
 class Deployer:
     """Turns assignments into committed intents, then into create calls and their outcomes."""
 
@@ -57,6 +49,7 @@ class Deployer:
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
+        self.writer = OneHopWriter(sessionmaker)
         self.book = book
         self.on_settled = on_settled
         self.pause_provider = pause_provider
@@ -67,36 +60,19 @@ class Deployer:
         self.serial_in_flight: dict[str, OfferKey] = {}
 
     async def claim(self, assignments: list[Assignment]) -> tuple[list[Intent], set[str]]:
-        """Claim every assigned order, all in one commit.
+        """Claim every assigned order, all in one commit (in one hop on SQLite).
 
         Returns the intents, and the ids of orders that turned out not to be waiting any more.
         """
-        intents = []
-        gone = set()
-        # One claim needs no savepoint: if its money is short, the whole commit is rolled back.
-        isolate = session_isolator(len(assignments) > 1)
+        claims = [(a.order_id, a.offer, a.price_with_fees) for a in assignments]
         try:
-            async with session_scope(self.sessionmaker) as session:
-                for assignment in assignments:
-                    try:
-                        async with isolate(session):
-                            intent = await deployments.claim(
-                                session,
-                                order_id=assignment.order_id,
-                                offer=assignment.offer,
-                                price_with_fees=assignment.price_with_fees,
-                            )
-                    except (InsufficientFunds, KindBusy):
-                        if len(assignments) == 1:
-                            raise
-                        continue  # the balance moved, or a create of that kind is open
-                    if intent is None:
-                        gone.add(assignment.order_id)
-                    else:
-                        intents.append(intent)
+            return await self.writer.run(functools.partial(deployments.claim_all, claims=claims))
         except (InsufficientFunds, KindBusy):
             return [], set()  # the next pass notes it, or waits for the open attempt
-        return intents, gone
+
+    def close(self) -> None:
+        """Release the claims' own connection (after `drain`)."""
+        self.writer.close()
 
     async def write_notes(self, notes: list[Line]) -> None:
         """Write "why still waiting" notes to the orders' timelines, in one commit."""

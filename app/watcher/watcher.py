@@ -215,6 +215,7 @@ class Watcher:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.deployer.drain(DRAIN_SECONDS)
+        self.deployer.close()
         await self.balances.stop()
 
     def nudge(self) -> None:

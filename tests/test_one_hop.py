@@ -1,0 +1,168 @@
+"""The one-hop writer: a whole transaction as one synchronous function, one loop wait on SQLite."""
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Generator
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.one_hop import OneHopWriter
+from tests.waiting import eventually
+
+T = TypeVar("T")
+STATEMENTS = 10
+
+
+class Suspensions:
+    """Awaits a coroutine and counts how often it hands the event loop back before it is done
+    (each is a wait for the loop, as long as whatever else runs on it then)."""
+
+    def __init__(self, awaitable: Awaitable[T]) -> None:
+        self.awaitable = awaitable
+        self.count = 0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        inner = self.awaitable.__await__()
+        try:
+            to_loop = next(inner)
+            while True:
+                self.count += 1
+                try:
+                    sent = yield to_loop
+                except BaseException as exc:  # handed on to the coroutine
+                    to_loop = inner.throw(exc)
+                else:
+                    to_loop = inner.send(sent)
+        except StopIteration as stop:
+            return stop.value
+
+
+def insert_rows(connection: Connection) -> str:
+    for n in range(STATEMENTS):
+        connection.execute(text("INSERT INTO one_hop (n) VALUES (:n)"), {"n": n})
+    return threading.current_thread().name
+
+
+async def rows(engine: AsyncEngine) -> int:
+    async with session_scope(create_read_sessionmaker(engine)) as session:
+        return int((await session.execute(text("SELECT count(*) FROM one_hop"))).scalar_one())
+
+
+@pytest.fixture
+async def table(engine: AsyncEngine) -> AsyncEngine:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await session.execute(text("CREATE TABLE one_hop (n INTEGER)"))
+    return engine
+
+
+async def test_work_that_returns_is_committed_and_work_that_raises_is_rolled_back(
+    table: AsyncEngine,
+) -> None:
+    writer = OneHopWriter(create_sessionmaker(table))
+    try:
+        await writer.run(insert_rows)
+        assert await rows(table) == STATEMENTS
+
+        def half_then_fail(connection: Connection) -> None:
+            insert_rows(connection)
+            raise ValueError("no")
+
+        with pytest.raises(ValueError, match="no"):
+            await writer.run(half_then_fail)
+        assert await rows(table) == STATEMENTS  # nothing of the failed one
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_on_sqlite_a_transaction_of_many_statements_waits_for_the_loop_once(
+    table: AsyncEngine,
+) -> None:
+    writer = OneHopWriter(create_sessionmaker(table))
+    try:
+        assert writer.threaded
+        one_hop = Suspensions(writer.run(insert_rows))
+        assert (await one_hop).startswith("one-hop writer")
+        assert one_hop.count <= 2
+        # The control: the same statements through a session wait for the loop each time.
+
+        async def through_a_session() -> None:
+            async with session_scope(create_sessionmaker(table)) as session:
+                connection = await session.connection()
+                await connection.run_sync(insert_rows)
+
+        per_statement = Suspensions(through_a_session())
+        await per_statement
+        assert per_statement.count > STATEMENTS
+        assert await rows(table) == 2 * STATEMENTS
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_it_waits_its_turn_behind_a_writer_of_the_process(table: AsyncEngine) -> None:
+    sessionmaker = create_sessionmaker(table)
+    writer = OneHopWriter(sessionmaker)
+    gate = sessionmaker.kw["info"]["write_gate"]
+    inside, leave = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with session_scope(sessionmaker) as session:
+            await session.execute(text("INSERT INTO one_hop (n) VALUES (-1)"))
+            inside.set()
+            await leave.wait()
+
+    try:
+        holding = asyncio.create_task(holder())
+        await inside.wait()
+        waiting = asyncio.create_task(writer.run(insert_rows))
+
+        async def in_line() -> bool:
+            return bool(gate.waiting == 1)
+
+        await eventually(in_line)
+        assert not waiting.done()  # in line, not in a transaction SQLite would make wait
+        leave.set()
+        await asyncio.gather(holding, waiting)
+        assert await rows(table) == STATEMENTS + 1
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_cancelled_mid_transaction_it_keeps_its_turn_until_the_thread_is_done(
+    table: AsyncEngine,
+) -> None:
+    sessionmaker = create_sessionmaker(table)
+    writer = OneHopWriter(sessionmaker)
+    started, finish = threading.Event(), threading.Event()
+
+    def slow(connection: Connection) -> None:
+        insert_rows(connection)
+        started.set()
+        finish.wait(timeout=30)
+
+    try:
+        running = asyncio.create_task(writer.run(slow))
+        await asyncio.to_thread(started.wait, 30)
+        running.cancel()
+        await asyncio.sleep(0)
+        after = asyncio.create_task(writer.run(insert_rows))
+
+        async def in_line() -> bool:
+            return bool(sessionmaker.kw["info"]["write_gate"].waiting == 1)
+
+        await eventually(in_line)  # the cancelled one still holds the turn
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await after
+        # What the thread had written was committed: the caller cancelled, not the work.
+        assert await rows(table) == 2 * STATEMENTS
+    finally:
+        finish.set()
+        writer.close()
