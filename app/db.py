@@ -65,36 +65,41 @@ def configure_sqlite(engine: Engine) -> None:
 
 
 class WriteGate:
-    """One writer at a time, handed from one to the next; urgent writers go before the rest.
+    """One writer at a time, handed from one to the next: claims first, then the other
+    background writers (urgent), then requests.
 
     SQLite takes one writer at a time. Writers of this process queue here instead of on SQLite's
     busy handler, which sleeps in growing steps (1, 2, 5, 10 ... 100 ms): a writer that has
     waited a while sleeps 100 ms between tries while newcomers polling every millisecond take
     the lock first, so a few writers can wait for seconds. Here the gate passes straight to
-    the next waiter, first-come first-served within each kind.
+    the next waiter, first-come first-served within each kind. A claim (stock was just seen:
+    its create waits on it) never waits behind a queued writer, only behind the one writing.
     """
 
     def __init__(self) -> None:
         self._held = False
+        self._claims: deque[asyncio.Future[None]] = deque()
         self._urgent: deque[asyncio.Future[None]] = deque()
         self._others: deque[asyncio.Future[None]] = deque()
+        self._lines = (self._claims, self._urgent, self._others)
 
     @property
     def waiting(self) -> int:
         """How many writers wait for their turn."""
-        return sum(not t.done() for t in (*self._urgent, *self._others))
+        return sum(not t.done() for line in self._lines for t in line)
 
     @asynccontextmanager
-    async def turn(self, *, urgent: bool) -> AsyncIterator[None]:
-        """Hold the gate for the block; `urgent` waiters are let in before all others."""
-        await self._acquire(self._urgent if urgent else self._others)
+    async def turn(self, *, urgent: bool, claim: bool = False) -> AsyncIterator[None]:
+        """Hold the gate for the block; `claim` waiters are let in first, then `urgent` ones,
+        then all others."""
+        await self._acquire(self._claims if claim else self._urgent if urgent else self._others)
         try:
             yield
         finally:
             self._release()
 
     async def _acquire(self, line: deque[asyncio.Future[None]]) -> None:
-        if not self._held and not self._urgent and not self._others:
+        if not self._held and not any(self._lines):
             self._held = True
             return
         ticket = asyncio.get_running_loop().create_future()
@@ -113,7 +118,7 @@ class WriteGate:
 
     def _release(self) -> None:
         # The gate stays held while it passes to the next waiter, so no newcomer slips in.
-        for line in (self._urgent, self._others):
+        for line in self._lines:
             while line:
                 ticket = line.popleft()
                 if not ticket.done():
@@ -168,13 +173,15 @@ async def session_scope(
 
 
 def write_turn(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: async_sessionmaker[AsyncSession], *, claim: bool = False
 ) -> contextlib.AbstractAsyncContextManager[None]:
     """This writer's turn among the process's writers on SQLite (hold it for the whole
-    transaction); nothing to wait for elsewhere."""
+    transaction; `claim`: ahead of every other kind); nothing to wait for elsewhere."""
     info = sessionmaker.kw.get("info") or {}
     gate: WriteGate | None = info.get(_GATE)
-    return gate.turn(urgent=info[_URGENT]) if gate is not None else contextlib.nullcontext()
+    if gate is None:
+        return contextlib.nullcontext()
+    return gate.turn(urgent=info[_URGENT], claim=claim)
 
 
 async def ping(sessionmaker: async_sessionmaker[AsyncSession]) -> None:

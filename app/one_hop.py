@@ -26,7 +26,8 @@ T = TypeVar("T")
 
 class OneHopWriter:
     """Runs `work(connection)` as one transaction: committed if it returns, rolled back if it
-    raises. On SQLite it waits its turn among the process's writers like any session."""
+    raises. On SQLite it waits its turn among the process's writers, ahead of every other kind
+    of writer (it is for the claims, whose creates wait on it)."""
 
     def __init__(self, sessionmaker: async_sessionmaker[AsyncSession]) -> None:
         self.sessionmaker = sessionmaker
@@ -53,7 +54,7 @@ class OneHopWriter:
             async with session_scope(self.sessionmaker) as session:
                 connection = await session.connection()
                 return await connection.run_sync(work)
-        async with write_turn(self.sessionmaker):
+        async with write_turn(self.sessionmaker, claim=True):
             done = asyncio.get_running_loop().run_in_executor(self._thread, self._transaction, work)
             try:
                 return await asyncio.shield(done)

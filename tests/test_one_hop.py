@@ -104,11 +104,14 @@ async def test_on_sqlite_a_transaction_of_many_statements_waits_for_the_loop_onc
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-async def test_it_waits_its_turn_behind_a_writer_of_the_process(table: AsyncEngine) -> None:
+async def test_it_waits_for_the_writer_writing_and_goes_before_those_in_line(
+    table: AsyncEngine,
+) -> None:
     sessionmaker = create_sessionmaker(table)
     writer = OneHopWriter(sessionmaker)
     gate = sessionmaker.kw["info"]["write_gate"]
     inside, leave = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
 
     async def holder() -> None:
         async with session_scope(sessionmaker) as session:
@@ -116,19 +119,33 @@ async def test_it_waits_its_turn_behind_a_writer_of_the_process(table: AsyncEngi
             inside.set()
             await leave.wait()
 
+    async def background_writer() -> None:
+        async with session_scope(sessionmaker) as session:
+            order.append("background")
+            await session.execute(text("INSERT INTO one_hop (n) VALUES (-2)"))
+
+    def claim(connection: Connection) -> None:
+        order.append("claim")
+        insert_rows(connection)
+
+    async def in_line(writers: int) -> None:
+        async def check() -> bool:
+            return bool(gate.waiting == writers)
+
+        await eventually(check)
+
     try:
         holding = asyncio.create_task(holder())
         await inside.wait()
-        waiting = asyncio.create_task(writer.run(insert_rows))
-
-        async def in_line() -> bool:
-            return bool(gate.waiting == 1)
-
-        await eventually(in_line)
-        assert not waiting.done()  # in line, not in a transaction SQLite would make wait
+        queued = asyncio.create_task(background_writer())
+        await in_line(1)
+        claiming = asyncio.create_task(writer.run(claim))
+        await in_line(2)
+        assert order == [] and not claiming.done()  # both in line, neither in a transaction
         leave.set()
-        await asyncio.gather(holding, waiting)
-        assert await rows(table) == STATEMENTS + 1
+        await asyncio.gather(holding, queued, claiming)
+        assert order == ["claim", "background"]  # the claim went first, though it came last
+        assert await rows(table) == STATEMENTS + 2
     finally:
         writer.close()
 
