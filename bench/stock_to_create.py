@@ -21,7 +21,7 @@ certificate the service trusts through AUTOPROVISION_PROVIDER_CA_FILE; the run w
 comes first, in the same session, and the network run's target is its medians plus N ms.
 
     .venv/bin/python bench/stock_to_create.py [--rounds 200] [--fixed] [--latency-ms 40 --tls] \
-        [--json bench/results/latest.json]
+        [--verda-types 2] [--json bench/results/latest.json]
 
 BENCH_LOG_LEVEL=debug (default warning) sets the service's log level, for looking into a slow
 round; its log is service.log in the run's temporary directory.
@@ -67,6 +67,9 @@ MACHINES = {
     "hyperstack": {"sku": "n3-RTX-A6000x1", "region": "CANADA-1", "gpu_model": "RTX-A6000"},
     "quantacloud": {"sku": "l40s-x1", "region": "us-east-1", "gpu_model": "L40S"},
 }
+# With --verda-types 2: an order for this machine waits too (it never appears), so the budget
+# reads a second type's path besides the full list and the measured type's.
+SECOND_VERDA_MACHINE = {"gpu_model": "H100", "gpu_count": 1}
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -200,6 +203,7 @@ async def run(
     *,
     planned: bool,
     pace: float,
+    verda_types: int = 1,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ap-bench-"))
     sim_port, api_port = free_port(), free_port()
@@ -237,6 +241,10 @@ async def run(
             await api.post(
                 f"/v1/accounts/{account['id']}/credits", json={"amount": "100000"}, headers=admin
             )
+            if verda_types == 2:
+                body = {**SECOND_VERDA_MACHINE, "providers": ["verda"], "max_price_per_hour": "5"}
+                key = {"Authorization": f"Bearer {account['api_key']}"}
+                (await api.post("/v1/orders", json=body, headers=key)).raise_for_status()
             results = await asyncio.gather(
                 *(
                     one_provider(p, rounds, periods[p], pace, api, sim, account["api_key"])
@@ -256,6 +264,7 @@ async def run(
         "network": network.describe(),
         "polling": "planned by the poll budget" if planned else "fixed periods",
         "pace_seconds": pace,
+        "verda_types_watched": verda_types,
         "providers": {},
     }
     one_way = network.latency_ms / 2
@@ -331,16 +340,24 @@ def main() -> int:
     parser.add_argument(
         "--pace", type=float, default=3.0, help="seconds between a round and the next stock"
     )
+    parser.add_argument(
+        "--verda-types",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="Verda instance types orders wait for (2: one more, for a machine never in stock)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     network = Network(args.latency_ms, args.jitter_ms, args.tls)
     planned = not args.fixed
     periods = planned_periods() if planned else FIXED_BEFORE
-    base = asyncio.run(run(args.rounds, periods, planned=planned, pace=args.pace))
+    options = {"planned": planned, "pace": args.pace, "verda_types": args.verda_types}
+    base = asyncio.run(run(args.rounds, periods, **options))
     met = print_table(base, None, 0.0)
     results: dict[str, Any] = {"loopback": base}
     if network != Network():
-        over = asyncio.run(run(args.rounds, periods, network, planned=planned, pace=args.pace))
+        over = asyncio.run(run(args.rounds, periods, network, **options))
         met = print_table(over, base, args.latency_ms) and met
         results["network"] = over
     if args.json:
