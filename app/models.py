@@ -411,6 +411,14 @@ class AccountEvent(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class WebhookFormat(StrEnum):
+    """The body an endpoint gets: Standard Webhooks' JSON, or a message a chat app shows."""
+
+    STANDARD = "standard"
+    SLACK = "slack"
+    DISCORD = "discord"
+
+
 class WebhookEndpoint(Base):
     """A URL an account wants order events POSTed to, with its signing secret (encrypted)."""
 
@@ -422,6 +430,11 @@ class WebhookEndpoint(Base):
     url: Mapped[str] = mapped_column(String(2048))
     description: Mapped[str | None] = mapped_column(String(500))
     events: Mapped[list[str] | None] = mapped_column(JSON)  # None: every event type
+    format: Mapped[WebhookFormat] = mapped_column(
+        _states(WebhookFormat, "webhook_format"),
+        default=WebhookFormat.STANDARD,
+        server_default=WebhookFormat.STANDARD.value,
+    )
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     disabled_reason: Mapped[str | None] = mapped_column(String(500))
     secret: Mapped[str] = mapped_column(Text)

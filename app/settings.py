@@ -5,7 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AnyHttpUrl, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.providers.spec import ProviderSettings
@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     )
     webhook_poll_seconds: float = Field(default=0.5, ge=0.05, le=60)
     webhook_disable_after_hours: float = Field(default=72.0, gt=0, le=24 * 30)
+    # Where people reach this service's dashboard (`https://gpus.example.com`): chat
+    # notifications link to the order there. Unset: they carry no link.
+    public_url: AnyHttpUrl | None = None
 
     # Each registered provider's settings by its name (credentials, base URL, poll period...),
     # read from its own AUTOPROVISION_<NAME>_* variables unless given here: see

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from app.models import WebhookEventType
+from app.models import WebhookEventType, WebhookFormat
 from app.services.webhook_endpoints import EndpointChanges
 from app.text import MultiLine, OneLine
 
@@ -30,6 +30,15 @@ EventTypes = Annotated[
 ]
 
 
+Format = Annotated[
+    WebhookFormat,
+    Field(
+        description="The body sent: `standard` (Standard Webhooks' JSON event), or `slack` / "
+        "`discord` (a message those apps' incoming webhooks show). Signed either way."
+    ),
+]
+
+
 class EndpointCreate(BaseModel):
     """Body of `POST /v1/webhook-endpoints`."""
 
@@ -38,6 +47,7 @@ class EndpointCreate(BaseModel):
     url: WebhookUrl
     events: EventTypes = None
     description: Description | None = None
+    format: Format = WebhookFormat.STANDARD
 
 
 class EndpointUpdate(BaseModel):
@@ -49,6 +59,7 @@ class EndpointUpdate(BaseModel):
     events: EventTypes = None
     enabled: bool | None = None
     description: Description | None = None
+    format: Format | None = None
 
     def changes(self) -> EndpointChanges:
         """The fields sent, as the services take a change."""
@@ -64,6 +75,7 @@ class EndpointOut(BaseModel):
     url: str
     events: list[str] | None
     description: str | None
+    format: WebhookFormat
     enabled: bool
     disabled_reason: str | None
     previous_secret_expires_at: datetime | None

@@ -69,6 +69,7 @@ async def create_endpoint(
         description=body.description,
         box=box,
         allow_private=settings.allows_private_webhooks,
+        format=body.format,
     )
     return _with_secret(endpoint, secret)
 

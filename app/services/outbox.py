@@ -27,6 +27,7 @@ from app.models import (
     WebhookEndpoint,
     WebhookEvent,
     WebhookEventType,
+    WebhookFormat,
 )
 from app.services import account_events
 from app.services.doorbell import ring_after_commit
@@ -126,6 +127,7 @@ class Claimed:
     endpoint_id: str
     account_id: str
     url: str
+    format: WebhookFormat
     secret: str
     previous_secret: str | None
 
@@ -210,6 +212,7 @@ async def claim(
                 endpoint_id=endpoint.id,
                 account_id=endpoint.account_id,
                 url=endpoint.url,
+                format=endpoint.format,
                 secret=endpoint.secret,
                 previous_secret=endpoint.previous_secret if overlap else None,
             )

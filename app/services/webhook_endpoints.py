@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.dbtypes import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.ids import new_id
-from app.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from app.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookFormat
 from app.services import outbox
 from app.services.doorbell import ring_after_commit
 from app.services.webhook_secrets import SecretBox, new_signing_secret
@@ -45,6 +45,7 @@ class EndpointChanges:
     events: Sequence[str] | None = None
     enabled: bool | None = None
     description: str | None = None
+    format: WebhookFormat | None = None
 
 
 async def create_endpoint(
@@ -56,6 +57,7 @@ async def create_endpoint(
     description: str | None,
     box: SecretBox,
     allow_private: bool,
+    format: WebhookFormat = WebhookFormat.STANDARD,
 ) -> tuple[WebhookEndpoint, str]:
     """A new enabled endpoint and its signing secret (returned in clear only here)."""
     await check_url(url, allow_private=allow_private)
@@ -80,6 +82,7 @@ async def create_endpoint(
         url=url,
         description=description,
         events=None if events is None else [str(e) for e in events],
+        format=format,
         enabled=True,
         disabled_reason=None,
         secret=box.seal(endpoint_id, secret),
@@ -143,6 +146,13 @@ async def update_endpoint(
         endpoint.events = None if request.events is None else [str(e) for e in request.events]
     if "description" in sent:
         endpoint.description = request.description
+    if "format" in sent:
+        if request.format is None:
+            raise ValidationFailed(
+                "format: may not be null",
+                details=[{"field": "format", "message": "may not be null"}],
+            )
+        endpoint.format = request.format
     if "enabled" in sent and request.enabled is not None and request.enabled != endpoint.enabled:
         endpoint.enabled = request.enabled
         endpoint.disabled_reason = None if request.enabled else "disabled by you"

@@ -20,6 +20,7 @@ from app.services import doorbell, outbox
 from app.services.outbox import Outcome
 from app.services.webhook_secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.settings import Settings
+from app.webhooks.chat import chat_body
 from app.webhooks.sender import WebhookSender
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class Dispatcher:
                 secrets.append(box.open(claim.endpoint_id, claim.previous_secret))
         except (SealedSecretError, SecretKeyError, OSError) as exc:
             return Outcome(status_code=None, duration_ms=0, error=str(exc))
+        public_url = str(self.settings.public_url) if self.settings.public_url else None
+        body = chat_body(claim.format, claim.payload, public_url=public_url)
         return await self.sender.send(
-            claim.url, msg_id=claim.event_id, payload=claim.payload, secrets=secrets
+            claim.url, msg_id=claim.event_id, payload=body, secrets=secrets
         )

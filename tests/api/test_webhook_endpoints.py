@@ -67,6 +67,25 @@ class TestRegister:
         empty = await register(client, account, events=[])
         assert empty.status_code == 422
 
+    async def test_a_format_is_kept_changed_and_checked(self, client: httpx.AsyncClient) -> None:
+        account = await create_account(client)
+        default = (await register(client, account)).json()
+        assert default["format"] == "standard"
+        slack = await register(client, account, format="slack")
+        assert slack.status_code == 201 and slack.json()["format"] == "slack"
+        path = f"/v1/webhook-endpoints/{slack.json()['id']}"
+        changed = await client.patch(path, json={"format": "discord"}, headers=account.headers)
+        assert changed.json()["format"] == "discord"
+        for bad in ("teams", None, 3):
+            refused = await client.patch(path, json={"format": bad}, headers=account.headers)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"]["details"][0]["field"] == "format"
+        unknown = await register(client, account, format="msteams")
+        assert unknown.status_code == 422
+        assert unknown.json()["error"]["details"][0]["field"] == "format"
+        shown = await client.get(path, headers=account.headers)
+        assert shown.json()["format"] == "discord"  # the refused changes changed nothing
+
     @pytest.mark.parametrize(
         "url",
         [

@@ -4,7 +4,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +58,7 @@ class Receiver:
         self.received: list[Received] = []
         self.planned: dict[str, deque[Answer]] = {}
         self.default: dict[str, Answer] = {}
+        self.checks: dict[str, Callable[[Received], Answer | None]] = {}
         self.url = ""
         self.app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["POST"])])
 
@@ -71,6 +72,12 @@ class Receiver:
         with self.lock:
             self.default[path] = answer
 
+    def check(self, path: str, refusal: Callable[[Received], Answer | None]) -> None:
+        """Answer requests to `path` with `refusal(request)` where it gives an answer (as an app
+        refuses a body it does not take), before any planned answer."""
+        with self.lock:
+            self.checks[path] = refusal
+
     def on(self, path: str) -> list[Received]:
         """The requests that arrived at `path` so far."""
         with self.lock:
@@ -79,10 +86,14 @@ class Receiver:
     async def handle(self, request: Request) -> Response:
         path = request.url.path
         body = await request.body()
+        received = Received(path, dict(request.headers), body, time.time())
         with self.lock:
-            self.received.append(Received(path, dict(request.headers), body, time.time()))
-            queue = self.planned.get(path)
-            answer = queue.popleft() if queue else self.default.get(path, Answer())
+            self.received.append(received)
+            check = self.checks.get(path)
+            answer = check(received) if check is not None else None
+            if answer is None:
+                queue = self.planned.get(path)
+                answer = queue.popleft() if queue else self.default.get(path, Answer())
         if answer.delay:
             await asyncio.sleep(answer.delay)
         return Response(answer.body, status_code=answer.status, headers=answer.headers)

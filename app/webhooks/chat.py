@@ -1,0 +1,97 @@
+"""What a chat app shows for an order event: one sentence, in the body Slack's or Discord's
+incoming webhooks take.
+
+Slack takes `{"text": ...}` (its `mrkdwn`: `&`, `<` and `>` escaped, links as `<url|label>`);
+Discord takes `{"content": ...}` (at most 2,000 characters, Markdown, links as `[label](url)`),
+with mentions turned off so that an order's name cannot ping anyone. The standard format is the
+stored payload itself. The sentence is built from that payload, so every format says the same.
+"""
+
+import json
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from app.catalogue import Provider
+from app.models import WebhookFormat
+from app.money import format_usd
+
+DISCORD_MAX_CHARS = 2000
+_DISCORD_SPECIAL = re.compile(r"([\\*_~`|>\[\]()<@#:-])")
+
+
+def chat_body(format: WebhookFormat, payload: str, *, public_url: str | None) -> str:
+    """The request body for an endpoint of `format`, from an event's standard payload."""
+    if format == WebhookFormat.STANDARD:
+        return payload
+    event = json.loads(payload)
+    order_id = event["data"]["id"]
+    url = f"{public_url.rstrip('/')}/#/orders/{order_id}" if public_url else None
+    if format == WebhookFormat.SLACK:
+        text = sentence(event, escape=_slack_escape, link=lambda label: _slack_link(label, url))
+        return json.dumps({"text": text}, ensure_ascii=False)
+    text = sentence(event, escape=_discord_escape, link=lambda label: _discord_link(label, url))
+    body = {"content": text[:DISCORD_MAX_CHARS], "allowed_mentions": {"parse": []}}
+    return json.dumps(body, ensure_ascii=False)
+
+
+def sentence(
+    event: dict[str, Any], *, escape: Callable[[str], str], link: Callable[[str], str]
+) -> str:
+    """One sentence a person reads: the order, the machine, the price and, once running, the IP.
+
+    `escape` makes text the user chose safe for the app; `link` turns the order's label into a
+    link to it, where there is one."""
+    order = event["data"]
+    order_id = escape(order["id"])
+    who = link(f"{escape(order['name'])} ({order_id})" if order.get("name") else order_id)
+    wanted = f"{order['gpu_count']}x {order['gpu_model']}"
+    ceiling = f"up to {_usd(order['max_price_per_hour'])}/h"
+    deployment = order.get("deployment") or {}
+    where = ""
+    if deployment:
+        provider = _provider_name(deployment["provider"])
+        where = f"{provider} {deployment['region']} {deployment['instance_type']}"
+        price = f"{_usd(deployment['price_per_hour_with_fees'])}/h incl. fees"
+    match event["type"]:
+        case "order.deployed":
+            return f"Order {who} deployed: {wanted} on {where} at {price}; it is starting."
+        case "order.running":
+            ip = deployment.get("ip") or "no address yet"
+            return f"Order {who} is running: {wanted} on {where} at {ip}, {price}."
+        case "order.cancelled":
+            return f"Order {who} ({wanted}, {ceiling}) was cancelled."
+        case "order.expired":
+            return f"Order {who} ({wanted}, {ceiling}) expired without a machine."
+        case "order.failed":
+            on = f" on {where}" if where else ""
+            return f"Order {who} ({wanted}) failed{on}."
+    return f"Order {who} ({wanted}): {escape(str(event['type']))}."
+
+
+def _usd(amount: str) -> str:
+    return format_usd(Decimal(amount))
+
+
+def _provider_name(name: str) -> str:
+    try:
+        return Provider(name).display_name
+    except LookupError:  # a provider this version no longer has
+        return name
+
+
+def _slack_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_link(label: str, url: str | None) -> str:
+    return f"<{url}|{label}>" if url else label
+
+
+def _discord_escape(text: str) -> str:
+    return _DISCORD_SPECIAL.sub(r"\\\1", text)
+
+
+def _discord_link(label: str, url: str | None) -> str:
+    return f"[{label}]({url})" if url else label
