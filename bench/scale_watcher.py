@@ -54,23 +54,24 @@ WARMUP + ROUNDS + 5 orders per provider for the machine that will appear, so at 
 orders wait throughout.
 
     .venv/bin/python bench/scale_watcher.py [--orders 10000] [--rounds 120] [--window 60] \\
+        [--postgres postgresql+asyncpg://postgres@127.0.0.1:5432/test] \\
         [--json bench/results/scale_watcher.json]
 """
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -376,10 +377,49 @@ async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -
     return time.monotonic() - started
 
 
-def count_by_status(db_path: Path) -> dict[str, int]:
-    with sqlite3.connect(db_path) as connection:
-        rows = connection.execute("SELECT status, count(*) FROM orders GROUP BY status").fetchall()
+async def count_by_status(database_url: str) -> dict[str, int]:
+    """Orders by status, read straight from the database."""
+    from sqlalchemy import text
+
+    from app.db import create_engine
+
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection:
+            query = text("SELECT status, count(*) FROM orders GROUP BY status")
+            rows = (await connection.execute(query)).all()
+    finally:
+        await engine.dispose()
     return {str(status): int(n) for status, n in rows}
+
+
+async def _pg_admin(base_url: str, sql: str) -> None:
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    dsn = make_url(base_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()
+
+
+@contextlib.asynccontextmanager
+async def fresh_database(label: str, workdir: Path, postgres: str | None) -> AsyncIterator[str]:
+    """The URL of a new, empty database for one service run: an SQLite file in `workdir`, or,
+    with `postgres` (a server's URL), a database made on that server and dropped after."""
+    if postgres is None:
+        yield f"sqlite+aiosqlite:///{workdir / f'{label}.db'}"
+        return
+    from sqlalchemy.engine import make_url
+
+    name = f"ap_scale_{label}_{os.getpid()}"
+    await _pg_admin(postgres, f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(postgres).set(database=name).render_as_string(hide_password=False)
+    finally:
+        await _pg_admin(postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -573,13 +613,12 @@ async def service_run(
     rounds: int,
     warmup: int,
     rng: random.Random,
+    database_url: str,
     profile: Path | None = None,
 ) -> dict[str, Any]:
     """Seed a fresh database, start the service on it, measure, stop it."""
-    db_path = workdir / f"{label}.db"
-    database_url = f"sqlite+aiosqlite:///{db_path}"
     seed_seconds = await seed(database_url, orders, accounts)
-    waiting_at_start = count_by_status(db_path).get("waiting", 0)
+    waiting_at_start = (await count_by_status(database_url)).get("waiting", 0)
     await set_background_stock(sim)
     api_port = free_port()
     env = service_env(database_url, ADMIN_KEY, sim_port, api_port)
@@ -639,7 +678,7 @@ async def service_run(
         if process.poll() is None:
             os.kill(service_pid(process, profiled=profile is not None), signal.SIGTERM)
         process.wait(timeout=60)
-    report["orders_by_status_at_end"] = count_by_status(db_path)
+    report["orders_by_status_at_end"] = await count_by_status(database_url)
     return report
 
 
@@ -650,6 +689,7 @@ async def run(
     window: float,
     accounts: int,
     profile: Path | None = None,
+    postgres: str | None = None,
 ) -> dict[str, Any]:
     rng = random.Random(20261129)
     workdir = Path(tempfile.mkdtemp(prefix="ap-scale-"))
@@ -668,6 +708,7 @@ async def run(
         "warmup_rounds": warmup,
         "window_seconds": window,
         "poll_seconds": PERIODS,
+        "database": "postgresql" if postgres else "sqlite",
     }
     try:
         await wait_up(sim_ready_url(sim_port), sim_process)
@@ -675,34 +716,38 @@ async def run(
             log, sim = LogReader(http), SimControl(http)
             few = order_mix(10, 0, rng)
             few[0]["providers"] = list(PROVIDERS)  # every poller runs, as with 10,000
-            report["few"] = await service_run(
-                label="few",
-                orders=few,
-                accounts=min(accounts, 10),
-                workdir=workdir,
-                sim_port=sim_port,
-                sim=sim,
-                log=log,
-                window=window,
-                rounds=0,
-                warmup=0,
-                rng=rng,
-            )
+            async with fresh_database("few", workdir, postgres) as database_url:
+                report["few"] = await service_run(
+                    label="few",
+                    database_url=database_url,
+                    orders=few,
+                    accounts=min(accounts, 10),
+                    workdir=workdir,
+                    sim_port=sim_port,
+                    sim=sim,
+                    log=log,
+                    window=window,
+                    rounds=0,
+                    warmup=0,
+                    rng=rng,
+                )
             many = order_mix(orders, warmup + rounds + 5, rng)
-            report["many"] = await service_run(
-                label="many",
-                orders=many,
-                accounts=accounts,
-                workdir=workdir,
-                sim_port=sim_port,
-                sim=sim,
-                log=log,
-                window=window,
-                rounds=rounds,
-                warmup=warmup,
-                rng=rng,
-                profile=profile,
-            )
+            async with fresh_database("many", workdir, postgres) as database_url:
+                report["many"] = await service_run(
+                    label="many",
+                    database_url=database_url,
+                    orders=many,
+                    accounts=accounts,
+                    workdir=workdir,
+                    sim_port=sim_port,
+                    sim=sim,
+                    log=log,
+                    window=window,
+                    rounds=rounds,
+                    warmup=warmup,
+                    rng=rng,
+                    profile=profile,
+                )
     finally:
         sim_process.terminate()
         sim_process.wait(timeout=30)
@@ -811,6 +856,12 @@ def main() -> int:
         help="run the many-orders service under py-spy and write its raw samples here "
         "(slows the service: not for the figures)",
     )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="run on PostgreSQL: a server's URL (postgresql+asyncpg://user@host:port/db); each "
+        "run makes a database of its own there and drops it after",
+    )
     parser.add_argument("--serve-sim", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the app next to this script, not another checkout's
@@ -818,7 +869,15 @@ def main() -> int:
         serve_sim(args.serve_sim)
         return 0
     report = asyncio.run(
-        run(args.orders, args.rounds, args.warmup, args.window, args.accounts, args.profile)
+        run(
+            args.orders,
+            args.rounds,
+            args.warmup,
+            args.window,
+            args.accounts,
+            args.profile,
+            args.postgres,
+        )
     )
     met = verdicts(report)
     report["met"] = met
