@@ -79,6 +79,7 @@ from common import (
     git_revision,
     load_average,
     machine_cpu,
+    pg_admin,
     wait_up,
 )
 
@@ -154,18 +155,6 @@ def own_cpu_seconds() -> float:
 def children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-async def pg_admin(url: str, sql: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    connection = await asyncpg.connect(dsn)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
 
 
 def with_database(url: str, database: str) -> str:

@@ -160,3 +160,16 @@ def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Pope
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
+
+
+async def pg_admin(url: str, sql: str) -> None:
+    """Run one statement (CREATE or DROP DATABASE) on the PostgreSQL server at `url`."""
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()

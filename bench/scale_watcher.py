@@ -89,6 +89,7 @@ from common import (
     load_average,
     machine_cpu,
     mount_path,
+    pg_admin,
     planned_periods,
     providers,
     service_env,
@@ -393,18 +394,6 @@ async def count_by_status(database_url: str) -> dict[str, int]:
     return {str(status): int(n) for status, n in rows}
 
 
-async def _pg_admin(base_url: str, sql: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    dsn = make_url(base_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    connection = await asyncpg.connect(dsn)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
-
-
 @contextlib.asynccontextmanager
 async def fresh_database(label: str, workdir: Path, postgres: str | None) -> AsyncIterator[str]:
     """The URL of a new, empty database for one service run: an SQLite file in `workdir`, or,
@@ -415,11 +404,11 @@ async def fresh_database(label: str, workdir: Path, postgres: str | None) -> Asy
     from sqlalchemy.engine import make_url
 
     name = f"ap_scale_{label}_{os.getpid()}"
-    await _pg_admin(postgres, f'CREATE DATABASE "{name}"')
+    await pg_admin(postgres, f'CREATE DATABASE "{name}"')
     try:
         yield make_url(postgres).set(database=name).render_as_string(hide_password=False)
     finally:
-        await _pg_admin(postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await pg_admin(postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 # --- processes -----------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 from asgi_lifespan import LifespanManager
+from common import pg_admin
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -70,18 +71,6 @@ class Timings:
         return [
             v for (e, w), vs in self.ms.items() if e == endpoint and window in (None, w) for v in vs
         ]
-
-
-async def pg_admin(url: str, sql: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    connection = await asyncpg.connect(dsn)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
 
 
 def with_database(url: str, database: str) -> str:

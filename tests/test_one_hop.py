@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.db import WriteGate, create_read_sessionmaker, create_sessionmaker, session_scope
 from app.one_hop import OneHopWriter
 from tests.waiting import eventually
 
@@ -50,6 +50,15 @@ def insert_rows(connection: Connection) -> str:
 async def rows(engine: AsyncEngine) -> int:
     async with session_scope(create_read_sessionmaker(engine)) as session:
         return int((await session.execute(text("SELECT count(*) FROM one_hop"))).scalar_one())
+
+
+async def in_line(gate: WriteGate, writers: int) -> None:
+    """Until `writers` writers wait at the gate for their turn."""
+
+    async def check() -> bool:
+        return gate.waiting == writers
+
+    await eventually(check)
 
 
 @pytest.fixture
@@ -128,19 +137,13 @@ async def test_it_waits_for_the_writer_writing_and_goes_before_those_in_line(
         order.append("claim")
         insert_rows(connection)
 
-    async def in_line(writers: int) -> None:
-        async def check() -> bool:
-            return bool(gate.waiting == writers)
-
-        await eventually(check)
-
     try:
         holding = asyncio.create_task(holder())
         await inside.wait()
         queued = asyncio.create_task(background_writer())
-        await in_line(1)
+        await in_line(gate, 1)
         claiming = asyncio.create_task(writer.run(claim))
-        await in_line(2)
+        await in_line(gate, 2)
         assert order == [] and not claiming.done()  # both in line, neither in a transaction
         leave.set()
         await asyncio.gather(holding, queued, claiming)
@@ -167,13 +170,9 @@ async def test_cancelled_mid_transaction_it_keeps_its_turn_until_the_thread_is_d
         running = asyncio.create_task(writer.run(slow))
         await asyncio.to_thread(started.wait, 30)
         running.cancel()
-        await asyncio.sleep(0)
         after = asyncio.create_task(writer.run(insert_rows))
 
-        async def in_line() -> bool:
-            return bool(sessionmaker.kw["info"]["write_gate"].waiting == 1)
-
-        await eventually(in_line)  # the cancelled one still holds the turn
+        await in_line(sessionmaker.kw["info"]["write_gate"], 1)  # the cancelled one holds it
         finish.set()
         with pytest.raises(asyncio.CancelledError):
             await running
