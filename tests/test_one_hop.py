@@ -2,7 +2,7 @@
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Generator, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -62,6 +62,14 @@ async def in_line(gate: WriteGate, writers: int) -> None:
 
 
 @pytest.fixture
+def writer(table: AsyncEngine) -> Iterator[OneHopWriter]:
+    """A writer on the table's database, closed after the test."""
+    made = OneHopWriter(create_sessionmaker(table))
+    yield made
+    made.close()
+
+
+@pytest.fixture
 async def table(engine: AsyncEngine) -> AsyncEngine:
     async with session_scope(create_sessionmaker(engine)) as session:
         await session.execute(text("CREATE TABLE one_hop (n INTEGER)"))
@@ -69,55 +77,46 @@ async def table(engine: AsyncEngine) -> AsyncEngine:
 
 
 async def test_work_that_returns_is_committed_and_work_that_raises_is_rolled_back(
-    table: AsyncEngine,
+    table: AsyncEngine, writer: OneHopWriter
 ) -> None:
-    writer = OneHopWriter(create_sessionmaker(table))
-    try:
-        await writer.run(insert_rows)
-        assert await rows(table) == STATEMENTS
+    await writer.run(insert_rows)
+    assert await rows(table) == STATEMENTS
 
-        def half_then_fail(connection: Connection) -> None:
-            insert_rows(connection)
-            raise ValueError("no")
+    def half_then_fail(connection: Connection) -> None:
+        insert_rows(connection)
+        raise ValueError("no")
 
-        with pytest.raises(ValueError, match="no"):
-            await writer.run(half_then_fail)
-        assert await rows(table) == STATEMENTS  # nothing of the failed one
-    finally:
-        writer.close()
+    with pytest.raises(ValueError, match="no"):
+        await writer.run(half_then_fail)
+    assert await rows(table) == STATEMENTS  # nothing of the failed one
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_on_sqlite_a_transaction_of_many_statements_waits_for_the_loop_once(
-    table: AsyncEngine,
+    table: AsyncEngine, writer: OneHopWriter
 ) -> None:
-    writer = OneHopWriter(create_sessionmaker(table))
-    try:
-        assert writer.threaded
-        one_hop = Suspensions(writer.run(insert_rows))
-        assert (await one_hop).startswith("one-hop writer")
-        assert one_hop.count <= 2
-        # The control: the same statements through a session wait for the loop each time.
+    assert writer.threaded
+    one_hop = Suspensions(writer.run(insert_rows))
+    assert (await one_hop).startswith("one-hop writer")
+    assert one_hop.count <= 2
+    # The control: the same statements through a session wait for the loop each time.
 
-        async def through_a_session() -> None:
-            async with session_scope(create_sessionmaker(table)) as session:
-                connection = await session.connection()
-                await connection.run_sync(insert_rows)
+    async def through_a_session() -> None:
+        async with session_scope(writer.sessionmaker) as session:
+            connection = await session.connection()
+            await connection.run_sync(insert_rows)
 
-        per_statement = Suspensions(through_a_session())
-        await per_statement
-        assert per_statement.count > STATEMENTS
-        assert await rows(table) == 2 * STATEMENTS
-    finally:
-        writer.close()
+    per_statement = Suspensions(through_a_session())
+    await per_statement
+    assert per_statement.count > STATEMENTS
+    assert await rows(table) == 2 * STATEMENTS
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_it_waits_for_the_writer_writing_and_goes_before_those_in_line(
-    table: AsyncEngine,
+    table: AsyncEngine, writer: OneHopWriter
 ) -> None:
-    sessionmaker = create_sessionmaker(table)
-    writer = OneHopWriter(sessionmaker)
+    sessionmaker = writer.sessionmaker
     gate = sessionmaker.kw["info"]["write_gate"]
     inside, leave = asyncio.Event(), asyncio.Event()
     order: list[str] = []
@@ -137,28 +136,23 @@ async def test_it_waits_for_the_writer_writing_and_goes_before_those_in_line(
         order.append("claim")
         insert_rows(connection)
 
-    try:
-        holding = asyncio.create_task(holder())
-        await inside.wait()
-        queued = asyncio.create_task(background_writer())
-        await in_line(gate, 1)
-        claiming = asyncio.create_task(writer.run(claim))
-        await in_line(gate, 2)
-        assert order == [] and not claiming.done()  # both in line, neither in a transaction
-        leave.set()
-        await asyncio.gather(holding, queued, claiming)
-        assert order == ["claim", "background"]  # the claim went first, though it came last
-        assert await rows(table) == STATEMENTS + 2
-    finally:
-        writer.close()
+    holding = asyncio.create_task(holder())
+    await inside.wait()
+    queued = asyncio.create_task(background_writer())
+    await in_line(gate, 1)
+    claiming = asyncio.create_task(writer.run(claim))
+    await in_line(gate, 2)
+    assert order == [] and not claiming.done()  # both in line, neither in a transaction
+    leave.set()
+    await asyncio.gather(holding, queued, claiming)
+    assert order == ["claim", "background"]  # the claim went first, though it came last
+    assert await rows(table) == STATEMENTS + 2
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 async def test_cancelled_mid_transaction_it_keeps_its_turn_until_the_thread_is_done(
-    table: AsyncEngine,
+    table: AsyncEngine, writer: OneHopWriter
 ) -> None:
-    sessionmaker = create_sessionmaker(table)
-    writer = OneHopWriter(sessionmaker)
     started, finish = threading.Event(), threading.Event()
 
     def slow(connection: Connection) -> None:
@@ -172,7 +166,7 @@ async def test_cancelled_mid_transaction_it_keeps_its_turn_until_the_thread_is_d
         running.cancel()
         after = asyncio.create_task(writer.run(insert_rows))
 
-        await in_line(sessionmaker.kw["info"]["write_gate"], 1)  # the cancelled one holds it
+        await in_line(writer.sessionmaker.kw["info"]["write_gate"], 1)  # the cancelled one's
         finish.set()
         with pytest.raises(asyncio.CancelledError):
             await running
@@ -180,5 +174,4 @@ async def test_cancelled_mid_transaction_it_keeps_its_turn_until_the_thread_is_d
         # What the thread had written was committed: the caller cancelled, not the work.
         assert await rows(table) == 2 * STATEMENTS
     finally:
-        finish.set()
-        writer.close()
+        finish.set()  # else closing the writer waits for the thread's 30 s

@@ -104,17 +104,8 @@ async def credit(
     session: AsyncSession, *, account_id: str, amount: Decimal, note: str | None = None
 ) -> LedgerEntry:
     """Add money to an account (a top-up)."""
-    after = await _run(session, _change_account, account_id=account_id, balance_delta=amount)
-    if after is None:
-        raise NotFound(f"no account {account_id}")
     return await _run(
-        session,
-        _record,
-        account_id=account_id,
-        kind=LedgerKind.TOPUP,
-        amount=amount,
-        after=after,
-        note=note,
+        session, _add_money, account_id=account_id, amount=amount, kind=LedgerKind.TOPUP, note=note
     )
 
 
@@ -122,14 +113,33 @@ async def refund(
     session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str, note: str
 ) -> LedgerEntry:
     """Give back money spent on an order (e.g. a VM the provider failed before it ran)."""
-    after = await _run(session, _change_account, account_id=account_id, balance_delta=amount)
-    if after is None:
-        raise NotFound(f"no account {account_id}")
     return await _run(
         session,
-        _record,
+        _add_money,
         account_id=account_id,
+        amount=amount,
         kind=LedgerKind.REFUND,
+        order_id=order_id,
+        note=note,
+    )
+
+
+def _add_money(
+    connection: Connection,
+    *,
+    account_id: str,
+    amount: Decimal,
+    kind: LedgerKind,
+    order_id: str | None = None,
+    note: str | None = None,
+) -> LedgerEntry:
+    after = _change_account(connection, account_id=account_id, balance_delta=amount)
+    if after is None:
+        raise NotFound(f"no account {account_id}")
+    return _record(
+        connection,
+        account_id=account_id,
+        kind=kind,
         amount=amount,
         after=after,
         order_id=order_id,
