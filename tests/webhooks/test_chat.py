@@ -150,7 +150,15 @@ class TestDelivery:
         assert all(discord_refusal(r) is None for r in (deployed_d, running_d))
         # Logged like any delivery, with the apps' answers.
         for endpoint, code in ((slack, 200), (discord, 204)):
-            logged = await deliveries(client, account, endpoint["id"])
+            # The answer is recorded after the receiver has it: wait until both are.
+            await delivered(client, account, endpoint["id"])
+
+            async def both_recorded(endpoint_id: str = endpoint["id"]) -> list[Any] | None:
+                found = await deliveries(client, account, endpoint_id)
+                done = len(found) == 2 and all(d["status"] != "pending" for d in found)
+                return found if done else None
+
+            logged = await eventually(both_recorded)
             assert sorted(d["event_type"] for d in logged) == ["order.deployed", "order.running"]
             assert {d["status"] for d in logged} == {"succeeded"}
             assert {a["status_code"] for d in logged for a in d["attempts"]} == {code}
