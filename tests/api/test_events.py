@@ -84,6 +84,18 @@ class TestStream:
         # The same setup shows Bob his own order, and only his.
         assert types_of(bob_sees.events) == [("order.placed", bobs)]
 
+    async def test_a_top_up_arrives_as_an_account_event(self, base_url: str) -> None:
+        ada = await new_account(base_url)
+        async with streaming(base_url, ada.api_key) as seen:
+            async with httpx.AsyncClient(base_url=base_url) as client:
+                topped = await client.post(
+                    f"/v1/accounts/{ada.id}/credits", json={"amount": "5"}, headers=ADMIN
+                )
+            assert topped.status_code == 201
+            (event,) = await seen.until(lambda events: len(events) == 1)
+        assert event["type"] == "account.credited" and event["order_id"] is None
+        assert event["message"] == "$5.00 added to the balance." and event["data"] is None
+
     async def test_a_new_stream_starts_after_the_newest_event(self, base_url: str) -> None:
         ada = await new_account(base_url)
         before = await place(base_url, ada)
