@@ -8,8 +8,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
-from app.jobs import create_scheduler, prune_idempotency_keys, prune_webhook_events
-from app.models import DeliveryStatus, IdempotencyKey, WebhookDelivery, WebhookEvent
+from app.jobs import (
+    create_scheduler,
+    prune_idempotency_keys,
+    prune_published_events,
+    prune_webhook_events,
+)
+from app.models import (
+    DeliveryStatus,
+    IdempotencyKey,
+    PublishedEvent,
+    WebhookDelivery,
+    WebhookEvent,
+)
+from app.services import published_events
 from tests.factories import create_account, order_body
 
 
@@ -39,7 +51,11 @@ async def test_idempotency_keys_older_than_a_day_are_pruned(
 def test_the_scheduler_registers_each_job_once_with_no_overlap(engine: AsyncEngine) -> None:
     scheduler = create_scheduler(create_sessionmaker(engine))
     jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {"prune_idempotency_keys", "prune_webhook_events"}
+    assert set(jobs) == {
+        "prune_idempotency_keys",
+        "prune_webhook_events",
+        "prune_published_events",
+    }
     assert all(job.max_instances == 1 for job in jobs.values())
 
 
@@ -66,3 +82,29 @@ async def test_delivered_webhook_events_older_than_30_days_are_pruned_pending_on
     assert await prune_webhook_events(maker) == 1
     async with session_scope(maker) as session:
         assert (await session.execute(select(WebhookEvent.id))).scalars().all() == [pending]
+
+
+async def test_stream_events_published_over_30_days_ago_are_pruned_newer_ones_kept(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    for _ in range(2):
+        await client.post("/v1/orders", json=order_body(), headers=account.headers)
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await published_events.publish_pending(session)
+    async with session_scope(maker) as session:
+        old, new = (
+            (await session.execute(select(PublishedEvent.id).order_by(PublishedEvent.id)))
+            .scalars()
+            .all()
+        )
+        await session.execute(
+            update(PublishedEvent)
+            .where(PublishedEvent.id == old)
+            .values(published_at=utcnow() - timedelta(days=30, minutes=1))
+        )
+    assert await prune_published_events(maker) == 1
+    async with session_scope(maker) as session:
+        kept = (await session.execute(select(PublishedEvent.id))).scalars().all()
+    assert kept == [new]
