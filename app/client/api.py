@@ -154,8 +154,7 @@ def unreachable(exc: httpx.TransportError, target: Target, retry_key: str | None
     if isinstance(exc, httpx.TimeoutException):
         reason = "no answer in time"
     elif isinstance(exc, httpx.ConnectError):
-        text = str(exc)
-        reason = "connection refused" if "refused" in text.lower() else text or "cannot connect"
+        reason = "connection refused" if _refused(exc) else str(exc) or "cannot connect"
     else:
         reason = "the connection broke before the answer came"
     message = f"cannot reach the service at {target.shown}: {reason}"
@@ -165,6 +164,16 @@ def unreachable(exc: httpx.TransportError, target: Target, retry_key: str | None
             f"--idempotency-key {retry_key} and it is done at most once"
         )
     return ClientError(message, Exit.UNREACHABLE)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection was refused, wherever in the chain of causes it says so."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class Api:
