@@ -9,6 +9,7 @@ time, 5xx, or an answer that is not the API's JSON).
 """
 
 import contextlib
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
@@ -214,7 +215,9 @@ class Api:
             except httpx.TransportError as exc:
                 failure = exc
                 continue
-            return answer_of(response, self.target)
+            answer = answer_of(response, self.target)
+            # A replay of our own first try is not news; one of an earlier command is.
+            return dataclasses.replace(answer, replayed=answer.replayed and not attempt)
         assert failure is not None
         raise unreachable(failure, self.target, retry_key=idempotency_key) from None
 

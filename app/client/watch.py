@@ -66,9 +66,10 @@ class Watch:
     order_id: str | None
     until: Until | None
     as_json: bool
-    pauses: tuple[float, ...] = RECONNECT_PAUSES_SECONDS
     last_event_id: str | None = None
     order: dict[str, Any] | None = None
+    connected: bool = False  # a stream was open once: from now on a drop is worth a retry
+    tries: int = 0  # reconnects since the last event
 
     async def run(self, timeout: float | None) -> Exit:
         """Follow the stream until the order settles it, or `timeout` seconds pass."""
@@ -87,37 +88,41 @@ class Watch:
                 ) from None
 
     async def _follow(self, client: httpx.AsyncClient) -> Exit:
-        connected = False
-        tries = 0
         while True:
             try:
-                outcome = await self._read(client, first=not connected)
+                outcome = await self._read(client)
                 if outcome is not None:
                     return outcome
-                connected = True
                 lost = ClientError("the service closed the event stream", Exit.UNREACHABLE)
             except _Lost as exc:
-                connected, lost = True, exc.error
+                lost = exc.error
             except httpx.TransportError as exc:
-                if not connected:
+                if not self.connected:
                     raise unreachable(exc, self.target, retry_key=None) from None
                 lost = unreachable(exc, self.target, retry_key=None)
-            if tries >= len(self.pauses):
+            if self.tries >= len(RECONNECT_PAUSES_SECONDS):
                 raise ClientError(
-                    f"lost the event stream: {lost}; gave up after {tries} reconnects",
+                    f"lost the event stream: {lost}; gave up after {self.tries} reconnects",
                     Exit.UNREACHABLE,
                 )
-            await asyncio.sleep(self.pauses[tries])
-            tries += 1
+            await asyncio.sleep(RECONNECT_PAUSES_SECONDS[self.tries])
+            self.tries += 1
 
-    async def _read(self, client: httpx.AsyncClient, *, first: bool) -> Exit | None:
+    async def _read(self, client: httpx.AsyncClient) -> Exit | None:
         """Connect once and read until the stream ends (None) or the watch is settled."""
+        first = not self.connected
         headers = {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
         async with aconnect_sse(client, "GET", STREAM_PATH, headers=headers) as source:
             response = source.response
             if response.status_code != 200:
                 await response.aread()
                 error = refusal(response, self.target)
+                if response.status_code == 404 and first:
+                    raise ClientError(
+                        f"{self.target.shown} has no event stream ({STREAM_PATH} is not found): "
+                        "is the service older than this client?",
+                        Exit.BAD_INPUT,
+                    )
                 # Again after a drop, a 5xx or a 429 (our old stream not yet noticed closed)
                 # passes; the first time, or any other refusal, is the answer.
                 retry = error.exit_code is Exit.UNREACHABLE or response.status_code == 429
@@ -130,11 +135,15 @@ class Watch:
                     "new enough to have one?",
                     Exit.UNREACHABLE,
                 )
-            if self.order_id is not None:
+            self.connected = True
+            # Read after the stream is open, so what changes after the read comes as an event;
+            # again only when there is no event to resume after (else nothing was missed).
+            if self.order_id is not None and (first or self.last_event_id is None):
                 outcome = self._settled(await self._get_order(client))
                 if outcome is not None:
                     return outcome
             async for sse in source.aiter_sse():
+                self.tries = 0
                 if sse.id:
                     self.last_event_id = sse.id
                 if not sse.data:

@@ -57,7 +57,7 @@ class FakeStream:
         self.requests: list[str] = []  # "stream <Last-Event-ID or ->" and "order <id>", in order
         self.drop_after: int | None = None  # end each stream after sending this many events
         self.refuse: tuple[int, str] | None = None  # answer streams with this status and code
-        self.on_order_read: Callable[[], None] | None = None  # runs as a GET is answered
+        self.on_order_read: Callable[[], object] | None = None  # runs as a GET is answered
         self._lock = threading.Lock()
         self._wakes: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
 
