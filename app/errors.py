@@ -62,3 +62,10 @@ class InsufficientFunds(Conflict):
     """The account's available balance does not cover the amount."""
 
     code = "insufficient_funds"
+
+
+class TooManyRequests(AppError):
+    """The caller already holds as many of something as it may (e.g. open event streams)."""
+
+    status_code = 429
+    code = "too_many_requests"

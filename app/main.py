@@ -13,6 +13,7 @@ from app.api import (
     accounts,
     admin,
     catalogue,
+    events,
     health,
     metrics,
     offers,
@@ -32,6 +33,8 @@ from app.db import (
     migrate,
     session_scope,
 )
+from app.events.hub import Hub
+from app.events.publisher import Publisher
 from app.jobs import create_scheduler
 from app.services.accounts import ensure_admin_key
 from app.services.webhook_secrets import SecretBoxLoader
@@ -95,6 +98,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             app.state.secret_boxes = SecretBoxLoader(settings)
             scheduler = create_scheduler(app.state.sessionmaker)
             scheduler.start()
+            app.state.hub = Hub(per_account=settings.stream_max_per_account)
+            publisher = Publisher(
+                app.state.sessionmaker, app.state.read_sessionmaker, app.state.hub
+            )
+            await publisher.start()
             background = Background(
                 settings,
                 app.state.sessionmaker,
@@ -106,6 +114,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 app.state.background = background
                 yield
             finally:
+                await publisher.stop()
                 await background.stop()
                 scheduler.shutdown(wait=False)
         finally:
@@ -133,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         admin.router,
         accounts.account_router,
         orders.router,
+        events.router,
         offers.router,
         webhooks.router,
         webhooks.deliveries_router,

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     Enum,
@@ -173,17 +174,29 @@ class Order(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+# Partial indexes: the publisher finds the few lines not yet published among all of them.
+_UNPUBLISHED: dict[str, Any] = {
+    "sqlite_where": text("NOT published"),
+    "postgresql_where": text("NOT published"),
+}
+
+
 class OrderEvent(Base):
     """One line of an order's timeline: what happened, in a sentence a person can read."""
 
     __tablename__ = "order_events"
-    __table_args__ = (Index("ix_order_events_order_id_id", "order_id", "id"),)
+    __table_args__ = (
+        Index("ix_order_events_order_id_id", "order_id", "id"),
+        Index("ix_order_events_unpublished", "id", **_UNPUBLISHED),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"))
     kind: Mapped[OrderEventKind] = mapped_column(_states(OrderEventKind, "order_event_kind"))
     message: Mapped[str] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Copied to the event stream yet (see PublishedEvent)? Written false, set by the publisher.
+    published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
 def _status_in(statuses: tuple[DeploymentStatus, ...]) -> str:
@@ -402,13 +415,44 @@ class AccountEvent(Base):
     """Something that happened to an account outside any order (an endpoint disabled)."""
 
     __tablename__ = "account_events"
-    __table_args__ = (Index("ix_account_events_account_id_id", "account_id", "id"),)
+    __table_args__ = (
+        Index("ix_account_events_account_id_id", "account_id", "id"),
+        Index("ix_account_events_unpublished", "id", **_UNPUBLISHED),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
     kind: Mapped[str] = mapped_column(String(40))
     message: Mapped[str] = mapped_column(String(1000))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+
+
+class PublishedEvent(Base):
+    """The event stream: order timeline lines and account events, numbered in commit order.
+
+    Only the publisher writes here, one transaction at a time (an advisory lock on
+    PostgreSQL, the single writer on SQLite), so a larger id is never committed before a
+    smaller one: a reader that has seen id N has seen everything up to N, and `Last-Event-ID`
+    resumes without a gap. AUTOINCREMENT keeps SQLite from reusing ids after a prune.
+    """
+
+    __tablename__ = "published_events"
+    __table_args__ = (
+        Index("ix_published_events_account_id_id", "account_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"))
+    type: Mapped[str] = mapped_column(String(60))
+    source_id: Mapped[str] = mapped_column(String(40), unique=True)  # the line it copies
+    payload: Mapped[str] = mapped_column(Text)  # the exact JSON every reader is sent
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)  # when it happened
+    published_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class WebhookFormat(StrEnum):

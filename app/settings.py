@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     # Where people reach this service's dashboard (`https://gpus.example.com`): chat
     # notifications link to the order there. Unset: they carry no link.
     public_url: AnyHttpUrl | None = None
+    # The event stream (`GET /v1/events/stream`): open streams per account on each replica;
+    # seconds between heartbeat comments; seconds a client may take to accept the next bytes
+    # before it is disconnected (it resumes from Last-Event-ID).
+    stream_max_per_account: int = Field(default=5, ge=1, le=1000)
+    stream_heartbeat_seconds: float = Field(default=15.0, ge=0.1, le=300)
+    stream_send_timeout_seconds: float = Field(default=30.0, ge=0.1, le=600)
 
     # Each registered provider's settings by its name (credentials, base URL, poll period...),
     # read from its own AUTOPROVISION_<NAME>_* variables unless given here: see

@@ -96,6 +96,20 @@ class OrderEventKind(StrEnum):
     WOULD_DEPLOY = "would_deploy"
 
 
+# The event stream's type of a timeline line; every other kind is an `order.note` (the order
+# still waits, or is still deploying). A rejected create is the one way an order fails.
+ORDER_EVENT_TYPES: Mapping[OrderEventKind, str] = {
+    OrderEventKind.PLACED: "order.placed",
+    OrderEventKind.CREATE_SENT: "order.deploying",
+    OrderEventKind.DEPLOYED: "order.deployed",
+    OrderEventKind.RUNNING: "order.running",
+    OrderEventKind.REJECTED: "order.failed",
+    OrderEventKind.CANCELLED: "order.cancelled",
+    OrderEventKind.EXPIRED: "order.expired",
+}
+ORDER_NOTE = "order.note"
+
+
 # status -> (next status, why), the only moves the services make.
 ORDER_TRANSITIONS: Mapping[OrderStatus, Mapping[OrderStatus, str]] = {
     OrderStatus.WAITING: {

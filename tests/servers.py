@@ -37,6 +37,8 @@ def serve_in_thread(
         port=port,
         log_level="error",
         lifespan=lifespan,
+        # An event stream left open by a failing test must not hold the shutdown forever.
+        timeout_graceful_shutdown=5,
         ssl_certfile=str(certificate.cert_file) if certificate else None,
         ssl_keyfile=str(certificate.key_file) if certificate else None,
     )

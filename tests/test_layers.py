@@ -7,12 +7,13 @@ from pathlib import Path
 
 APP = Path(__file__).resolve().parent.parent / "app"
 # The layers the architecture doc names; each may import only those below it.
-LAYERS = ("api", "watcher", "webhooks", "services", "providers", "models")
+LAYERS = ("api", "watcher", "webhooks", "events", "services", "providers", "models")
 FORBIDDEN = {
     "services": {"api", "watcher", "webhooks", "schemas"},
     "providers": {"api", "watcher", "webhooks", "services", "models", "db"},
     "models": {"api", "watcher", "webhooks", "services", "providers", "db"},
     "webhooks": {"api", "watcher"},
+    "events": {"api", "watcher", "webhooks"},
     "watcher": {"api", "webhooks"},
     # Offers, VMs, what orders want, fees and matching: the vocabulary every layer speaks.
     "market": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},

@@ -15,7 +15,8 @@ from app.metrics import REQUESTS_SHED
 MAX_BODY_BYTES = 64 * 1024
 # Probes and scrapes answer under overload too: a replica that is busy is still alive and
 # ready, and its metrics are what shows the overload.
-UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# Event streams stay open for hours; they have their own cap (per account).
+UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/events/stream"})
 
 
 class BodySizeLimit:

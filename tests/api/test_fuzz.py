@@ -62,6 +62,8 @@ def _cases() -> list[Any]:
         if not isinstance(result, Ok):
             raise result.err()  # our own schema is invalid: that is a failure, not a skip
         operation = result.ok()
+        if operation.path == "/v1/events/stream":
+            continue  # never ends by design: tests/api/test_events.py covers it
         takes_input = {"parameters", "requestBody"} & set(operation.definition.raw)
         for mode in GenerationMode:
             if mode is GenerationMode.POSITIVE or takes_input:

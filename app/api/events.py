@@ -1,0 +1,141 @@
+"""The account's events: live as Server-Sent Events, or a page at a time."""
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
+
+from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.errors import AppError, TooManyRequests
+from app.events.hub import Hub, Listener, TooManyStreams
+from app.services import published_events
+from app.services.views import OrderOut
+
+router = APIRouter(prefix="/v1/events", tags=["events"])
+STREAM_PAGE = 100
+MAX_EVENT_ID = 2**63 - 1
+
+
+class EventOut(BaseModel):
+    """One event of the account: an order's timeline line, or something about the account."""
+
+    id: int = Field(description="Grows with every event; resume after it with Last-Event-ID.")
+    type: str = Field(
+        description="order.placed, order.deploying, order.deployed, order.running, "
+        "order.failed, order.cancelled, order.expired, order.note, or account.<kind>."
+    )
+    kind: str = Field(description="The timeline line's kind (e.g. `no_capacity` for a note).")
+    timestamp: datetime
+    order_id: str | None
+    message: str
+    data: OrderOut | None = Field(
+        description="The order as it was when the event was published (null for account.*)."
+    )
+
+
+class EventPage(BaseModel):
+    """Events oldest first; pass `next_cursor` as `after` for the next ones."""
+
+    data: list[EventOut]
+    next_cursor: int
+
+
+@router.get("", response_model=EventPage)
+async def list_events(
+    account: CurrentAccount,
+    session: SessionDep,
+    after: Annotated[int, Query(ge=0, le=MAX_EVENT_ID, description="An event id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=100, description="How many events.")] = 100,
+) -> Response:
+    """The account's events after `after`, oldest first (for clients that cannot hold a
+    stream); `next_cursor` is the last id given, or `after` when there is nothing new."""
+    events = await published_events.after(
+        session, account_id=account.id, after_id=after, limit=limit
+    )
+    cursor = events[-1].id if events else after
+    body = f'{{"data":[{",".join(e.json for e in events)}],"next_cursor":{cursor}}}'
+    return Response(body, media_type="application/json")
+
+
+def _resume_from(last_event_id: str | None) -> int | None:
+    if last_event_id is None or not last_event_id.strip():
+        return None
+    value = last_event_id.strip()
+    if not value.isascii() or not value.isdigit() or int(value) > MAX_EVENT_ID:
+        raise AppError(
+            "Last-Event-ID must be the id of an event this stream sent (a whole number)",
+            code="bad_last_event_id",
+        )
+    return int(value)
+
+
+@router.get(
+    "/stream",
+    response_class=EventSourceResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "Events as they happen."},
+        429: {"description": "The account has too many streams open."},
+    },
+)
+async def stream_events(
+    request: Request,
+    account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
+    last_event_id: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> EventSourceResponse:
+    """Every event of the account as it happens (Server-Sent Events; `id`, `event` = type,
+    `data` = the event's JSON). Send `Last-Event-ID` to resume after that event without a
+    gap or a repeat; without it, the stream starts after the newest event. A comment every
+    15 s keeps proxies from closing it."""
+    resume = _resume_from(last_event_id)
+    newest = await published_events.newest_id(session)
+    if resume is not None and resume > newest:
+        raise AppError(
+            f"Last-Event-ID {resume} is newer than the newest event ({newest})",
+            code="bad_last_event_id",
+        )
+    hub: Hub = request.app.state.hub
+    try:
+        listener = hub.listen(account.id)
+    except TooManyStreams as exc:
+        raise TooManyRequests(f"{exc}; close one first", code="too_many_streams") from exc
+    return EventSourceResponse(
+        _events(
+            request.app.state.read_sessionmaker,
+            hub,
+            listener,
+            newest if resume is None else resume,
+        ),
+        ping=settings.stream_heartbeat_seconds,
+        send_timeout=settings.stream_send_timeout_seconds,
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        # The listener goes with the response, however it ends (even never started).
+        background=BackgroundTask(hub.stop_listening, listener),
+    )
+
+
+async def _events(
+    read_sessionmaker: async_sessionmaker[AsyncSession], hub: Hub, listener: Listener, cursor: int
+) -> AsyncIterator[ServerSentEvent]:
+    """The account's events after `cursor`, then each new one as the publisher wakes us."""
+    try:
+        while True:
+            listener.wake.clear()  # before the read: a wake during it waits for the next wait
+            async with read_sessionmaker() as session:
+                events = await published_events.after(
+                    session, account_id=listener.account_id, after_id=cursor, limit=STREAM_PAGE
+                )
+            for event in events:
+                yield ServerSentEvent(data=event.json, id=str(event.id), event=event.type)
+                cursor = event.id
+            if len(events) < STREAM_PAGE:
+                await listener.wake.wait()
+    finally:
+        hub.stop_listening(listener)

@@ -1,0 +1,229 @@
+"""The event stream and the page of events: what arrives, resuming, caps and bad input."""
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.main import create_app
+from app.settings import Settings
+from tests.factories import AccountHandle, order_body
+from tests.servers import serve_in_thread
+from tests.streams import streaming
+from tests.waiting import eventually
+
+ADMIN = {"Authorization": "Bearer test-admin-key-0123456789"}
+
+
+@contextlib.contextmanager
+def running(settings: Settings, **overrides: Any) -> Iterator[str]:
+    """The app on a real socket (streams need one), with its lifespan; yields its base URL."""
+    with serve_in_thread(create_app(settings.model_copy(update=overrides)), lifespan="on") as url:
+        yield url
+
+
+@pytest.fixture
+def base_url(settings: Settings) -> Iterator[str]:
+    """One running service on this test's database."""
+    with running(settings, stream_heartbeat_seconds=0.2) as url:
+        yield url
+
+
+async def new_account(base_url: str, name: str = "Ada") -> AccountHandle:
+    """An account made through the admin API."""
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.post("/v1/accounts", json={"name": name}, headers=ADMIN)
+    assert response.status_code == 201, response.text
+    return AccountHandle(response.json()["id"], response.json()["api_key"])
+
+
+async def place(base_url: str, account: AccountHandle, **overrides: Any) -> str:
+    """Place an order; its id."""
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.post(
+            "/v1/orders", json=order_body(**overrides), headers=account.headers
+        )
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+async def cancel(base_url: str, account: AccountHandle, order_id: str) -> None:
+    """Cancel an order."""
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
+    assert response.status_code == 200, response.text
+
+
+def types_of(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(type, order id) of each event."""
+    return [(event["type"], event["order_id"]) for event in events]
+
+
+class TestStream:
+    async def test_each_event_of_the_account_arrives_as_it_happens_with_the_order(
+        self, base_url: str
+    ) -> None:
+        ada, bob = await new_account(base_url), await new_account(base_url, "Bob")
+        async with (
+            streaming(base_url, ada.api_key) as ada_sees,
+            streaming(base_url, bob.api_key) as bob_sees,
+        ):
+            order = await place(base_url, ada, name="run 1")
+            await ada_sees.until(lambda events: len(events) == 1)
+            await cancel(base_url, ada, order)
+            bobs = await place(base_url, bob)
+            events = await ada_sees.until(lambda events: len(events) == 2)
+            await bob_sees.until(lambda events: len(events) == 1)
+        assert types_of(events) == [("order.placed", order), ("order.cancelled", order)]
+        placed, cancelled = events
+        assert placed["data"]["name"] == "run 1" and placed["message"].startswith("Order placed")
+        assert cancelled["data"]["status"] == "cancelled"
+        assert cancelled["id"] > placed["id"]
+        # The same setup shows Bob his own order, and only his.
+        assert types_of(bob_sees.events) == [("order.placed", bobs)]
+
+    async def test_a_new_stream_starts_after_the_newest_event(self, base_url: str) -> None:
+        ada = await new_account(base_url)
+        before = await place(base_url, ada)
+        async with httpx.AsyncClient(base_url=base_url) as client:
+
+            async def published() -> list[Any]:
+                page = await client.get("/v1/events", headers=ada.headers)
+                return list(page.json()["data"])
+
+            await eventually(published)
+        async with streaming(base_url, ada.api_key) as seen:
+            after = await place(base_url, ada)
+            events = await seen.until(lambda events: len(events) >= 1)
+        assert types_of(events) == [("order.placed", after)]
+        assert before != after
+
+    async def test_heartbeat_comments_keep_an_idle_stream_alive(self, base_url: str) -> None:
+        ada = await new_account(base_url)
+        lines: list[str] = []
+        async with (
+            httpx.AsyncClient(base_url=base_url, timeout=10) as client,
+            client.stream("GET", "/v1/events/stream", headers=ada.headers) as response,
+        ):
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for line in response.aiter_lines():
+                lines.append(line)
+                if sum(line.startswith(":") for line in lines) >= 2:
+                    break
+        comments = [line for line in lines if line.startswith(":")]
+        assert len(comments) == 2 and all(c.startswith(": ping") for c in comments)
+
+
+class TestResume:
+    async def test_last_event_id_resumes_without_a_gap_or_a_repeat_across_a_restart(
+        self, settings: Settings
+    ) -> None:
+        with running(settings) as first:
+            ada = await new_account(first)
+            async with streaming(first, ada.api_key) as seen:
+                orders = [await place(first, ada) for _ in range(3)]
+                events = await seen.until(lambda events: len(events) == 3)
+            resume_after = events[1]["id"]  # as if the third never reached the client
+            later = await place(first, ada)
+        with running(settings) as second:  # a new process on the same database
+            last = await place(second, ada)
+            async with streaming(second, ada.api_key, last_event_id=resume_after) as resumed:
+                got = await resumed.until(lambda events: len(events) >= 3)
+        assert types_of(got) == [
+            ("order.placed", orders[2]),
+            ("order.placed", later),
+            ("order.placed", last),
+        ]
+        assert got[0] == events[2]  # the same event, as the first stream sent it
+
+    async def test_events_written_by_another_replica_arrive(
+        self, settings: Settings, backend: str
+    ) -> None:
+        if backend != "postgres":
+            pytest.skip("replicas share a PostgreSQL database (an SQLite file has one process)")
+        with running(settings) as one, running(settings) as two:
+            ada = await new_account(one)
+            async with streaming(two, ada.api_key) as seen_on_two:
+                first = await place(one, ada)
+                events = await seen_on_two.until(lambda events: len(events) == 1)
+            second = await place(one, ada)
+            async with streaming(one, ada.api_key, last_event_id=events[0]["id"]) as resumed_on_one:
+                third = await place(two, ada)
+                got = await resumed_on_one.until(lambda events: len(events) == 2)
+        assert types_of(events) == [("order.placed", first)]
+        assert types_of(got) == [("order.placed", second), ("order.placed", third)]
+
+
+class TestLimits:
+    async def test_past_the_cap_a_stream_is_refused_with_429_until_one_closes(
+        self, settings: Settings
+    ) -> None:
+        with running(settings, stream_max_per_account=2) as url:
+            ada, bob = await new_account(url), await new_account(url, "Bob")
+            async with streaming(url, ada.api_key) as one:
+                async with streaming(url, ada.api_key) as two:
+                    assert one.status_code == two.status_code == 200
+                    async with httpx.AsyncClient(base_url=url) as client:
+                        refused = await client.get("/v1/events/stream", headers=ada.headers)
+                    async with streaming(url, bob.api_key) as bobs:
+                        assert bobs.status_code == 200  # the cap is per account
+                assert refused.status_code == 429
+                assert refused.json()["error"]["code"] == "too_many_streams"
+
+                async def reopened() -> bool:
+                    async with streaming(url, ada.api_key) as three:
+                        return three.status_code == 200
+
+                assert await eventually(reopened)
+
+    @pytest.mark.parametrize("value", ["abc", "-1", "1.5", "1e3"])
+    async def test_a_last_event_id_that_is_not_an_id_is_a_400(
+        self, base_url: str, value: str
+    ) -> None:
+        ada = await new_account(base_url)
+        async with httpx.AsyncClient(base_url=base_url) as client:
+            response = await client.get(
+                "/v1/events/stream", headers={**ada.headers, "Last-Event-ID": value}
+            )
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "bad_last_event_id"
+
+    async def test_a_last_event_id_newer_than_any_event_is_a_400(self, base_url: str) -> None:
+        ada = await new_account(base_url)
+        async with httpx.AsyncClient(base_url=base_url) as client:
+            response = await client.get(
+                "/v1/events/stream", headers={**ada.headers, "Last-Event-ID": "999999"}
+            )
+        assert response.status_code == 400
+        assert "newer than the newest event" in response.json()["error"]["message"]
+
+    async def test_a_stream_needs_an_account_key(self, base_url: str) -> None:
+        async with httpx.AsyncClient(base_url=base_url) as client:
+            anonymous = await client.get("/v1/events/stream")
+            admin = await client.get("/v1/events/stream", headers=ADMIN)
+        assert anonymous.status_code == 401 and admin.status_code == 403
+
+
+class TestPage:
+    async def test_pages_follow_next_cursor_oldest_first_and_show_only_the_account(
+        self, base_url: str
+    ) -> None:
+        ada, bob = await new_account(base_url), await new_account(base_url, "Bob")
+        orders = [await place(base_url, ada) for _ in range(3)]
+        await place(base_url, bob)
+        async with httpx.AsyncClient(base_url=base_url, headers=ada.headers) as client:
+
+            async def all_published() -> dict[str, Any] | None:
+                page = (await client.get("/v1/events", params={"limit": 2})).json()
+                return page if len(page["data"]) == 2 else None
+
+            first = await eventually(all_published)
+            second = (await client.get("/v1/events", params={"after": first["next_cursor"]})).json()
+            empty = (await client.get("/v1/events", params={"after": second["next_cursor"]})).json()
+            bad = await client.get("/v1/events", params={"after": "-3"})
+        assert [e["order_id"] for e in first["data"] + second["data"]] == orders
+        assert first["next_cursor"] == first["data"][-1]["id"]
+        assert empty == {"data": [], "next_cursor": second["next_cursor"]}
+        assert bad.status_code == 422
