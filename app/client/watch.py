@@ -177,8 +177,11 @@ class Watch:
         if self.order_id is None or not kind.startswith("order."):
             return None
         order = event.get("data")
-        if isinstance(order, dict) and order.get("status"):
-            return self._settled(order)
+        if isinstance(order, dict):
+            self.order = {**(self.order or {}), **order}
+        # The type says what this event is; `data` is the order as it was when the event was
+        # published, which may be later (an `order.placed` whose order is cancelled by then):
+        # its own event follows, so the lines printed and the outcome agree.
         status = kind.removeprefix("order.")
         return self._decide(status) if status in STATUS_TYPES else None
 
@@ -202,11 +205,11 @@ class Watch:
 
     def _outcome(self, status: str) -> str:
         order = self.order or {}
-        machine = machine_got(order.get("deployment"))
         ip = order_ip(order)
         if status == "running" and ip:
+            machine = machine_got({**order["deployment"], "ip": None})
             return f"{self.order_id} is running at {ip} ({machine})"
-        return f"{self.order_id} is {status}: {machine}"
+        return f"{self.order_id} is {status}: {machine_got(order.get('deployment'))}"
 
     def _finish(self, line: str | None) -> None:
         """The last line: the order itself for scripts, the outcome for people."""

@@ -97,6 +97,19 @@ def test_a_change_between_connecting_and_reading_the_order_is_not_missed(
     assert ran.lines()[1].startswith(RUNNING_LINE)
 
 
+def test_the_event_type_decides_not_a_newer_order_in_its_data(
+    autoprovision: Autoprovision, fake: FakeStream
+) -> None:
+    command = Background(autoprovision, "watch", ORDER, "--until", "running")
+    connected(fake, "stream -", f"order {ORDER}")
+    # published late: by then the order was cancelled, and its own event comes next
+    fake.publish("placed", order_json(ORDER, "cancelled"), "Order placed.")
+    fake.publish("cancelled", order_json(ORDER, "cancelled"), "Cancelled by you.")
+    ran = command.result()
+    assert ran.code == 1
+    assert [line.split("  ")[2] for line in ran.lines()] == ["order.placed", "order.cancelled"]
+
+
 def test_until_deployed_is_reached_by_deployed(
     autoprovision: Autoprovision, fake: FakeStream
 ) -> None:
