@@ -2,13 +2,14 @@
 golden path (`orders place ... --json`, then `watch ORDER --until running` exits 0 with the
 IP), a watched order cancelled meanwhile, and offers with the orders they satisfy."""
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.client.api import KEY_ENV, URL_ENV
 from app.main import create_app
@@ -50,6 +51,38 @@ class Answered:
         await self.app(scope, receive, send)
         if scope["type"] == "http":
             self.requests.append(f"{scope['method']} {scope['path']}")
+
+
+class DropFirstStream:
+    """In front of the service: the first event stream ends right after its first event, as
+    when a network drops it; later streams pass. Records each stream's Last-Event-ID."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.resumed_after: list[str | None] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/events/stream":
+            await self.app(scope, receive, send)
+            return
+        last = dict(scope["headers"]).get(b"last-event-id")
+        self.resumed_after.append(last.decode() if last else None)
+        if len(self.resumed_after) > 1:
+            await self.app(scope, receive, send)
+            return
+        ended = False
+
+        async def until_the_first_event(message: Message) -> None:
+            nonlocal ended
+            if ended:
+                raise OSError("the test dropped this stream")
+            await send(message)
+            if message["type"] == "http.response.body" and b"\nid: " in b"\n" + message["body"]:
+                ended = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        with contextlib.suppress(OSError):
+            await self.app(scope, receive, until_the_first_event)
 
 
 @dataclass
@@ -162,3 +195,32 @@ def test_offers_show_the_price_with_fees_and_the_orders_they_satisfy(
     assert row.split()[:6] == ["hyperstack", "CANADA-1", "n3-H100x1", "1x", "H100", "pcie"]
     assert "$2.62" in row and order_id in row
     assert any(line.startswith("hyperstack: read 20") for line in ran.lines())
+
+
+def test_a_dropped_stream_is_resumed_after_its_last_event(
+    autoprovision: Autoprovision,
+    database_url: str,
+    sim_url: str,
+    sim: SimControlSync,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dropping = DropFirstStream(create_app(live_settings(database_url, sim_url)))
+    front = Answered(dropping)
+    with serve_in_thread(front, lifespan="on") as url:
+        live = Service(url, front)
+        key = signed_in(live, monkeypatch).key
+        order_id = autoprovision("orders", "place", *H100, "--json").json()["id"]
+        watching = Background(autoprovision, "watch", order_id, "--until", "running", "--json")
+        live.watching(order_id)
+        sim.stock(*HYPER_H100, 1)
+        ran = watching.result(seconds=30)
+        assert ran.code == 0, ran.err
+        *events, order = [json.loads(line) for line in ran.lines()]
+        page = httpx.get(f"{url}/v1/events", headers={"Authorization": f"Bearer {key}"}).json()
+    assert dropping.resumed_after == [None, str(events[0]["id"])]  # dropped after the first
+    ids = [event["id"] for event in events]
+    published = [e["id"] for e in page["data"] if ids[0] <= e["id"] <= ids[-1]]
+    assert ids == published and len(ids) >= 3  # no gap, no repeat, in order
+    types = [event["type"] for event in events]
+    assert "order.deploying" in types and types[-2:] == ["order.deployed", "order.running"]
+    assert order["status"] == "running" and order["deployment"]["ip"]
