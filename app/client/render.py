@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-PIPE_WIDTH = 200  # printed into a pipe or file: no terminal to fit, so lines stay whole
+PIPE_WIDTH = 1000  # printed into a pipe or file: no terminal to fit, so lines stay whole
 
 
 def console() -> Console:
