@@ -202,8 +202,8 @@ class Api:
         return answer_of(response, self.target)
 
     def post(self, path: str, body: Any = None, *, idempotency_key: str | None = None) -> Answer:
-        """POST `body`; with an Idempotency-Key, a request that got no answer is sent once more
-        with the same key (the service does it at most once)."""
+        """POST `body`; with an Idempotency-Key, once more with it if no answer came."""
+        # The service does the work at most once per key, so a retry can never place twice.
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         tries = 2 if idempotency_key else 1
         failure: httpx.TransportError | None = None

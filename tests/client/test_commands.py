@@ -175,8 +175,11 @@ class TestGetCancelEvents:
         ran = autoprovision("orders", "cancel", order_id)
         assert (ran.code, ran.out) == (0, f"Cancelled {order_id} (cancelled).\n")
         again = autoprovision("orders", "cancel", order_id)
-        assert again.code == 1
+        assert again.code == 1 and again.out == ""
         assert "only a waiting order can be cancelled (order_not_waiting, HTTP 409)" in again.err
+        other = place(autoprovision)
+        as_json = autoprovision("orders", "cancel", other, "--json").json()
+        assert (as_json["id"], as_json["status"]) == (other, "cancelled")
 
     def test_events_are_the_timeline(self, autoprovision: Autoprovision, account: Account) -> None:
         order_id = place(autoprovision)
