@@ -27,10 +27,11 @@ def serve_in_thread(
     *,
     lifespan: Literal["auto", "on", "off"] = "auto",
     certificate: Certificate | None = None,
+    port: int | None = None,
 ) -> Iterator[str]:
-    """Serve `app` with uvicorn in a background thread (over HTTPS with `certificate`); yields
-    its base URL."""
-    port = free_port()
+    """Serve `app` with uvicorn in a background thread (over HTTPS with `certificate`; on
+    `port`, or a free one); yields its base URL."""
+    port = port or free_port()
     config = uvicorn.Config(
         app,
         host="127.0.0.1",

@@ -92,8 +92,9 @@ async def stream_events(
 ) -> EventSourceResponse:
     """Every event of the account as it happens (Server-Sent Events; `id`, `event` = type,
     `data` = the event's JSON). Send `Last-Event-ID` to resume after that event without a
-    gap or a repeat; without it, the stream starts after the newest event. A comment every
-    15 s keeps proxies from closing it."""
+    gap or a repeat; without it, the stream starts after the newest event. The first line is
+    the comment `: heartbeat 15`, and a comment comes that often, so proxies keep it open and
+    a client that hears nothing for longer can tell the connection is dead."""
     resume = _resume_from(last_event_id)
     newest = await published_events.newest_id(session)
     if resume is not None and resume > newest:
@@ -112,6 +113,7 @@ async def stream_events(
             hub,
             listener,
             newest if resume is None else resume,
+            heartbeat=settings.stream_heartbeat_seconds,
         ),
         ping=settings.stream_heartbeat_seconds,
         send_timeout=settings.stream_send_timeout_seconds,
@@ -122,10 +124,18 @@ async def stream_events(
 
 
 async def _events(
-    read_sessionmaker: async_sessionmaker[AsyncSession], hub: Hub, listener: Listener, cursor: int
+    read_sessionmaker: async_sessionmaker[AsyncSession],
+    hub: Hub,
+    listener: Listener,
+    cursor: int,
+    *,
+    heartbeat: float,
 ) -> AsyncIterator[ServerSentEvent]:
     """The account's events after `cursor`, then each new one as the publisher wakes us."""
     try:
+        # First, how often a heartbeat comes: a client that hears nothing for longer knows
+        # the connection is dead even when no FIN reached it (a laptop asleep, a lost route).
+        yield ServerSentEvent(comment=f"heartbeat {heartbeat:g}")
         while True:
             listener.wake.clear()  # before the read: a wake during it waits for the next wait
             async with read_sessionmaker() as session:

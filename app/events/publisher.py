@@ -30,11 +30,13 @@ class Publisher:
         hub: Hub,
         *,
         poll_seconds: float = POLL_SECONDS,
+        batch: int = published_events.PUBLISH_BATCH,
     ) -> None:
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
         self.hub = hub
         self.poll_seconds = poll_seconds
+        self.batch = batch
         self.position = 0  # the newest event id this process has woken streams for
         self._task: asyncio.Task[None] | None = None
 
@@ -60,9 +62,9 @@ class Publisher:
             pending = await published_events.has_pending(session)
         while pending:
             async with session_scope(self.sessionmaker) as session:
-                done = await published_events.publish_pending(session)
+                done = await published_events.publish_pending(session, limit=self.batch)
             published += done
-            pending = done == published_events.PUBLISH_BATCH
+            pending = done == self.batch
         async with self.read_sessionmaker() as session:
             news = await published_events.newest_by_account(session, after_id=self.position)
         if news:

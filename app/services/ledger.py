@@ -18,6 +18,7 @@ from app.errors import Conflict, InsufficientFunds, NotFound
 from app.ids import new_id
 from app.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
 from app.money import format_usd
+from app.services import account_events
 
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _accounts = cast(Table, Account.__table__)
@@ -103,10 +104,17 @@ def _columns(row: Any) -> dict[str, Any]:
 async def credit(
     session: AsyncSession, *, account_id: str, amount: Decimal, note: str | None = None
 ) -> LedgerEntry:
-    """Add money to an account (a top-up)."""
-    return await _run(
+    """Add money to an account (a top-up), and say so on its timeline (and event stream)."""
+    entry = await _run(
         session, _add_money, account_id=account_id, amount=amount, kind=LedgerKind.TOPUP, note=note
     )
+    account_events.add(
+        session,
+        account_id=account_id,
+        kind="credited",
+        message=f"{format_usd(amount)} added to the balance{f' ({note})' if note else ''}.",
+    )
+    return entry
 
 
 async def refund(

@@ -87,8 +87,8 @@ async def publish_pending(session: AsyncSession, *, limit: int = PUBLISH_BATCH) 
             }
         )
     connection = await session.connection()
-    for row in rows:  # one by one: each takes the next id in this order
-        await connection.execute(insert(PublishedEvent), row)
+    # One executemany: the rows are inserted, and take their ids, in this list's order.
+    await connection.execute(insert(PublishedEvent), rows)
     for model in (OrderEvent, AccountEvent):
         ids = [r["source_id"] for r in rows if (r["order_id"] is None) == (model is AccountEvent)]
         if ids:

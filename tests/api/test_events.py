@@ -1,13 +1,17 @@
 """The event stream and the page of events: what arrives, resuming, caps and bad input."""
 
 import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from app.api.schemas import OrderCreate
+from app.db import create_engine, create_sessionmaker, session_scope
 from app.main import create_app
+from app.services import orders
 from app.settings import Settings
 from tests.factories import AccountHandle, order_body
 from tests.servers import serve_in_thread
@@ -84,6 +88,18 @@ class TestStream:
         # The same setup shows Bob his own order, and only his.
         assert types_of(bob_sees.events) == [("order.placed", bobs)]
 
+    async def test_a_top_up_arrives_as_an_account_event(self, base_url: str) -> None:
+        ada = await new_account(base_url)
+        async with streaming(base_url, ada.api_key) as seen:
+            async with httpx.AsyncClient(base_url=base_url) as client:
+                topped = await client.post(
+                    f"/v1/accounts/{ada.id}/credits", json={"amount": "5"}, headers=ADMIN
+                )
+            assert topped.status_code == 201
+            (event,) = await seen.until(lambda events: len(events) == 1)
+        assert event["type"] == "account.credited" and event["order_id"] is None
+        assert event["message"] == "$5.00 added to the balance." and event["data"] is None
+
     async def test_a_new_stream_starts_after_the_newest_event(self, base_url: str) -> None:
         ada = await new_account(base_url)
         before = await place(base_url, ada)
@@ -110,10 +126,11 @@ class TestStream:
             assert response.headers["content-type"].startswith("text/event-stream")
             async for line in response.aiter_lines():
                 lines.append(line)
-                if sum(line.startswith(":") for line in lines) >= 2:
+                if sum(line.startswith(":") for line in lines) >= 3:
                     break
-        comments = [line for line in lines if line.startswith(":")]
-        assert len(comments) == 2 and all(c.startswith(": ping") for c in comments)
+        first, *pings = [line for line in lines if line.startswith(":")]
+        assert first == ": heartbeat 0.2"  # how often to expect one, said first
+        assert len(pings) == 2 and all(ping.startswith(": ping") for ping in pings)
 
 
 class TestResume:
@@ -206,6 +223,55 @@ class TestLimits:
         assert anonymous.status_code == 401 and admin.status_code == 403
 
 
+async def _place_many(database_url: str, account_id: str, count: int) -> None:
+    """Place `count` orders in one transaction (the service layer, not the API: fast)."""
+    engine = create_engine(database_url)
+    request = OrderCreate(**order_body()).new_order()
+    try:
+        async with session_scope(create_sessionmaker(engine)) as session:
+            for _ in range(count):
+                await orders.place_order(
+                    session, account_id=account_id, request=request, enabled={"verda", "hyperstack"}
+                )
+    finally:
+        await engine.dispose()
+
+
+class TestSlowClient:
+    async def test_a_client_that_stops_reading_is_disconnected_while_a_reading_one_stays(
+        self, settings: Settings
+    ) -> None:
+        app = create_app(settings.model_copy(update={"stream_send_timeout_seconds": 0.5}))
+        with serve_in_thread(app, lifespan="on") as url:
+            ada = await new_account(url)
+            host, port = url.removeprefix("http://").split(":")
+            stalled = socket.socket()
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.connect((host, int(port)))
+            stalled.sendall(
+                f"GET /v1/events/stream HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {ada.api_key}\r\n\r\n".encode()
+            )
+            try:
+                async with streaming(url, ada.api_key) as reader:
+
+                    async def both_open() -> bool:
+                        return app.state.hub.open_streams(ada.id) == 2
+
+                    await eventually(both_open)
+                    # Far more than the socket buffers hold: the stalled client's sends block.
+                    await _place_many(settings.database_url, ada.id, 8000)
+                    await reader.until(lambda events: len(events) == 8000, seconds=120)
+
+                    async def stalled_dropped() -> bool:
+                        return app.state.hub.open_streams(ada.id) == 1
+
+                    await eventually(stalled_dropped, seconds=30)
+                    assert not reader.ended.is_set()  # the one that reads stays connected
+            finally:
+                stalled.close()
+
+
 class TestPage:
     async def test_pages_follow_next_cursor_oldest_first_and_show_only_the_account(
         self, base_url: str
@@ -215,11 +281,12 @@ class TestPage:
         await place(base_url, bob)
         async with httpx.AsyncClient(base_url=base_url, headers=ada.headers) as client:
 
-            async def all_published() -> dict[str, Any] | None:
-                page = (await client.get("/v1/events", params={"limit": 2})).json()
-                return page if len(page["data"]) == 2 else None
+            async def all_published() -> bool:
+                page = (await client.get("/v1/events")).json()
+                return len(page["data"]) == 3
 
-            first = await eventually(all_published)
+            await eventually(all_published)
+            first = (await client.get("/v1/events", params={"limit": 2})).json()
             second = (await client.get("/v1/events", params={"after": first["next_cursor"]})).json()
             empty = (await client.get("/v1/events", params={"after": second["next_cursor"]})).json()
             bad = await client.get("/v1/events", params={"after": "-3"})

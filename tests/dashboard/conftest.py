@@ -4,6 +4,7 @@ They skip, saying why, when Chromium is missing; `.ci/run` installs Debian's.
 Each test leaves a screenshot in test-artifacts/screenshots/.
 """
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControlSync
 from tests.conftest import ADMIN_KEY
-from tests.servers import serve_in_thread
+from tests.servers import free_port, serve_in_thread
 from tests.watcher.conftest import live_settings
 
 CHROMIUM = os.environ.get("AUTOPROVISION_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -67,16 +68,45 @@ def sim(sim_url: str) -> Iterator[SimControlSync]:
         yield control
 
 
+class Service:
+    """The service on a port of its own, which a test may stop and start again there."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self._running: contextlib.ExitStack | None = None
+
+    def start(self) -> str:
+        """Serve (a new process's worth of app) on the port; the URL."""
+        self._running = contextlib.ExitStack()
+        app = create_app(self.settings)
+        return self._running.enter_context(serve_in_thread(app, lifespan="on", port=self.port))
+
+    def stop(self) -> None:
+        """Stop serving: connections are closed, the port refuses."""
+        if self._running is not None:
+            self._running.close()
+            self._running = None
+
+
 @pytest.fixture
-def service(
+def running_service(
     sim: SimControlSync, sim_url: str, sqlite_template: Path, tmp_path: Path
-) -> Iterator[str]:
-    """The service with its watcher, on a database of this test's own; yields its URL."""
+) -> Iterator[Service]:
+    """The service with its watcher, on a database of this test's own."""
     database = tmp_path / "dashboard.db"
     shutil.copyfile(sqlite_template, database)
     settings: Settings = live_settings(f"sqlite+aiosqlite:///{database}", sim_url)
-    with serve_in_thread(create_app(settings), lifespan="on") as url:
-        yield url
+    service = Service(settings)
+    service.start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def service(running_service: Service) -> str:
+    """The running service's URL."""
+    return f"http://127.0.0.1:{running_service.port}"
 
 
 class Api:

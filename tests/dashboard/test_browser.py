@@ -1,12 +1,13 @@
 """The dashboard in a real browser: sign in, place, watch, cancel, offers, account."""
 
 import re
+from datetime import datetime
 from typing import Any
 
 from playwright.sync_api import Page, expect
 
 from app.simulators.control import SimControlSync
-from tests.dashboard.conftest import Api
+from tests.dashboard.conftest import Api, Service
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
 SLOW = 15_000  # ms: deploy, boot and the page's next poll
@@ -73,6 +74,39 @@ def test_an_order_placed_in_the_form_waits_then_deploys_and_runs_without_a_reloa
     timeline = page.get_by_test_id("timeline")
     expect(timeline).to_contain_text("create sent")
     expect(timeline).to_contain_text(re.compile(r"Running at \d+\.\d+\.\d+\.\d+"))
+
+
+# Notes, in the page, when an order's status cell first shows `status` (epoch ms): the row may
+# be rebuilt, so the whole table is watched.
+WATCH_STATUS = """([orderId, status]) => {
+  window.__notReloaded = true;
+  window.__shownAt = null;
+  const cell = () => document.querySelector(`tr[data-order-id="${orderId}"] [data-field="status"]`);
+  new MutationObserver(() => {
+    if (window.__shownAt === null && cell()?.textContent === status) window.__shownAt = Date.now();
+  }).observe(document.body, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def test_with_the_event_stream_open_a_deploy_shows_within_a_second_without_a_reload(
+    page: Page, api: Api, sim: SimControlSync
+) -> None:
+    order = api.place(**h100(name="live"))
+    sign_in(page, api.key)
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    status = row(page, order["id"]).locator('[data-field="status"]')
+    expect(status).to_have_text("waiting")
+    page.evaluate(WATCH_STATUS, [order["id"], "deployed"])
+    sim.stock(*HYPER_H100, 1)
+    expect(status).to_have_text("deployed", timeout=SLOW)
+    shown_at = page.evaluate("window.__shownAt") / 1000
+    events = api.client.get("/v1/events", headers=api.headers).json()["data"]
+    (deployed,) = [e for e in events if e["type"] == "order.deployed"]
+    happened_at = datetime.fromisoformat(deployed["timestamp"]).timestamp()
+    # The fallback poll runs every 30 s while the stream is open: only the stream makes this.
+    assert 0 <= shown_at - happened_at < 1.0, shown_at - happened_at
+    assert page.evaluate("window.__notReloaded") is True
+    expect(page.locator("#who")).to_contain_text("$97.38 available")
 
 
 def test_cancelling_asks_first_and_only_cancels_that_order(page: Page, api: Api) -> None:
@@ -155,12 +189,15 @@ def test_at_phone_width_the_orders_fit_the_screen(page: Page, api: Api) -> None:
 
 
 def test_when_the_service_cannot_be_reached_the_page_says_so_and_recovers(
-    page: Page, api: Api
+    page: Page, api: Api, running_service: Service
 ) -> None:
     api.place(**h100(name="still here"))
     sign_in(page, api.key)
-    page.route("**/v1/**", lambda route: route.abort())
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    running_service.stop()  # the stream drops, and every request is refused
     expect(page.get_by_text("Cannot reach the service")).to_be_visible(timeout=SLOW)
-    page.unroute("**/v1/**")
+    expect(page.locator("#live")).to_have_attribute("data-state", "polling")
+    running_service.start()
     expect(page.get_by_text("Cannot reach the service")).to_be_hidden(timeout=SLOW)
+    expect(page.locator("#live")).to_have_attribute("data-state", "live", timeout=SLOW)
     expect(page.get_by_text("still here")).to_be_visible()

@@ -1,4 +1,5 @@
-// Dashboard entry point: sign-in, hash routing, the 2-second poll loop and shared UI (banner, notices, confirm dialog).
+// Dashboard entry point: sign-in, hash routing, the event stream with the 2-second poll loop as
+// its fallback, and shared UI (banner, notices, confirm dialog).
 
 import { api, apiKey, ApiError, getCatalogue, NetworkError } from "./api.js";
 import { money } from "./dom.js";
@@ -7,13 +8,23 @@ import { mountOrderDetail } from "./detail.js";
 import { mountOffers } from "./offers.js";
 import { mountStock } from "./stock.js";
 import { mountAccount } from "./account.js";
+import { follow } from "./live.js";
 
 const POLL_MS = 2000;
+// While the stream is open, views whose data only changes with the account's events refresh on
+// each event; this slow poll only catches what no event reports (estimates, a lost event).
+const LIVE_POLL_MS = 30000;
+const LIVE_ROUTES = new Set(["orders", "account"]);
+const EVENT_SETTLE_MS = 50; // events that come together cause one refresh
 const $ = (id) => document.getElementById(id);
 
 let view = null; // the mounted view: {refresh(): Promise, title?: Element}
+let viewIsLive = false; // the mounted view changes only with the account's events
 let pollId = 0;
 let timer = null;
+let stream = null; // {stop()} while signed in
+let streamOpen = false;
+let eventTimer = null;
 
 // ---- shared UI -------------------------------------------------------------------------------
 
@@ -90,7 +101,38 @@ async function poll(id) {
   } catch (err) {
     if (id === pollId) handleError(err);
   }
-  if (id === pollId && apiKey.get()) timer = setTimeout(() => poll(id), POLL_MS);
+  const every = streamOpen && viewIsLive ? LIVE_POLL_MS : POLL_MS;
+  if (id === pollId && apiKey.get()) timer = setTimeout(() => poll(id), every);
+}
+
+// ---- the event stream --------------------------------------------------------------------------
+
+function setLive(open) {
+  streamOpen = open;
+  $("live").textContent = open ? "Live" : "Polling";
+  $("live").dataset.state = open ? "live" : "polling";
+  $("live").title = open
+    ? "Changes appear the moment they happen (event stream)."
+    : "The event stream is not open: refreshing every 2 seconds until it is back.";
+}
+
+function startStream() {
+  stream?.stop();
+  setLive(false);
+  stream = follow(apiKey.get(), {
+    onOpen: () => {
+      setLive(true);
+      startPolling(); // catch up on anything missed while it was closed
+    },
+    onEvent: () => {
+      clearTimeout(eventTimer);
+      eventTimer = setTimeout(startPolling, EVENT_SETTLE_MS);
+    },
+    onDrop: () => {
+      setLive(false);
+      startPolling();
+    },
+  });
 }
 
 document.addEventListener("visibilitychange", () => {
@@ -118,6 +160,7 @@ function route(focusView) {
   root.replaceChildren();
   const mount = r.id ? mountOrderDetail : { orders: mountOrders, offers: mountOffers, stock: mountStock, account: mountAccount }[r.name];
   view = mount(root, ctx, r.id);
+  viewIsLive = LIVE_ROUTES.has(r.name);
   document.title = `${view.name} · autoprovision`;
   if (focusView) view.title?.focus();
   startPolling();
@@ -134,6 +177,8 @@ function showShell(signedIn) {
 
 function signOut(message = "") {
   apiKey.clear();
+  stream?.stop();
+  stream = null;
   clearTimeout(timer);
   pollId++;
   view = null;
@@ -160,6 +205,7 @@ $("signin-form").addEventListener("submit", async (event) => {
     apiKey.set(key);
     $("api-key").value = "";
     showShell(true);
+    startStream();
     route(true);
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) error.textContent = "That key was not accepted.";
@@ -179,6 +225,7 @@ getCatalogue().then((cat) => ($("dry-run").hidden = !cat.dry_run)).catch(() => {
 
 if (apiKey.get()) {
   showShell(true);
+  startStream();
   route(false);
 } else {
   signOut();
