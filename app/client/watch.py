@@ -11,6 +11,7 @@ connection, there is nothing to resume: a failure is reported at once.
 import asyncio
 import json
 import sys
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -34,6 +35,9 @@ STREAM_PATH = "/v1/events/stream"
 # Heartbeats come every 15 s: a read that waits three of them out has lost the stream.
 READ_TIMEOUT_SECONDS = 45.0
 RECONNECT_PAUSES_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)  # one pause per try, then give up
+# A stream that stayed open this long was working: the reconnects count again from zero (so a
+# proxy that cuts every stream after a minute never makes a quiet watch give up).
+STABLE_SECONDS = 10.0
 ENDED_BADLY = frozenset({"failed", "cancelled", "expired"})
 # Event types `order.<status>` that name the status the order moved to.
 STATUS_TYPES = frozenset({"deploying", "deployed", "running"}) | ENDED_BADLY
@@ -69,7 +73,8 @@ class Watch:
     last_event_id: str | None = None
     order: dict[str, Any] | None = None
     connected: bool = False  # a stream was open once: from now on a drop is worth a retry
-    tries: int = 0  # reconnects since the last event
+    tries: int = 0  # reconnects since the last event or stream that stayed open
+    opened_at: float | None = None  # when the stream being read was opened (monotonic)
 
     async def run(self, timeout: float | None) -> Exit:
         """Follow the stream until the order settles it, or `timeout` seconds pass."""
@@ -100,6 +105,8 @@ class Watch:
                 if not self.connected:
                     raise unreachable(exc, self.target, retry_key=None) from None
                 lost = unreachable(exc, self.target, retry_key=None)
+            if self.opened_at is not None and time.monotonic() - self.opened_at >= STABLE_SECONDS:
+                self.tries = 0
             if self.tries >= len(RECONNECT_PAUSES_SECONDS):
                 raise ClientError(
                     f"lost the event stream: {lost}; gave up after {self.tries} reconnects",
@@ -111,6 +118,7 @@ class Watch:
     async def _read(self, client: httpx.AsyncClient) -> Exit | None:
         """Connect once and read until the stream ends (None) or the watch is settled."""
         first = not self.connected
+        self.opened_at = None
         headers = {"Last-Event-ID": self.last_event_id} if self.last_event_id else {}
         async with aconnect_sse(client, "GET", STREAM_PATH, headers=headers) as source:
             response = source.response
@@ -135,7 +143,7 @@ class Watch:
                     "new enough to have one?",
                     Exit.UNREACHABLE,
                 )
-            self.connected = True
+            self.connected, self.opened_at = True, time.monotonic()
             # Read after the stream is open, so what changes after the read comes as an event;
             # again only when there is no event to resume after (else nothing was missed).
             if self.order_id is not None and (first or self.last_event_id is None):

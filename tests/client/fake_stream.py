@@ -56,6 +56,7 @@ class FakeStream:
         self.orders: dict[str, dict[str, Any]] = {}
         self.requests: list[str] = []  # "stream <Last-Event-ID or ->" and "order <id>", in order
         self.drop_after: int | None = None  # end each stream after sending this many events
+        self.end_at_once = False  # end each stream right after its headers, with no event
         self.refuse: tuple[int, str] | None = None  # answer streams with this status and code
         self.on_order_read: Callable[[], object] | None = None  # runs as a GET is answered
         self._lock = threading.Lock()
@@ -112,7 +113,7 @@ class FakeStream:
             nonlocal position
             sent = 0
             try:
-                while True:
+                while not self.end_at_once:
                     wake.clear()
                     with self._lock:
                         pending = self.events[position:]

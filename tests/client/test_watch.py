@@ -187,6 +187,25 @@ def test_a_stream_that_cannot_be_had_again_is_given_up_on_with_exit_3(
     assert fake.streams() == ["-"] + [str(event_id)] * 3
 
 
+@pytest.mark.parametrize("stable_seconds", [0.0, 60.0])
+def test_streams_that_stay_open_a_while_count_the_reconnects_from_zero(
+    autoprovision: Autoprovision,
+    fake: FakeStream,
+    monkeypatch: pytest.MonkeyPatch,
+    stable_seconds: float,
+) -> None:
+    monkeypatch.setattr(watch, "RECONNECT_PAUSES_SECONDS", (0.01, 0.01))
+    monkeypatch.setattr(watch, "STABLE_SECONDS", stable_seconds)
+    fake.end_at_once = True  # a quiet account behind a proxy that keeps cutting streams
+    ran = autoprovision("watch", "--timeout", "1")
+    if stable_seconds:  # positive control: streams that never last are given up on
+        assert ran.code == 3 and "gave up after 2 reconnects" in ran.err
+        assert len(fake.streams()) == 3
+    else:  # each stream "lasted": the watch goes on until its timeout, reconnecting
+        assert ran.code == 0, ran.err
+        assert len(fake.streams()) > 3
+
+
 def test_without_an_order_every_event_is_a_line_until_the_timeout(
     autoprovision: Autoprovision, fake: FakeStream
 ) -> None:
