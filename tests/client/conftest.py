@@ -2,6 +2,7 @@
 real service served on loopback (storage on SQLite, and on PostgreSQL when configured)."""
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,25 @@ class Ran:
 
 
 Autoprovision = Callable[..., Ran]
+
+
+class Background:
+    """A command running in a thread of its own (a watch), while the test acts on the service."""
+
+    def __init__(self, autoprovision: Autoprovision, *args: str) -> None:
+        self.ran: Ran | None = None
+
+        def run() -> None:
+            self.ran = autoprovision(*args)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def result(self, seconds: float = 15) -> Ran:
+        """What the command did, once it has exited."""
+        self.thread.join(seconds)
+        assert self.ran is not None, "the command did not exit"
+        return self.ran
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,7 @@ from app.client.api import KEY_ENV, URL_ENV
 from app.main import create_app
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControlSync
-from tests.client.conftest import Account, Autoprovision, create_account
-from tests.client.test_watch import Background
+from tests.client.conftest import Account, Autoprovision, Background, create_account
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync
 from tests.watcher.conftest import live_settings

@@ -3,14 +3,13 @@
 with `Last-Event-ID`, `--timeout`, and every refusal as one line."""
 
 import json
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from app.client import watch
 from app.client.api import KEY_ENV, URL_ENV
-from tests.client.conftest import Autoprovision, Ran
+from tests.client.conftest import Autoprovision, Background
 from tests.client.fake_stream import KEY, FakeStream, order_json
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync
@@ -30,25 +29,6 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeStream]:
         monkeypatch.setenv(URL_ENV, url)
         monkeypatch.setenv(KEY_ENV, KEY)
         yield stream
-
-
-class Background:
-    """A command running in a thread of its own, while the test drives the stream."""
-
-    def __init__(self, autoprovision: Autoprovision, *args: str) -> None:
-        self.ran: Ran | None = None
-
-        def run() -> None:
-            self.ran = autoprovision(*args)
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-
-    def result(self, seconds: float = 15) -> Ran:
-        """What the command did, once it has exited."""
-        self.thread.join(seconds)
-        assert self.ran is not None, "the command did not exit"
-        return self.ran
 
 
 def connected(fake: FakeStream, *requests: str) -> None:
