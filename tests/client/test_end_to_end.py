@@ -216,10 +216,16 @@ def test_a_dropped_stream_is_resumed_after_its_last_event(
         assert ran.code == 0, ran.err
         *events, order = [json.loads(line) for line in ran.lines()]
         page = httpx.get(f"{url}/v1/events", headers={"Authorization": f"Bearer {key}"}).json()
-    assert dropping.resumed_after == [None, str(events[0]["id"])]  # dropped after the first
+    first, resumed = dropping.resumed_after  # the first stream, and one resume after it
+    assert first is None and resumed is not None
+    # The stream was cut after its first event (the order's, or the account's top-up, which
+    # the watch of one order does not print); from it on, each of the order's events once
+    published = [e["id"] for e in page["data"]]
     ids = [event["id"] for event in events]
-    published = [e["id"] for e in page["data"] if ids[0] <= e["id"] <= ids[-1]]
-    assert ids == published and len(ids) >= 3  # no gap, no repeat, in order
+    assert int(resumed) in published and len(ids) >= 3
+    assert ids == [
+        e["id"] for e in page["data"] if e["order_id"] == order_id and e["id"] >= int(resumed)
+    ]
     types = [event["type"] for event in events]
     assert "order.deploying" in types and types[-2:] == ["order.deployed", "order.running"]
     assert order["status"] == "running" and order["deployment"]["ip"]
