@@ -1,22 +1,38 @@
-"""The `autoprovision` command: serve, migrate, sim, admin-key, doctor, demo-history."""
+"""The `autoprovision` command: serve, migrate, sim, admin-key, doctor, demo-history run the
+service; orders, offers, account and watch talk to a running one over its REST API."""
+
+from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-from pydantic import ValidationError
+# The client commands (app/client) need none of the server: it is imported only where a server
+# command runs, so `autoprovision orders list` starts in a tenth of the time.
+if TYPE_CHECKING:
+    from app.settings import Settings
 
-from app.background import LIVE_WITHOUT_CREDENTIALS
-from app.db import create_engine, create_sessionmaker, migrate, session_scope
-from app.main import announce_admin_key, create_app, prepare_database
-from app.providers.registry import configured_providers, variable_name
-from app.services.accounts import reset_admin_key
-from app.settings import Settings, get_settings
+CLIENT_COMMANDS = {
+    "orders": "place, list, get, cancel an order, or read its events (see `orders --help`)",
+    "offers": "what the providers have in stock now, priced with fees",
+    "account": "your balance, what is held, and what is available",
+    "watch": "follow events as they happen; `watch ORDER --until running` waits for its IP",
+}
+CLIENT_EPILOG = (
+    "The client commands (orders, offers, account, watch) talk to a running service: "
+    "--url or AUTOPROVISION_API_URL (default http://127.0.0.1:8000), --key or "
+    "AUTOPROVISION_API_KEY, --json for scripts. Exit codes: 0 done, 1 refused or the order "
+    "failed, 2 bad input, 3 service unreachable. `autoprovision watch --help` and so on."
+)
 
 
 def _serve(settings: Settings) -> None:
+    import uvicorn
+
+    from app.main import announce_admin_key, create_app
+
     new_admin_key = asyncio.run(_prepare(settings))
     shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{shown_host}:{settings.port}"
@@ -66,6 +82,9 @@ def _redacted(database_url: str) -> str:
 
 
 async def _prepare(settings: Settings) -> str | None:
+    from app.db import create_engine
+    from app.main import prepare_database
+
     engine = create_engine(settings.database_url)
     try:
         return await prepare_database(engine, settings)
@@ -74,6 +93,8 @@ async def _prepare(settings: Settings) -> str | None:
 
 
 async def _migrate(settings: Settings) -> None:
+    from app.db import create_engine, migrate
+
     engine = create_engine(settings.database_url)
     try:
         await migrate(engine)
@@ -82,6 +103,9 @@ async def _migrate(settings: Settings) -> None:
 
 
 async def _reset_admin_key(settings: Settings) -> str:
+    from app.db import create_engine, create_sessionmaker, migrate, session_scope
+    from app.services.accounts import reset_admin_key
+
     engine = create_engine(settings.database_url)
     try:
         await migrate(engine)
@@ -106,6 +130,7 @@ async def _doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
+    from app.db import create_engine, create_sessionmaker, migrate
     from app.demo_history import AlreadyGenerated, write_demo_history
     from app.market import Fees
     from app.providers.registry import poll_periods
@@ -142,7 +167,25 @@ async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `autoprovision` command."""
-    parser = argparse.ArgumentParser(prog="autoprovision", description=__doc__)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments and arguments[0] in CLIENT_COMMANDS:
+        from app.client.commands import run
+
+        return run(arguments)
+    return _server_command(arguments)
+
+
+def _server_command(argv: list[str]) -> int:
+    from pydantic import ValidationError
+
+    from app.background import LIVE_WITHOUT_CREDENTIALS
+    from app.main import announce_admin_key
+    from app.providers.registry import configured_providers, variable_name
+    from app.settings import get_settings
+
+    parser = argparse.ArgumentParser(
+        prog="autoprovision", description=__doc__, epilog=CLIENT_EPILOG
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="migrate the database, then serve the API")
     serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
@@ -199,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     history.add_argument(
         "--replace", action="store_true", help="delete earlier generated history first"
     )
+    for name, summary in CLIENT_COMMANDS.items():  # listed for --help; main() runs them
+        commands.add_parser(name, help=summary, add_help=False)
     args = parser.parse_args(argv)
     try:
         settings = get_settings()

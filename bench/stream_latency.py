@@ -31,11 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from common import free_port, git_revision, pg_admin, service_env, start, stop, wait_up
 from httpx_sse import aconnect_sse
 from sqlalchemy.engine import make_url
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import free_port, git_revision, pg_admin, service_env, start, stop, wait_up
 
 ADMIN_KEY = "bench-admin-key-0123456789"
 ORDER = {

@@ -1,6 +1,7 @@
 """Packages import one way: read from the source (an AST walk), not from what happens to load."""
 
 import ast
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -111,3 +112,57 @@ def test_the_walk_sees_imports() -> None:
     """Positive control: the walk finds what is plainly there."""
     edges = graph()
     assert "services" in edges["api"] and "models" in edges["services"]
+
+
+# The client commands speak to the service only through its REST API: they may import the
+# standard library, these, and app.client itself; nothing of the server.
+CLIENT_MAY_IMPORT = {"httpx", "httpx_sse", "typer", "rich"}
+
+
+def modules_of(path: Path) -> set[str]:
+    """Every module a file imports, by its full name (`..x` relative ones as `..x`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            prefix = module if module.endswith(".") else f"{module}."
+            found |= {prefix + alias.name for alias in node.names} | {module}
+    return found
+
+
+def not_for_the_client(path: Path) -> list[str]:
+    """The modules `path` imports that the client may not."""
+    return [
+        module
+        for module in sorted(modules_of(path))
+        if not (
+            module.split(".")[0] in sys.stdlib_module_names | CLIENT_MAY_IMPORT
+            or module in ("app", "app.client")  # `from app.client import x` names both
+            or module.startswith("app.client.")
+            or (module.startswith(".") and not module.startswith(".."))
+        )
+    ]
+
+
+def test_the_client_imports_no_server_module() -> None:
+    wrong = [
+        f"{path.relative_to(APP.parent)} imports {module}"
+        for path in sorted((APP / "client").rglob("*.py"))
+        for module in not_for_the_client(path)
+    ]
+    assert wrong == []
+
+
+def test_the_client_rule_sees_imports(tmp_path: Path) -> None:
+    """Positive control: the client's own imports are seen, and server ones are refused."""
+    seen = set().union(*(modules_of(p) for p in (APP / "client").rglob("*.py")))
+    assert {"httpx", "httpx_sse", "typer", "rich.table", "app.client.api"} <= seen
+    server = tmp_path / "server.py"
+    server.write_text(
+        "import json\nimport sqlalchemy\nfrom app.main import create_app\n"
+        "from app.client import api\nfrom .. import settings\n"
+    )
+    refused = ["..", "..settings", "app.main", "app.main.create_app", "sqlalchemy"]
+    assert not_for_the_client(server) == refused

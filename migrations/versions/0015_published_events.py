@@ -60,9 +60,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("source_id", name="uq_published_events_source_id"),
         sqlite_autoincrement=True,
     )
-    op.create_index(
-        "ix_published_events_account_id_id", "published_events", ["account_id", "id"]
-    )
+    op.create_index("ix_published_events_account_id_id", "published_events", ["account_id", "id"])
 
 
 def downgrade() -> None:

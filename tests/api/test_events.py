@@ -256,7 +256,7 @@ class TestSlowClient:
                 async with streaming(url, ada.api_key) as reader:
 
                     async def both_open() -> bool:
-                        return app.state.hub.open_streams(ada.id) == 2
+                        return bool(app.state.hub.open_streams(ada.id) == 2)
 
                     await eventually(both_open)
                     # Far more than the socket buffers hold: the stalled client's sends block.
@@ -264,7 +264,7 @@ class TestSlowClient:
                     await reader.until(lambda events: len(events) == 8000, seconds=120)
 
                     async def stalled_dropped() -> bool:
-                        return app.state.hub.open_streams(ada.id) == 1
+                        return bool(app.state.hub.open_streams(ada.id) == 1)
 
                     await eventually(stalled_dropped, seconds=30)
                     assert not reader.ended.is_set()  # the one that reads stays connected

@@ -1,0 +1,365 @@
+"""The client commands as a Typer app: `orders` (place, list, get, cancel, events), `offers`,
+`account` and `watch`. `app.cli.main` hands these command names to `run`."""
+
+import asyncio
+import sys
+import uuid
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.client import render
+from app.client.api import (
+    DEFAULT_URL,
+    KEY_ENV,
+    URL_ENV,
+    Api,
+    ClientError,
+    Exit,
+    Target,
+    api_path,
+)
+from app.client.watch import Until, Watch
+
+PROG = "autoprovision"
+COMMANDS = ("orders", "offers", "account", "watch")
+MAX_IDEMPOTENCY_KEY = 255
+
+cli = typer.Typer(
+    name=PROG,
+    help="Talk to a running autoprovision service over its REST API.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+orders = typer.Typer(help="Place, list, read and cancel orders.", no_args_is_help=True)
+cli.add_typer(orders, name="orders")
+
+Url = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        help=f"The service's address (default: ${URL_ENV}, else {DEFAULT_URL}).",
+        show_default=False,
+    ),
+]
+Key = Annotated[
+    str | None,
+    typer.Option(
+        "--key", help=f"Your account's API key (default: ${KEY_ENV}).", show_default=False
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON, for scripts.")]
+OrderId = Annotated[
+    str, typer.Argument(metavar="ORDER_ID", help="The order's id (ord_...).", show_default=False)
+]
+
+
+def _api(url: str | None, key: str | None) -> Api:
+    return Api(Target.resolve(url, key))
+
+
+def _money(value: str, option: str) -> str:
+    """A price as the user wrote it, checked to be a decimal number (no float on the way)."""
+    try:
+        amount: Decimal | None = Decimal(value.strip())
+    except InvalidOperation:
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise typer.BadParameter(f"{value!r} is not an amount like 46.50", param_hint=option)
+    return str(amount)
+
+
+def _listed(values: list[str] | None) -> list[str]:
+    """Repeated options, each possibly comma-separated, as one list."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def _idempotency_key(value: str | None) -> str:
+    if value is None:
+        return str(uuid.uuid4())
+    if not (0 < len(value) <= MAX_IDEMPOTENCY_KEY and value.isascii() and value.isprintable()):
+        raise typer.BadParameter(
+            f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters",
+            param_hint="--idempotency-key",
+        )
+    return value
+
+
+def _ssh_key(line: str | None, path: Path | None) -> str | None:
+    if line is not None and path is not None:
+        raise typer.BadParameter(
+            "give the key or a file holding it, not both",
+            param_hint="--ssh-public-key / --ssh-public-key-file",
+        )
+    if path is None:
+        return line
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        message = f"cannot read {path}: {exc}"
+        raise typer.BadParameter(message, param_hint="--ssh-public-key-file") from None
+
+
+@orders.command("place")
+def place(
+    gpu_model: Annotated[
+        str, typer.Option("--gpu-model", "-g", help="GPU model, e.g. B300 or h100.")
+    ],
+    gpu_count: Annotated[int, typer.Option("--gpu-count", "-n", help="GPUs in the machine.")],
+    provider: Annotated[
+        list[str],
+        typer.Option(
+            "--provider", "-p", help="A provider you accept; repeat, or separate with commas."
+        ),
+    ],
+    max_price: Annotated[
+        str,
+        typer.Option(
+            "--max-price",
+            help="max_price_per_hour: the most you pay per hour for the whole machine, fees "
+            "included (USD, e.g. 46.50).",
+        ),
+    ],
+    region: Annotated[
+        list[str] | None,
+        typer.Option("--region", "-r", help="A region you accept; repeat. Default: any."),
+    ] = None,
+    min_disk_gb: Annotated[
+        int | None, typer.Option("--min-disk-gb", help="Smallest acceptable disk, in GB.")
+    ] = None,
+    interconnect: Annotated[
+        str | None, typer.Option("--interconnect", help="pcie, nvlink or sxm.")
+    ] = None,
+    expires_at: Annotated[
+        str | None,
+        typer.Option(
+            "--expires-at",
+            help="Stop waiting then: ISO 8601 with a timezone, e.g. 2027-01-31T18:00Z.",
+        ),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Your label for the order.")] = None,
+    ssh_public_key: Annotated[
+        str | None,
+        typer.Option("--ssh-public-key", help="One OpenSSH public key line the machine accepts."),
+    ] = None,
+    ssh_public_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ssh-public-key-file", help="A file holding it (e.g. ~/.ssh/id_ed25519.pub)."
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="Retry-safe key: the same key and order within 24 h places it once. "
+            "Default: a new random one.",
+            show_default=False,
+        ),
+    ] = None,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """Place an order: it waits, at no cost, until matching stock appears, then deploys."""
+    body: dict[str, Any] = {
+        "gpu_model": gpu_model,
+        "gpu_count": gpu_count,
+        "providers": _listed(provider),
+        "max_price_per_hour": _money(max_price, "--max-price"),
+    }
+    optional = {
+        "regions": _listed(region) or None,
+        "min_disk_gb": min_disk_gb,
+        "interconnect": interconnect,
+        "expires_at": expires_at,
+        "name": name,
+        "ssh_public_key": _ssh_key(ssh_public_key, ssh_public_key_file),
+    }
+    body.update({field: value for field, value in optional.items() if value is not None})
+    once = _idempotency_key(idempotency_key)
+    with _api(url, key) as api:
+        answer = api.post(api_path("orders"), body, idempotency_key=once)
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    order = answer.body
+    how = "Already placed with this idempotency key" if answer.replayed else "Placed"
+    out = render.console()
+    out.print(f"{how}: {order['id']}, {render.machine_wanted(order)} ({order['status']}).")
+    out.print(f"Follow it: {PROG} watch {order['id']} --until running")
+
+
+@orders.command("list")
+def list_orders(
+    status: Annotated[
+        str | None,
+        typer.Option("--status", "-s", help="Only orders in this status, e.g. waiting, running."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Orders per page (1-100).")] = 20,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Start after this page's next_cursor.")
+    ] = None,
+    all_pages: Annotated[
+        bool, typer.Option("--all", help="Every page, not only the first.")
+    ] = False,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """Your orders, newest first."""
+    params: dict[str, Any] = {"status": status, "limit": limit, "cursor": cursor}
+    with _api(url, key) as api:
+        answer = api.get(api_path("orders"), params)
+        page, found = answer.body, list(answer.body["data"])
+        while all_pages and page.get("next_cursor"):
+            page = api.get(api_path("orders"), {**params, "cursor": page["next_cursor"]}).body
+            found.extend(page["data"])
+    if as_json:
+        render.emit_json({"data": found, "next_cursor": None} if all_pages else answer.text)
+        return
+    out = render.console()
+    if not found:
+        out.print(f"No {status + ' ' if status else ''}orders.")
+        return
+    out.print(render.orders_table(found))
+    if page.get("next_cursor"):
+        more = f" --status {status}" if status else ""
+        out.print(f"More: {PROG} orders list{more} --cursor {page['next_cursor']}  (or --all)")
+
+
+@orders.command("get")
+def get_order(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = False) -> None:
+    """One order: what it wants, its machine once it has one, its expected wait."""
+    with _api(url, key) as api:
+        answer = api.get(api_path("orders", order_id))
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    render.console().print(render.order_detail(answer.body))
+
+
+@orders.command("cancel")
+def cancel(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = False) -> None:
+    """Cancel a waiting order (refused, exit 1, once it is deploying or later)."""
+    with _api(url, key) as api:
+        answer = api.post(api_path("orders", order_id, "cancel"))
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    render.console().print(f"Cancelled {answer.body['id']} ({answer.body['status']}).")
+
+
+@orders.command("events")
+def events(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = False) -> None:
+    """What happened to an order, oldest first, in sentences."""
+    with _api(url, key) as api:
+        answer = api.get(api_path("orders", order_id, "events"))
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    render.console().print(render.events_table(answer.body))
+
+
+@cli.command("offers")
+def offers(
+    gpu_model: Annotated[
+        str | None, typer.Option("--gpu-model", "-g", help="Only this GPU model.")
+    ] = None,
+    gpu_count: Annotated[
+        int | None, typer.Option("--gpu-count", "-n", help="Only machines with this many GPUs.")
+    ] = None,
+    provider: Annotated[
+        str | None, typer.Option("--provider", "-p", help="Only this provider.")
+    ] = None,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """What the providers have in stock now, cheapest first, priced with fees."""
+    params = {"gpu_model": gpu_model, "gpu_count": gpu_count, "provider": provider}
+    with _api(url, key) as api:
+        answer = api.get(api_path("offers"), params)
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    out = render.console()
+    if answer.body["data"]:
+        out.print(render.offers_table(answer.body["data"]))
+    else:
+        out.print("Nothing in stock that matches, as of the latest reads.")
+    for line in render.provider_reads(answer.body.get("providers") or []):
+        out.print(line)
+
+
+@cli.command("account")
+def account(url: Url = None, key: Key = None, as_json: Json = False) -> None:
+    """Your balance, what is held for creates in flight, and what is available."""
+    with _api(url, key) as api:
+        answer = api.get(api_path("account"))
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    render.console().print(render.account_grid(answer.body))
+
+
+@cli.command("watch")
+def watch(
+    order_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="ORDER_ID",
+            help="Only this order's events (default: the whole account's).",
+            show_default=False,
+        ),
+    ] = None,
+    until: Annotated[
+        Until | None,
+        typer.Option(
+            "--until",
+            help="Exit 0 once the order gets this far (running: print its IP); "
+            "exit 1 if it fails, is cancelled or expires first.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Stop after this many seconds: exit 1 with --until (the order did not get "
+            "there in time), else 0.",
+        ),
+    ] = None,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """Print events as they happen, one line each (one JSON object per line with --json)."""
+    if until is not None and order_id is None:
+        raise typer.BadParameter("needs an ORDER_ID: the order to wait for", param_hint="--until")
+    if timeout is not None and not timeout > 0:
+        raise typer.BadParameter("must be more than 0 seconds", param_hint="--timeout")
+    target = Target.resolve(url, key)
+    job = Watch(target, order_id=order_id, until=until, as_json=as_json)
+    code = asyncio.run(job.run(timeout))
+    if code is not Exit.OK:
+        raise typer.Exit(int(code))
+
+
+def run(argv: list[str]) -> int:
+    """Run one client command; its exit code (errors are one line on stderr)."""
+    command = typer.main.get_command(cli)
+    try:
+        command.main(args=argv, prog_name=PROG, standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except ClientError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return int(exc.exit_code)
+    except Exception as exc:  # a bug in the client: still one line, never a traceback
+        sys.stderr.write(f"{PROG}: unexpected error in the client: {type(exc).__name__}: {exc}\n")
+        return int(Exit.REFUSED)
+    return 0

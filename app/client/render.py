@@ -1,0 +1,210 @@
+"""What the client commands print for people (Rich tables and lines) and for scripts (JSON).
+
+Everything shown comes from the API's JSON; amounts are read as Decimal, never float, and text
+from the service is never read as Rich markup.
+"""
+
+import json
+import sys
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+PIPE_WIDTH = 1000  # printed into a pipe or file: no terminal to fit, so lines stay whole
+
+
+def console() -> Console:
+    """A console on stdout that prints text as it is (no markup, no highlighting)."""
+    out = Console(markup=False, highlight=False, emoji=False)
+    if not out.is_terminal:
+        out.width = PIPE_WIDTH
+    return out
+
+
+def emit_json(value: Any) -> None:
+    """One JSON document on one line of stdout (an answer's text, or a value to encode)."""
+    text = value.strip() if isinstance(value, str) else json.dumps(value)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def usd(amount: Any) -> str:
+    """An amount from the API (a decimal string) as `$1,234.50`; never through float."""
+    if amount is None:
+        return "-"
+    try:
+        value = Decimal(str(amount))
+    except InvalidOperation:
+        return str(amount)
+    return f"${value:,}"
+
+
+def when(timestamp: Any) -> str:
+    """An API timestamp as `2026-11-29 14:23:55Z` (UTC, to the second)."""
+    if not timestamp:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(str(timestamp)).astimezone(UTC)
+    except ValueError:
+        return str(timestamp)
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def duration(seconds: int) -> str:
+    """A wait in the largest two units: `2 d 3 h`, `23 h 18 min`, `5 min`, `40 s`."""
+    days, rest = divmod(int(seconds), 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
+    shown = [f"{n} {unit}" for n, unit in parts if n][:2]
+    return " ".join(shown) or "0 s"
+
+
+def machine_wanted(order: dict[str, Any]) -> str:
+    """`8x B300 on verda, hyperstack, up to $45.00/h`."""
+    providers = ", ".join(order.get("providers") or [])
+    wanted = f"{order.get('gpu_count')}x {order.get('gpu_model')} on {providers}"
+    return f"{wanted}, up to {usd(order.get('max_price_per_hour'))}/h"
+
+
+def machine_got(deployment: dict[str, Any] | None) -> str:
+    """`verda FIN-01 1B300.30V at $5.00/h, IP 10.0.0.5`, or `-` before there is one."""
+    if not deployment:
+        return "-"
+    price = usd(deployment.get("price_per_hour_with_fees"))
+    where = f"{deployment.get('provider')} {deployment.get('region')}"
+    got = f"{where} {deployment.get('instance_type')} at {price}/h"
+    return f"{got}, IP {deployment['ip']}" if deployment.get("ip") else got
+
+
+def order_ip(order: dict[str, Any]) -> str | None:
+    """The order's machine's IP, once it has one."""
+    deployment = order.get("deployment") or {}
+    ip = deployment.get("ip")
+    return str(ip) if ip else None
+
+
+def orders_table(orders: list[dict[str, Any]]) -> Table:
+    """Orders, one row each: id, status, what it wants, what it got, when placed."""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("ORDER", no_wrap=True)
+    table.add_column("STATUS", no_wrap=True)
+    table.add_column("WANTS")
+    table.add_column("MACHINE")
+    table.add_column("NAME")
+    table.add_column("PLACED", no_wrap=True)
+    for order in orders:
+        table.add_row(
+            order.get("id"),
+            order.get("status"),
+            machine_wanted(order),
+            machine_got(order.get("deployment")),
+            order.get("name") or "",
+            when(order.get("created_at")),
+        )
+    return table
+
+
+def _estimate(estimate: dict[str, Any] | None) -> str | None:
+    if not estimate:
+        return None
+    window = estimate.get("window", "")
+    if estimate.get("status") != "ok":
+        return f"not enough stock history ({estimate.get('missing') or 'too little data'})"
+    if estimate.get("median_seconds") is not None:
+        return f"typically {duration(estimate['median_seconds'])} (last {window})"
+    if estimate.get("median_more_than_seconds") is not None:
+        longer = duration(estimate["median_more_than_seconds"])
+        return f"more than {longer} (last {window})"
+    return None
+
+
+def order_detail(order: dict[str, Any]) -> Table:
+    """One order as a two-column grid of what a person wants to know."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    rows: list[tuple[str, str | None]] = [
+        ("Order", order.get("id")),
+        ("Name", order.get("name")),
+        ("Status", order.get("status")),
+        ("Wants", machine_wanted(order) + " incl. fees"),
+        ("Regions", ", ".join(order.get("regions") or []) or "any"),
+        ("Min disk", f"{order['min_disk_gb']} GB" if order.get("min_disk_gb") else None),
+        ("Interconnect", order.get("interconnect")),
+        ("No credentials for", ", ".join(order.get("disabled_providers") or []) or None),
+        ("Expires", when(order["expires_at"]) if order.get("expires_at") else None),
+        ("Placed", when(order.get("created_at"))),
+        ("Machine", machine_got(order.get("deployment"))),
+        ("Expected wait", _estimate(order.get("estimate"))),
+    ]
+    for label, value in rows:
+        if value:
+            grid.add_row(label, str(value))
+    return grid
+
+
+def events_table(events: list[dict[str, Any]]) -> Table:
+    """An order's timeline: when, what kind, the sentence."""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("WHEN", no_wrap=True)
+    table.add_column("KIND", no_wrap=True)
+    table.add_column("WHAT HAPPENED")
+    for event in events:
+        table.add_row(when(event.get("created_at")), event.get("kind"), event.get("message"))
+    return table
+
+
+def offers_table(offers: list[dict[str, Any]]) -> Table:
+    """The offers in stock now, cheapest first, with the price a user pays."""
+    table = Table(box=None, pad_edge=False)
+    for name in ("PROVIDER", "REGION", "SKU", "GPUS", "LINK", "AVAILABLE"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("$/H INCL. FEES", justify="right", no_wrap=True)
+    table.add_column("YOUR MATCHING ORDERS")
+    for offer in offers:
+        available = offer.get("available")
+        table.add_row(
+            offer.get("provider"),
+            offer.get("region"),
+            offer.get("sku"),
+            f"{offer.get('gpu_count')}x {offer.get('gpu_model')}",
+            offer.get("interconnect") or "-",
+            "in stock" if available is None else str(available),
+            usd(offer.get("price_per_hour_with_fees")),
+            ", ".join(offer.get("matching_orders") or []),
+        )
+    return table
+
+
+def provider_reads(providers: list[dict[str, Any]]) -> list[str]:
+    """How fresh each provider's stock read is: one line each."""
+    lines = []
+    for read in providers:
+        line = f"{read.get('provider')}: read {when(read.get('fetched_at'))}"
+        if read.get("error"):
+            line += f" (last try failed: {read['error']})"
+        lines.append(line)
+    return lines
+
+
+def account_grid(account: dict[str, Any]) -> Table:
+    """Balance, held and available."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(justify="right")
+    grid.add_row("Account", f"{account.get('id')} ({account.get('name')})")
+    grid.add_row("Balance", usd(account.get("balance")))
+    grid.add_row("Held", usd(account.get("held")))
+    grid.add_row("Available", usd(account.get("available")))
+    return grid
+
+
+def stream_line(event: dict[str, Any]) -> str:
+    """One event of the stream in one line: time, order (or `-`), type, message."""
+    message = " ".join(str(event.get("message") or "").split())
+    order_id = event.get("order_id") or "-"
+    return f"{when(event.get('timestamp'))}  {order_id}  {event.get('type')}  {message}"
