@@ -109,6 +109,27 @@ def test_with_the_event_stream_open_a_deploy_shows_within_a_second_without_a_rel
     expect(page.locator("#who")).to_contain_text("$97.38 available")
 
 
+def test_with_the_stream_open_the_page_asks_nothing_between_events_yet_the_wait_counts(
+    page: Page, api: Api
+) -> None:
+    first = api.place(**h100(name="quiet"))
+    sign_in(page, api.key)
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    waited = row(page, first["id"]).locator('[data-field="waited"]')
+    expect(waited).to_have_text(re.compile(r"^\d+ s$"))
+    shown = waited.inner_text()
+    expect(waited).not_to_have_text(shown)  # past the refreshes of signing in
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    shown = waited.inner_text()
+    expect(waited).not_to_have_text(shown)  # the clock alone moves it
+    assert [url for url in asked if "/v1/" in url] == []
+    # The control: an event (another order placed elsewhere) makes the page ask at once.
+    second = api.place(**h100(name="elsewhere"))
+    expect(row(page, second["id"])).to_be_visible()
+    assert any("/v1/orders" in url for url in asked)
+
+
 def test_cancelling_asks_first_and_only_cancels_that_order(page: Page, api: Api) -> None:
     keep = api.place(**h100(name="keep me"))
     drop = api.place(**h100(name="drop me"))

@@ -135,6 +135,11 @@ function startStream() {
   });
 }
 
+// With the stream open the slow poll leaves clock-driven text ("Waiting: 42 s") to the view.
+setInterval(() => {
+  if (streamOpen && viewIsLive && !document.hidden) view?.tick?.();
+}, 1000);
+
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden && view) startPolling();
 });

@@ -225,5 +225,9 @@ export function mountOrders(root, ctx) {
       more.hidden = !page.next_cursor;
       render();
     },
+    /** Redraws what changes with the clock alone ("Waiting: 42 s"), without asking the API. */
+    tick() {
+      if (orders) render();
+    },
   };
 }
