@@ -1,13 +1,14 @@
 """The account's events: live as Server-Sent Events, or a page at a time."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.background import BackgroundTask
 
@@ -88,7 +89,9 @@ async def stream_events(
     account: CurrentAccount,
     session: SessionDep,
     settings: SettingsDep,
-    last_event_id: Annotated[str | None, Header(include_in_schema=False)] = None,
+    last_event_id: Annotated[
+        str | None, Header(description="Resume after this event id (what the stream sent).")
+    ] = None,
 ) -> EventSourceResponse:
     """Every event of the account as it happens (Server-Sent Events; `id`, `event` = type,
     `data` = the event's JSON). Send `Last-Event-ID` to resume after that event without a
@@ -124,13 +127,13 @@ async def stream_events(
 
 
 async def _events(
-    read_sessionmaker: async_sessionmaker[AsyncSession],
+    read_sessionmaker: Callable[[], AbstractAsyncContextManager[AsyncSession]],
     hub: Hub,
     listener: Listener,
     cursor: int,
     *,
     heartbeat: float,
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncGenerator[ServerSentEvent, None]:
     """The account's events after `cursor`, then each new one as the publisher wakes us."""
     try:
         # First, how often a heartbeat comes: a client that hears nothing for longer knows
@@ -138,7 +141,7 @@ async def _events(
         yield ServerSentEvent(comment=f"heartbeat {heartbeat:g}")
         while True:
             listener.wake.clear()  # before the read: a wake during it waits for the next wait
-            async with read_sessionmaker() as session:
+            async with hub.reading, read_sessionmaker() as session:
                 events = await published_events.after(
                     session, account_id=listener.account_id, after_id=cursor, limit=STREAM_PAGE
                 )

@@ -3,6 +3,11 @@
 import asyncio
 from collections.abc import Iterable
 
+# Streams are not counted among the requests in flight, so their reads are bounded here
+# instead: however many streams an event wakes, they take at most this many database
+# connections at once, and the pool stays there for requests and the watcher.
+READS_AT_ONCE = 2
+
 
 class TooManyStreams(Exception):
     """The account already has as many streams open here as it may."""
@@ -23,9 +28,10 @@ class Listener:
 class Hub:
     """Streams by account, with a cap per account; the publisher wakes the ones with news."""
 
-    def __init__(self, *, per_account: int) -> None:
+    def __init__(self, *, per_account: int, reads_at_once: int = READS_AT_ONCE) -> None:
         self.per_account = per_account
         self._listeners: dict[str, set[Listener]] = {}
+        self.reading = asyncio.Semaphore(reads_at_once)  # hold it for a stream's read
 
     def listen(self, account_id: str) -> Listener:
         """A new listener for the account; raises TooManyStreams past the cap."""

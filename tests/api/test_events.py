@@ -1,20 +1,26 @@
 """The event stream and the page of events: what arrives, resuming, caps and bad input."""
 
+import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.api.events import _events
 from app.api.schemas import OrderCreate
-from app.db import create_engine, create_sessionmaker, session_scope
+from app.db import create_engine, create_read_sessionmaker, create_sessionmaker, session_scope
+from app.events.hub import Hub
+from app.events.publisher import Publisher
 from app.main import create_app
 from app.services import orders
 from app.settings import Settings
 from tests.factories import AccountHandle, order_body
 from tests.servers import serve_in_thread
+from tests.services.test_published_events import _account, _place
 from tests.streams import streaming
 from tests.waiting import eventually
 
@@ -270,6 +276,58 @@ class TestSlowClient:
                     assert not reader.ended.is_set()  # the one that reads stays connected
             finally:
                 stalled.close()
+
+
+class _GatedReads:
+    """A read sessionmaker whose sessions stay open until the test lets them go."""
+
+    def __init__(self, sessionmaker: Any) -> None:
+        self.sessionmaker = sessionmaker
+        self.inside = 0
+        self.most_inside = 0
+        self.go = asyncio.Event()
+
+    @contextlib.asynccontextmanager
+    async def __call__(self) -> AsyncIterator[Any]:
+        self.inside += 1
+        self.most_inside = max(self.most_inside, self.inside)
+        try:
+            await self.go.wait()
+            async with self.sessionmaker() as session:
+                yield session
+        finally:
+            self.inside -= 1
+
+
+class TestReadBound:
+    @pytest.mark.parametrize(("reads_at_once", "expected_most"), [(1, 1), (5, 5)])
+    async def test_however_many_streams_wake_they_read_through_the_bound_and_all_get_it(
+        self, engine: AsyncEngine, reads_at_once: int, expected_most: int
+    ) -> None:
+        account_id = await _account(engine)
+        await _place(engine, account_id)
+        hub = Hub(per_account=5, reads_at_once=reads_at_once)
+        reads = _GatedReads(create_read_sessionmaker(engine))
+        publisher = Publisher(create_sessionmaker(engine), create_read_sessionmaker(engine), hub)
+        await publisher.run_once()
+        streams = [_events(reads, hub, hub.listen(account_id), 0, heartbeat=15) for _ in range(5)]
+        for stream in streams:
+            assert (await anext(stream)).comment == "heartbeat 15"
+        firsts = [asyncio.ensure_future(anext(stream)) for stream in streams]
+
+        async def reads_started() -> bool:
+            return reads.inside >= expected_most
+
+        await eventually(reads_started)
+        for _ in range(20):  # give any read past the bound every chance to start
+            await asyncio.sleep(0)
+        assert reads.most_inside == expected_most  # 1 with the bound at 1; 5 (control) at 5
+        reads.go.set()
+        got = await asyncio.gather(*firsts)
+        assert {event.event for event in got} == {"order.placed"}
+        for stream in streams:
+            await stream.aclose()
+        assert hub.open_streams(account_id) == 0
 
 
 class TestPage:
