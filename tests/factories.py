@@ -71,6 +71,18 @@ async def place_order(
     return result
 
 
+async def place_in_database(engine: AsyncEngine, account_id: str) -> str:
+    """Place a 1x H100 order on Hyperstack through the service layer (no API); its id."""
+    request = OrderCreate(
+        gpu_model="H100", gpu_count=1, providers=["hyperstack"], max_price_per_hour="3.00"
+    )
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await orders.place_order(
+            session, account_id=account_id, request=request.new_order(), enabled={"hyperstack"}
+        )
+        return order.id
+
+
 async def force_order_status(engine: AsyncEngine, order_id: str, status: OrderStatus) -> None:
     """Move an order to `status` behind the API's back (for states the API cannot reach yet)."""
     async with session_scope(create_sessionmaker(engine)) as session:

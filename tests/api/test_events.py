@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -18,9 +18,9 @@ from app.events.publisher import Publisher
 from app.main import create_app
 from app.services import orders
 from app.settings import Settings
-from tests.factories import AccountHandle, order_body
+from tests.factories import AccountHandle, order_body, place_in_database
 from tests.servers import serve_in_thread
-from tests.services.test_published_events import _account, _place
+from tests.services.test_published_events import _account
 from tests.streams import streaming
 from tests.waiting import eventually
 
@@ -278,6 +278,16 @@ class TestSlowClient:
                 stalled.close()
 
 
+class _CountingSemaphore(asyncio.Semaphore):
+    """A semaphore that counts who has asked for it (granted or still waiting)."""
+
+    asked = 0
+
+    async def acquire(self) -> Literal[True]:
+        self.asked += 1
+        return await super().acquire()
+
+
 class _GatedReads:
     """A read sessionmaker whose sessions stay open until the test lets them go."""
 
@@ -305,8 +315,9 @@ class TestReadBound:
         self, engine: AsyncEngine, reads_at_once: int, expected_most: int
     ) -> None:
         account_id = await _account(engine)
-        await _place(engine, account_id)
-        hub = Hub(per_account=5, reads_at_once=reads_at_once)
+        await place_in_database(engine, account_id)
+        hub = Hub(per_account=5)
+        hub.reading = bound = _CountingSemaphore(reads_at_once)
         reads = _GatedReads(create_read_sessionmaker(engine))
         publisher = Publisher(create_sessionmaker(engine), create_read_sessionmaker(engine), hub)
         await publisher.run_once()
@@ -315,12 +326,10 @@ class TestReadBound:
             assert (await anext(stream)).comment == "heartbeat 15"
         firsts = [asyncio.ensure_future(anext(stream)) for stream in streams]
 
-        async def reads_started() -> bool:
-            return reads.inside >= expected_most
+        async def every_stream_asked_and_the_allowed_ones_read() -> bool:
+            return bound.asked == 5 and reads.inside == expected_most
 
-        await eventually(reads_started)
-        for _ in range(20):  # give any read past the bound every chance to start
-            await asyncio.sleep(0)
+        await eventually(every_stream_asked_and_the_allowed_ones_read)
         assert reads.most_inside == expected_most  # 1 with the bound at 1; 5 (control) at 5
         reads.go.set()
         got = await asyncio.gather(*firsts)

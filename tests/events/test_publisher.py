@@ -6,7 +6,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db import create_read_sessionmaker, create_sessionmaker
 from app.events.hub import Hub
 from app.events.publisher import Publisher
-from tests.services.test_published_events import _account, _place
+from tests.factories import place_in_database
+from tests.services.test_published_events import _account
 
 
 def _publisher(engine: AsyncEngine) -> tuple[Publisher, Hub]:
@@ -22,10 +23,10 @@ async def test_a_round_publishes_and_wakes_the_streams_of_those_accounts_only(
     publisher, hub = _publisher(engine)
     ada, bob = await _account(engine), await _account(engine, "Bob")
     ada_listens, bob_listens = hub.listen(ada), hub.listen(bob)
-    await _place(engine, ada)
+    await place_in_database(engine, ada)
     assert await publisher.run_once() == 1
     assert ada_listens.wake.is_set() and not bob_listens.wake.is_set()
-    await _place(engine, bob)  # the same round, now with news for Bob: the control
+    await place_in_database(engine, bob)  # the same round, now with news for Bob: the control
     assert await publisher.run_once() == 1
     assert bob_listens.wake.is_set()
 
@@ -41,7 +42,7 @@ async def test_a_replica_wakes_its_streams_for_events_another_one_published(
     await two.stop()  # only its starting position; rounds are driven below
     ada = await _account(engine)
     listens_on_two = hub_two.listen(ada)
-    await _place(engine, ada)
+    await place_in_database(engine, ada)
     assert await one.run_once() == 1
     assert not listens_on_two.wake.is_set()
     assert await two.run_once() == 0  # nothing left to publish, but news to wake for
@@ -58,6 +59,6 @@ async def test_a_backlog_larger_than_a_batch_is_published_in_one_round(
     )
     ada = await _account(engine)
     for _ in range(5):
-        await _place(engine, ada)
+        await place_in_database(engine, ada)
     assert await publisher.run_once() == 5
     assert await publisher.run_once() == 0

@@ -7,7 +7,6 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.schemas import OrderCreate
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
 from app.models import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookEventType
@@ -16,6 +15,7 @@ from app.services.outbox import Outcome
 from app.services.webhook_endpoints import EndpointChanges
 from app.services.webhook_secrets import SecretBox
 from tests.conftest import SECRET_KEY
+from tests.factories import place_in_database
 
 STANDARD: list[float] = [0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400]
 
@@ -53,17 +53,6 @@ async def _account_with_endpoint(engine: AsyncEngine) -> tuple[str, str]:
         return account.id, endpoint.id
 
 
-async def _place(engine: AsyncEngine, account_id: str) -> str:
-    request = OrderCreate(
-        gpu_model="H100", gpu_count=1, providers=["hyperstack"], max_price_per_hour="3.00"
-    )
-    async with session_scope(create_sessionmaker(engine)) as session:
-        order = await orders.place_order(
-            session, account_id=account_id, request=request.new_order(), enabled={"hyperstack"}
-        )
-        return order.id
-
-
 async def _count(engine: AsyncEngine, model: type) -> int:
     async with engine.connect() as connection:
         return int((await connection.execute(select(func.count()).select_from(model))).scalar_one())
@@ -71,7 +60,7 @@ async def _count(engine: AsyncEngine, model: type) -> int:
 
 async def test_a_change_rolled_back_leaves_no_event(engine: AsyncEngine) -> None:
     account_id, _endpoint_id = await _account_with_endpoint(engine)
-    order_id = await _place(engine, account_id)
+    order_id = await place_in_database(engine, account_id)
     with pytest.raises(RuntimeError):
         async with session_scope(create_sessionmaker(engine)) as session:
             await orders.cancel_order(session, account_id=account_id, order_id=order_id)
@@ -87,7 +76,7 @@ async def test_a_leased_delivery_goes_to_one_sender_until_its_lease_runs_out(
     engine: AsyncEngine,
 ) -> None:
     account_id, _endpoint_id = await _account_with_endpoint(engine)
-    order_id = await _place(engine, account_id)
+    order_id = await place_in_database(engine, account_id)
     async with session_scope(create_sessionmaker(engine)) as session:
         await orders.cancel_order(session, account_id=account_id, order_id=order_id)
     now = utcnow()
@@ -135,7 +124,7 @@ async def test_only_subscribed_enabled_endpoints_get_a_delivery(engine: AsyncEng
             ),
             allow_private=False,
         )
-    order_id = await _place(engine, account_id)
+    order_id = await place_in_database(engine, account_id)
     async with session_scope(create_sessionmaker(engine)) as session:
         await orders.cancel_order(session, account_id=account_id, order_id=order_id)
     assert await _count(engine, WebhookEvent) == 0

@@ -7,13 +7,13 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.schemas import OrderCreate
 from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.dbtypes import utcnow
 from app.models import AccountEvent, OrderEvent, PublishedEvent
-from app.services import account_events, accounts, orders, published_events, timeline
+from app.services import account_events, accounts, published_events, timeline
 from app.services.timeline import Line
 from app.states import OrderEventKind
+from tests.factories import place_in_database
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -22,17 +22,6 @@ async def _account(engine: AsyncEngine, name: str = "Ada") -> str:
     async with session_scope(create_sessionmaker(engine)) as session:
         account, _key = await accounts.create_account(session, name=name)
         return account.id
-
-
-async def _place(engine: AsyncEngine, account_id: str) -> str:
-    request = OrderCreate(
-        gpu_model="H100", gpu_count=1, providers=["hyperstack"], max_price_per_hour="3.00"
-    )
-    async with session_scope(create_sessionmaker(engine)) as session:
-        order = await orders.place_order(
-            session, account_id=account_id, request=request.new_order(), enabled={"hyperstack"}
-        )
-        return order.id
 
 
 async def _line(engine: AsyncEngine, order_id: str, kind: OrderEventKind) -> None:
@@ -59,7 +48,7 @@ async def test_each_line_is_published_once_in_time_order_with_its_stream_type(
     engine: AsyncEngine,
 ) -> None:
     account_id = await _account(engine)
-    order_id = await _place(engine, account_id)
+    order_id = await place_in_database(engine, account_id)
     for kind in (
         OrderEventKind.NO_CAPACITY,
         OrderEventKind.CREATE_SENT,
@@ -68,7 +57,7 @@ async def test_each_line_is_published_once_in_time_order_with_its_stream_type(
     ):
         await _line(engine, order_id, kind)
     await _account_event(engine, account_id, "webhook_endpoint_disabled")
-    failed = await _place(engine, account_id)
+    failed = await place_in_database(engine, account_id)
     await _line(engine, failed, OrderEventKind.REJECTED)
 
     assert await _publish(engine) == 8
@@ -94,7 +83,7 @@ async def test_each_line_is_published_once_in_time_order_with_its_stream_type(
 
 async def test_the_database_refuses_a_second_copy_of_a_line(engine: AsyncEngine) -> None:
     account_id = await _account(engine)
-    await _place(engine, account_id)
+    await place_in_database(engine, account_id)
     await _publish(engine)
     (published,) = await _stream(engine, account_id)
     async with engine.begin() as connection:
@@ -117,7 +106,7 @@ async def test_a_batch_cut_short_keeps_the_time_order_of_both_kinds_of_line(
     engine: AsyncEngine,
 ) -> None:
     account_id = await _account(engine)
-    order_id = await _place(engine, account_id)  # o1
+    order_id = await place_in_database(engine, account_id)  # o1
     await _account_event(engine, account_id, "a2")
     await _line(engine, order_id, OrderEventKind.NO_CAPACITY)  # o3
     await _account_event(engine, account_id, "a4")
@@ -146,11 +135,11 @@ async def test_on_postgresql_one_replica_publishes_at_a_time(
     if backend != "postgres":
         pytest.skip("SQLite has one writer (one process) by itself")
     account_id = await _account(engine)
-    await _place(engine, account_id)
+    await place_in_database(engine, account_id)
     sessionmaker = create_sessionmaker(engine)
     async with session_scope(sessionmaker) as first:
         assert await published_events.publish_pending(first) == 1
-        await _place(engine, account_id)
+        await place_in_database(engine, account_id)
         # The first has not committed: a second publisher must not number lines meanwhile.
         assert await _publish(engine) == 0
     assert await _publish(engine) == 1  # once the first is done, the next one publishes
@@ -162,13 +151,13 @@ async def test_events_older_than_the_cut_off_are_pruned_and_ids_never_come_back(
     engine: AsyncEngine,
 ) -> None:
     account_id = await _account(engine)
-    await _place(engine, account_id)
+    await place_in_database(engine, account_id)
     await _publish(engine)
     (first,) = await _stream(engine, account_id)
     async with session_scope(create_sessionmaker(engine)) as session:
         assert await published_events.prune(session, older_than=LONG_AGO) == 0
         assert await published_events.prune(session, older_than=utcnow()) == 1
-    await _place(engine, account_id)
+    await place_in_database(engine, account_id)
     await _publish(engine)
     (second,) = await _stream(engine, account_id)
     assert second.id > first.id
