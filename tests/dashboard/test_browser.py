@@ -8,6 +8,7 @@ from playwright.sync_api import Page, expect
 
 from app.simulators.control import SimControlSync
 from tests.dashboard.conftest import Api, Service
+from tests.waiting import eventually_sync
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
 SLOW = 15_000  # ms: deploy, boot and the page's next poll
@@ -100,8 +101,14 @@ def test_with_the_event_stream_open_a_deploy_shows_within_a_second_without_a_rel
     sim.stock(*HYPER_H100, 1)
     expect(status).to_have_text("deployed", timeout=SLOW)
     shown_at = page.evaluate("window.__shownAt") / 1000
-    events = api.client.get("/v1/events", headers=api.headers).json()["data"]
-    (deployed,) = [e for e in events if e["type"] == "order.deployed"]
+
+    def deployed_event() -> list[dict[str, Any]]:
+        # The page may show it before its line is published: a refresh for the `deploying`
+        # event can already find the order deployed.
+        events = api.client.get("/v1/events", headers=api.headers).json()["data"]
+        return [e for e in events if e["type"] == "order.deployed"]
+
+    (deployed,) = eventually_sync(deployed_event)
     happened_at = datetime.fromisoformat(deployed["timestamp"]).timestamp()
     # The fallback poll runs every 30 s while the stream is open: only the stream makes this.
     assert 0 <= shown_at - happened_at < 1.0, shown_at - happened_at
