@@ -132,7 +132,11 @@ async def stock(
         if entry is None or entry.last_seen_at < row.last_seen_at:  # the latest machine wins
             by_key[key] = _Pieces(_offer(row), row.last_seen_at, entry.packed if entry else [])
     for provider, region, sku, packed in await connection.execute(pieces):
-        by_key[(provider, region, sku)].packed.append(packed)
+        entry = by_key.get((provider, region, sku))
+        # On PostgreSQL each statement sees what was committed when it began: a key whose
+        # first day was committed between the two reads is left to the next read (not a 500).
+        if entry is not None:
+            entry.packed.append(packed)
     for interval in await connection.execute(open_now):
         if gpu_model not in (None, interval.gpu_model):
             continue
