@@ -302,7 +302,8 @@ class TestLifecycle:
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
-        soon = (datetime.now(UTC) + timedelta(seconds=0.6)).isoformat()
+        # Far enough ahead to pass validation on a loaded machine, near enough to wait for.
+        soon = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
         order_id = await place(client, account, h100(expires_at=soon))
         await reaches(client, account, order_id, "expired")
         assert (await events(client, account, order_id))[-1] == "expired"
