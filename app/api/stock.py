@@ -1,6 +1,5 @@
 """Stock history: what was in stock when, per offer key in summary, and the expected wait."""
 
-from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -12,7 +11,7 @@ from app.api.stock_schemas import (
     DEFAULT_WINDOW,
     EstimateRequest,
     WindowParam,
-    check_span,
+    history_span,
     parse_gpu_model,
     parse_window,
 )
@@ -68,9 +67,9 @@ async def history(
 ) -> HistoryOut:
     """Intervals in stock at some moment of [since, until], newest first, with the coverage
     windows of the same span (default: the whole history kept)."""
-    until = until or utcnow()
-    since = since or until - timedelta(days=settings.stock_history_days)
-    check_span(since, until)
+    since, until = history_span(
+        since, until, now=utcnow(), retention_days=settings.stock_history_days
+    )
     where = HistoryFilter(
         since=since,
         until=until,

@@ -47,10 +47,34 @@ def parse_gpu_model(value: str | None) -> str | None:
     return model
 
 
-def check_span(since: datetime, until: datetime) -> None:
-    """422 unless `since` is before `until`."""
-    if since.astimezone(UTC) > until.astimezone(UTC):
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # nothing was in stock before; older is a mistake
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)  # a day short of the end, so a span still fits
+
+
+def history_span(
+    since: datetime | None, until: datetime | None, *, now: datetime, retention_days: int
+) -> tuple[datetime, datetime]:
+    """[since, until] in UTC (default: the retention up to now); 422 unless since is before
+    until and both lie in 1970..9999."""
+    end = _in_range("until", until) if until is not None else now
+    if since is not None:
+        start = _in_range("since", since)
+    else:
+        start = max(EARLIEST, end - timedelta(days=retention_days))
+    if start > end:
         raise _invalid("since", "must not be after until")
+    return start, end
+
+
+def _in_range(field: str, moment: datetime) -> datetime:
+    message = "must be between 1970-01-01 and 9999-12-30 (UTC)"
+    try:
+        in_utc = moment.astimezone(UTC)
+    except OverflowError:
+        raise _invalid(field, message) from None
+    if not EARLIEST <= in_utc <= LATEST:
+        raise _invalid(field, message)
+    return in_utc
 
 
 class EstimateRequest(MachineWanted):

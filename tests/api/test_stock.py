@@ -84,6 +84,11 @@ async def test_history_pages_newest_first_with_coverage(
         "cursor=sti_00000000000000000000000000",
         "provider=nowhere",
         "since=yesterday",
+        # Moments that UTC cannot hold, or long before any stock (schemathesis found the first).
+        "until=0001-01-23T00:40:01-19:13",
+        "since=0001-01-01T00:00:00%2B05:00",
+        "until=9999-12-31T23:00:00-05:00",
+        "since=1969-12-31T23:59:59Z",
     ],
 )
 async def test_history_refuses_bad_input(client: httpx.AsyncClient, query: str) -> None:
@@ -91,6 +96,18 @@ async def test_history_refuses_bad_input(client: httpx.AsyncClient, query: str) 
     response = await client.get(f"/v1/stock/history?{query}", headers=account.headers)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["code"] == "validation_error"
+
+
+async def test_history_from_the_first_moment_kept(client: httpx.AsyncClient) -> None:
+    """A span ending near 1970 starts at 1970, not the retention before it."""
+    account = await create_account(client)
+    response = await client.get(
+        "/v1/stock/history?until=1970-01-02T00:00:00%2B01:00", headers=account.headers
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["since"], body["until"]) == ("1970-01-01T00:00:00Z", "1970-01-01T23:00:00Z")
+    assert body["data"] == []
 
 
 async def test_history_needs_an_account_key(client: httpx.AsyncClient) -> None:
