@@ -11,6 +11,7 @@ from sqlalchemy import update
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from app.models import WebhookEndpoint
+from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
@@ -55,8 +56,17 @@ async def deliveries(
     return data
 
 
-class TestOrderEvents:
-    async def test_deployed_then_running_arrive_verified_within_a_second(
+class TestPromptDelivery:
+    """With the dispatcher's poll a minute apart, only the doorbell (rung by the commit that
+    wrote the event) can send an event in time."""
+
+    POLL_SECONDS = 60.0
+
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        return settings.model_copy(update={"webhook_poll_seconds": self.POLL_SECONDS})
+
+    async def test_deployed_then_running_arrive_verified_at_once(
         self, client: httpx.AsyncClient, sim: SimControl, receiver: Receiver
     ) -> None:
         account = await create_account(client, credit="10")
@@ -79,10 +89,14 @@ class TestOrderEvents:
         assert first.headers["webhook-id"] != second.headers["webhook-id"]
         assert first.headers["content-type"] == "application/json"
 
+        # Sent as the events were written, not at the next poll: typically within 0.1 s here;
+        # the bound leaves a loaded machine room (a stall of 1.2 s has been seen in CI).
         changed = await order_event_times(client, account, order_id)
-        assert first.at - changed["deployed"].timestamp() < 1.0
-        assert second.at - changed["running"].timestamp() < 1.0
+        assert first.at - changed["deployed"].timestamp() < self.POLL_SECONDS / 10
+        assert second.at - changed["running"].timestamp() < self.POLL_SECONDS / 10
 
+
+class TestOrderEvents:
     async def test_the_body_sent_is_the_body_signed_byte_for_byte(
         self, client: httpx.AsyncClient, receiver: Receiver
     ) -> None:
