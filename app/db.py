@@ -16,7 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import ExceptionContext, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -62,6 +62,23 @@ def configure_sqlite(engine: Engine) -> None:
     def _on_begin(connection: Connection) -> None:
         mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
         connection.exec_driver_sql(f"BEGIN {mode}")
+
+    event.listen(engine, "handle_error", cancelled_statement_rolls_back)
+
+
+def cancelled_statement_rolls_back(context: ExceptionContext) -> None:
+    """A statement cancelled in flight (a task stopped mid-transaction) leaves the connection
+    to be rolled back, not hard-closed.
+
+    SQLAlchemy treats a cancellation as a lost connection and closes it at once, cursor and
+    all unclosed. SQLite then keeps the connection open, its transaction too, until that
+    cursor is garbage-collected: a writer's lock stays held and every other writer waits out
+    busy_timeout and fails ("database is locked"). aiosqlite runs a connection's calls in
+    order on its own thread, so the connection is still sound: the statement finishes, then
+    the session's rollback runs after it and releases the lock.
+    """
+    if isinstance(context.original_exception, asyncio.CancelledError):
+        context.is_disconnect = False
 
 
 class WriteGate:

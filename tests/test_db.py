@@ -1,16 +1,20 @@
 """Migrations, schema drift, the SQLite connection settings and its writers' queue."""
 
 import asyncio
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Connection, QueuePool, inspect, text
+from sqlalchemy import Connection, QueuePool, event, inspect, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import (
     DatabaseInUse,
     WriteGate,
+    cancelled_statement_rolls_back,
     create_engine,
     create_read_sessionmaker,
     create_sessionmaker,
@@ -69,6 +73,84 @@ async def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path: Any) -> Non
     assert journal == "wal"
     assert timeout >= 5000
     assert foreign_keys == 1
+
+
+SLOW_SELECT = (
+    "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 3000000) "
+    "SELECT count(*) FROM n"
+)
+
+
+async def _cancel_a_writer_mid_statement(engine: AsyncEngine) -> Any:
+    """A writer inserts a row, then is cancelled while its next (slow) statement runs, as a
+    watcher's job is when the service stops; returns the writer's aiosqlite connection."""
+    async with engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE probe (x INTEGER)"))
+    slow_started = asyncio.Event()
+    used: list[Any] = []
+
+    def note(connection: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("WITH RECURSIVE"):
+            used.append(connection.connection.dbapi_connection._connection)  # type: ignore[union-attr]
+            slow_started.set()
+
+    event.listen(engine.sync_engine, "before_cursor_execute", note)
+
+    async def insert_then_read_slowly() -> None:
+        async with session_scope(create_sessionmaker(engine)) as session:
+            await session.execute(text("INSERT INTO probe VALUES (1)"))
+            await session.execute(text(SLOW_SELECT))
+
+    writer = asyncio.create_task(insert_then_read_slowly())
+    await slow_started.wait()
+    writer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    return used[0]
+
+
+def _write_lock_free(path: Path) -> bool:
+    """Whether another connection can begin writing at once (no busy wait)."""
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()
+
+
+async def test_a_writer_cancelled_mid_statement_rolls_back_and_frees_the_lock(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cancel.db"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    try:
+        await _cancel_a_writer_mid_statement(engine)
+        assert _write_lock_free(path)
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT count(*) FROM probe"))).scalar() == 0
+    finally:
+        await engine.dispose()
+
+
+async def test_without_the_rollback_a_cancelled_writer_keeps_the_lock(tmp_path: Path) -> None:
+    """Control: SQLAlchemy's own handling (close at once) leaves the write lock held."""
+    path = tmp_path / "cancel.db"
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    event.remove(engine.sync_engine, "handle_error", cancelled_statement_rolls_back)
+    try:
+        aiosqlite_connection = await _cancel_a_writer_mid_statement(engine)
+
+        async def closed() -> bool:  # the slow statement has ended, then the close ran
+            return aiosqlite_connection._connection is None
+
+        await eventually(closed)
+        assert not _write_lock_free(path)  # closed, yet its cursor keeps it open and locked
+    finally:
+        await engine.dispose()
 
 
 def test_a_second_process_on_one_sqlite_file_is_refused(tmp_path: Any) -> None:
