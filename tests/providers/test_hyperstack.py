@@ -35,8 +35,8 @@ NAME, TAG = "ap-01jd3xk9-1", "ap-order-01jd3xk9"
 SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB5cnVsqeu6woWI8fLxtwtQqatcnRNQyYFRM/QGmv8As me@laptop"
 )
-TIMEOUT = 0.5
-SLOW = 1.0  # longer than TIMEOUT
+TIMEOUT = 1.0  # room for a loaded machine to connect
+SLOW = 2.0  # longer than TIMEOUT
 
 
 @pytest.fixture(scope="module")

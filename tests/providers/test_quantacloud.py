@@ -34,7 +34,7 @@ B300 = ("b300-sxm-x8", "us-east-1")
 RTX = ("rtx-pro-6000-blackwell-x1", "us-east-1")
 H100_PCIE = ("h100-pcie-x2", "us-midwest-1")
 MIG = ("rtx-pro-6000-blackwell-mig-48gb-x1", "us-east-1")
-TIMEOUT = 0.5
+TIMEOUT = 1.0  # room for a loaded machine to connect; the faults below outlast it
 PUBLIC_KEY = "ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"k" * 32).decode()
 
 
