@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, exists, func, insert, literal, select, update
+from sqlalchemy import delete, exists, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import utcnow
@@ -181,6 +181,22 @@ async def newest_id(session: AsyncSession) -> int:
     """The id of the newest published event (0 when there is none)."""
     newest = await session.scalar(select(func.max(PublishedEvent.id)))
     return int(newest or 0)
+
+
+async def newest_given(session: AsyncSession) -> int:
+    """The highest id ever given to an event, pruned since or not (0 before the first)."""
+    if session.get_bind().dialect.name == "sqlite":
+        given = await session.scalar(
+            text("SELECT seq FROM sqlite_sequence WHERE name = 'published_events'")
+        )
+    else:
+        given = await session.scalar(
+            text(
+                "SELECT last_value FROM pg_sequences WHERE schemaname || '.' || sequencename"
+                " = pg_get_serial_sequence('published_events', 'id')"
+            )
+        )
+    return int(given or 0)
 
 
 async def newest_by_account(session: AsyncSession, *, after_id: int) -> dict[str, int]:

@@ -13,10 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.api.events import _events
 from app.api.schemas import OrderCreate
 from app.db import create_engine, create_read_sessionmaker, create_sessionmaker, session_scope
+from app.dbtypes import utcnow
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.main import create_app
-from app.services import orders
+from app.services import orders, published_events
 from app.settings import Settings
 from tests.factories import AccountHandle, order_body, place_in_database
 from tests.servers import serve_in_thread
@@ -160,6 +161,25 @@ class TestResume:
             ("order.placed", last),
         ]
         assert got[0] == events[2]  # the same event, as the first stream sent it
+
+    async def test_a_last_event_id_whose_events_were_all_pruned_still_resumes(
+        self, settings: Settings, engine: AsyncEngine
+    ) -> None:
+        """A quiet service prunes every event after 30 days; a client holding an id from
+        before must resume, not be told its id is from the future."""
+        with running(settings) as url:
+            ada = await new_account(url)
+            async with streaming(url, ada.api_key) as seen:
+                await place(url, ada)
+                (old,) = await seen.until(lambda events: len(events) == 1)
+            async with session_scope(create_sessionmaker(engine)) as session:
+                assert await published_events.prune(session, older_than=utcnow()) == 1
+            async with streaming(url, ada.api_key, last_event_id=old["id"]) as resumed:
+                assert resumed.status_code == 200
+                order_id = await place(url, ada)
+                got = await resumed.until(lambda events: len(events) == 1)
+        assert types_of(got) == [("order.placed", order_id)]
+        assert got[0]["id"] > old["id"]
 
     async def test_events_written_by_another_replica_arrive(
         self, settings: Settings, backend: str
