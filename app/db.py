@@ -70,9 +70,9 @@ def cancelled_statement_rolls_back(context: ExceptionContext) -> None:
     """A statement cancelled in flight (a task stopped mid-transaction) leaves the connection
     to be rolled back, not hard-closed.
 
-    SQLAlchemy treats a cancellation as a lost connection and closes it at once, cursor and
-    all unclosed. SQLite then keeps the connection open, its transaction too, until that
-    cursor is garbage-collected: a writer's lock stays held and every other writer waits out
+    SQLAlchemy treats a cancellation as a lost connection and closes it at once, leaving its
+    cursor unclosed. SQLite then keeps the connection open, its transaction too, for as long
+    as that cursor lives: a writer's lock stays held and every other writer waits out
     busy_timeout and fails ("database is locked"). aiosqlite runs a connection's calls in
     order on its own thread, so the connection is still sound: the statement finishes, then
     the session's rollback runs after it and releases the lock.
