@@ -297,14 +297,34 @@ def offers(
 
 
 @cli.command("account")
-def account(url: Url = None, key: Key = None, as_json: Json = False) -> None:
+def account(
+    ledger: Annotated[
+        bool,
+        typer.Option(
+            "--ledger", help="Also the newest movements of money, with the balance after."
+        ),
+    ] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", help="Ledger entries with --ledger (1-100).")
+    ] = 20,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
     """Your balance, what is held for creates in flight, and what is available."""
     with _api(url, key) as api:
         answer = api.get(api_path("account"))
+        entries = api.get(api_path("account", "ledger"), {"limit": limit}) if ledger else None
     if as_json:
-        render.emit_json(answer.text)
+        render.emit_json(
+            {**answer.body, "ledger": entries.body["data"]} if entries else answer.text
+        )
         return
-    render.console().print(render.account_grid(answer.body))
+    out = render.console()
+    out.print(render.account_grid(answer.body))
+    if entries is not None:
+        movements = entries.body["data"]
+        out.print(render.ledger_table(movements) if movements else "No movements yet.")
 
 
 @cli.command("watch")

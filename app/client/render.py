@@ -39,7 +39,7 @@ def usd(amount: Any) -> str:
         value = Decimal(str(amount))
     except InvalidOperation:
         return str(amount)
-    return f"${value:,}"
+    return f"-${-value:,}" if value < 0 else f"${value:,}"
 
 
 def when(timestamp: Any) -> str:
@@ -201,6 +201,29 @@ def account_grid(account: dict[str, Any]) -> Table:
     grid.add_row("Held", usd(account.get("held")))
     grid.add_row("Available", usd(account.get("available")))
     return grid
+
+
+def ledger_table(entries: list[dict[str, Any]]) -> Table:
+    """Movements of money, newest first: when, what, the amount and what it left."""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("WHEN", no_wrap=True)
+    table.add_column("KIND", no_wrap=True)
+    table.add_column("AMOUNT", justify="right", no_wrap=True)
+    table.add_column("BALANCE", justify="right", no_wrap=True)
+    table.add_column("HELD", justify="right", no_wrap=True)
+    table.add_column("ORDER", no_wrap=True)
+    table.add_column("NOTE")
+    for entry in entries:
+        table.add_row(
+            when(entry.get("created_at")),
+            entry.get("kind"),
+            usd(entry.get("amount")),
+            usd(entry.get("balance_after")),
+            usd(entry.get("held_after")),
+            entry.get("order_id") or "-",
+            entry.get("note") or "",
+        )
+    return table
 
 
 def stream_line(event: dict[str, Any]) -> str:

@@ -222,6 +222,31 @@ class TestAccount:
         assert account.id in ran.out and "$100.00" in ran.out and "Available" in ran.out
         assert autoprovision("account", "--json").json()["available"] == "100.00"
 
+    def test_the_ledger_shows_each_movement_with_the_balance_after(
+        self, autoprovision: Autoprovision, account: Account
+    ) -> None:
+        ran = autoprovision("account", "--ledger")
+        assert ran.code == 0, ran.err
+        (row,) = [line for line in ran.out.splitlines() if "topup" in line]
+        assert row.split()[3:6] == ["$100.00", "$100.00", "$0.00"], row  # amount, balance, held
+        scripted = autoprovision("account", "--ledger", "--json").json()
+        assert scripted["available"] == "100.00"
+        (entry,) = scripted["ledger"]
+        assert (entry["kind"], entry["amount"], entry["balance_after"]) == (
+            "topup",
+            "100.00",
+            "100.00",
+        )
+        without = autoprovision("account", "--json").json()  # control: no ledger unless asked
+        assert "ledger" not in without and "topup" not in autoprovision("account").out
+
+    @pytest.mark.parametrize("limit", ["0", "101"])
+    def test_a_ledger_limit_out_of_range_is_exit_2(
+        self, autoprovision: Autoprovision, account: Account, limit: str
+    ) -> None:
+        ran = autoprovision("account", "--ledger", "--limit", limit)
+        assert ran.code == 2 and "limit" in ran.err and ran.out == "", ran.err
+
     def test_options_win_over_the_environment(
         self, autoprovision: Autoprovision, account: Account, monkeypatch: pytest.MonkeyPatch
     ) -> None:
@@ -288,6 +313,7 @@ UNREACHABLE_COMMANDS = [
     ("orders", "events", "ord_00000000000000000000000000"),
     ("offers",),
     ("account",),
+    ("account", "--ledger"),
     ("watch",),
     ("watch", "ord_00000000000000000000000000", "--until", "running"),
 ]

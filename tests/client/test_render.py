@@ -11,7 +11,7 @@ from tests.client.fake_stream import order_json
 @pytest.mark.parametrize(
     ("amount", "shown"),
     [("46.50", "$46.50"), ("1234567.10", "$1,234,567.10"), ("0.000001", "$0.000001"),
-     (Decimal("20.01"), "$20.01"), (None, "-"), ("n/a", "n/a")],
+     (Decimal("20.01"), "$20.01"), ("-48.00", "-$48.00"), (None, "-"), ("n/a", "n/a")],
 )  # fmt: skip
 def test_amounts_are_shown_exactly_as_decimals(amount: object, shown: str) -> None:
     assert render.usd(amount) == shown
