@@ -8,12 +8,23 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually, poll_count
 
+# How long the troubled provider's faults would hold up anything that waited on it (its read
+# timeout, its Retry-After): several times what the healthy deploy takes, so a loaded machine
+# does not pass for a provider held up, nor the other way round.
+TROUBLE_SECONDS = 6.0
 VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The watcher tests' settings, with reads that time out only after TROUBLE_SECONDS."""
+    return settings.model_copy(update={"provider_timeout_seconds": TROUBLE_SECONDS})
 
 
 def h100(provider: str) -> dict[str, Any]:
@@ -49,8 +60,8 @@ async def kinds(client: httpx.AsyncClient, account: AccountHandle, order_id: str
     ("fault", "extra"),
     [
         ("http_500", {"count": 1000}),
-        ("http_429", {"count": 1000, "seconds": 1}),
-        ("timeout", {"count": 1000, "seconds": 3}),  # longer than the 2 s read timeout
+        ("http_429", {"count": 1000, "seconds": TROUBLE_SECONDS}),
+        ("timeout", {"count": 1000, "seconds": TROUBLE_SECONDS + 2}),  # past the read timeout
         ("malformed_json", {"count": 1000}),
         ("capacity_race", {"count": 2}),
         ("fail_after_accept", {}),
@@ -68,7 +79,8 @@ async def test_a_misbehaving_provider_does_not_hold_up_another(
     ).json()["id"]
     errors, reads = poll_errors("verda"), poll_count("verda")
     await sim.fault("verda", fault, **extra)
-    await eventually(lambda: read_since("verda", errors, reads))  # the watcher met the fault
+    # the watcher met the fault (a read that times out takes TROUBLE_SECONDS to fail)
+    await eventually(lambda: read_since("verda", errors, reads), seconds=TROUBLE_SECONDS + 5)
     await sim.stock(*VERDA_H100, 2)  # a second unit for the retry after a failed VM
     started = time.monotonic()
     await sim.stock(*HYPER_H100, 1)
@@ -76,8 +88,8 @@ async def test_a_misbehaving_provider_does_not_hold_up_another(
     async def healthy_deployed() -> bool:
         return (await order(client, account, healthy))["status"] in ("deployed", "running")
 
-    await eventually(healthy_deployed, seconds=3)
-    assert time.monotonic() - started < 1.5, "the healthy provider was held up"
+    await eventually(healthy_deployed, seconds=TROUBLE_SECONDS)
+    assert time.monotonic() - started < TROUBLE_SECONDS / 2, "the healthy provider was held up"
     assert (await client.get("/healthz")).status_code == 200
 
     if fault in ("capacity_race", "fail_after_accept"):
