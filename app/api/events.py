@@ -98,13 +98,14 @@ async def stream_events(
     gap or a repeat; without it, the stream starts after the newest event. The first line is
     the comment `: heartbeat 15`, and a comment comes that often, so proxies keep it open and
     a client that hears nothing for longer can tell the connection is dead."""
-    resume = _resume_from(last_event_id)
-    newest = await published_events.newest_id(session)
+    cursor = _resume_from(last_event_id)
+    if cursor is None:
+        cursor = await published_events.newest_id(session)
     # Against every id given, not the newest kept: events pruned after 30 days leave ids
     # that clients still hold, and resuming after one of them is fine.
-    if resume is not None and resume > (given := await published_events.newest_given(session)):
+    elif cursor > (given := await published_events.newest_given(session)):
         raise AppError(
-            f"Last-Event-ID {resume} is newer than the newest event ({given})",
+            f"Last-Event-ID {cursor} is newer than the newest event ({given})",
             code="bad_last_event_id",
         )
     hub: Hub = request.app.state.hub
@@ -117,7 +118,7 @@ async def stream_events(
             request.app.state.read_sessionmaker,
             hub,
             listener,
-            newest if resume is None else resume,
+            cursor,
             heartbeat=settings.stream_heartbeat_seconds,
         ),
         ping=settings.stream_heartbeat_seconds,
