@@ -21,6 +21,7 @@ class VMState(StrEnum):
     RUNNING = "running"  # up; `ip` may still be None for a moment on some providers
     FAILED = "failed"  # will never run (provider error, capacity lost after accept)
     STOPPED = "stopped"  # exists, not running, may still bill
+    SUSPENDED = "suspended"  # held by the provider (e.g. its account ran out of credit)
     DELETING = "deleting"
     GONE = "gone"  # deleted or terminated
     UNKNOWN = "unknown"  # a status we do not know: never treated as running or gone

@@ -31,6 +31,7 @@ from app.states import (
     DeploymentStatus,
     OrderEventKind,
     OrderStatus,
+    TerminateReason,
 )
 
 
@@ -108,6 +109,9 @@ class Account(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Set by every balance change, so the watcher can re-read only accounts that changed.
     updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # Since when its runway (available / hourly spend) is below the low-balance threshold; one
+    # `account.low_balance` event per crossing. None: above it (or nothing runs).
+    low_balance_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Hold(Base):
@@ -124,11 +128,34 @@ class Hold(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+_BILLED_HOUR = text("billing_hour IS NOT NULL")
+_REFUND_OF_ATTEMPT = text("deployment_id IS NOT NULL AND kind = 'refund'")
+
+
 class LedgerEntry(Base):
     """One movement of money on an account; amounts are positive, `kind` gives the direction."""
 
     __tablename__ = "ledger_entries"
-    __table_args__ = (Index("ix_ledger_entries_account_id_id", "account_id", "id"),)
+    __table_args__ = (
+        Index("ix_ledger_entries_account_id_id", "account_id", "id"),
+        # Money rules: a machine's billing hour is paid once, and what it did not use comes
+        # back once, whatever crashes and replicas do.
+        Index(
+            "uq_ledger_entries_billed_hour",
+            "deployment_id",
+            "billing_hour",
+            unique=True,
+            sqlite_where=_BILLED_HOUR,
+            postgresql_where=_BILLED_HOUR,
+        ),
+        Index(
+            "uq_ledger_entries_attempt_refund",
+            "deployment_id",
+            unique=True,
+            sqlite_where=_REFUND_OF_ATTEMPT,
+            postgresql_where=_REFUND_OF_ATTEMPT,
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
@@ -138,6 +165,10 @@ class LedgerEntry(Base):
     held_after: Mapped[Decimal] = mapped_column(Money)
     hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
     order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"))
+    # The create attempt (machine) a debit or refund is for, and which of its billing hours a
+    # debit pays (1 is paid at deploy).
+    deployment_id: Mapped[str | None] = mapped_column(ForeignKey("deployments.id"))
+    billing_hour: Mapped[int | None] = mapped_column(Integer)
     note: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -170,6 +201,14 @@ class Order(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ssh_public_key: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # create attempts so far
+    # Limits the owner set (changeable while it runs): terminate after this many billed hours
+    # running, or before an hour would take what it was charged past this total.
+    max_runtime_hours: Mapped[Decimal | None] = mapped_column(Money)
+    max_total_usd: Mapped[Decimal | None] = mapped_column(Money)
+    terminate_reason: Mapped[TerminateReason | None] = mapped_column(
+        _states(TerminateReason, "terminate_reason")
+    )
+    terminate_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -260,6 +299,20 @@ class Deployment(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     running_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Paying as it runs (app/metering.py): hours are counted from `billed_from`, each
+    # `billing_hour_seconds` long (fixed at the claim); `paid_hours` of them are paid, and
+    # `charged` is what its order paid for it so far (debits less refunds, as the ledger has it).
+    billing_hour_seconds: Mapped[float] = mapped_column(Float, default=3600.0)
+    billed_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    paid_hours: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    charged: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default=text("0"))
+    # The start of an hour that could not be paid: the grace runs from here.
+    unpaid_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When it stopped billing: our delete was accepted, or the provider was seen to end it.
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Terminating: deletes sent so far without the provider showing it gone, and the next one.
+    delete_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    next_delete_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class OfferSnapshot(Base):
@@ -498,6 +551,10 @@ class WebhookEventType(StrEnum):
     ORDER_CANCELLED = "order.cancelled"
     ORDER_EXPIRED = "order.expired"
     ORDER_FAILED = "order.failed"
+    ORDER_TERMINATING = "order.terminating"
+    ORDER_TERMINATED = "order.terminated"
+    ORDER_LOST = "order.lost"
+    ACCOUNT_LOW_BALANCE = "account.low_balance"
 
 
 class WebhookEvent(Base):

@@ -22,6 +22,9 @@ class OrderStatus(StrEnum):
     CANCELLED = "cancelled"
     EXPIRED = "expired"
     FAILED = "failed"
+    TERMINATING = "terminating"  # the intent to delete is committed; the VM is being deleted
+    TERMINATED = "terminated"  # the provider shows the VM gone after our delete
+    LOST = "lost"  # the provider ended the VM (gone, failed or suspended) while it ran
 
     @property
     def is_final(self) -> bool:
@@ -29,9 +32,9 @@ class OrderStatus(StrEnum):
         return not ORDER_TRANSITIONS[self]
 
     @property
-    def has_vm(self) -> bool:
-        """A create was accepted for it and its VM has not failed."""
-        return self in (OrderStatus.DEPLOYED, OrderStatus.RUNNING)
+    def can_terminate(self) -> bool:
+        """A terminate moves it to `terminating` (its create may still be in flight)."""
+        return OrderStatus.TERMINATING in ORDER_TRANSITIONS[self]
 
 
 class DeploymentStatus(StrEnum):
@@ -43,6 +46,9 @@ class DeploymentStatus(StrEnum):
     RUNNING = "running"
     NOT_CREATED = "not_created"  # refused (capacity, limits) or proven not to exist
     FAILED = "failed"  # the provider failed the VM before it ran; we deleted it
+    TERMINATING = "terminating"  # our delete is being sent until the provider shows it gone
+    TERMINATED = "terminated"  # the provider shows it gone after our delete
+    LOST = "lost"  # the provider ended it while it ran (gone, failed or suspended)
 
     @property
     def is_open(self) -> bool:
@@ -51,8 +57,17 @@ class DeploymentStatus(StrEnum):
 
     @property
     def owns_vm(self) -> bool:
-        """The provider accepted its create and the VM has not failed: the VM is its order's."""
-        return self in (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+        """The provider accepted its create and the VM is not gone: the VM is its order's."""
+        return self in (
+            DeploymentStatus.DEPLOYED,
+            DeploymentStatus.RUNNING,
+            DeploymentStatus.TERMINATING,
+        )
+
+    @property
+    def is_ended(self) -> bool:
+        """Its VM ran and is over (deleted by us or ended by the provider): nothing bills."""
+        return self in (DeploymentStatus.TERMINATED, DeploymentStatus.LOST)
 
     @property
     def is_followed(self) -> bool:
@@ -63,6 +78,17 @@ class DeploymentStatus(StrEnum):
 OPEN_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.is_open)
 VM_OWNING_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.owns_vm)
 FOLLOWED_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.is_followed)
+ENDED_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.is_ended)
+
+
+class TerminateReason(StrEnum):
+    """Why a machine was terminated."""
+
+    REQUESTED = "requested"  # by its owner
+    ADMIN = "admin"  # by the operator, with the admin key
+    UNPAID = "unpaid"  # a billing hour was not paid within the grace
+    MAX_RUNTIME = "max_runtime"  # it ran as long as the order allowed
+    MAX_TOTAL = "max_total"  # the next hour would have taken it past the order's total
 
 
 class OrderEventKind(StrEnum):
@@ -94,6 +120,14 @@ class OrderEventKind(StrEnum):
     PROVIDERS_DISABLED = "providers_disabled"
     # dry run: what would have been deployed, had creates been sent
     WOULD_DEPLOY = "would_deploy"
+    # after the deploy: paying as it runs, its limits, and its end
+    BILLED = "billed"  # a billing hour was paid
+    UNPAID = "unpaid"  # a billing hour could not be paid: the grace runs
+    LIMITS = "limits"  # when its limits will terminate it
+    TERMINATING = "terminating"
+    DELETE_RETRY = "delete_retry"  # the provider did not take the delete yet: tried again later
+    TERMINATED = "terminated"
+    LOST = "lost"
 
 
 # The event stream's type of a timeline line; every other kind is an `order.note` (the order
@@ -106,6 +140,9 @@ ORDER_EVENT_TYPES: Mapping[OrderEventKind, str] = {
     OrderEventKind.REJECTED: "order.failed",
     OrderEventKind.CANCELLED: "order.cancelled",
     OrderEventKind.EXPIRED: "order.expired",
+    OrderEventKind.TERMINATING: "order.terminating",
+    OrderEventKind.TERMINATED: "order.terminated",
+    OrderEventKind.LOST: "order.lost",
 }
 ORDER_NOTE = "order.note"
 
@@ -121,15 +158,25 @@ ORDER_TRANSITIONS: Mapping[OrderStatus, Mapping[OrderStatus, str]] = {
         OrderStatus.DEPLOYED: "the provider accepted the create (or the look-up found its VM)",
         OrderStatus.WAITING: "no VM came of the create (someone else got the stock first)",
         OrderStatus.FAILED: "the provider refused the request itself",
+        OrderStatus.TERMINATING: "terminate asked for while the create was in flight",
     },
     OrderStatus.DEPLOYED: {
         OrderStatus.RUNNING: "the VM runs, with an IP",
         OrderStatus.WAITING: "the provider failed the VM before it ran (deleted, refunded)",
+        OrderStatus.TERMINATING: "terminate asked for before the VM ran",
     },
-    OrderStatus.RUNNING: {},
+    OrderStatus.RUNNING: {
+        OrderStatus.TERMINATING: "terminate asked for, a limit reached or an hour left unpaid",
+        OrderStatus.LOST: "the provider ended the VM (gone, failed or suspended)",
+    },
+    OrderStatus.TERMINATING: {
+        OrderStatus.TERMINATED: "the provider shows the VM gone (or no VM came of the create)",
+    },
     OrderStatus.CANCELLED: {},
     OrderStatus.EXPIRED: {},
     OrderStatus.FAILED: {},
+    OrderStatus.TERMINATED: {},
+    OrderStatus.LOST: {},
 }
 
 DEPLOYMENT_TRANSITIONS: Mapping[DeploymentStatus, Mapping[DeploymentStatus, str]] = {
@@ -145,10 +192,19 @@ DEPLOYMENT_TRANSITIONS: Mapping[DeploymentStatus, Mapping[DeploymentStatus, str]
     DeploymentStatus.DEPLOYED: {
         DeploymentStatus.RUNNING: "the VM runs, with an IP",
         DeploymentStatus.FAILED: "the provider failed the VM before it ran",
+        DeploymentStatus.TERMINATING: "its order is terminating (delete intent committed)",
     },
-    DeploymentStatus.RUNNING: {},
+    DeploymentStatus.RUNNING: {
+        DeploymentStatus.TERMINATING: "its order is terminating (delete intent committed)",
+        DeploymentStatus.LOST: "the provider ended the VM",
+    },
+    DeploymentStatus.TERMINATING: {
+        DeploymentStatus.TERMINATED: "the provider shows the VM gone",
+    },
     DeploymentStatus.NOT_CREATED: {},
     DeploymentStatus.FAILED: {},
+    DeploymentStatus.TERMINATED: {},
+    DeploymentStatus.LOST: {},
 }
 
 

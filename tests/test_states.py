@@ -39,11 +39,23 @@ def test_every_state_has_a_row_and_moves_only_to_known_states() -> None:
 
 def test_status_groups_follow_from_the_tables() -> None:
     assert {s for s in OrderStatus if s.is_final} == {
-        OrderStatus.RUNNING, OrderStatus.CANCELLED, OrderStatus.EXPIRED, OrderStatus.FAILED
+        OrderStatus.CANCELLED, OrderStatus.EXPIRED, OrderStatus.FAILED, OrderStatus.TERMINATED,
+        OrderStatus.LOST,
+    }  # fmt: skip
+    assert {s for s in OrderStatus if s.can_terminate} == {
+        OrderStatus.DEPLOYING, OrderStatus.DEPLOYED, OrderStatus.RUNNING
     }  # fmt: skip
     assert {s for s in DeploymentStatus if s.is_open} == {
         DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN
     }  # fmt: skip
+    assert {s for s in DeploymentStatus if s.owns_vm} == {
+        DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING, DeploymentStatus.TERMINATING
+    }  # fmt: skip
+    # A VM stays its attempt's until the provider shows it gone: only then may it end.
+    for status in DeploymentStatus:
+        if status.is_ended:
+            assert all(before.owns_vm for before, moves in DEPLOYMENT_TRANSITIONS.items()
+                       if status in moves)  # fmt: skip
     for status in DeploymentStatus:  # only an open attempt can still come to own a VM
         if not status.is_open and not status.owns_vm:
             assert DeploymentStatus.DEPLOYED not in DEPLOYMENT_TRANSITIONS[status]
