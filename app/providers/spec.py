@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
 
 from app.catalogue import Provider
+from app.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.budget import MIN_READ_SECONDS, Budget, RateLimit, Request, StockRead
 from app.providers.diagnosis import Diagnose
@@ -20,6 +21,9 @@ from app.providers.http import Connections
 
 if TYPE_CHECKING:
     from app.settings import Settings
+
+
+PER_MINUTE = BillingUnit(blocks_per_hour=60)
 
 
 class ProviderSettings(BaseSettings):
@@ -94,6 +98,10 @@ class ProviderSpec(Generic[S]):
     rate_limits: tuple[RateLimit, ...]
     stock_read: StockRead  # the requests one full stock read sends
     create: Request | None  # the create request (its buckets keep a margin for creates)
+    # How it rounds the time a machine billed (refunds follow it), and the user its images log
+    # in as (the `ssh` command an order shows).
+    billing: BillingUnit = PER_MINUTE
+    ssh_user: str = "root"
     simulator: SimulatorMount | None = None
     # Its own read-only checks for `autoprovision doctor` (image, environments...), if any.
     diagnose: Diagnose | None = None

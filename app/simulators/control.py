@@ -125,6 +125,12 @@ class SimControl:
         result: list[dict[str, Any]] = await self._send("GET", provider, "vms")
         return result
 
+    async def end_vm(self, provider: str, vm_id: str) -> dict[str, Any]:
+        """Make the provider end a VM by itself, the way it would (discontinued, suspended,
+        interrupted); billing stops. The VM as it is then."""
+        result: dict[str, Any] = await self._send("POST", provider, f"vms/{vm_id}/end")
+        return result
+
 
 class SimControlSync:
     """`SimControl`'s calls for synchronous code. They run on an event loop in a thread of this
@@ -197,3 +203,7 @@ class SimControlSync:
     def vms(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.vms`."""
         return self._run(self._control.vms(provider))
+
+    def end_vm(self, provider: str, vm_id: str) -> dict[str, Any]:
+        """`SimControl.end_vm`."""
+        return self._run(self._control.end_vm(provider, vm_id))

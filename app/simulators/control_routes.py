@@ -71,7 +71,16 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         return JSONResponse([asdict(logged) for logged in sim.requests])
 
     async def vms(_request: Request) -> JSONResponse:
+        sim.settle()  # each VM's `charged` as of now
         return JSONResponse([sim.describe_vm(vm) for vm in sim.vms.values()])
+
+    async def end_vm(request: Request) -> JSONResponse:
+        vm = sim.vms.get(request.path_params["vm_id"])
+        if vm is None:
+            return _problem(404, "no such VM")
+        sim.end_vm(vm)
+        sim.settle()
+        return JSONResponse(sim.describe_vm(vm))
 
     async def faults(request: Request) -> JSONResponse:
         body = await _body(request)
@@ -157,6 +166,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         Route("/_sim/creates", creates, methods=["GET"]),
         Route("/_sim/requests", requests, methods=["GET"]),
         Route("/_sim/vms", vms, methods=["GET"]),
+        Route("/_sim/vms/{vm_id}/end", end_vm, methods=["POST"]),
         Route("/_sim/faults", faults, methods=["POST"]),
         Route("/_sim/config", config, methods=["GET", "PUT"]),
         Route("/_sim/balance", balance, methods=["GET", "PUT"]),

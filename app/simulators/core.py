@@ -32,8 +32,10 @@ FAULT_KINDS = (
     "capacity_race",
     "fail_after_accept",
     "unknown_status",
+    "delete_refused",
 )
-# These hit the next n calls, whatever they are; the others hit creates or VM reads.
+# These hit the next n calls, whatever they are; the others hit creates, VM reads or deletes
+# (`delete_refused`: the provider refuses the delete as it does while a VM still boots).
 REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
 DEFAULT_BOOT_SECONDS = 3.0
 DEFAULT_BALANCE = Decimal("10000.00")
@@ -75,8 +77,21 @@ class SimVM:
     ip: str
     fail_after_accept: bool = False
     deleted: float | None = None  # simulator clock seconds when a delete was accepted
+    ended: float | None = None  # simulator clock seconds when the provider ended it by itself
     details: dict[str, Any] = field(default_factory=dict)
     charged: Decimal = Decimal(0)  # what has been taken from the balance for it so far
+    price_per_hour: Decimal | None = None  # what it bills at, when not its catalogue price
+
+    @property
+    def stopped_billing(self) -> float | None:
+        """When it stopped billing (a delete accepted, or the provider ended it), if it has."""
+        ends = [t for t in (self.deleted, self.ended) if t is not None]
+        return min(ends) if ends else None
+
+    @property
+    def hourly_price(self) -> Decimal:
+        """The price it bills at per hour."""
+        return self.entry.price_per_hour if self.price_per_hour is None else self.price_per_hour
 
 
 @dataclass
@@ -147,6 +162,7 @@ class ProviderSimulator:
     name: ClassVar[str]
     catalog_entries: ClassVar[tuple[CatalogEntry, ...]]
     billing: ClassVar[BillingPolicy] = BillingPolicy(block_seconds=1.0, refund_unused=True)
+    ended_status: ClassVar[str]  # the provider's word for a VM it ended by itself
 
     def __init__(self) -> None:
         self.limiter = FixedWindowLimiter()
@@ -224,6 +240,13 @@ class ProviderSimulator:
             return float("inf")
         return (self.clock() - vm.started) / self.boot_seconds
 
+    def end_vm(self, vm: SimVM) -> None:
+        """The provider ends the VM by itself (discontinued, suspended, interrupted): it shows
+        `ended_status` from now on and stops billing."""
+        self.settle()
+        if vm.ended is None:
+            vm.ended = self.clock()
+
     def deletion_progress(self, vm: SimVM) -> float | None:
         """How far through deleting (1 = gone), or None if no delete was asked for."""
         if vm.deleted is None:
@@ -252,6 +275,8 @@ class ProviderSimulator:
             "status": self.vm_status(vm),
             "ip": vm.ip,
             "created_at": vm.created_at,
+            "price_per_hour": str(vm.hourly_price),
+            "charged": str(vm.charged),
         }
 
     # --- money -----------------------------------------------------------------------------
@@ -273,7 +298,8 @@ class ProviderSimulator:
         back what it was overcharged, where the provider refunds the unused part of a block)."""
         now = self.clock()
         for vm in self.vms.values():
-            due = charge(vm.entry.price_per_hour, self.billable_span(vm), now, self.billing)
+            due = charge(vm.hourly_price, self.billable_span(vm), now, self.billing)
+            due += self.extra_charge(vm, now)
             if due != vm.charged:
                 self._balance -= due - vm.charged
                 vm.charged = due
@@ -283,7 +309,12 @@ class ProviderSimulator:
         never if it fails before it runs. Providers that bill otherwise override this."""
         if vm.fail_after_accept:
             return None
-        return Span(vm.started + max(self.boot_seconds, 0.0), vm.deleted)
+        return Span(vm.started + max(self.boot_seconds, 0.0), vm.stopped_billing)
+
+    def extra_charge(self, vm: SimVM, now: float) -> Decimal:
+        """What else the VM has cost by `now` besides its hours (none by default; Verda bills
+        an OS volume a delete left behind)."""
+        return Decimal(0)
 
     def hourly_charge(self) -> Decimal:
         """What the VMs billing now cost per hour together."""
@@ -291,7 +322,7 @@ class ProviderSimulator:
         spans = [(vm, self.billable_span(vm)) for vm in self.vms.values()]
         return sum(
             (
-                vm.entry.price_per_hour
+                vm.hourly_price
                 for vm, span in spans
                 if span is not None and span.start <= now and (span.end is None or span.end > now)
             ),

@@ -128,6 +128,10 @@ def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
         ["ap-order-sdk"],
     )
     assert instance.security_rules[0].port_range_min == 22
+    with pytest.raises(ApiException) as still_creating:  # Hyperstack refuses it until created
+        vms.delete_vm(instance.id)
+    assert still_creating.value.status == 400
+    assert "being created" in still_creating.value.data.message
 
     deadline = time.monotonic() + 5
     while True:

@@ -101,6 +101,7 @@ def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: htt
         description="contract test",
         ssh_key_ids=[key.id],
         location="FIN-03",
+        pricing="FIXED_PRICE",
     )
     assert isinstance(created, Instance)
     assert created.status in ("provisioning", "running")
@@ -119,6 +120,47 @@ def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: htt
     assert [i.id for i in verda.instances.get(status="running")] == [created.id]
     verda.instances.action(created.id, "delete", delete_permanently=True)
     assert verda.instances.get_by_id(created.id).status in ("deleting", "discontinued")
+    (vm,) = control.get("/_sim/vms").json()
+    assert vm["os_volume_kept"] is False  # no volume_ids: the OS volume goes with it
+
+
+def test_the_sdks_default_pricing_is_the_dynamic_price(
+    verda: VerdaClient, control: httpx.Client
+) -> None:
+    put_stock(control, "8B300.240V", "FIN-03", 1)
+    created = verda.instances.create(
+        instance_type="8B300.240V",
+        image=IMAGE,
+        hostname="ap-contract-2",
+        description="no pricing sent",
+        location="FIN-03",
+        wait_for_status=None,
+    )
+    shown = verda.instances.get_by_id(created.id)
+    assert (shown.pricing, shown.price_per_hour) == ("DYNAMIC_PRICE", 56.9)
+
+
+def test_deletes_the_sdk_sends_are_refused_while_provisioning_and_keep_volumes_it_names(
+    verda: VerdaClient, control: httpx.Client
+) -> None:
+    control.put("/_sim/config", json={"boot_seconds": 60})
+    put_stock(control, "8B300.240V", "FIN-03", 1)
+    booting = verda.instances.create(
+        instance_type="8B300.240V",
+        image=IMAGE,
+        hostname="ap-contract-3",
+        description="delete while provisioning",
+        location="FIN-03",
+        pricing="FIXED_PRICE",
+        wait_for_status=None,
+    )
+    with pytest.raises(APIException) as refused:
+        verda.instances.action(booting.id, "delete")
+    assert "provisioning" in refused.value.message
+    control.put("/_sim/config", json={"boot_seconds": 0})
+    verda.instances.action(booting.id, "delete", volume_ids=[])  # keeps the OS volume
+    (vm,) = control.get("/_sim/vms").json()
+    assert vm["status"] in ("deleting", "discontinued") and vm["os_volume_kept"] is True
 
 
 def test_ssh_keys_are_deleted_as_the_sdk_asks(verda: VerdaClient) -> None:

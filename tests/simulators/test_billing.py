@@ -85,7 +85,7 @@ def test_anything_else_is_not_an_amount(value: object) -> None:
 
 
 class TestVerda:
-    def test_running_bills_in_prepaid_ten_minute_blocks_refunded_at_delete(self) -> None:
+    def test_running_bills_in_ten_minute_blocks_each_begun_in_full(self) -> None:
         sim = simulator(VerdaSimulator, boot_seconds=60)
         vm = run(sim)
         advance(sim, 59)
@@ -95,11 +95,32 @@ class TestVerda:
         advance(sim, 601)
         assert sim.balance == START - cost(vm, 1200)
         vm.details["offline"] = True  # shut down: Verda keeps billing
-        advance(sim, 299)  # 900 s since it ran, then deleted: the unused 300 s come back
+        advance(sim, 299)  # 900 s since it ran, then deleted: the block begun is kept
         vm.deleted = sim.clock()
-        assert sim.balance == START - cost(vm, 900)
+        assert sim.balance == START - cost(vm, 1200)
         advance(sim, 7200)
-        assert sim.balance == START - cost(vm, 900)
+        assert sim.balance == START - cost(vm, 1200)
+
+    def test_a_vm_verda_ends_by_itself_stops_billing_then(self) -> None:
+        sim = simulator(VerdaSimulator, boot_seconds=0)
+        vm = run(sim)
+        advance(sim, 900)
+        sim.end_vm(vm)
+        assert sim.vm_status(vm) == "discontinued"
+        advance(sim, 7200)
+        assert sim.balance == START - cost(vm, 1200)
+        assert sim.hourly_charge() == 0
+
+    def test_an_os_volume_a_delete_leaves_behind_keeps_billing(self) -> None:
+        sim = simulator(VerdaSimulator, boot_seconds=0)
+        kept, gone = run(sim), run(sim)
+        for vm in (kept, gone):
+            vm.details["os_volume_size"] = 730
+        advance(sim, 600)
+        kept.details["os_volume_kept_at"] = sim.clock()
+        kept.deleted = gone.deleted = sim.clock()
+        advance(sim, 3600)  # 730 GB at $0.20/GB-month: $0.20 an hour
+        assert sim.balance == START - cost(kept, 600) - cost(gone, 600) - Decimal("0.20")
 
     def test_a_vm_that_fails_before_it_runs_costs_nothing(self) -> None:
         sim = simulator(VerdaSimulator, boot_seconds=10)

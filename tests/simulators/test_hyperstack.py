@@ -363,6 +363,7 @@ class TestLifecycle:
         await client.put("/_sim/config", json={"boot_seconds": 0.5})
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
         vm_id = (await create(client)).json()["instances"][0]["id"]
+        await watch(client, vm_id, "ACTIVE")
         deleted = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
         assert deleted.json() == {"status": True, "message": "Instance is being deleted."}
         assert (await instance(client, vm_id))["status"] == "DELETING"
@@ -376,6 +377,45 @@ class TestLifecycle:
             await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
         ).status_code == 404
         assert (await client.get("/_sim/vms")).json() == []
+
+    async def test_a_vm_being_created_cannot_be_deleted_yet(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0.5})
+        await set_stock(client, "n3-H100x1", "CANADA-1", 1)
+        vm_id = (await create(client)).json()["instances"][0]["id"]
+        refused = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
+        assert refused.status_code == 400
+        assert "currently being created" in refused.json()["message"]
+        assert (await instance(client, vm_id))["status"] in ("CREATING", "BUILD")
+        await watch(client, vm_id, "ACTIVE")  # once created, the same delete is taken
+        taken = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
+        assert taken.status_code == 200
+
+    async def test_a_refused_delete_fault_refuses_one_delete_of_an_active_vm(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        await set_stock(client, "n3-H100x1", "CANADA-1", 1)
+        vm_id = (await create(client)).json()["instances"][0]["id"]
+        await client.post("/_sim/faults", json={"kind": "delete_refused"})
+        first = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
+        second = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
+        assert (first.status_code, second.status_code) == (400, 200)
+
+    async def test_a_vm_hyperstack_ends_is_suspended_and_stops_billing(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        await set_stock(client, "n3-H100x1", "CANADA-1", 1)
+        vm_id = (await create(client)).json()["instances"][0]["id"]
+        ended = await client.post(f"/_sim/vms/{vm_id}/end")
+        assert ended.status_code == 200 and ended.json()["status"] == "SUSPENDED"
+        shown = await instance(client, vm_id)
+        assert (shown["status"], shown["power_state"]) == ("SUSPENDED", "SHUTDOWN")
+        money = (await client.get("/_sim/balance")).json()
+        assert money["hourly_charge"] == "0"
+        assert (await client.post("/_sim/vms/nope/end")).status_code == 404
 
     async def test_vms_are_listed_searched_and_paged(self, client: httpx.AsyncClient) -> None:
         await set_stock(client, "n3-H100x1", "CANADA-1", 3)

@@ -450,6 +450,29 @@ class TestLifecycle:
         assert again.status_code == 400 and again.json()["error"]["code"] == "validation_error"
         assert (await wait_for_status(client, dep_id, "terminated"))["status"] == "terminated"
 
+    async def test_a_refused_stop_fault_refuses_one_stop(self, client: httpx.AsyncClient) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        await stock(client, RTX, 1)
+        dep_id = (await deploy(client, await offer_id(client, RTX))).json()["id"]
+        await fault(client, "delete_refused")
+        refused = await client.post(f"/api/v1/deployments/{dep_id}/stop", headers=KEY)
+        assert (
+            refused.status_code == 400 and (await deployment(client, dep_id))["status"] == "active"
+        )
+        taken = await client.post(f"/api/v1/deployments/{dep_id}/stop", headers=KEY)
+        assert taken.status_code == 202
+
+    async def test_a_deployment_quantacloud_ends_is_interrupted_and_stops_billing(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        await stock(client, RTX, 1)
+        dep_id = (await deploy(client, await offer_id(client, RTX))).json()["id"]
+        ended = await client.post(f"/_sim/vms/{dep_id}/end")
+        assert ended.json()["status"] == "interrupted"
+        assert (await deployment(client, dep_id))["status"] == "interrupted"
+        assert (await client.get("/_sim/balance")).json()["hourly_charge"] == "0"
+
     async def test_unknown_deployments_are_404(self, client: httpx.AsyncClient) -> None:
         for response in (
             await client.get("/api/v1/deployments/dep_nope", headers=KEY),

@@ -58,6 +58,7 @@ def deploy_body(**overrides: Any) -> dict[str, Any]:
         "hostname": "ap-01jd3x-1",
         "description": "autoprovision ap-order-01jd3x",
         "location_code": B300[1],
+        "pricing": "FIXED_PRICE",
         "tags": [{"key": "autoprovision", "value": "ap-order-01jd3x"}],
     }
     return {**body, **overrides}
@@ -266,6 +267,17 @@ class TestCreate:
         assert instance["tags"][0]["id"].startswith("tag_")
         assert instance["description"] == "autoprovision ap-order-01jd3x"
 
+    async def test_a_create_that_does_not_pin_the_fixed_price_is_billed_the_dynamic_one(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await set_stock(client, *B300, 1)
+        body = {k: v for k, v in deploy_body().items() if k != "pricing"}
+        vm_id = (await client.post("/v1/instances", json=body, headers=auth)).text
+        instance = (await client.get(f"/v1/instances/{vm_id}", headers=auth)).json()
+        assert (instance["pricing"], instance["price_per_hour"]) == ("DYNAMIC_PRICE", 56.9)
+        (vm,) = (await client.get("/_sim/vms")).json()
+        assert (vm["pricing"], vm["price_per_hour"]) == ("DYNAMIC_PRICE", "56.9000")
+
     async def test_no_stock_is_verdas_capacity_error(
         self, client: httpx.AsyncClient, auth: dict[str, str]
     ) -> None:
@@ -407,6 +419,47 @@ class TestLifecycle:
         response = await client.put("/v1/instances", json=body, headers=auth)
         assert response.status_code == 400
         assert response.json()["message"] == "Can't discontinue a provisioning instance"
+
+    @pytest.mark.parametrize(
+        ("volume_ids", "kept"), [(None, False), ([], True), ("os", False), (["other"], True)]
+    )
+    async def test_a_delete_keeps_the_os_volume_billing_unless_it_goes_too(
+        self, client: httpx.AsyncClient, auth: dict[str, str], volume_ids: Any, kept: bool
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        vm_id = await self.create(client, auth)
+        os_volume = (await client.get(f"/v1/instances/{vm_id}", headers=auth)).json()[
+            "os_volume_id"
+        ]
+        body: dict[str, Any] = {"action": "delete", "id": vm_id}
+        if volume_ids is not None:
+            body["volume_ids"] = [os_volume] if volume_ids == "os" else volume_ids
+        assert (await client.put("/v1/instances", json=body, headers=auth)).status_code == 202
+        (vm,) = (await client.get("/_sim/vms")).json()
+        assert vm["os_volume_kept"] is kept
+
+    async def test_a_refused_delete_fault_refuses_a_running_instance_once(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        vm_id = await self.create(client, auth)
+        await fault(client, "delete_refused")
+        body = {"action": "delete", "id": vm_id}
+        first = await client.put("/v1/instances", json=body, headers=auth)
+        assert first.status_code == 400
+        assert first.json()["message"] == "Can't discontinue a provisioning instance"
+        assert (await client.put("/v1/instances", json=body, headers=auth)).status_code == 202
+
+    async def test_an_instance_verda_ends_is_discontinued_and_leaves_the_list(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0})
+        vm_id = await self.create(client, auth)
+        ended = await client.post(f"/_sim/vms/{vm_id}/end")
+        assert ended.json()["status"] == "discontinued"
+        assert await self.status(client, auth, vm_id) == "discontinued"
+        assert (await client.get("/v1/instances", headers=auth)).json() == []
+        assert (await client.get("/_sim/balance")).json()["hourly_charge"] == "0"
 
     async def test_unknown_ids_are_invalid_instance_ids(
         self, client: httpx.AsyncClient, auth: dict[str, str]

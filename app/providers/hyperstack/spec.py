@@ -4,6 +4,7 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from app.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
 from app.providers.hyperstack import limits
@@ -57,6 +58,9 @@ SPEC = ProviderSpec(
     rate_limits=limits.RATE_LIMITS,
     stock_read=limits.STOCK_READ,
     create=limits.CREATE,
+    # Per minute, from ACTIVE (its billing usage is per minute).
+    billing=BillingUnit(blocks_per_hour=60),
+    ssh_user="ubuntu",
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/hyperstack",

@@ -4,6 +4,7 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from app.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
 from app.providers.quantacloud import limits
@@ -51,6 +52,9 @@ SPEC = ProviderSpec(
     rate_limits=limits.RATE_LIMITS,
     stock_read=limits.STOCK_READ,
     create=limits.CREATE,
+    # Per hour begun, from the accepted create (prepaid hourly credit).
+    billing=BillingUnit(blocks_per_hour=1, from_accepted=True),
+    ssh_user="ubuntu",
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/quantacloud",

@@ -161,6 +161,9 @@ class VerdaAdapter:
             "description": f"autoprovision {tag}",
             "location_code": offer.region,
             "is_spot": False,
+            # Verda's default is dynamic pricing, which moves after the create: the price an
+            # order matched at or below its maximum must be the price billed.
+            "pricing": "FIXED_PRICE",
             "tags": [{"key": parse.TAG_KEY, "value": tag}],
         }
         if disk_gb is not None and not offer.disk_fixed:

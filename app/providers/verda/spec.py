@@ -3,6 +3,7 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from app.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
 from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
@@ -54,6 +55,9 @@ SPEC = ProviderSpec(
     rate_limits=limits.RATE_LIMITS,
     stock_read=limits.FULL_READ,
     create=limits.CREATE,
+    # 10-minute blocks, from `running` (the simulator bills so; unverified at Verda).
+    billing=BillingUnit(blocks_per_hour=6),
+    ssh_user="root",
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/verda",

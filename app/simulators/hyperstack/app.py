@@ -32,6 +32,10 @@ from app.simulators.serving import provider_app
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+# A delete is refused until creation has finished.
+CREATING_STATUSES = ("CREATING", "BUILD")
+
+
 async def no_route(_request: Request, exc: Exception) -> Response:
     """Unknown paths (404) and methods (405) in Hyperstack's error envelope, not plain text."""
     if isinstance(exc, HTTPException) and exc.status_code == 405:
@@ -239,6 +243,12 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
         if vm is None:
             return not_found(f"Virtual machine with id {vm_id} not found")
         if request.method == "DELETE":
+            refused = sim.take_fault("delete_refused") is not None
+            if vm.deleted is None and (refused or sim.vm_status(vm) in CREATING_STATUSES):
+                return bad_request(
+                    f"Virtual machine {vm.id} is currently being created and cannot be deleted "
+                    "yet. Please wait until the creation process is finished."
+                )
             if vm.deleted is None:
                 vm.deleted = sim.clock()
             return ok("Instance is being deleted.")

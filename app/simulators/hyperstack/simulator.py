@@ -143,6 +143,9 @@ class HyperstackSimulator(ProviderSimulator):
     # Per minute, each minute begun in full (Hyperstack sells "per-minute billing"), from ACTIVE
     # until a delete is accepted: the shared default span.
     billing = BillingPolicy(block_seconds=60.0, refund_unused=False)
+    # What a prepaid account's VMs become when its credit falls below $0 ("temporarily
+    # suspended until a payment is made"); what `/_sim/vms/{id}/end` makes of a VM.
+    ended_status = "SUSPENDED"
 
     def reset(self) -> None:
         """Fresh state: one operator environment with the `autoprovision` key pair in it."""
@@ -197,6 +200,8 @@ class HyperstackSimulator(ProviderSimulator):
         deleting = self.deletion_progress(vm)
         if deleting is not None:
             return "DELETING" if deleting < 1 else "DELETED"
+        if vm.ended is not None:
+            return self.ended_status
         progress = self.progress(vm)
         if vm.fail_after_accept and progress >= 0.5:
             return "ERROR"
@@ -223,6 +228,7 @@ class HyperstackSimulator(ProviderSimulator):
             "BUILD": ("building", "NOSTATE"),
             "ACTIVE": ("active", "RUNNING"),
             "ERROR": ("error", "NOSTATE"),
+            "SUSPENDED": ("suspended", "SHUTDOWN"),
         }
         vm_state, power_state = states.get(actual, ("deleted", "SHUTDOWN"))
         rules = [

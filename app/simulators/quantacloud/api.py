@@ -241,6 +241,8 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
         status = sim.vm_status(vm)
         if status in ("stopping", "terminated", "failed", "interrupted"):
             return error(400, "validation_error", f"Deployment is {status} and cannot stop.")
+        if sim.take_fault("delete_refused") is not None:
+            return error(400, "validation_error", f"Deployment is {status} and cannot stop yet.")
         vm.deleted = sim.clock()
         return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
 

@@ -75,6 +75,7 @@ class QuantaCloudSimulator(ProviderSimulator):
     catalog_entries = build_entries()
     # Prepaid per hour (the reference): each hour begun is taken in full, nothing comes back.
     billing = BillingPolicy(block_seconds=3600.0, refund_unused=False)
+    ended_status = "interrupted"  # what `/_sim/vms/{id}/end` makes of a deployment
 
     def reset(self) -> None:
         """Back to a fresh start (see `ProviderSimulator.reset`)."""
@@ -141,6 +142,8 @@ class QuantaCloudSimulator(ProviderSimulator):
         stopped = self.deletion_progress(vm)
         if stopped is not None:
             return "terminated" if stopped >= 1 else "stopping"
+        if vm.ended is not None:
+            return self.ended_status
         progress = self.progress(vm)
         if vm.fail_after_accept and progress >= 0.5:
             return "failed"
@@ -151,7 +154,7 @@ class QuantaCloudSimulator(ProviderSimulator):
     def billable_span(self, vm: SimVM) -> Span:
         """From the create (the first hour is taken then) until a stop is accepted or the
         deployment fails; `provisioning` and `connecting` bill, as the reference proposes."""
-        end = vm.deleted
+        end = vm.stopped_billing
         if vm.fail_after_accept:
             failed = vm.started + 0.5 * max(self.boot_seconds, 0.0)
             end = failed if end is None else min(end, failed)

@@ -10,7 +10,12 @@ from starlette.routing import BaseRoute, Route
 
 from app.simulators.core import SimVM
 from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, IMAGES_BY_KEY, LOCATION_CODES
-from app.simulators.verda.simulator import PENDING_STATUSES, VerdaSimulator, error
+from app.simulators.verda.simulator import (
+    DYNAMIC_PRICE_FACTOR,
+    PENDING_STATUSES,
+    VerdaSimulator,
+    error,
+)
 from app.simulators.verda.wire import authed, invalid, json_body, no_capacity
 
 REQUIRED_CREATE_FIELDS = ("instance_type", "image", "hostname", "location_code")
@@ -137,7 +142,10 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             os_volume_size=(body.get("os_volume") or {}).get("size"),
             jupyter_token=uuid.uuid4().hex,
             tags=tags,
+            pricing="FIXED_PRICE" if body.get("pricing") == "FIXED_PRICE" else "DYNAMIC_PRICE",
         )
+        if vm.details["pricing"] == "DYNAMIC_PRICE":
+            vm.price_per_hour = vm.entry.price_per_hour * DYNAMIC_PRICE_FACTOR
         return vm
 
     async def list_instances(request: Request) -> Response:
@@ -182,7 +190,12 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             return invalid(f"The simulator does not perform the {action} action")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             return invalid("id should not be empty")
-        results = [(vm_id, act(action, vm_id)) for vm_id in ids]
+        volume_ids = body.get("volume_ids")
+        if volume_ids is not None and not (
+            isinstance(volume_ids, list) and all(isinstance(v, str) for v in volume_ids)
+        ):
+            return invalid("volume_ids must be a list of volume ids")
+        results = [(vm_id, act(action, vm_id, volume_ids)) for vm_id in ids]
         if len(results) == 1:
             outcome = results[0][1]
             if outcome is None:
@@ -199,7 +212,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         failed = any(item["status"] == "error" for item in items)
         return JSONResponse(items, status_code=207 if failed else 202)
 
-    def act(action: str, vm_id: str) -> tuple[int, str] | None:
+    def act(action: str, vm_id: str, volume_ids: list[str] | None) -> tuple[int, str] | None:
         """(status, message) for one instance; None when it is already in that state."""
         vm = sim.vms.get(vm_id)
         if vm is None:
@@ -208,11 +221,17 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         if action in ("delete", "discontinue"):
             if status == "deleting":
                 return None
-            if status in PENDING_STATUSES:  # Verda words `ordered` the same (a client matches it)
+            refused = sim.take_fault("delete_refused") is not None
+            if refused or status in PENDING_STATUSES:  # `ordered` is worded the same
                 return (400, "Can't discontinue a provisioning instance")
             if status == "discontinued":
                 return (400, "Can't discontinue a discontinued instance")
+            sim.settle()
             vm.deleted = sim.clock()
+            # No volume_ids: the OS volume goes with the instance. A list keeps (detached,
+            # still billing) every volume it does not name: `[]` keeps the OS volume.
+            if volume_ids is not None and vm.details.get("os_volume_id") not in volume_ids:
+                vm.details["os_volume_kept_at"] = vm.deleted
             return (202, "")
         if action in ("shutdown", "force_shutdown"):
             if status == "offline":

@@ -7,6 +7,7 @@ import secrets
 import time
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from starlette.requests import Request
@@ -29,6 +30,11 @@ WINDOW = 60.0
 RATE_LIMIT_POLICY = f'"project";q={PROJECT_LIMIT};w=60, "endpoint";q={ENDPOINT_LIMIT};w=60'
 
 PENDING_STATUSES = ("ordered", "provisioning")
+# A create that does not pin `"pricing": "FIXED_PRICE"` gets Verda's default, dynamic pricing:
+# billed at this multiple of the listed price here (the real one moves with demand).
+DYNAMIC_PRICE_FACTOR = Decimal("1.25")
+# An OS volume a delete left detached (`volume_ids: []`) keeps billing: $0.20/GB-month.
+VOLUME_PRICE_PER_GB_HOUR = Decimal("0.20") / 730
 
 
 def error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -68,10 +74,11 @@ class VerdaSimulator(ProviderSimulator):
 
     name = "verda"
     catalog_entries = CATALOG_ENTRIES
-    # Prepaid in 10-minute blocks, each begun in full, the unused rest refunded at delete (what
-    # third parties cite from Verda's billing page), from `running` (`offline` still bills)
-    # until a delete is accepted: the shared default span.
-    billing = BillingPolicy(block_seconds=600.0, refund_unused=True)
+    # In 10-minute blocks, each begun in full, from `running` (`offline` still bills) until a
+    # delete is accepted or Verda discontinues it: the shared default span. Third parties cite
+    # 10-minute blocks with the unused rest refunded; the blocks are what the service bills by.
+    billing = BillingPolicy(block_seconds=600.0, refund_unused=False)
+    ended_status = "discontinued"
 
     def reset(self) -> None:
         """Back to a fresh start: also forgets every token, SSH key and startup script."""
@@ -181,6 +188,8 @@ class VerdaSimulator(ProviderSimulator):
         deleting = self.deletion_progress(vm)
         if deleting is not None:
             return "deleting" if deleting < 1 else "discontinued"
+        if vm.ended is not None:
+            return self.ended_status
         progress = self.progress(vm)
         if vm.fail_after_accept and progress >= 0.5:
             return "error"
@@ -191,8 +200,23 @@ class VerdaSimulator(ProviderSimulator):
         return "offline" if vm.details.get("offline") else "running"
 
     def describe_vm(self, vm: SimVM) -> dict[str, Any]:
-        """The control API's view, plus the OS volume size the create asked for."""
-        return {**super().describe_vm(vm), "os_volume_size": vm.details.get("os_volume_size")}
+        """The control API's view, plus the OS volume (its size, and whether a delete left it
+        behind) and the pricing the create asked for."""
+        return {
+            **super().describe_vm(vm),
+            "os_volume_size": vm.details.get("os_volume_size"),
+            "os_volume_kept": vm.details.get("os_volume_kept_at") is not None,
+            "pricing": vm.details.get("pricing", "FIXED_PRICE"),
+        }
+
+    def extra_charge(self, vm: SimVM, now: float) -> Decimal:
+        """An OS volume left detached by a delete bills by the GB-hour from then on."""
+        kept_at = vm.details.get("os_volume_kept_at")
+        if kept_at is None or now <= kept_at:
+            return Decimal(0)
+        size = vm.details.get("os_volume_size") or vm.entry.disk_gb
+        hours = Decimal(str(round(now - kept_at, 3))) / 3600
+        return (VOLUME_PRICE_PER_GB_HOUR * size * hours).quantize(Decimal("0.000001"))
 
     def visible(self, vm: SimVM) -> bool:
         """Whether `GET /v1/instances` (no status filter) still lists the VM."""
@@ -214,10 +238,10 @@ class VerdaSimulator(ProviderSimulator):
             "description": details.get("description", ""),
             "location": entry.region,
             "instance_type": entry.sku,
-            "price_per_hour": float(entry.price_per_hour),
+            "price_per_hour": float(vm.hourly_price),
             "is_spot": False,
             "contract": "PAY_AS_YOU_GO",
-            "pricing": "FIXED_PRICE",
+            "pricing": details.get("pricing", "FIXED_PRICE"),
             "image": details.get("image"),
             "os_name": details.get("os_name"),
             "startup_script_id": details.get("startup_script_id"),
