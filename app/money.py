@@ -32,6 +32,16 @@ def parse_money(value: object) -> Decimal:
     return Decimal(text)
 
 
+def parse_hours(value: object) -> Decimal:
+    """A number of hours from a request, like an amount: `12`, `0.5` or `"1.25"`."""
+    try:
+        return parse_money(value)
+    except ValueError:
+        raise ValueError(
+            "hours must be a number with at most two decimals, e.g. 12 or 0.5"
+        ) from None
+
+
 def price_with_fees(price: Decimal, *, fee_percent: Decimal, fee_flat_per_hour: Decimal) -> Decimal:
     """The hourly price a user pays for a machine the provider sells at `price`, in cents."""
     gross = price * (1 + fee_percent / 100) + fee_flat_per_hour

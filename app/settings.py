@@ -15,6 +15,8 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
 # HISTORY_POLL_SECONDS is set: the demo feed shows a machine for 4 to 12 s, so most
 # appearances are recorded and the Stock page fills within a minute of `make run`.
 DEMO_HISTORY_POLL_SECONDS = 5.0
+# Demo mode bills in minutes, so a newcomer sees money move and machines end within minutes.
+DEMO_BILLING_HOUR_SECONDS = 60.0
 
 
 class Settings(BaseSettings):
@@ -64,6 +66,17 @@ class Settings(BaseSettings):
     leader_lease_seconds: float = Field(default=10.0, ge=1, le=300)
     # How many days of stock history (appearances and coverage) are kept and can be asked about.
     stock_history_days: int = Field(default=90, ge=1, le=3650)
+
+    # Paying as machines run: how long a billed hour lasts (seconds; demo mode: 60 unless set),
+    # the runway (available balance / what the running machines cost an hour) below which an
+    # account gets an `account.low_balance` event, and how long a machine whose hour could not
+    # be paid keeps running for a top-up before it is terminated.
+    billing_hour_seconds: float = Field(default=3600.0, ge=1, le=86400)
+    low_balance_hours: float = Field(default=2.0, ge=0, le=8760)
+    unpaid_grace_minutes: float = Field(default=10.0, ge=0, le=1440)
+    # How often every running VM's status is read at its provider (a list call where there is
+    # one), to find machines the provider ended.
+    running_check_seconds: float = Field(default=30.0, ge=0.1, le=3600)
 
     # How often our balance at each provider is read (also at start and after each create's
     # outcome); 0: never, and nothing is held back for it.
@@ -149,9 +162,11 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _demo_history_poll(self) -> "Settings":
+    def _demo_defaults(self) -> "Settings":
         if self.mode == "demo" and "history_poll_seconds" not in self.model_fields_set:
             self.history_poll_seconds = DEMO_HISTORY_POLL_SECONDS
+        if self.mode == "demo" and "billing_hour_seconds" not in self.model_fields_set:
+            self.billing_hour_seconds = DEMO_BILLING_HOUR_SECONDS
         return self
 
     @property

@@ -1,11 +1,12 @@
 """Accounts and credits (admin) and the caller's own balance and ledger."""
 
+from decimal import Decimal
 from typing import Annotated
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from app.api.deps import AdminOnly, CurrentAccount, SessionDep
+from app.api.deps import AdminOnly, CurrentAccount, SessionDep, SettingsDep
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, page_of
 from app.api.params import PathId
@@ -18,7 +19,7 @@ from app.api.schemas import (
     Page,
 )
 from app.api.webhook_schemas import AccountEventOut
-from app.services import account_events, accounts, ledger
+from app.services import account_events, accounts, billing, ledger
 
 ADMIN_PRINCIPAL = "admin"  # whose Idempotency-Keys admin requests use
 admin_router = APIRouter(prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly])
@@ -62,9 +63,17 @@ async def add_credit(
 
 
 @account_router.get("")
-async def get_account(account: CurrentAccount) -> AccountOut:
-    """The caller's balance, what is held for creates in flight, and what is available."""
-    return AccountOut.model_validate(account)
+async def get_account(
+    account: CurrentAccount, session: SessionDep, settings: SettingsDep
+) -> AccountOut:
+    """The caller's balance, what is held for creates in flight, what is available, what its
+    machines cost an hour together and how long the available balance pays them."""
+    spend = await billing.spend_by_account(session, account_ids=[account.id])
+    return AccountOut.present(
+        account,
+        hourly_spend=spend.get(account.id, Decimal(0)),
+        low_balance_hours=settings.low_balance_hours,
+    )
 
 
 @account_router.get("/ledger")

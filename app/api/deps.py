@@ -74,7 +74,21 @@ async def require_admin(session: SessionDep, settings: SettingsDep, credentials:
     raise Unauthorized("API key not recognised")
 
 
+async def require_account_or_admin(
+    session: SessionDep, settings: SettingsDep, credentials: BearerDep
+) -> Account | None:
+    """The account whose key authorises this request, or None for the admin key."""
+    api_key = _api_key(credentials)
+    account = await accounts.find_account_by_key(session, api_key=api_key)
+    if account is not None:
+        return account
+    if await _is_admin_key(session, settings, api_key):
+        return None
+    raise Unauthorized("API key not recognised")
+
+
 CurrentAccount = Annotated[Account, Depends(require_account)]
+AccountOrAdmin = Annotated[Account | None, Depends(require_account_or_admin)]
 AdminOnly = Depends(require_admin)
 
 
@@ -86,3 +100,11 @@ def nudge_watcher(request: Request) -> None:
     background = request.app.state.background
     if background is not None and background.watcher is not None:
         background.watcher.nudge()
+
+
+def nudge_terminator(request: Request) -> None:
+    """Tell this process's watcher (if it runs one) to send the deletes due now (after the
+    commit, as a background task)."""
+    background = request.app.state.background
+    if background is not None and background.watcher is not None:
+        background.watcher.nudge_terminator()

@@ -6,18 +6,26 @@ from typing import Annotated
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CurrentAccount, SessionDep, SettingsDep, nudge_watcher
+from app.api.deps import (
+    AccountOrAdmin,
+    CurrentAccount,
+    SessionDep,
+    SettingsDep,
+    nudge_terminator,
+    nudge_watcher,
+)
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
-from app.api.schemas import OrderCreate, OrderEventOut, Page
+from app.api.schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate, Page
+from app.dbtypes import utcnow
 from app.market import Fees
 from app.models import Order
 from app.providers.registry import enabled_providers
-from app.services import orders, stock_estimate
+from app.services import orders, stock_estimate, terminations
 from app.services.stock_views import OrderWithEstimateOut
 from app.services.views import OrderOut
-from app.states import OrderStatus
+from app.states import OrderStatus, TerminateReason
 
 router = APIRouter(prefix="/v1/orders", tags=["orders"])
 ORDER_ESTIMATE_WINDOW = timedelta(days=7)
@@ -113,4 +121,39 @@ async def cancel_order(
     """Cancel a waiting order (409 once it is deploying or later)."""
     order = await orders.cancel_order(session, account_id=account.id, order_id=order_id)
     after_commit.add_task(nudge_watcher, request)
+    return (await _present(session, [order]))[0]
+
+
+@router.post("/{order_id}/terminate", status_code=202)
+async def terminate_order(
+    order_id: PathId,
+    request: Request,
+    caller: AccountOrAdmin,
+    session: SessionDep,
+    after_commit: BackgroundTasks,
+) -> OrderOut:
+    """Delete the order's machine: the intent is committed, then the provider's delete is sent
+    until the VM is gone, and the unused part of the hour paid is refunded. The owner's key, or
+    the admin key for any order. Terminating again answers the same; a waiting order is a 409
+    (cancel it instead)."""
+    order = await terminations.request(
+        session,
+        order_id=order_id,
+        account_id=None if caller is None else caller.id,
+        reason=TerminateReason.REQUESTED if caller is not None else TerminateReason.ADMIN,
+        now=utcnow(),
+    )
+    after_commit.add_task(nudge_terminator, request)
+    return (await _present(session, [order]))[0]
+
+
+@router.patch("/{order_id}")
+async def update_order(
+    order_id: PathId, body: OrderLimitsUpdate, account: CurrentAccount, session: SessionDep
+) -> OrderOut:
+    """Change the order's limits (`max_runtime_hours`, `max_total_usd`; null removes one) while
+    its machine has not ended; nothing else of an order changes."""
+    order = await orders.update_limits(
+        session, account_id=account.id, order_id=order_id, changes=body.changes()
+    )
     return (await _present(session, [order]))[0]

@@ -4,7 +4,7 @@ import base64
 import binascii
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -20,6 +20,7 @@ from pydantic import (
     field_validator,
 )
 
+from app import metering
 from app.catalogue import (
     GPU_MODELS,
     Interconnect,
@@ -27,7 +28,7 @@ from app.catalogue import (
     normalize_gpu_model,
     offered_providers,
 )
-from app.money import MONEY_PATTERN, parse_money, to_cents
+from app.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
 from app.services.orders import NewOrder
 from app.services.views import MoneyOut
 from app.states import OrderEventKind
@@ -35,6 +36,7 @@ from app.text import MultiLine, OneLine
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")
+MAX_RUNTIME_HOURS = Decimal("87600")  # ten years
 MAX_GPU_COUNT = 16
 MAX_SSH_KEY_LENGTH = 16_384
 SSH_KEY_TYPES = (
@@ -74,6 +76,27 @@ CreditIn = Annotated[
     Field(gt=0, le=MAX_CREDIT),
     AfterValidator(to_cents),
     _money_schema(MAX_CREDIT),
+]
+TotalIn = Annotated[
+    Decimal,
+    BeforeValidator(parse_money),
+    Field(gt=0, le=MAX_CREDIT),
+    AfterValidator(to_cents),
+    _money_schema(MAX_CREDIT),
+]
+HoursIn = Annotated[
+    Decimal,
+    BeforeValidator(parse_hours),
+    Field(gt=0, le=MAX_RUNTIME_HOURS),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": MONEY_PATTERN},
+                {"type": "number", "exclusiveMinimum": 0, "maximum": int(MAX_RUNTIME_HOURS)},
+            ],
+            "description": "Hours (billed), more than 0, with at most two decimals: 12 or 0.5.",
+        }
+    ),
 ]
 Region = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=64, pattern=r"^[\w.-]+$")
@@ -126,11 +149,35 @@ class AccountOut(BaseModel):
     held: MoneyOut
     created_at: datetime
 
+    # What its machines (accepted, not ended) cost an hour together, and how many (billed)
+    # hours the available balance pays them (null: none runs); `low_balance` while that is
+    # below AUTOPROVISION_LOW_BALANCE_HOURS.
+    hourly_spend: MoneyOut = Decimal(0)
+    low_balance: bool = False
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def available(self) -> MoneyOut:
         """Balance minus open holds."""
         return self.balance - self.held
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def runway_hours(self) -> float | None:
+        """Available balance / hourly spend, in billed hours (null while nothing runs)."""
+        runway = metering.runway_hours(self.balance - self.held, self.hourly_spend)
+        return None if runway is None else float(runway)
+
+    @classmethod
+    def present(
+        cls, account: Any, *, hourly_spend: Decimal, low_balance_hours: float
+    ) -> "AccountOut":
+        """The account with what its machines cost an hour, and whether that is running low."""
+        out = cls.model_validate(account)
+        out.hourly_spend = hourly_spend
+        runway = metering.runway_hours(out.balance - out.held, hourly_spend)
+        out.low_balance = runway is not None and runway < Decimal(str(low_balance_hours))
+        return out
 
 
 class CreditCreate(BaseModel):
@@ -203,7 +250,26 @@ class MachineWanted(BaseModel):
         return None if value is None else list(dict.fromkeys(value))
 
 
-class OrderCreate(MachineWanted):
+class OrderLimits(BaseModel):
+    """The limits an order's owner sets on its machine: terminate it after `max_runtime_hours`
+    running, or before a billing hour would take what it was charged past `max_total_usd`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_runtime_hours: HoursIn | None = None
+    max_total_usd: TotalIn | None = None
+
+
+class OrderLimitsUpdate(OrderLimits):
+    """Body of `PATCH /v1/orders/{id}`: the limits to change (null removes one); nothing else
+    of an order can change."""
+
+    def changes(self) -> dict[str, Decimal | None]:
+        """The limits the body names, with their new values."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class OrderCreate(MachineWanted, OrderLimits):
     """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour."""
 
     expires_at: AwareDatetime | None = None

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Table, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app import metering
 from app.catalogue import Provider
 from app.dbtypes import UTCDateTime, utcnow
 from app.errors import InsufficientFunds
@@ -28,6 +29,7 @@ from app.market import VM, Offer
 from app.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
 from app.money import format_usd
 from app.services import ledger, outbox, timeline
+from app.services.limits import format_time, limits_line
 from app.services.timeline import Line
 from app.states import (
     OPEN_DEPLOYMENTS,
@@ -39,6 +41,7 @@ from app.states import (
 )
 
 COLUMNS = Deployment.__table__.columns
+DEFAULT_HOUR_SECONDS = 3600.0
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _orders = cast(Table, Order.__table__)
 _CLAIM = (
@@ -123,7 +126,10 @@ async def claim(
 
 
 def claim_all(
-    connection: Connection, claims: Sequence[tuple[str, Offer, Decimal]]
+    connection: Connection,
+    claims: Sequence[tuple[str, Offer, Decimal]],
+    *,
+    billing_hour_seconds: float = DEFAULT_HOUR_SECONDS,
 ) -> tuple[list[Intent], set[str]]:
     """Claim each (order, offer, price with fees) in the connection's transaction.
 
@@ -138,7 +144,11 @@ def claim_all(
         try:
             with isolated:
                 intent = claim_on(
-                    connection, order_id=order_id, offer=offer, price_with_fees=price_with_fees
+                    connection,
+                    order_id=order_id,
+                    offer=offer,
+                    price_with_fees=price_with_fees,
+                    billing_hour_seconds=billing_hour_seconds,
                 )
         except (InsufficientFunds, KindBusy):
             if len(claims) == 1:
@@ -152,9 +162,15 @@ def claim_all(
 
 
 def claim_on(
-    connection: Connection, *, order_id: str, offer: Offer, price_with_fees: Decimal
+    connection: Connection,
+    *,
+    order_id: str,
+    offer: Offer,
+    price_with_fees: Decimal,
+    billing_hour_seconds: float = DEFAULT_HOUR_SECONDS,
 ) -> Intent | None:
-    """`claim` in a transaction of a synchronous connection (one hop on the deploy path)."""
+    """`claim` in a transaction of a synchronous connection (one hop on the deploy path); the
+    machine's billing hours will last `billing_hour_seconds`."""
     now = utcnow()
     claimed = connection.execute(_CLAIM, {"order_id": order_id, "now": now}).first()
     if claimed is None:
@@ -187,6 +203,14 @@ def claim_on(
         hold_id=hold.id,
         created_at=now,
         updated_at=now,
+        billing_hour_seconds=billing_hour_seconds,
+        billed_from=None,
+        paid_hours=0,
+        charged=Decimal(0),
+        unpaid_since=None,
+        ended_at=None,
+        delete_attempts=0,
+        next_delete_at=None,
     )
     # Plain INSERTs: this commit is on the path from stock read to create call.
     try:
@@ -257,11 +281,16 @@ async def _set_order(
     return moved is not None
 
 
-async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -> bool:
-    """The provider accepted the create: the order is deployed and its first hour is paid.
+async def settle_created(
+    session: AsyncSession, *, deployment_id: str, vm: VM, now: datetime | None = None
+) -> bool:
+    """The provider accepted the create: the order is deployed and its first hour is paid
+    (where the provider bills from the accepted create, the hour begins now).
 
     Raises VMAlreadyOwned (nothing written) when another live attempt already owns the VM.
+    An order whose terminate was asked for meanwhile stays terminating: the terminator deletes.
     """
+    now = now or utcnow()
     try:
         async with session.begin_nested():
             deployment = await _move(
@@ -271,6 +300,8 @@ async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -
                 status=DeploymentStatus.DEPLOYED,
                 provider_vm_id=vm.id,
                 provider_status=vm.provider_status[:40],
+                paid_hours=1,
+                charged=Deployment.price_per_hour_with_fees,
             )
     except IntegrityError as exc:
         if "provider_vm_id" not in str(exc.orig) and "live_provider_vm" not in str(exc.orig):
@@ -278,11 +309,15 @@ async def settle_created(session: AsyncSession, *, deployment_id: str, vm: VM) -
         raise VMAlreadyOwned(vm.id) from exc
     if deployment is None:
         return False
+    if Provider(deployment.provider).spec.billing.from_accepted:
+        deployment.billed_from = now
     deployed = await _set_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
     )
     if deployment.hold_id is not None:
-        await ledger.debit_hold(session, hold_id=deployment.hold_id)
+        await ledger.debit_hold(
+            session, hold_id=deployment.hold_id, deployment_id=deployment.id, billing_hour=1
+        )
     if deployed:
         await outbox.emit(
             session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_DEPLOYED
@@ -359,8 +394,12 @@ async def mark_unknown(session: AsyncSession, *, deployment_id: str, message: st
     return True
 
 
-async def settle_running(session: AsyncSession, *, deployment_id: str, vm: VM) -> bool:
-    """The VM runs: record its IP; the order is running."""
+async def settle_running(
+    session: AsyncSession, *, deployment_id: str, vm: VM, now: datetime | None = None
+) -> bool:
+    """The VM runs: record its IP; the order is running, and its first hour begins (unless its
+    provider bills from the accepted create)."""
+    now = now or utcnow()
     deployment = await _move(
         session,
         deployment_id,
@@ -368,16 +407,31 @@ async def settle_running(session: AsyncSession, *, deployment_id: str, vm: VM) -
         status=DeploymentStatus.RUNNING,
         ip=vm.ip,
         provider_status=vm.provider_status[:40],
-        running_at=utcnow(),
+        running_at=now,
     )
     if deployment is None:
         return False
+    if deployment.billed_from is None:
+        deployment.billed_from = now
     running = await _set_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
     )
-    await timeline.write(
-        session, Line(deployment.order_id, OrderEventKind.RUNNING, f"Running at {vm.ip}.")
+    order = await session.get(Order, deployment.order_id)
+    assert order is not None  # foreign key
+    paid = metering.paid_until(
+        deployment.billed_from, deployment.paid_hours, deployment.billing_hour_seconds
     )
+    lines = [
+        Line(
+            order.id,
+            OrderEventKind.RUNNING,
+            f"Running at {vm.ip}; paid until {format_time(paid)}.",
+        )
+    ]
+    limits = limits_line(order, deployment)
+    if limits is not None:
+        lines.append(limits)
+    await timeline.write(session, *lines)
     if running:
         await outbox.emit(
             session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_RUNNING
@@ -404,10 +458,12 @@ async def settle_failed_before_running(
     await ledger.refund(
         session,
         account_id=order.account_id,
-        amount=deployment.price_per_hour_with_fees,
+        amount=deployment.charged,
         order_id=order.id,
+        deployment_id=deployment.id,
         note=f"VM {deployment.provider_vm_id} failed before it ran",
     )
+    deployment.charged = Decimal(0)
     await _set_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
     await timeline.write(
         session,

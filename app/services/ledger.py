@@ -77,6 +77,8 @@ def _record(
     after: tuple[Decimal, Decimal],
     hold: Hold | None = None,
     order_id: str | None = None,
+    deployment_id: str | None = None,
+    billing_hour: int | None = None,
     note: str | None = None,
 ) -> LedgerEntry:
     """Write one ledger entry (a plain INSERT: this sits on the deploy path) and return it."""
@@ -89,6 +91,8 @@ def _record(
         held_after=after[1],
         hold_id=hold.id if hold else None,
         order_id=order_id if order_id is not None else (hold.order_id if hold else None),
+        deployment_id=deployment_id,
+        billing_hour=billing_hour,
         note=note,
         created_at=utcnow(),
     )
@@ -118,9 +122,16 @@ async def credit(
 
 
 async def refund(
-    session: AsyncSession, *, account_id: str, amount: Decimal, order_id: str, note: str
+    session: AsyncSession,
+    *,
+    account_id: str,
+    amount: Decimal,
+    order_id: str,
+    deployment_id: str,
+    note: str,
 ) -> LedgerEntry:
-    """Give back money spent on an order (e.g. a VM the provider failed before it ran)."""
+    """Give back money spent on one machine of an order (a VM that failed before it ran, or the
+    unused part of its last hour); once per machine, which the database holds to."""
     return await _run(
         session,
         _add_money,
@@ -128,6 +139,7 @@ async def refund(
         amount=amount,
         kind=LedgerKind.REFUND,
         order_id=order_id,
+        deployment_id=deployment_id,
         note=note,
     )
 
@@ -139,6 +151,7 @@ def _add_money(
     amount: Decimal,
     kind: LedgerKind,
     order_id: str | None = None,
+    deployment_id: str | None = None,
     note: str | None = None,
 ) -> LedgerEntry:
     after = _change_account(connection, account_id=account_id, balance_delta=amount)
@@ -151,6 +164,7 @@ def _add_money(
         amount=amount,
         after=after,
         order_id=order_id,
+        deployment_id=deployment_id,
         note=note,
     )
 
@@ -217,9 +231,15 @@ async def release_hold(session: AsyncSession, *, hold_id: str) -> LedgerEntry:
 
 
 async def debit_hold(
-    session: AsyncSession, *, hold_id: str, amount: Decimal | None = None
+    session: AsyncSession,
+    *,
+    hold_id: str,
+    amount: Decimal | None = None,
+    deployment_id: str | None = None,
+    billing_hour: int | None = None,
 ) -> LedgerEntry:
-    """Spend a hold: debit `amount` (default: all of it) and free the rest of it."""
+    """Spend a hold: debit `amount` (default: all of it) and free the rest of it (the first
+    billing hour of the machine `deployment_id`, when given)."""
     hold = await _close_hold(session, hold_id=hold_id, status=HoldStatus.DEBITED)
     spent = hold.amount if amount is None else amount
     if not Decimal(0) < spent <= hold.amount:
@@ -240,6 +260,58 @@ async def debit_hold(
         amount=spent,
         after=after,
         hold=hold,
+        deployment_id=deployment_id,
+        billing_hour=billing_hour,
+    )
+
+
+async def debit_hour(
+    session: AsyncSession,
+    *,
+    account_id: str,
+    amount: Decimal,
+    order_id: str,
+    deployment_id: str,
+    billing_hour: int,
+) -> LedgerEntry | None:
+    """Pay one billing hour of a machine from the available balance; None (nothing written)
+    when the available balance does not cover it. A second payment of the same hour is refused
+    by the database (IntegrityError): the caller's compare-and-set should have stopped it."""
+    return await _run(
+        session,
+        _debit_available,
+        account_id=account_id,
+        amount=amount,
+        order_id=order_id,
+        deployment_id=deployment_id,
+        billing_hour=billing_hour,
+    )
+
+
+def _debit_available(
+    connection: Connection,
+    *,
+    account_id: str,
+    amount: Decimal,
+    order_id: str,
+    deployment_id: str,
+    billing_hour: int,
+) -> LedgerEntry | None:
+    after = _change_account(
+        connection, account_id=account_id, balance_delta=-amount, require_available=amount
+    )
+    if after is None:
+        return None
+    return _record(
+        connection,
+        account_id=account_id,
+        kind=LedgerKind.DEBIT,
+        amount=amount,
+        after=after,
+        order_id=order_id,
+        deployment_id=deployment_id,
+        billing_hour=billing_hour,
+        note=f"billing hour {billing_hour}",
     )
 
 

@@ -1,6 +1,6 @@
 """Orders: placing, reading, cancelling, and the timeline of what happened to each."""
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -10,11 +10,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.dbtypes import utcnow
-from app.errors import Conflict, NotFound, ProvidersNotEnabled
+from app.errors import Conflict, NotFound, ProvidersNotEnabled, ValidationFailed
 from app.ids import new_id
 from app.models import Deployment, Order, OrderEvent, WebhookEventType
 from app.money import format_usd
 from app.services import outbox, timeline
+from app.services.limits import limits_line
 from app.services.timeline import Line
 from app.states import OrderEventKind, OrderStatus, check_order_move
 
@@ -43,6 +44,12 @@ class NewOrder:
     expires_at: datetime | None = None
     name: str | None = None
     ssh_public_key: str | None = None
+    max_runtime_hours: Decimal | None = None
+    max_total_usd: Decimal | None = None
+
+
+def _field_error(field: str, message: str) -> ValidationFailed:
+    return ValidationFailed(f"{field}: {message}", details=[{"field": field, "message": message}])
 
 
 def _names(providers: Sequence[str]) -> str:
@@ -73,6 +80,12 @@ async def place_order(
 ) -> Order:
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
     can deploy on; an order that accepts none of them is refused."""
+    if request.max_total_usd is not None and request.max_total_usd < request.max_price_per_hour:
+        raise _field_error(
+            "max_total_usd",
+            f"must cover at least one hour at max_price_per_hour "
+            f"({format_usd(request.max_price_per_hour)}): the first hour is paid at deploy",
+        )
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
     if len(disabled) == len(request.providers):
         raise ProvidersNotEnabled(
@@ -96,6 +109,8 @@ async def place_order(
         expires_at=request.expires_at,
         name=request.name,
         ssh_public_key=request.ssh_public_key,
+        max_runtime_hours=request.max_runtime_hours,
+        max_total_usd=request.max_total_usd,
         created_at=now,
         updated_at=now,
     )
@@ -188,6 +203,65 @@ async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str)
     await outbox.emit(session, order_id=order.id, event_type=WebhookEventType.ORDER_CANCELLED)
     await session.flush()
     return order
+
+
+async def update_limits(
+    session: AsyncSession,
+    *,
+    account_id: str,
+    order_id: str,
+    changes: Mapping[str, Decimal | None],
+) -> Order:
+    """Change an order's limits (a None removes one) until its machine has ended.
+
+    A total below what the order was charged already is refused (ValidationFailed naming the
+    field), as is any change to an order that has ended (Conflict). The timeline says when the
+    new limits end the machine.
+    """
+    order = await get_order(session, account_id=account_id, order_id=order_id)
+    if order.status.is_final or order.status is OrderStatus.TERMINATING:
+        raise Conflict(
+            f"order {order_id} is {order.status}: its limits can no longer change",
+            code="order_ended",
+        )
+    deployment = (await latest_deployments(session, order_ids=[order.id])).get(order.id)
+    machine = deployment if deployment is not None and deployment.status.owns_vm else None
+    total = changes.get("max_total_usd")
+    if machine is not None and total is not None and total < machine.charged:
+        raise _field_error(
+            "max_total_usd",
+            f"must be at least what the order was charged already ({format_usd(machine.charged)})",
+        )
+    if machine is None and total is not None and total < order.max_price_per_hour:
+        raise _field_error(
+            "max_total_usd",
+            f"must cover at least one hour at max_price_per_hour "
+            f"({format_usd(order.max_price_per_hour)}): the first hour is paid at deploy",
+        )
+    if not changes:
+        return order
+    await session.execute(
+        update(Order)
+        .where(Order.id == order.id)
+        .values(**changes, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    order = await get_order(session, account_id=account_id, order_id=order_id)
+    said = ", ".join(
+        f"{name} {'removed' if value is None else _limit(name, value)}"
+        for name, value in sorted(changes.items())
+    )
+    lines = [Line(order.id, OrderEventKind.LIMITS, f"Limits changed: {said}.")]
+    if machine is not None:
+        end = limits_line(order, machine)
+        if end is not None:
+            lines.append(end)
+    await timeline.write(session, *lines)
+    return order
+
+
+def _limit(name: str, value: Decimal) -> str:
+    return format_usd(value) if name == "max_total_usd" else f"{value.normalize():f} h"
 
 
 async def list_events(session: AsyncSession, *, account_id: str, order_id: str) -> list[OrderEvent]:

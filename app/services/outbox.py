@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, delete, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -48,7 +49,7 @@ async def emit(session: AsyncSession, *, order_id: str, event_type: WebhookEvent
             .where(Order.id == order_id, WebhookEndpoint.enabled.is_(True))
         )
     ).all()
-    targets = [id_ for id_, events in endpoints if events is None or event_type in events]
+    targets = _subscribed(endpoints, event_type)
     if not targets:
         return
     order = await session.get(Order, order_id, populate_existing=True)
@@ -62,18 +63,51 @@ async def emit(session: AsyncSession, *, order_id: str, event_type: WebhookEvent
             .execution_options(populate_existing=True)
         )
     ).scalar_one_or_none()
+    data = OrderOut.present(order, deployment).model_dump(mode="json")
+    await _write(session, order.account_id, order_id, event_type, data, targets)
+
+
+async def emit_account(
+    session: AsyncSession, *, account_id: str, event_type: WebhookEventType, data: dict[str, Any]
+) -> None:
+    """Write an account event (its `data`: the account as the event describes it) and its
+    deliveries, in the caller's transaction."""
+    endpoints = (
+        await session.execute(
+            select(WebhookEndpoint.id, WebhookEndpoint.events).where(
+                WebhookEndpoint.account_id == account_id, WebhookEndpoint.enabled.is_(True)
+            )
+        )
+    ).all()
+    targets = _subscribed(endpoints, event_type)
+    if targets:
+        await _write(session, account_id, None, event_type, data, targets)
+
+
+def _subscribed(endpoints: Sequence[Any], event_type: WebhookEventType) -> list[str]:
+    return [id_ for id_, events in endpoints if events is None or event_type in events]
+
+
+async def _write(
+    session: AsyncSession,
+    account_id: str,
+    order_id: str | None,
+    event_type: WebhookEventType,
+    data: dict[str, Any],
+    targets: list[str],
+) -> None:
     now = utcnow()
     body = {
         "type": str(event_type),
         "timestamp": now.isoformat().replace("+00:00", "Z"),
-        "data": OrderOut.present(order, deployment).model_dump(mode="json"),
+        "data": data,
     }
     event_id = new_id("msg")
     connection = await session.connection()
     await connection.execute(
         insert(WebhookEvent).values(
             id=event_id,
-            account_id=order.account_id,
+            account_id=account_id,
             order_id=order_id,
             type=str(event_type),
             payload=json.dumps(body, separators=(",", ":"), ensure_ascii=False),

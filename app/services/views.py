@@ -3,14 +3,18 @@ what every webhook carries, so the two never drift apart."""
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
+from app import metering
+from app.catalogue import Provider
 from app.money import format_money
-from app.states import DeploymentStatus, OrderStatus
+from app.services.limits import terminates_at
+from app.states import DeploymentStatus, OrderStatus, TerminateReason
 
 MoneyOut = Annotated[Decimal, PlainSerializer(format_money, return_type=str)]
+HoursOut = Annotated[Decimal, PlainSerializer(float, return_type=float)]
 
 
 class DeploymentOut(BaseModel):
@@ -50,7 +54,23 @@ class OrderOut(BaseModel):
     ssh_public_key: str | None
     created_at: datetime
     updated_at: datetime
+    # The owner's limits (null: none): terminate after this many hours running, or before an
+    # hour would take `charged_usd` past this total.
+    max_runtime_hours: HoursOut | None = None
+    max_total_usd: MoneyOut | None = None
+    # Why it was terminated (null until a terminate): requested, admin, unpaid, max_runtime or
+    # max_total.
+    terminate_reason: TerminateReason | None = None
     deployment: DeploymentOut | None = None
+    # Its machine's money and times: when it ran, until when it is paid, what was paid for it
+    # so far (debits less refunds), when its limits end it, when it stopped billing.
+    running_since: datetime | None = None
+    paid_until: datetime | None = None
+    charged_usd: MoneyOut = Decimal(0)
+    terminates_at: datetime | None = None
+    ended_at: datetime | None = None
+    # How to reach it while it runs: `ssh ubuntu@203.0.113.7`.
+    ssh_command: str | None = None
 
     @field_validator("disabled_providers", mode="before")
     @classmethod
@@ -58,11 +78,26 @@ class OrderOut(BaseModel):
         return value or []
 
     @classmethod
-    def present(cls, order: object, deployment: object | None) -> "OrderOut":
+    def present(cls, order: Any, deployment: Any | None) -> "OrderOut":
         """The order with its latest deployment attempt, if it has one."""
         out = cls.model_validate(order)
-        if deployment is not None:
-            out.deployment = DeploymentOut.model_validate(deployment)
+        if deployment is None:
+            return out
+        out.deployment = DeploymentOut.model_validate(deployment)
+        out.running_since = deployment.running_at
+        out.charged_usd = deployment.charged
+        out.ended_at = deployment.ended_at
+        hour = deployment.billing_hour_seconds
+        if deployment.billed_from is not None:
+            out.paid_until = metering.paid_until(
+                deployment.billed_from, deployment.paid_hours, hour
+            )
+        if deployment.status in (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING):
+            end = terminates_at(order, deployment)
+            out.terminates_at = None if end is None else end[0]
+        if deployment.status is DeploymentStatus.RUNNING and deployment.ip:
+            user = Provider(deployment.provider).spec.ssh_user
+            out.ssh_command = f"ssh {user}@{deployment.ip}"
         return out
 
 

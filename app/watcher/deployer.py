@@ -46,6 +46,7 @@ class Deployer:
         on_settled: Callable[[], None],
         pause_provider: Callable[[Provider, float], None],
         on_outcome: Callable[[Provider], None] = lambda _provider: None,
+        billing_hour_seconds: float = deployments.DEFAULT_HOUR_SECONDS,
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
@@ -54,6 +55,7 @@ class Deployer:
         self.on_settled = on_settled
         self.pause_provider = pause_provider
         self.on_outcome = on_outcome  # a create at this provider has its answer (or none)
+        self.billing_hour_seconds = billing_hour_seconds
         self.in_flight: set[asyncio.Task[None]] = set()
         self.in_flight_ids: set[str] = set()  # deployment ids whose create is being sent
         # Offer keys of creates in flight at providers that cannot name VMs (one per kind).
@@ -66,7 +68,13 @@ class Deployer:
         """
         claims = [(a.order_id, a.offer, a.price_with_fees) for a in assignments]
         try:
-            return await self.writer.run(functools.partial(deployments.claim_all, claims=claims))
+            return await self.writer.run(
+                functools.partial(
+                    deployments.claim_all,
+                    claims=claims,
+                    billing_hour_seconds=self.billing_hour_seconds,
+                )
+            )
         except (InsufficientFunds, KindBusy):
             return [], set()  # the next pass notes it, or waits for the open attempt
 

@@ -99,15 +99,15 @@ class Follower:
         if vm is not None and vm.state is VMState.RUNNING and vm.ip:
             async with session_scope(self.sessionmaker) as session:
                 settled = await deployments.settle_running(
-                    session, deployment_id=deployment.id, vm=vm
+                    session, deployment_id=deployment.id, vm=vm, now=self.clock()
                 )
             if settled:
                 booted = (self.clock() - deployment.created_at).total_seconds()
                 DEPLOY_TO_RUNNING_SECONDS.labels(deployment.provider).observe(booted)
             return
-        if vm is not None and vm.state not in (VMState.FAILED, VMState.GONE):
+        if vm is not None and vm.state not in (VMState.FAILED, VMState.SUSPENDED, VMState.GONE):
             return  # still booting (or a status we do not know: wait and see)
-        if vm is not None and vm.state is VMState.FAILED:
+        if vm is not None and vm.state in (VMState.FAILED, VMState.SUSPENDED):
             await adapter.delete_vm(vm.id)
             reason = f"{name} failed the VM before it ran ({vm.provider_status})"
         else:

@@ -79,6 +79,7 @@ class Reconciler:
         recorded = await self._recorded(provider)
         owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
         released = {a.vm_name for a in recorded if a.status == DeploymentStatus.NOT_CREATED}
+        await self._delete_ended(provider, adapter, vms, recorded)
         for vm in vms:
             if vm.name in released and vm.id not in owned and vm.state not in GONE:
                 # Its attempt was looked up, nothing was found and it was released (hold and
@@ -103,6 +104,39 @@ class Reconciler:
             if self.delete_untracked and ours:
                 await adapter.delete_vm(vm.id)
                 log.warning("deleted untracked %s VM %s", provider.display_name, vm.id)
+
+    async def _delete_ended(
+        self,
+        provider: Provider,
+        adapter: ProviderAdapter,
+        vms: list[VM],
+        recorded: list[Deployment],
+    ) -> None:
+        """Delete again VMs whose order is terminated or lost but that the provider still has
+        (a delete that did not stick, a lost VM left failed or suspended); report those that
+        cannot be deleted."""
+        live = {a.provider_vm_id for a in recorded if a.status.owns_vm}
+        ended = {a.provider_vm_id: a.order_id for a in recorded if a.status.is_ended}
+        for vm in vms:
+            if vm.id not in ended or vm.id in live or vm.state in GONE:
+                continue
+            try:
+                await adapter.delete_vm(vm.id)
+            except ProviderError as exc:
+                log.warning(
+                    "%s VM %s of ended order %s is still there and cannot be deleted: %s",
+                    provider.display_name,
+                    vm.id,
+                    ended[vm.id],
+                    exc.message,
+                )
+                continue
+            log.warning(
+                "deleted %s VM %s, still there after its order %s ended",
+                provider.display_name,
+                vm.id,
+                ended[vm.id],
+            )
 
 
 def _may_belong_to(provider: Provider, vm: VM, recorded: list[Deployment]) -> str:

@@ -33,10 +33,13 @@ from app.watcher.dry_run import WouldDeploy
 from app.watcher.follower import Follower
 from app.watcher.history import StockHistory
 from app.watcher.match import Assignment, assign
+from app.watcher.meter import Meter
 from app.watcher.notes import WaitingNotes
 from app.watcher.poller import ProviderPoller
 from app.watcher.reconciler import Reconciler
+from app.watcher.running import RunningWatch
 from app.watcher.snapshots import SnapshotWriter
+from app.watcher.terminator import Terminator
 from app.watcher.waiting import WaitingBook
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ MAX_NOTES_PER_WRITE = 200  # the rest are noted on later passes
 DRAIN_SECONDS = 20.0
 HISTORY_FLUSH_SECONDS = 1.0  # stock history is written in a batch this often
 HISTORY_PRUNE_SECONDS = 3600.0
+MIN_TERMINATE_WAIT_SECONDS = 0.05  # between terminator rounds, however soon a delete is due
 
 
 class Watcher:
@@ -91,6 +95,7 @@ class Watcher:
             on_settled=self.nudge,
             pause_provider=lambda p, seconds: self.pollers[p].pause(seconds),
             on_outcome=self._after_create,
+            billing_hour_seconds=settings.billing_hour_seconds,
         )
         self.follower = Follower(
             adapters=adapters,
@@ -109,6 +114,27 @@ class Watcher:
             delete_untracked=settings.delete_untracked_vms,
             clock=wall_clock,
         )
+        self.terminator = Terminator(
+            adapters=adapters,
+            sessionmaker=sessionmaker,
+            read_sessionmaker=read_sessionmaker,
+            clock=wall_clock,
+        )
+        self.meter = Meter(
+            sessionmaker=sessionmaker,
+            read_sessionmaker=read_sessionmaker,
+            grace_minutes=settings.unpaid_grace_minutes,
+            low_balance_hours=settings.low_balance_hours,
+            on_terminate=self.nudge_terminator,
+            clock=wall_clock,
+        )
+        self.running = RunningWatch(
+            adapters=adapters,
+            sessionmaker=sessionmaker,
+            read_sessionmaker=read_sessionmaker,
+            clock=wall_clock,
+        )
+        self._terminate = asyncio.Event()
         # Kinds with an open attempt at providers that cannot name VMs, as last read: no
         # second create of such a kind goes out until the first is resolved (see adoption).
         self.unresolved_kinds: set[tuple[str, str, str]] = set()
@@ -150,6 +176,7 @@ class Watcher:
             await stock_history.close_abandoned(session)
         await self.refresh_waiting()
         self._spawn(self._refresh_loop(), "refresh waiting orders")
+        self._spawn(self._terminate_loop(), "terminate machines")
         for name, seconds, job in self.jobs():
             self._spawn(self._every(seconds, job), name)
         for provider, poller in self.pollers.items():
@@ -161,6 +188,8 @@ class Watcher:
         every = self.settings.follow_seconds
         jobs: list[tuple[str, float, Callable[[], Awaitable[None]]]] = [
             ("follow VMs", every, self.follower.tick),
+            ("bill running machines", every, self.meter.tick),
+            ("watch running VMs", self.settings.running_check_seconds, self.running.tick),
             ("expire orders", every, self.expire_orders),
             ("count orders", every, self.count_orders),
             ("reconcile", self.settings.reconcile_seconds, self.reconciler.tick),
@@ -221,6 +250,10 @@ class Watcher:
     def nudge(self) -> None:
         """Re-read the waiting orders soon (an order was placed, cancelled or released)."""
         self._refresh.set()
+
+    def nudge_terminator(self) -> None:
+        """Send the deletes of terminating machines now (a terminate was committed)."""
+        self._terminate.set()
 
     async def refresh_waiting(self) -> None:
         """Catch up with the waiting orders and their accounts' balances."""
@@ -340,6 +373,21 @@ class Watcher:
                 await self.refresh_waiting()
             except Exception:
                 log.exception("reading the waiting orders failed")
+
+    async def _terminate_loop(self) -> None:
+        wait = self.settings.follow_seconds
+        while True:
+            await wait_until_set(self._terminate, wait)
+            self._terminate.clear()
+            try:
+                due_in = await self.terminator.tick()
+            except Exception:
+                log.exception("terminating machines failed")
+                due_in = None
+            # The next delete due, or the usual period (a terminate elsewhere, on another
+            # replica, is found then).
+            wait = self.settings.follow_seconds if due_in is None else due_in
+            wait = min(max(wait, MIN_TERMINATE_WAIT_SECONDS), self.settings.follow_seconds)
 
     async def _every(self, seconds: float, job: Any) -> None:
         while True:

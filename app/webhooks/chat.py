@@ -26,8 +26,8 @@ def chat_body(format: WebhookFormat, payload: str, *, public_url: str | None) ->
     if format == WebhookFormat.STANDARD:
         return payload
     event = json.loads(payload)
-    order_id = event["data"]["id"]
-    url = f"{public_url.rstrip('/')}/#/orders/{order_id}" if public_url else None
+    page = "account" if event["type"].startswith("account.") else f"orders/{event['data']['id']}"
+    url = f"{public_url.rstrip('/')}/#/{page}" if public_url else None
     if format == WebhookFormat.SLACK:
         text = sentence(event, escape=_slack_escape, link=lambda label: _slack_link(label, url))
         return json.dumps({"text": text}, ensure_ascii=False)
@@ -43,6 +43,8 @@ def sentence(
 
     `escape` makes text the user chose safe for the app; `link` turns the order's label into a
     link to it, where there is one."""
+    if event["type"].startswith("account."):
+        return _account_sentence(event, escape=escape, link=link)
     order = event["data"]
     order_id = escape(order["id"])
     who = link(f"{escape(order['name'])} ({order_id})" if order.get("name") else order_id)
@@ -67,7 +69,47 @@ def sentence(
         case "order.failed":
             on = f" on {where}" if where else ""
             return f"Order {who} ({wanted}) failed{on}."
+        case "order.terminating":
+            why = ENDED_BECAUSE.get(order.get("terminate_reason") or "", "asked for")
+            return f"Order {who} ({wanted}{_on(where)}) is terminating: {why}."
+        case "order.terminated":
+            why = ENDED_BECAUSE.get(order.get("terminate_reason") or "", "asked for")
+            charged = _usd(order.get("charged_usd") or "0")
+            return f"Order {who} ({wanted}{_on(where)}) was terminated ({why}): {charged} in all."
+        case "order.lost":
+            charged = _usd(order.get("charged_usd") or "0")
+            return (
+                f"Order {who} lost its machine ({wanted}{_on(where)}): the provider ended it; "
+                f"billing stopped, {charged} in all."
+            )
     return f"Order {who} ({wanted}): {escape(str(event['type']))}."
+
+
+ENDED_BECAUSE = {
+    "requested": "asked for by its owner",
+    "admin": "by the operator",
+    "unpaid": "a billing hour was not paid in time",
+    "max_runtime": "its max runtime was reached",
+    "max_total": "its max total was reached",
+}
+
+
+def _on(where: str) -> str:
+    return f" on {where}" if where else ""
+
+
+def _account_sentence(
+    event: dict[str, Any], *, escape: Callable[[str], str], link: Callable[[str], str]
+) -> str:
+    account = event["data"]
+    who = link(escape(account.get("name") or account["id"]))
+    if event["type"] == "account.low_balance":
+        return (
+            f"Account {who} is low on balance: {_usd(account['available'])} available pays "
+            f"{account['runway_hours']} h of its machines ({_usd(account['hourly_spend'])}/h). "
+            "Top up, or they are terminated when an hour cannot be paid."
+        )
+    return f"Account {who}: {escape(str(event['type']))}."
 
 
 def _usd(amount: str) -> str:

@@ -1,0 +1,291 @@
+"""Paying as machines run (app/metering.py has the arithmetic): each billing hour debited as it
+begins, the unused part of the last one refunded when the machine ends, and what each account's
+machines cost an hour together (its spend, its runway, its low-balance mark).
+
+A machine's hour k is paid by one compare-and-set on its attempt (`paid_hours` k-1 -> k) and one
+ledger debit, in one transaction; a unique index on (attempt, hour) backs it, so no hour is paid
+twice whatever crashes and replicas do.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from enum import Enum
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app import metering
+from app.catalogue import Provider
+from app.models import Account, Deployment, Order, WebhookEventType
+from app.money import format_money, format_usd
+from app.services import account_events, ledger, outbox, timeline
+from app.services.limits import format_time
+from app.services.timeline import Line
+from app.states import DeploymentStatus, OrderEventKind
+
+# Attempts whose machine bills: accepted and not ended (a create accepted at a provider that
+# bills from then on, or a VM that runs). Being deleted: no new hour is paid.
+BILLED = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+LOW_BALANCE = "low_balance"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A billed machine, as the meter decides about it."""
+
+    deployment_id: str
+    order_id: str
+    account_id: str
+    provider: str
+    price: Decimal  # per hour, with fees, as deployed
+    billed_from: datetime
+    running_at: datetime | None
+    paid_hours: int
+    hour_seconds: float
+    unpaid_since: datetime | None
+    charged: Decimal
+    max_runtime_hours: Decimal | None
+    max_total_usd: Decimal | None
+
+    @property
+    def paid_until(self) -> datetime:
+        """The end of the last hour paid."""
+        return metering.paid_until(self.billed_from, self.paid_hours, self.hour_seconds)
+
+
+async def billed_machines(session: AsyncSession) -> list[Machine]:
+    """Every machine that bills now, oldest first."""
+    rows = await session.execute(
+        select(Deployment, Order)
+        .join(Order, Order.id == Deployment.order_id)
+        .where(Deployment.status.in_(BILLED), Deployment.billed_from.is_not(None))
+        .order_by(Deployment.created_at, Deployment.id)
+    )
+    machines = []
+    for deployment, order in rows:
+        assert deployment.billed_from is not None  # the query's condition
+        machines.append(
+            Machine(
+                deployment_id=deployment.id,
+                order_id=order.id,
+                account_id=order.account_id,
+                provider=deployment.provider,
+                price=deployment.price_per_hour_with_fees,
+                billed_from=deployment.billed_from,
+                running_at=deployment.running_at,
+                paid_hours=deployment.paid_hours,
+                hour_seconds=deployment.billing_hour_seconds,
+                unpaid_since=deployment.unpaid_since,
+                charged=deployment.charged,
+                max_runtime_hours=order.max_runtime_hours,
+                max_total_usd=order.max_total_usd,
+            )
+        )
+    return machines
+
+
+class Payment(Enum):
+    """What trying to pay a machine's next hour came to."""
+
+    PAID = "paid"
+    UNPAYABLE = "unpayable"  # the available balance does not cover it: nothing written
+    MOVED = "moved"  # paid already, or the machine stopped billing meanwhile: nothing written
+
+
+class _Unpayable(Exception):
+    pass
+
+
+async def pay_next_hour(session: AsyncSession, machine: Machine, *, now: datetime) -> Payment:
+    """Debit the machine's next billing hour from its account's available balance."""
+    hour = machine.paid_hours + 1
+    try:
+        async with session.begin_nested():
+            moved = (
+                await session.execute(
+                    update(Deployment)
+                    .where(
+                        Deployment.id == machine.deployment_id,
+                        Deployment.status.in_(BILLED),
+                        Deployment.paid_hours == machine.paid_hours,
+                    )
+                    .values(
+                        paid_hours=hour,
+                        charged=Deployment.charged + machine.price,
+                        unpaid_since=None,
+                    )
+                    .returning(Deployment.id)
+                    .execution_options(synchronize_session=False)
+                )
+            ).first()
+            if moved is None:
+                return Payment.MOVED
+            entry = await ledger.debit_hour(
+                session,
+                account_id=machine.account_id,
+                amount=machine.price,
+                order_id=machine.order_id,
+                deployment_id=machine.deployment_id,
+                billing_hour=hour,
+            )
+            if entry is None:
+                raise _Unpayable
+    except _Unpayable:
+        return Payment.UNPAYABLE
+    until = metering.paid_until(machine.billed_from, hour, machine.hour_seconds)
+    late = " (within the grace: the grace is part of it)" if machine.unpaid_since else ""
+    await timeline.write(
+        session,
+        Line(
+            machine.order_id,
+            OrderEventKind.BILLED,
+            f"Billing hour {hour} paid ({format_usd(machine.price)}){late}; paid until "
+            f"{format_time(until)}.",
+        ),
+    )
+    return Payment.PAID
+
+
+async def mark_unpaid(session: AsyncSession, machine: Machine, *, grace_ends: datetime) -> bool:
+    """The next hour could not be paid: the grace runs from its start. Said once per hour."""
+    moved = (
+        await session.execute(
+            update(Deployment)
+            .where(
+                Deployment.id == machine.deployment_id,
+                Deployment.paid_hours == machine.paid_hours,
+                Deployment.unpaid_since.is_(None),
+            )
+            .values(unpaid_since=machine.paid_until)
+            .returning(Deployment.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if moved is None:
+        return False
+    account = await session.get(Account, machine.account_id, populate_existing=True)
+    assert account is not None  # foreign key
+    available = account.balance - account.held
+    await timeline.write(
+        session,
+        Line(
+            machine.order_id,
+            OrderEventKind.UNPAID,
+            f"Billing hour {machine.paid_hours + 1} ({format_usd(machine.price)}) could not be "
+            f"paid: {format_usd(available)} available. Top up by {format_time(grace_ends)} or "
+            "the machine is terminated.",
+        ),
+    )
+    return True
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A machine's money once it ended: what came back, and what it cost in all."""
+
+    refunded: Decimal
+    charged: Decimal
+
+
+async def settle_end(
+    session: AsyncSession, deployment: Deployment, *, ended_at: datetime
+) -> Settled:
+    """Refund the paid time the machine did not use, rounded the way its provider bills."""
+    refunded = metering.refund(
+        deployment.price_per_hour_with_fees,
+        paid_hours=deployment.paid_hours,
+        billed_seconds=metering.billed_seconds(deployment.billed_from, ended_at),
+        hour_seconds=deployment.billing_hour_seconds,
+        unit=Provider(deployment.provider).spec.billing,
+    )
+    if refunded > 0:
+        account_id = await session.scalar(
+            select(Order.account_id).where(Order.id == deployment.order_id)
+        )
+        assert account_id is not None  # foreign key
+        await ledger.refund(
+            session,
+            account_id=account_id,
+            amount=refunded,
+            order_id=deployment.order_id,
+            deployment_id=deployment.id,
+            note=f"unused part of what was paid for VM {deployment.provider_vm_id}",
+        )
+        await session.execute(
+            update(Deployment)
+            .where(Deployment.id == deployment.id)
+            .values(charged=Deployment.charged - refunded)
+            .execution_options(synchronize_session=False)
+        )
+    return Settled(refunded, deployment.charged - refunded)
+
+
+async def spend_by_account(
+    session: AsyncSession, *, account_ids: list[str] | None = None
+) -> dict[str, Decimal]:
+    """What each account's machines (accepted, not ended) cost an hour together."""
+    statement = (
+        select(Order.account_id, func.sum(Deployment.price_per_hour_with_fees))
+        .join(Order, Order.id == Deployment.order_id)
+        .where(Deployment.status.in_(BILLED))
+        .group_by(Order.account_id)
+    )
+    if account_ids is not None:
+        statement = statement.where(Order.account_id.in_(account_ids))
+    rows = await session.execute(statement)
+    return {account_id: Decimal(total) for account_id, total in rows}
+
+
+async def mark_low_balances(
+    session: AsyncSession, *, now: datetime, threshold_hours: float
+) -> list[str]:
+    """Accounts whose runway just fell below `threshold_hours` get one `account.low_balance`
+    event each (and are marked); marked ones back above it (or with nothing running) are
+    unmarked. Returns the accounts told."""
+    spend = await spend_by_account(session)
+    accounts = (
+        await session.execute(
+            select(Account).where(
+                or_(Account.id.in_(list(spend)), Account.low_balance_since.is_not(None))
+            )
+        )
+    ).scalars()
+    told = []
+    threshold = Decimal(str(threshold_hours))
+    for account in accounts:
+        hourly = spend.get(account.id, Decimal(0))
+        runway = metering.runway_hours(account.balance - account.held, hourly)
+        low = runway is not None and runway < threshold
+        if low == (account.low_balance_since is not None):
+            continue
+        await session.execute(
+            update(Account)
+            .where(Account.id == account.id)
+            .values(low_balance_since=now if low else None)
+            .execution_options(synchronize_session=False)
+        )
+        if low:
+            told.append(account.id)
+            account_events.add(
+                session,
+                account_id=account.id,
+                kind=LOW_BALANCE,
+                message=f"Low balance: {format_usd(account.balance - account.held)} available "
+                f"pays {runway} h of the machines running ({format_usd(hourly)}/h). Top up, "
+                "or they are terminated when an hour cannot be paid.",
+            )
+            await outbox.emit_account(
+                session,
+                account_id=account.id,
+                event_type=WebhookEventType.ACCOUNT_LOW_BALANCE,
+                data={
+                    "id": account.id,
+                    "name": account.name,
+                    "available": format_money(account.balance - account.held),
+                    "hourly_spend": format_money(hourly),
+                    "runway_hours": str(runway),
+                },
+            )
+    await session.flush()
+    return told

@@ -1,0 +1,363 @@
+"""The database side of ending a machine (ARCHITECTURE.md, "The terminate protocol").
+
+1. `request`: the intent is committed first: the order goes to `terminating` (compare-and-set)
+   with its reason, and its machine's attempt, if it owns one, to `terminating` too. An order
+   whose create is still in flight waits in `terminating` until the create settles (`adopt`).
+2. The terminator sends the provider's delete outside any transaction, again and again with
+   backoff (`note_delete_*`), until the provider shows the VM gone.
+3. `settle_terminated` records the end in one commit: the attempt and the order `terminated`,
+   the unused part of the hour paid refunded (once: a unique index), an event.
+
+`settle_lost` is the same end for a machine the provider ended by itself.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.catalogue import Provider
+from app.errors import Conflict, NotFound
+from app.models import Deployment, Order, WebhookEventType
+from app.money import format_usd
+from app.services import billing, outbox, timeline
+from app.services.timeline import Line
+from app.states import (
+    OPEN_DEPLOYMENTS,
+    DeploymentStatus,
+    OrderEventKind,
+    OrderStatus,
+    TerminateReason,
+    check_deployment_move,
+    check_order_move,
+)
+
+WHY = {
+    TerminateReason.REQUESTED: "asked for by you",
+    TerminateReason.ADMIN: "by the operator",
+    TerminateReason.UNPAID: "a billing hour was not paid within the grace",
+    TerminateReason.MAX_RUNTIME: "its max runtime was reached",
+    TerminateReason.MAX_TOTAL: "the next hour would take it past its max total",
+}
+MAX_RACES = 5  # a terminate that keeps losing compare-and-sets to the watcher gives up (a bug)
+
+
+async def _order(session: AsyncSession, order_id: str, account_id: str | None) -> Order:
+    statement = select(Order).where(Order.id == order_id)
+    if account_id is not None:
+        statement = statement.where(Order.account_id == account_id)
+    found = await session.execute(statement.execution_options(populate_existing=True))
+    order = found.scalar_one_or_none()
+    if order is None:
+        raise NotFound(f"no order {order_id}")
+    return order
+
+
+async def request(
+    session: AsyncSession,
+    *,
+    order_id: str,
+    account_id: str | None,
+    reason: TerminateReason,
+    now: datetime,
+) -> Order:
+    """Commit the intent to end an order's machine (`account_id` None: the admin's or the
+    service's own terminate, of any account's order). Terminating twice is harmless.
+
+    Raises NotFound for another account's order, Conflict for one with no machine to end.
+    """
+    for _ in range(MAX_RACES):
+        order = await _order(session, order_id, account_id)
+        if order.status in (OrderStatus.TERMINATING, OrderStatus.TERMINATED):
+            return order
+        if order.status is OrderStatus.WAITING:
+            raise Conflict(
+                f"order {order_id} is waiting: no machine runs yet; cancel it instead "
+                f"(POST /v1/orders/{order_id}/cancel)",
+                code="not_deployed",
+            )
+        if not order.status.can_terminate:
+            raise Conflict(
+                f"order {order_id} is {order.status}: it has no machine to terminate",
+                code="order_ended",
+            )
+        if await _start(session, order, reason=reason, now=now):
+            return await _order(session, order_id, account_id)
+    raise Conflict(f"order {order_id} kept changing; try again", code="order_busy")
+
+
+async def _start(
+    session: AsyncSession, order: Order, *, reason: TerminateReason, now: datetime
+) -> bool:
+    """Move the order from the status it was read in to terminating; False if it moved."""
+    check_order_move(order.status, OrderStatus.TERMINATING)
+    moved = (
+        await session.execute(
+            update(Order)
+            .where(Order.id == order.id, Order.status == order.status)
+            .values(
+                status=OrderStatus.TERMINATING,
+                terminate_reason=reason,
+                terminate_requested_at=now,
+                updated_at=now,
+            )
+            .returning(Order.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if moved is None:
+        return False
+    machine = await _start_deleting(session, order.id, now=now)
+    waiting_for = "" if machine else " once the create in flight has its answer"
+    await timeline.write(
+        session,
+        Line(
+            order.id,
+            OrderEventKind.TERMINATING,
+            f"Terminating ({WHY[reason]}): the machine is deleted{waiting_for}.",
+        ),
+    )
+    await outbox.emit(session, order_id=order.id, event_type=WebhookEventType.ORDER_TERMINATING)
+    await session.flush()
+    return True
+
+
+async def _start_deleting(session: AsyncSession, order_id: str, *, now: datetime) -> bool:
+    """The order's attempts that own a VM (not being deleted yet) start being deleted."""
+    befores = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+    check_deployment_move(befores, DeploymentStatus.TERMINATING)
+    moved = await session.execute(
+        update(Deployment)
+        .where(Deployment.order_id == order_id, Deployment.status.in_(befores))
+        .values(status=DeploymentStatus.TERMINATING, next_delete_at=now, updated_at=now)
+        .returning(Deployment.id)
+        .execution_options(synchronize_session=False)
+    )
+    return moved.first() is not None
+
+
+async def adopt(session: AsyncSession, *, now: datetime) -> list[str]:
+    """Terminating orders whose create has settled since the terminate: a VM it made starts
+    being deleted; if it made none, the order is terminated. Returns the orders terminated."""
+    rows = (
+        await session.execute(
+            select(Order.id, Deployment.status)
+            .outerjoin(Deployment, Deployment.order_id == Order.id)
+            .where(Order.status == OrderStatus.TERMINATING)
+        )
+    ).all()
+    statuses: dict[str, set[DeploymentStatus | None]] = {}
+    for order_id, status in rows:
+        statuses.setdefault(order_id, set()).add(status)
+    ended = []
+    for order_id, seen in statuses.items():
+        if seen & {DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING}:
+            await _start_deleting(session, order_id, now=now)
+        elif not seen & {*OPEN_DEPLOYMENTS, DeploymentStatus.TERMINATING}:
+            await _end_order(session, order_id, now=now, machine=None)
+            ended.append(order_id)
+    await session.flush()
+    return ended
+
+
+async def deletes_due(
+    session: AsyncSession, *, now: datetime, providers: list[str]
+) -> list[Deployment]:
+    """Attempts at `providers` being deleted whose next delete is due, oldest first."""
+    statement = (
+        select(Deployment)
+        .where(
+            Deployment.status == DeploymentStatus.TERMINATING,
+            Deployment.provider.in_(providers),
+            or_(Deployment.next_delete_at.is_(None), Deployment.next_delete_at <= now),
+        )
+        .order_by(Deployment.next_delete_at, Deployment.id)
+    )
+    return list((await session.execute(statement)).scalars())
+
+
+async def next_delete_due(session: AsyncSession, *, providers: list[str]) -> datetime | None:
+    """When the next delete of a machine terminating at `providers` is due (None: none is)."""
+    return await session.scalar(
+        select(func.min(Deployment.next_delete_at)).where(
+            Deployment.status == DeploymentStatus.TERMINATING,
+            Deployment.provider.in_(providers),
+        )
+    )
+
+
+async def note_delete_accepted(
+    session: AsyncSession, *, deployment_id: str, now: datetime, check_in: timedelta
+) -> None:
+    """The provider took the delete (billing stops at the first time it did), or is still
+    deleting: look again in `check_in`."""
+    await session.execute(
+        update(Deployment)
+        .where(Deployment.id == deployment_id, Deployment.status == DeploymentStatus.TERMINATING)
+        .values(
+            ended_at=func.coalesce(Deployment.ended_at, now),
+            delete_attempts=Deployment.delete_attempts + 1,
+            next_delete_at=now + check_in,
+            updated_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def note_delete_failed(
+    session: AsyncSession, *, deployment_id: str, now: datetime, retry_in: timedelta, message: str
+) -> None:
+    """The delete failed or was refused: try again in `retry_in`; say why on the timeline,
+    once per reason."""
+    detail = message[:500]
+    noted = (
+        await session.execute(
+            update(Deployment)
+            .where(
+                Deployment.id == deployment_id, Deployment.status == DeploymentStatus.TERMINATING
+            )
+            .values(
+                delete_attempts=Deployment.delete_attempts + 1,
+                next_delete_at=now + retry_in,
+                updated_at=now,
+            )
+            .returning(Deployment.order_id, Deployment.detail)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if noted is None or noted.detail == detail:
+        return
+    await session.execute(
+        update(Deployment).where(Deployment.id == deployment_id).values(detail=detail)
+    )
+    await timeline.write(
+        session,
+        Line(noted.order_id, OrderEventKind.DELETE_RETRY, f"{message}: the delete is sent again."),
+    )
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What ending one machine came to."""
+
+    order_id: str
+    refunded: str  # `$12.30`
+    charged: str  # what the order paid for the machine in all
+
+
+async def settle_terminated(
+    session: AsyncSession, *, deployment_id: str, now: datetime
+) -> Ended | None:
+    """The provider shows the VM gone: the attempt and the order are terminated, the unused
+    part of the hour paid comes back. None when someone settled it already."""
+    deployment = await _end_machine(
+        session,
+        deployment_id,
+        allowed=(DeploymentStatus.TERMINATING,),
+        status=DeploymentStatus.TERMINATED,
+        ended_at=now,
+    )
+    if deployment is None:
+        return None
+    return await _end_order(session, deployment.order_id, now=now, machine=deployment)
+
+
+async def settle_lost(
+    session: AsyncSession, *, deployment_id: str, seen_at: datetime, reported: str
+) -> Ended | None:
+    """The provider ended a running VM by itself: billing stops at `seen_at`, the unused part
+    comes back, the order is lost. None when the attempt is not running any more."""
+    deployment = await _end_machine(
+        session,
+        deployment_id,
+        allowed=(DeploymentStatus.RUNNING,),
+        status=DeploymentStatus.LOST,
+        ended_at=seen_at,
+        detail=reported,
+    )
+    if deployment is None:
+        return None
+    check_order_move(OrderStatus.RUNNING, OrderStatus.LOST)
+    await session.execute(
+        update(Order)
+        .where(Order.id == deployment.order_id, Order.status == OrderStatus.RUNNING)
+        .values(status=OrderStatus.LOST, updated_at=seen_at)
+        .execution_options(synchronize_session=False)
+    )
+    settled = await billing.settle_end(session, deployment, ended_at=seen_at)
+    name = Provider(deployment.provider).display_name
+    await timeline.write(
+        session,
+        Line(
+            deployment.order_id,
+            OrderEventKind.LOST,
+            f"{name} ended VM {deployment.provider_vm_id} ({reported}): billing stopped; "
+            f"refunded {format_usd(settled.refunded)}, {format_usd(settled.charged)} charged "
+            "for it in all.",
+        ),
+    )
+    await outbox.emit(session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_LOST)
+    await session.flush()
+    return Ended(deployment.order_id, format_usd(settled.refunded), format_usd(settled.charged))
+
+
+async def _end_machine(
+    session: AsyncSession,
+    deployment_id: str,
+    *,
+    allowed: tuple[DeploymentStatus, ...],
+    status: DeploymentStatus,
+    ended_at: datetime,
+    detail: str | None = None,
+) -> Deployment | None:
+    check_deployment_move(allowed, status)
+    values: dict[str, object] = {
+        "status": status,
+        "ended_at": func.coalesce(Deployment.ended_at, ended_at),
+        "updated_at": ended_at,
+    }
+    if detail is not None:
+        values["detail"] = detail[:500]
+    moved = (
+        await session.execute(
+            update(Deployment)
+            .where(Deployment.id == deployment_id, Deployment.status.in_(allowed))
+            .values(**values)
+            .returning(Deployment.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    if moved is None:
+        return None
+    return await session.get(Deployment, deployment_id, populate_existing=True)
+
+
+async def _end_order(
+    session: AsyncSession, order_id: str, *, now: datetime, machine: Deployment | None
+) -> Ended:
+    """A terminating order is terminated: its machine (if it had one) is settled."""
+    check_order_move(OrderStatus.TERMINATING, OrderStatus.TERMINATED)
+    await session.execute(
+        update(Order)
+        .where(Order.id == order_id, Order.status == OrderStatus.TERMINATING)
+        .values(status=OrderStatus.TERMINATED, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if machine is None:
+        message = "Terminated: no VM came of the create, so nothing ran and nothing was charged."
+        ended = Ended(order_id, format_usd(Decimal(0)), format_usd(Decimal(0)))
+    else:
+        settled = await billing.settle_end(session, machine, ended_at=machine.ended_at or now)
+        name = Provider(machine.provider).display_name
+        message = (
+            f"Terminated: {name} shows VM {machine.provider_vm_id} gone; refunded "
+            f"{format_usd(settled.refunded)} of the hour paid, {format_usd(settled.charged)} "
+            "charged for it in all."
+        )
+        ended = Ended(order_id, format_usd(settled.refunded), format_usd(settled.charged))
+    await timeline.write(session, Line(order_id, OrderEventKind.TERMINATED, message))
+    await outbox.emit(session, order_id=order_id, event_type=WebhookEventType.ORDER_TERMINATED)
+    await session.flush()
+    return ended

@@ -1,0 +1,83 @@
+"""Watches running VMs at a low rate: one whose provider shows it gone, failed, suspended or
+being deleted (we did not ask) ends its order as `lost`, billing stopped when it was seen."""
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue import Provider
+from app.db import session_scope
+from app.dbtypes import utcnow
+from app.models import Deployment
+from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
+from app.services import deployments, terminations
+from app.states import DeploymentStatus
+
+log = logging.getLogger(__name__)
+ENDED = frozenset({VMState.FAILED, VMState.GONE, VMState.SUSPENDED, VMState.DELETING})
+STILL_THERE = frozenset({VMState.FAILED, VMState.SUSPENDED})  # deleted after they are lost
+
+
+class RunningWatch:
+    """One tick: every provider with running VMs is listed once (a look-up for any missing)."""
+
+    def __init__(
+        self,
+        *,
+        adapters: dict[Provider, ProviderAdapter],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        read_sessionmaker: async_sessionmaker[AsyncSession],
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.adapters = adapters
+        self.sessionmaker = sessionmaker
+        self.read_sessionmaker = read_sessionmaker
+        self.clock = clock
+
+    async def tick(self) -> None:
+        """Read every running VM's status; end the orders of those the provider ended."""
+        async with session_scope(self.read_sessionmaker) as session:
+            running = await deployments.deployments_in(
+                session, statuses=(DeploymentStatus.RUNNING,)
+            )
+        by_provider: dict[str, list[Deployment]] = defaultdict(list)
+        for deployment in running:
+            by_provider[deployment.provider].append(deployment)
+        await asyncio.gather(*(self._provider(p, items) for p, items in by_provider.items()))
+
+    async def _provider(self, provider: str, running: list[Deployment]) -> None:
+        adapter = self.adapters.get(Provider(provider))
+        if adapter is None:
+            return
+        try:
+            listed = {vm.id: vm for vm in await adapter.list_vms()}
+        except ProviderError as exc:
+            log.info("watching %s's running VMs: %s", provider, exc)
+            return
+        for deployment in running:
+            try:
+                await self._check(adapter, deployment, listed.get(deployment.provider_vm_id or ""))
+            except ProviderError as exc:
+                log.info("watching %s: %s", deployment.id, exc)
+
+    async def _check(self, adapter: ProviderAdapter, deployment: Deployment, vm: VM | None) -> None:
+        assert deployment.provider_vm_id is not None  # a running attempt recorded its VM
+        if vm is None:  # not in the list: a list may lag, the VM's own answer does not
+            vm = await adapter.get_vm(deployment.provider_vm_id)
+        if vm is not None and vm.state not in ENDED:
+            return
+        reported = "not found" if vm is None else vm.provider_status
+        async with session_scope(self.sessionmaker) as session:
+            ended = await terminations.settle_lost(
+                session, deployment_id=deployment.id, seen_at=self.clock(), reported=reported
+            )
+        if ended is not None:
+            log.warning(
+                "%s ended VM %s (%s)", adapter.provider, deployment.provider_vm_id, reported
+            )
+            if vm is not None and vm.state in STILL_THERE:
+                await adapter.delete_vm(vm.id)  # best effort: the reconciler deletes it too

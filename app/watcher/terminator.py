@@ -1,0 +1,135 @@
+"""Sends the deletes of terminating machines until their providers show them gone.
+
+The intent was committed first (services/terminations.py), so this only ever acts on what the
+database says: a process killed between the intent and the delete, or during the delete, leaves
+an attempt `terminating`, and whichever process holds the watcher lease next sends the delete
+(again: every provider's delete is harmless on a VM already deleted or being deleted).
+"""
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.catalogue import Provider
+from app.db import session_scope
+from app.dbtypes import utcnow
+from app.models import Deployment
+from app.providers.base import ProviderAdapter, ProviderError, VMState
+from app.services import terminations
+
+log = logging.getLogger(__name__)
+RETRY_FIRST_SECONDS = 1.0  # a delete refused (still booting) or failed is sent again after this,
+RETRY_MAX_SECONDS = 60.0  # doubling each time up to this
+CHECK_AGAIN_SECONDS = 0.5  # a delete taken, the VM not gone yet: looked at again after this
+
+
+def retry_after(attempts: int) -> timedelta:
+    """How long after its `attempts`-th failed delete the next one goes."""
+    return timedelta(seconds=min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2 ** max(attempts, 0)))
+
+
+class Terminator:
+    """One tick: adopt creates that settled for terminating orders, then send every delete due."""
+
+    def __init__(
+        self,
+        *,
+        adapters: dict[Provider, ProviderAdapter],
+        sessionmaker: async_sessionmaker[AsyncSession],
+        read_sessionmaker: async_sessionmaker[AsyncSession],
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.adapters = adapters
+        self.sessionmaker = sessionmaker
+        self.read_sessionmaker = read_sessionmaker
+        self.clock = clock
+        # Only these: a machine at a provider this process has no credentials for waits for
+        # a process that has them.
+        self._providers = [str(p) for p in adapters]
+
+    async def tick(self) -> float | None:
+        """Every terminating machine whose delete is due gets it (one provider at a time each).
+        Returns the seconds until the next one is due (None: none is waiting)."""
+        async with session_scope(self.sessionmaker) as session:
+            await terminations.adopt(session, now=self.clock())
+        async with session_scope(self.read_sessionmaker) as session:
+            due = await terminations.deletes_due(
+                session, now=self.clock(), providers=self._providers
+            )
+        by_provider: dict[str, list[Deployment]] = defaultdict(list)
+        for deployment in due:
+            by_provider[deployment.provider].append(deployment)
+        await asyncio.gather(*(self._provider(p, items) for p, items in by_provider.items()))
+        async with session_scope(self.read_sessionmaker) as session:
+            soonest = await terminations.next_delete_due(session, providers=self._providers)
+        return None if soonest is None else max(0.0, (soonest - self.clock()).total_seconds())
+
+    async def _provider(self, provider: str, due: list[Deployment]) -> None:
+        adapter = self.adapters[Provider(provider)]
+        for deployment in due:
+            try:
+                await self._delete(adapter, deployment)
+            except Exception:
+                log.exception("deleting %s failed", deployment.id)
+
+    async def _delete(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
+        assert deployment.provider_vm_id is not None  # only attempts that own a VM terminate
+        if deployment.ended_at is not None and await self._check(adapter, deployment):
+            return  # the delete was taken before: it is gone now, or on its way
+        name = adapter.provider.display_name
+        try:
+            await adapter.delete_vm(deployment.provider_vm_id)
+        except ProviderError as exc:
+            async with session_scope(self.sessionmaker) as session:
+                await terminations.note_delete_failed(
+                    session,
+                    deployment_id=deployment.id,
+                    now=self.clock(),
+                    retry_in=retry_after(deployment.delete_attempts),
+                    message=f"{name} did not take the delete of VM {deployment.provider_vm_id} "
+                    f"({exc.message})",
+                )
+            return
+        accepted_at = self.clock()
+        async with session_scope(self.sessionmaker) as session:
+            await terminations.note_delete_accepted(
+                session,
+                deployment_id=deployment.id,
+                now=accepted_at,
+                check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
+            )
+        await self._check(adapter, deployment)
+
+    async def _check(self, adapter: ProviderAdapter, deployment: Deployment) -> bool:
+        """After a delete was taken: settle the machine if the provider shows it gone. True
+        when it is gone or still being deleted (nothing to send); False when the delete has
+        to go again (the VM is there as before, or its status could not be read)."""
+        assert deployment.provider_vm_id is not None
+        try:
+            vm = await adapter.get_vm(deployment.provider_vm_id)
+        except ProviderError as exc:
+            log.info("after deleting %s: %s", deployment.id, exc)
+            return False
+        if vm is not None and vm.state is not VMState.GONE:
+            if vm.state is VMState.DELETING:
+                await self._check_again(deployment)
+                return True
+            return False
+        async with session_scope(self.sessionmaker) as session:
+            await terminations.settle_terminated(
+                session, deployment_id=deployment.id, now=self.clock()
+            )
+        return True
+
+    async def _check_again(self, deployment: Deployment) -> None:
+        async with session_scope(self.sessionmaker) as session:
+            await terminations.note_delete_accepted(
+                session,
+                deployment_id=deployment.id,
+                now=self.clock(),
+                check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
+            )
