@@ -221,6 +221,14 @@ class Api:
         assert failure is not None
         raise unreachable(failure, self.target, retry_key=idempotency_key) from None
 
+    def patch(self, path: str, body: Any) -> Answer:
+        """PATCH `body` (not retried: a client that got no answer reads the order again)."""
+        try:
+            response = self._client.patch(path, json=body)
+        except httpx.TransportError as exc:
+            raise unreachable(exc, self.target, retry_key=None) from None
+        return answer_of(response, self.target)
+
 
 def async_client(target: Target, *, read_timeout: float) -> httpx.AsyncClient:
     """An async client for the event stream, which waits up to `read_timeout` for each read."""

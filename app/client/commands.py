@@ -1,5 +1,5 @@
-"""The client commands as a Typer app: `orders` (place, list, get, cancel, events), `offers`,
-`account` and `watch`. `app.cli.main` hands these command names to `run`."""
+"""The client commands as a Typer app: `orders` (place, list, get, cancel, terminate, limits,
+events), `offers`, `account` and `watch`. `app.cli.main` hands these command names to `run`."""
 
 import asyncio
 import sys
@@ -35,7 +35,10 @@ cli = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-orders = typer.Typer(help="Place, list, read and cancel orders.", no_args_is_help=True)
+orders = typer.Typer(
+    help="Place, list, read, cancel and terminate orders, and set their limits.",
+    no_args_is_help=True,
+)
 cli.add_typer(orders, name="orders")
 
 Url = Annotated[
@@ -71,6 +74,42 @@ def _money(value: str, option: str) -> str:
     if amount is None or not amount.is_finite():
         raise typer.BadParameter(f"{value!r} is not an amount like 46.50", param_hint=option)
     return str(amount)
+
+
+def _limit(value: str | None, option: str, *, money: bool) -> str | None:
+    """A limit as the user wrote it: a number (hours or USD), or `none` to remove it."""
+    if value is None or value.strip().lower() == "none":
+        return None
+    if money:
+        return _money(value, option)
+    try:
+        hours: Decimal | None = Decimal(value.strip())
+    except InvalidOperation:
+        hours = None
+    if hours is None or not hours.is_finite():
+        raise typer.BadParameter(
+            f"{value!r} is not a number of hours like 12 or 0.5", param_hint=option
+        )
+    return str(hours)
+
+
+MaxRuntime = Annotated[
+    str | None,
+    typer.Option(
+        "--max-runtime-hours",
+        help="Terminate the machine after it has run this many hours (e.g. 12).",
+        show_default=False,
+    ),
+]
+MaxTotal = Annotated[
+    str | None,
+    typer.Option(
+        "--max-total",
+        help="max_total_usd: terminate before an hour would take what was paid past this "
+        "(USD, fees included).",
+        show_default=False,
+    ),
+]
 
 
 def _listed(values: list[str] | None) -> list[str]:
@@ -152,6 +191,8 @@ def place(
             "--ssh-public-key-file", help="A file holding it (e.g. ~/.ssh/id_ed25519.pub)."
         ),
     ] = None,
+    max_runtime_hours: MaxRuntime = None,
+    max_total: MaxTotal = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -179,6 +220,8 @@ def place(
         "expires_at": expires_at,
         "name": name,
         "ssh_public_key": _ssh_key(ssh_public_key, ssh_public_key_file),
+        "max_runtime_hours": _limit(max_runtime_hours, "--max-runtime-hours", money=False),
+        "max_total_usd": _limit(max_total, "--max-total", money=True),
     }
     body.update({field: value for field, value in optional.items() if value is not None})
     once = _idempotency_key(idempotency_key)
@@ -254,6 +297,62 @@ def cancel(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = 
     render.console().print(f"Cancelled {answer.body['id']} ({answer.body['status']}).")
 
 
+@orders.command("terminate")
+def terminate(
+    order_id: OrderId,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """Delete the order's machine for good; what was paid and not used comes back."""
+    with _api(url, key) as api:
+        if not yes:
+            order = api.get(api_path("orders", order_id)).body
+            machine = render.machine_got(order.get("deployment"))
+            typer.confirm(
+                f"Terminate {order_id} ({order.get('status')}, {machine})? Its machine is "
+                "deleted, with its disk, and cannot be brought back.",
+                abort=True,
+            )
+        answer = api.post(api_path("orders", order_id, "terminate"))
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    out = render.console()
+    out.print(f"Terminating {answer.body['id']} ({answer.body['status']}).")
+    if answer.body["status"] != "terminated":
+        out.print(f"Follow it: {PROG} watch {answer.body['id']} --until terminated")
+
+
+@orders.command("limits")
+def limits(
+    order_id: OrderId,
+    max_runtime_hours: MaxRuntime = None,
+    max_total: MaxTotal = None,
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """Change an order's limits while its machine has not ended (`none` removes one)."""
+    body: dict[str, Any] = {}
+    if max_runtime_hours is not None:
+        body["max_runtime_hours"] = _limit(max_runtime_hours, "--max-runtime-hours", money=False)
+    if max_total is not None:
+        body["max_total_usd"] = _limit(max_total, "--max-total", money=True)
+    if not body:
+        raise typer.BadParameter(
+            "give --max-runtime-hours or --max-total (a value, or none to remove it)",
+            param_hint="--max-runtime-hours / --max-total",
+        )
+    with _api(url, key) as api:
+        answer = api.patch(api_path("orders", order_id), body)
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    render.console().print(render.order_detail(answer.body))
+
+
 @orders.command("events")
 def events(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = False) -> None:
     """What happened to an order, oldest first, in sentences."""
@@ -311,7 +410,8 @@ def account(
     key: Key = None,
     as_json: Json = False,
 ) -> None:
-    """Your balance, what is held for creates in flight, and what is available."""
+    """Your balance, what is held for creates in flight, what is available, and how long it
+    pays your machines."""
     with _api(url, key) as api:
         answer = api.get(api_path("account"))
         entries = api.get(api_path("account", "ledger"), {"limit": limit}) if ledger else None
@@ -341,8 +441,8 @@ def watch(
         Until | None,
         typer.Option(
             "--until",
-            help="Exit 0 once the order gets this far (running: print its IP); "
-            "exit 1 if it fails, is cancelled or expires first.",
+            help="Exit 0 once the order gets this far (running: print its IP; terminated: what "
+            "it cost); exit 1 if it can no longer get there (failed, cancelled, expired, lost).",
         ),
     ] = None,
     timeout: Annotated[

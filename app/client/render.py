@@ -138,13 +138,31 @@ def order_detail(order: dict[str, Any]) -> Table:
         ("No credentials for", ", ".join(order.get("disabled_providers") or []) or None),
         ("Expires", when(order["expires_at"]) if order.get("expires_at") else None),
         ("Placed", when(order.get("created_at"))),
+        ("Max runtime", _hours(order.get("max_runtime_hours"))),
+        ("Max total", usd(order["max_total_usd"]) if order.get("max_total_usd") else None),
         ("Machine", machine_got(order.get("deployment"))),
+        ("SSH", order.get("ssh_command")),
+        ("Running since", when(order["running_since"]) if order.get("running_since") else None),
+        ("Paid until", when(order["paid_until"]) if _billing(order) else None),
+        ("Charged", usd(order.get("charged_usd")) if order.get("deployment") else None),
+        ("Terminates", when(order["terminates_at"]) if order.get("terminates_at") else None),
+        ("Ended", when(order["ended_at"]) if order.get("ended_at") else None),
+        ("Why it ended", order.get("terminate_reason")),
         ("Expected wait", _estimate(order.get("estimate"))),
     ]
     for label, value in rows:
         if value:
             grid.add_row(label, str(value))
     return grid
+
+
+def _hours(value: Any) -> str | None:
+    return None if value is None else f"{value:g} h"
+
+
+def _billing(order: dict[str, Any]) -> bool:
+    """Whether the order's machine is still paid by the hour (not ended)."""
+    return bool(order.get("paid_until")) and order.get("status") in ("deployed", "running")
 
 
 def events_table(events: list[dict[str, Any]]) -> Table:
@@ -200,6 +218,11 @@ def account_grid(account: dict[str, Any]) -> Table:
     grid.add_row("Balance", usd(account.get("balance")))
     grid.add_row("Held", usd(account.get("held")))
     grid.add_row("Available", usd(account.get("available")))
+    grid.add_row("Machines cost", f"{usd(account.get('hourly_spend'))}/h")
+    runway = account.get("runway_hours")
+    if runway is not None:
+        low = " (low: top up)" if account.get("low_balance") else ""
+        grid.add_row("Pays them for", f"{runway:g} h{low}")
     return grid
 
 

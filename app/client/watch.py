@@ -29,7 +29,7 @@ from app.client.api import (
     refusal,
     unreachable,
 )
-from app.client.render import emit_json, machine_got, order_ip, stream_line
+from app.client.render import emit_json, machine_got, order_ip, stream_line, usd
 
 STREAM_PATH = "/v1/events/stream"
 # Heartbeats come every 15 s: a read that waits three of them out has lost the stream.
@@ -38,9 +38,10 @@ RECONNECT_PAUSES_SECONDS = (0.25, 0.5, 1.0, 2.0, 4.0)  # one pause per try, then
 # A stream that stayed open this long was working: the reconnects count again from zero (so a
 # proxy that cuts every stream after a minute never makes a quiet watch give up).
 STABLE_SECONDS = 10.0
-ENDED_BADLY = frozenset({"failed", "cancelled", "expired"})
+ENDED_BADLY = frozenset({"failed", "cancelled", "expired", "lost"})
+ENDING = frozenset({"terminating", "terminated"})  # no machine is coming (any more)
 # Event types `order.<status>` that name the status the order moved to.
-STATUS_TYPES = frozenset({"deploying", "deployed", "running"}) | ENDED_BADLY
+STATUS_TYPES = frozenset({"deploying", "deployed", "running"}) | ENDED_BADLY | ENDING
 
 
 class Until(StrEnum):
@@ -48,10 +49,19 @@ class Until(StrEnum):
 
     DEPLOYED = "deployed"  # the provider accepted the create (running counts too)
     RUNNING = "running"  # the machine runs, with an IP
+    TERMINATED = "terminated"  # its machine was deleted and the order settled
 
     def reached_by(self, status: str) -> bool:
         """Whether an order in `status` has got this far."""
+        if self is Until.TERMINATED:
+            return status == "terminated"
         return status == "running" or (self is Until.DEPLOYED and status == "deployed")
+
+    def missed_by(self, status: str) -> bool:
+        """Whether an order in `status` will never get this far."""
+        if self is Until.TERMINATED:
+            return status in ENDED_BADLY
+        return status in ENDED_BADLY | ENDING
 
 
 class _Lost(Exception):
@@ -204,7 +214,7 @@ class Watch:
         if self.until.reached_by(status):
             self._finish(self._outcome(status))
             return Exit.OK
-        if status in ENDED_BADLY:
+        if self.until.missed_by(status):
             self._finish(None)
             raise ClientError(
                 f"{self.order_id} is {status}; it will not get to {self.until}", Exit.REFUSED
@@ -217,6 +227,8 @@ class Watch:
         if status == "running" and ip:
             machine = machine_got({**order["deployment"], "ip": None})
             return f"{self.order_id} is running at {ip} ({machine})"
+        if status == "terminated":
+            return f"{self.order_id} is terminated: {usd(order.get('charged_usd'))} charged in all"
         return f"{self.order_id} is {status}: {machine_got(order.get('deployment'))}"
 
     def _finish(self, line: str | None) -> None:

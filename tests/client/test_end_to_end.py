@@ -137,7 +137,7 @@ def test_place_then_watch_until_running_prints_the_ip(
     )
     types = [line.split("  ")[2] for line in ran.lines()[:-1]]
     assert "order.deploying" in types and types[-2:] == ["order.deployed", "order.running"]
-    assert f"Running at {ip}." in ran.lines()[-2]
+    assert f"Running at {ip};" in ran.lines()[-2]
 
 
 def test_watch_json_ends_with_the_running_order(
