@@ -229,3 +229,52 @@ def test_when_the_service_cannot_be_reached_the_page_says_so_and_recovers(
     expect(page.get_by_text("Cannot reach the service")).to_be_hidden(timeout=SLOW)
     expect(page.locator("#live")).to_have_attribute("data-state", "live", timeout=SLOW)
     expect(page.get_by_text("still here")).to_be_visible()
+
+
+SSH_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB5cnVsqeu6woWI8fLxtwtQqatcnRNQyYFRM/QGmv8As me@laptop"
+)
+
+
+def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
+    page: Page, service: str, sim: SimControlSync
+) -> None:
+    # $3.00 pays one hour of $2.62 and nothing more: the runway is below two hours at once.
+    short = Api(service, credit="3.00")
+    sign_in(page, short.key)
+    page.get_by_label("GPU model").select_option("H100")
+    page.get_by_label("GPU count").fill("1")
+    page.get_by_label("Hyperstack").check()
+    page.get_by_label("Max price per hour (USD, incl. fees)").fill("3.00")
+    page.get_by_label("Name").fill("reach me")
+    page.get_by_label("SSH public key").fill(SSH_KEY)
+    page.get_by_role("button", name="Place order").click()
+    placed = page.locator("tr[data-order-id]", has_text="reach me")
+    expect(placed.locator('[data-field="status"]')).to_have_text("waiting")
+    order_id = placed.get_attribute("data-order-id")
+    assert order_id and short.order(order_id)["ssh_public_key"] == SSH_KEY
+
+    sim.stock(*HYPER_H100, 1)
+    expect(placed.locator('[data-field="status"]')).to_have_text("running", timeout=SLOW)
+    expect(page.get_by_test_id("low-balance")).to_contain_text("Low balance", timeout=SLOW)
+    placed.get_by_role("link").click()
+    expect(page.get_by_test_id("ssh-command")).to_have_text(re.compile(r"^ssh ubuntu@\d+\."))
+    expect(page.get_by_test_id("charged")).to_have_text("$2.62")
+
+    page.locator(".head-actions").get_by_role("button", name="Terminate").click()
+    page.get_by_role("button", name="Keep it running").click()
+    assert short.order(order_id)["status"] == "running"  # asked first: nothing happened
+    page.locator(".head-actions").get_by_role("button", name="Terminate").click()
+    page.get_by_role("dialog").get_by_role("button", name="Terminate").click()
+    expect(page.locator(".head-actions .pill")).to_have_text("terminated", timeout=SLOW)
+    expect(page.get_by_text("terminated by you")).to_be_visible()
+    # Less than a minute of the hour was used: $2.58 of it comes back ($0.04 per minute).
+    expect(page.get_by_test_id("charged")).to_have_text("$0.04")
+    expect(page.get_by_test_id("timeline")).to_contain_text("refunded $2.58")
+
+    page.get_by_role("link", name="Account").click()
+    ledger = page.get_by_test_id("ledger")
+    expect(ledger).to_contain_text("refund")
+    expect(ledger).to_contain_text("$2.58")
+    expect(page.get_by_test_id("low-balance")).to_be_hidden(timeout=SLOW)
+    short.client.close()

@@ -119,7 +119,14 @@ export function mountAccount(root, ctx) {
   const stats = h("div", { class: "stats" },
     stat("Balance", "balance", "credited minus spent"),
     stat("Held", "held", "reserved while a machine is being created"),
-    stat("Available", "available", "what new deployments can use"));
+    stat("Available", "available", "what new deployments can use"),
+    stat("Machines cost", "hourly_spend", "per hour, your running machines together"),
+    stat("Runway", "runway_hours", "hours the available balance pays them"));
+  const ledger = h("tbody");
+  const ledgerTable = h("div", { class: "table-wrap" }, h("table", { class: "compact", "data-testid": "ledger" },
+    h("thead", {}, h("tr", {}, ["When", "Kind", "Amount", "Balance after", "Order", "Note"].map((t) => h("th", { scope: "col" }, t)))),
+    ledger));
+  const noLedger = h("p", { class: "muted" }, "Loading the ledger…");
   const endpoints = h("ul", { class: "endpoints plain" });
   const noEndpoints = h("p", { class: "muted" }, "Loading endpoints…");
   const events = h("ol", { class: "events plain" });
@@ -142,6 +149,10 @@ export function mountAccount(root, ctx) {
   root.append(
     h("div", { class: "page-head" }, title, h("p", { class: "muted", "data-field": "name" })),
     h("section", { class: "card", "aria-labelledby": "h-money" }, h("h2", { id: "h-money" }, "Money"), stats),
+    h("section", { class: "card", "aria-labelledby": "h-ledger" },
+      h("h2", { id: "h-ledger" }, "Ledger"),
+      h("p", { class: "muted small" }, "Every movement of money, newest first: top-ups, the hour held while a machine is created, each billing hour paid, refunds."),
+      noLedger, ledgerTable),
     h("section", { class: "card", "aria-labelledby": "h-hooks" },
       h("h2", { id: "h-hooks", tabindex: -1 }, "Webhook endpoints"),
       h("p", { class: "muted small" }, "The service POSTs signed events to these URLs when your orders change."),
@@ -159,10 +170,25 @@ export function mountAccount(root, ctx) {
     name: "Account",
     title,
     async refresh() {
-      const [account, hooks, evts] = await Promise.all([
+      const [account, hooks, evts, moves] = await Promise.all([
         ctx.api("/v1/account"), ctx.api("/v1/webhook-endpoints?limit=100"), ctx.api("/v1/account/events?limit=50"),
+        ctx.api("/v1/account/ledger?limit=50"),
       ]);
-      for (const f of ["balance", "held", "available"]) root.querySelector(`[data-field="${f}"]`).textContent = money(account[f]);
+      for (const f of ["balance", "held", "available", "hourly_spend"]) root.querySelector(`[data-field="${f}"]`).textContent = money(account[f]);
+      root.querySelector('[data-field="runway_hours"]').textContent =
+        account.runway_hours === null ? "nothing runs" : `${account.runway_hours} h${account.low_balance ? " (low)" : ""}`;
+      syncList(ledger, moves.data, "data-entry-id", (e) => e.id, (tr, e) =>
+        patch(tr, e.id, () => [
+          h("td", {}, timeEl(e.created_at)),
+          h("td", {}, e.kind.replace("_", " ")),
+          h("td", { class: "num" }, `${["debit"].includes(e.kind) ? "-" : ""}${money(e.amount)}`),
+          h("td", { class: "num" }, money(e.balance_after)),
+          h("td", {}, e.order_id ? h("a", { href: `#/orders/${encodeURIComponent(e.order_id)}` }, e.order_id) : "—"),
+          h("td", { class: "small" }, e.note || ""),
+        ]));
+      noLedger.textContent = moves.data.length ? "" : "No movements yet.";
+      noLedger.hidden = moves.data.length > 0;
+      ledgerTable.hidden = !moves.data.length;
       root.querySelector('[data-field="name"]').textContent = `${account.name} · ${account.id}`;
       list = hooks.data;
       renderEndpoints();

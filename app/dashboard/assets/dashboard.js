@@ -85,6 +85,12 @@ const ctx = { api, notify, confirm: confirmDialog, handleError, refresh: () => s
 async function refreshHeader() {
   const account = await api("/v1/account");
   $("who").textContent = `${account.name} · ${money(account.available)} available`;
+  const low = $("low-balance");
+  low.hidden = !account.low_balance;
+  low.textContent = account.low_balance
+    ? `Low balance: ${money(account.available)} available pays ${account.runway_hours} h of your machines ` +
+      `(${money(account.hourly_spend)}/h). Top up, or they are terminated when an hour cannot be paid.`
+    : "";
 }
 
 /** One poll chain at a time: starting a new one (route change, tab shown, action) ends the old. */
@@ -189,6 +195,7 @@ function signOut(message = "") {
   view = null;
   $("view").replaceChildren();
   $("who").textContent = "";
+  $("low-balance").hidden = true;
   $("confirm").open && $("confirm").close();
   banner(null);
   showShell(false);

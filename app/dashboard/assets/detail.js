@@ -1,13 +1,21 @@
 // The order detail view (#/orders/<id>): the order's fields, its deployment and its timeline of events.
 
 import { ApiError, getCatalogue, providerName } from "./api.js";
-import { dl, gpu, h, orderLabel, patch, perHour, pill, syncList, timeEl, when } from "./dom.js";
-import { cancelOrder, isDeadAttempt } from "./orders.js";
+import { dl, gpu, h, money, orderLabel, patch, perHour, pill, syncList, timeEl, when } from "./dom.js";
+import { TERMINABLE, cancelOrder, isDeadAttempt, terminateOrder } from "./orders.js";
+
+const ENDED_BECAUSE = {
+  requested: "terminated by you",
+  admin: "terminated by the operator",
+  unpaid: "a billing hour was not paid within the grace",
+  max_runtime: "its max runtime was reached",
+  max_total: "its max total was reached",
+};
 
 const any = (value, none = "Any") => (value === null || value === undefined || value === "" ? none : value);
 
 function orderFields(o) {
-  return dl([
+  return dl(([
     ["Status", pill(o.status)],
     ["GPU", gpu(o)],
     ["Providers", o.providers.map(providerName).join(", ")],
@@ -16,16 +24,19 @@ function orderFields(o) {
     ["Min disk", o.min_disk_gb ? `${o.min_disk_gb} GB` : "Any"],
     ["Interconnect", any(o.interconnect)],
     ["Expires", o.expires_at ? when(o.expires_at) : "Never"],
+    ["Max runtime", o.max_runtime_hours ? `${o.max_runtime_hours} h` : "None"],
+    ["Max total (incl. fees)", o.max_total_usd ? money(o.max_total_usd) : "None"],
+    o.terminate_reason && ["Why it ended", ENDED_BECAUSE[o.terminate_reason] || o.terminate_reason],
     ["SSH key", o.ssh_public_key ? h("code", { class: "wrap" }, o.ssh_public_key) : "None"],
     ["Placed", when(o.created_at)],
     ["Last change", when(o.updated_at)],
     ["Order id", h("code", { class: "wrap" }, o.id)],
-  ]);
+  ]).filter(Boolean));
 }
 
 function deploymentFields(o) {
   const d = o.deployment;
-  if (!d && ["cancelled", "expired", "failed"].includes(o.status)) return h("p", { class: "empty" }, `No machine: the order is ${o.status}.`);
+  if (!d && ["cancelled", "expired", "failed", "terminated"].includes(o.status)) return h("p", { class: "empty" }, `No machine: the order is ${o.status}.`);
   if (!d) return h("p", { class: "empty" }, "No machine yet. The order deploys one as soon as matching stock appears.");
   const note = isDeadAttempt(d) &&
     h("p", { class: "muted" }, `The latest try did not give a machine (${d.status.replace("_", " ")}); see the timeline.`);
@@ -36,10 +47,16 @@ function deploymentFields(o) {
     ["Price (incl. fees)", perHour(d.price_per_hour_with_fees)],
     ["Provider's price", perHour(d.price_per_hour)],
     ["IP address", d.ip ? h("code", {}, d.ip) : "pending"],
+    o.ssh_command && ["Connect", h("code", { class: "wrap", "data-testid": "ssh-command" }, o.ssh_command)],
+    ["Running since", o.running_since ? when(o.running_since) : "—"],
+    ["Paid until", o.paid_until && !o.ended_at ? when(o.paid_until) : "—"],
+    ["Cost so far (incl. fees)", h("span", { "data-testid": "charged" }, money(o.charged_usd))],
+    o.terminates_at && ["Terminates at", when(o.terminates_at)],
+    o.ended_at && ["Ended", when(o.ended_at)],
     ["Machine status", any(d.status, "unknown")],
     ["Provider VM id", d.provider_vm_id ? h("code", { class: "wrap" }, d.provider_vm_id) : "pending"],
     ["Created", when(d.created_at)],
-  ])];
+  ].filter(Boolean))];
 }
 
 export function mountOrderDetail(root, ctx, id) {
@@ -82,9 +99,11 @@ export function mountOrderDetail(root, ctx, id) {
       patch(actions, order.status, () => [
         pill(order.status),
         order.status === "waiting" && h("button", { type: "button", onclick: () => cancelOrder(ctx, order) }, "Cancel"),
+        TERMINABLE.includes(order.status) &&
+          h("button", { type: "button", class: "danger-outline", onclick: () => terminateOrder(ctx, order) }, "Terminate"),
       ]);
       patch(fields, JSON.stringify(order), () => orderFields(order));
-      patch(deployment, order.status + JSON.stringify(order.deployment), () => deploymentFields(order));
+      patch(deployment, JSON.stringify(order), () => deploymentFields(order));
       syncList(timeline, events, "data-event-id", (e) => e.id, (li, e) =>
         patch(li, e.id, () => [timeEl(e.created_at), h("span", { class: `kind kind-${e.kind}` }, e.message)]), "li");
       noEvents.textContent = events.length ? "" : "No events yet.";

@@ -109,7 +109,7 @@ export function showFieldErrors(form, err, prefix = "error-") {
   }
   if (!err.details?.length) general.push(err.message);
   form.querySelector("[role=alert]").textContent = general.join(" ");
-  const first = form.querySelector(":is(input, select)[aria-invalid=true]");
+  const first = form.querySelector(":is(input, select, textarea)[aria-invalid=true]");
   first?.focus();
   first?.scrollIntoView({ block: "center" });
 }

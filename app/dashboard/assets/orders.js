@@ -3,11 +3,13 @@
 import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
 import { attachEstimate } from "./estimate.js";
 import {
-  between, clearFieldErrors, gpu, h, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
+  between, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
   syncList, when,
 } from "./dom.js";
 
-const FINAL = ["cancelled", "expired", "failed"];
+const FINAL = ["cancelled", "expired", "failed", "terminated", "lost"];
+/** Statuses a terminate applies to: a machine is (or is about to be) there. */
+export const TERMINABLE = ["deploying", "deployed", "running"];
 
 /** Confirms, then cancels a waiting order; afterwards focus moves to the order's link (or the page heading). */
 export async function cancelOrder(ctx, order) {
@@ -30,24 +32,53 @@ export async function cancelOrder(ctx, order) {
   ctx.refresh();
 }
 
+/** Confirms, then terminates an order's machine (deleted for good; the unused part comes back). */
+export async function terminateOrder(ctx, order) {
+  const label = orderLabel(order);
+  const ok = await ctx.confirm({
+    title: "Terminate this machine?",
+    message: `“${label}”: its machine is deleted, with its disk, and cannot be brought back. ` +
+      "What was paid and not used is refunded.",
+    confirm: "Terminate",
+    keep: "Keep it running",
+  });
+  if (!ok) return;
+  try {
+    await ctx.api(`/v1/orders/${encodeURIComponent(order.id)}/terminate`, { method: "POST" });
+    ctx.notify(`Terminating “${label}”.`);
+    (document.querySelector(`tr[data-order-id="${CSS.escape(order.id)}"] a`) || document.querySelector("main h1"))?.focus();
+  } catch (err) {
+    if (err instanceof ApiError && ![401, 403].includes(err.status)) ctx.notify(`Could not terminate: ${err.message}.`, "error");
+    else ctx.handleError(err);
+  }
+  ctx.refresh();
+}
+
 /** A deployment that is only a past try (refused, or failed before running): no machine behind it. */
 export const isDeadAttempt = (d) => d && (d.status === "not_created" || d.status === "failed");
 
 /** "3 min" waiting so far, or how long it took to get a machine, or how long it waited before ending. */
 function waited(o) {
   const d = o.deployment;
-  if ((o.status === "deployed" || o.status === "running") && d) {
+  if (["deployed", "running", "terminating"].includes(o.status) && d) {
     return { text: `took ${between(o.created_at, d.created_at)}`, title: `Deployed ${when(d.created_at)}` };
+  }
+  if (["terminated", "lost"].includes(o.status) && o.running_since && o.ended_at) {
+    return { text: `ran ${between(o.running_since, o.ended_at)}`, title: `${o.status} ${when(o.ended_at)}` };
   }
   if (FINAL.includes(o.status)) return { text: `after ${between(o.created_at, o.updated_at)}`, title: `${o.status} ${when(o.updated_at)}` };
   return { text: since(o.created_at), title: `Placed ${when(o.created_at)}` };
 }
 
-function deploymentCell(d) {
+function deploymentCell(o) {
+  const d = o.deployment;
   if (!d) return h("span", { class: "muted" }, "—");
   const where = h("span", { class: "nowrap" }, `${providerName(d.provider)} ${d.region}`);
   if (isDeadAttempt(d)) return h("span", { class: "muted" }, "last try: ", where, ` (${d.status.replace("_", " ")})`);
-  return [where, h("br"), h("span", { class: "muted" }, `${perHour(d.price_per_hour_with_fees)} · ${d.ip || "IP pending"}`)];
+  const cost = d.status === "running" || o.status === "terminated" || o.status === "lost"
+    ? ` · ${money(o.charged_usd)} so far`
+    : "";
+  return [where, h("br"), h("span", { class: "muted" }, `${perHour(d.price_per_hour_with_fees)} · ${d.ip || "IP pending"}${cost}`)];
 }
 
 /** The table's columns: [header, data-field, class, content]. */
@@ -58,9 +89,11 @@ const COLUMNS = [
   ["Providers", "providers", "", (o) => o.providers.map(providerName).join(", ")],
   ["Max price", "max_price_per_hour", "num", (o) => perHour(o.max_price_per_hour)],
   ["Waiting", "waited", "nowrap", (o) => waited(o).text],
-  ["Deployment", "deployment", "", (o) => deploymentCell(o.deployment)],
+  ["Deployment", "deployment", "", (o) => deploymentCell(o)],
   ["", "actions", "actions", (o, ctx) =>
-    o.status === "waiting" && h("button", { type: "button", class: "small", onclick: () => cancelOrder(ctx, o) }, "Cancel")],
+    (o.status === "waiting" && h("button", { type: "button", class: "small", onclick: () => cancelOrder(ctx, o) }, "Cancel")) ||
+    (TERMINABLE.includes(o.status) &&
+      h("button", { type: "button", class: "small danger-outline", onclick: () => terminateOrder(ctx, o) }, "Terminate"))],
 ];
 
 /** Updates one row cell by cell, touching only cells whose content changed (focus stays put). */
@@ -106,7 +139,14 @@ function orderForm(onPlaced, ctx) {
       field("Min disk (GB)", "min_disk_gb", h("input", { type: "number", min: 1, step: 1, placeholder: "any", inputmode: "numeric" })),
       field("Interconnect", "interconnect", interconnect),
       field("Expires at", "expires_at", h("input", { type: "datetime-local" })),
+      field("Max runtime (hours)", "max_runtime_hours",
+        h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 12", autocomplete: "off" })),
+      field("Max total (USD, incl. fees)", "max_total_usd",
+        h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 500", autocomplete: "off" })),
     ),
+    h("div", { class: "grid single" },
+      field("SSH public key", "ssh_public_key",
+        h("textarea", { rows: 2, placeholder: "optional: ssh-ed25519 AAAA… you@laptop (the machine accepts it)", spellcheck: "false", autocomplete: "off" }))),
     h("fieldset", { class: "providers", "aria-describedby": "error-providers" },
       h("legend", {}, "Providers"), providers, errorSlot("providers")),
     status,
@@ -146,6 +186,9 @@ function orderForm(onPlaced, ctx) {
       b.expires_at = Number.isNaN(t.getTime()) ? v("expires_at") : t.toISOString();
     }
     if (v("name")) b.name = v("name");
+    if (v("max_runtime_hours")) b.max_runtime_hours = v("max_runtime_hours");
+    if (v("max_total_usd")) b.max_total_usd = v("max_total_usd");
+    if (v("ssh_public_key")) b.ssh_public_key = v("ssh_public_key");
     return b;
   }
 
