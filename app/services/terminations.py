@@ -188,6 +188,23 @@ async def next_delete_due(session: AsyncSession, *, providers: list[str]) -> dat
     )
 
 
+async def note_running(session: AsyncSession, *, deployment_id: str, now: datetime) -> None:
+    """A terminating machine not seen running before is running: it bills from `now`."""
+    await session.execute(
+        update(Deployment)
+        .where(
+            Deployment.id == deployment_id,
+            Deployment.status == DeploymentStatus.TERMINATING,
+            Deployment.billed_from.is_(None),
+        )
+        .values(
+            billed_from=now,
+            running_at=func.coalesce(Deployment.running_at, now),
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
 async def note_delete_accepted(
     session: AsyncSession, *, deployment_id: str, now: datetime, check_in: timedelta
 ) -> None:

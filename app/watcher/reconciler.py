@@ -81,11 +81,11 @@ class Reconciler:
         released = {a.vm_name for a in recorded if a.status == DeploymentStatus.NOT_CREATED}
         await self._delete_ended(provider, adapter, vms, recorded)
         for vm in vms:
-            if vm.name in released and vm.id not in owned and vm.state not in GONE:
-                # Its attempt was looked up, nothing was found and it was released (hold and
-                # all): the provider made the VM later. It carries that attempt's own name,
-                # so it is certainly ours and certainly unwanted.
-                await adapter.delete_vm(vm.id)
+            # Its attempt was looked up, nothing was found and it was released (hold and all):
+            # the provider made the VM later. It carries that attempt's own name, so it is
+            # certainly ours and certainly unwanted.
+            stale = vm.name in released and vm.id not in owned and vm.state not in GONE
+            if stale and await _deleted(adapter, vm):
                 log.warning("deleted %s VM %s made after its attempt was released", provider, vm.id)
         strays = [vm for vm in self._untracked(vms, recorded) if vm.name not in released]
         UNTRACKED_VMS.labels(str(provider)).set(len(strays))
@@ -101,8 +101,7 @@ class Reconciler:
                     "tagged by us" if ours else "on our account",
                     _may_belong_to(provider, vm, recorded),
                 )
-            if self.delete_untracked and ours:
-                await adapter.delete_vm(vm.id)
+            if self.delete_untracked and ours and await _deleted(adapter, vm):
                 log.warning("deleted untracked %s VM %s", provider.display_name, vm.id)
 
     async def _delete_ended(
@@ -137,6 +136,17 @@ class Reconciler:
                 vm.id,
                 ended[vm.id],
             )
+
+
+async def _deleted(adapter: ProviderAdapter, vm: VM) -> bool:
+    """Delete one VM; a refusal (it is still being created, say) is logged and tried again on
+    the next sweep, without stopping this one."""
+    try:
+        await adapter.delete_vm(vm.id)
+    except ProviderError as exc:
+        log.info("%s VM %s not deleted yet: %s", adapter.provider, vm.id, exc.message)
+        return False
+    return True
 
 
 def _may_belong_to(provider: Provider, vm: VM, recorded: list[Deployment]) -> str:

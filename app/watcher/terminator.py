@@ -80,6 +80,8 @@ class Terminator:
         assert deployment.provider_vm_id is not None  # only attempts that own a VM terminate
         if deployment.ended_at is not None and await self._check(adapter, deployment):
             return  # the delete was taken before: it is gone now, or on its way
+        if deployment.billed_from is None:
+            await self._note_if_running(adapter, deployment)
         name = adapter.provider.display_name
         try:
             await adapter.delete_vm(deployment.provider_vm_id)
@@ -103,6 +105,21 @@ class Terminator:
                 check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
             )
         await self._check(adapter, deployment)
+
+    async def _note_if_running(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
+        """A machine terminated before we saw it run may run by now (Hyperstack refuses the
+        delete until it has been created): its provider bills it from then, so it is paid from
+        when this sees it running, not refunded whole."""
+        assert deployment.provider_vm_id is not None
+        try:
+            vm = await adapter.get_vm(deployment.provider_vm_id)
+        except ProviderError:
+            return
+        if vm is not None and vm.state is VMState.RUNNING:
+            async with session_scope(self.sessionmaker) as session:
+                await terminations.note_running(
+                    session, deployment_id=deployment.id, now=self.clock()
+                )
 
     async def _check(self, adapter: ProviderAdapter, deployment: Deployment) -> bool:
         """After a delete was taken: settle the machine if the provider shows it gone. True

@@ -22,7 +22,7 @@ from tests.webhooks.test_delivery import add_endpoint, arrived, cancelled_order,
 PUBLIC_URL = "https://gpus.example.com"
 
 
-def event(kind: str, *, name: str | None = None, deployed: bool = True) -> str:
+def event(kind: str, *, name: str | None = None, deployed: bool = True, **fields: Any) -> str:
     """A stored payload as the outbox writes it (the order as its owner sees it)."""
     deployment = {
         "provider": "verda",
@@ -43,6 +43,7 @@ def event(kind: str, *, name: str | None = None, deployed: bool = True) -> str:
         "gpu_count": 8,
         "max_price_per_hour": "50.00",
         "deployment": deployment if deployed else None,
+        **fields,
     }
     return json.dumps({"type": kind, "timestamp": "2026-12-01T09:00:01Z", "data": order})
 
@@ -66,6 +67,42 @@ class TestSentences:
         assert cancelled == "Order ord_01jd3xq8w1 (8x B300, up to $50.00/h) was cancelled."
         assert "expired without a machine" in slack_text(event("order.expired", deployed=False))
         assert slack_text(event("order.failed")).endswith("failed on Verda FIN-01 8B300.240V.")
+
+    def test_the_end_of_a_machine_says_why_and_what_it_cost(self) -> None:
+        terminating = slack_text(event("order.terminating", terminate_reason="max_runtime"))
+        assert terminating == (
+            "Order ord_01jd3xq8w1 (8x B300 on Verda FIN-01 8B300.240V) is terminating: its max "
+            "runtime was reached."
+        )
+        ended = slack_text(event("order.terminated", terminate_reason="unpaid", charged_usd="92.2"))
+        assert ended == (
+            "Order ord_01jd3xq8w1 (8x B300 on Verda FIN-01 8B300.240V) was terminated (a billing "
+            "hour was not paid in time): $92.20 in all."
+        )
+        lost = slack_text(event("order.lost", charged_usd="46.10"))
+        assert "lost its machine" in lost and "the provider ended it" in lost
+        assert lost.endswith("$46.10 in all.")
+
+    def test_a_low_balance_says_how_long_it_pays_and_links_to_the_account(self) -> None:
+        payload = json.dumps(
+            {
+                "type": "account.low_balance",
+                "timestamp": "2026-12-01T09:00:01Z",
+                "data": {
+                    "id": "acct_1",
+                    "name": "Ada <3",
+                    "available": "50.00",
+                    "hourly_spend": "46.10",
+                    "runway_hours": "1.08",
+                },
+            }
+        )
+        text = slack_text(payload, PUBLIC_URL)
+        assert text == (
+            f"Account <{PUBLIC_URL}/#/account|Ada &lt;3> is low on balance: $50.00 available pays "
+            "1.08 h of its machines ($46.10/h). Top up, or they are terminated when an hour "
+            "cannot be paid."
+        )
 
     def test_the_standard_format_is_the_stored_payload_itself(self) -> None:
         payload = event("order.deployed")
