@@ -90,7 +90,8 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         if kind not in FAULT_KINDS:
             return _problem(422, f"kind must be one of {', '.join(FAULT_KINDS)}")
         count = body.get("count", 1)
-        seconds = _number(body, "seconds", 5.0 if kind in ("timeout", "create_delay") else 0.0)
+        delays = ("timeout", "create_delay", "delete_delay")
+        seconds = _number(body, "seconds", 5.0 if kind in delays else 0.0)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1 or seconds is None:
             return _problem(422, "count must be an integer >= 1 and seconds a number >= 0")
         status = body.get("status", 500)

@@ -33,9 +33,11 @@ FAULT_KINDS = (
     "fail_after_accept",
     "unknown_status",
     "delete_refused",
+    "delete_delay",
 )
 # These hit the next n calls, whatever they are; the others hit creates, VM reads or deletes
-# (`delete_refused`: the provider refuses the delete as it does while a VM still boots).
+# (`delete_refused`: the provider refuses the delete as it does while a VM still boots;
+# `delete_delay`: it takes the delete, then answers `seconds` later).
 REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
 DEFAULT_BOOT_SECONDS = 3.0
 DEFAULT_BALANCE = Decimal("10000.00")
@@ -246,6 +248,12 @@ class ProviderSimulator:
         self.settle()
         if vm.ended is None:
             vm.ended = self.clock()
+
+    async def delay_delete_answer(self) -> None:
+        """Hold the answer to a delete just taken, if a `delete_delay` fault says so."""
+        fault = self.take_fault("delete_delay")
+        if fault is not None:
+            await asyncio.sleep(fault.seconds)
 
     def deletion_progress(self, vm: SimVM) -> float | None:
         """How far through deleting (1 = gone), or None if no delete was asked for."""

@@ -251,6 +251,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
                 )
             if vm.deleted is None:
                 vm.deleted = sim.clock()
+                await sim.delay_delete_answer()
             return ok("Instance is being deleted.")
         return ok(instance=sim.instance_fields(vm))
 

@@ -244,7 +244,9 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
         if sim.take_fault("delete_refused") is not None:
             return error(400, "validation_error", f"Deployment is {status} and cannot stop yet.")
         vm.deleted = sim.clock()
-        return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
+        answer = {"id": vm.id, "status": sim.status_for_response(vm)}
+        await sim.delay_delete_answer()
+        return JSONResponse(answer, status_code=202)
 
     base = "/api/v1"
     return [

@@ -196,6 +196,8 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         ):
             return invalid("volume_ids must be a list of volume ids")
         results = [(vm_id, act(action, vm_id, volume_ids)) for vm_id in ids]
+        if action in ("delete", "discontinue") and any(r == (202, "") for _, r in results):
+            await sim.delay_delete_answer()
         if len(results) == 1:
             outcome = results[0][1]
             if outcome is None:
