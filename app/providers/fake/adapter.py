@@ -82,6 +82,7 @@ class FakeAdapter:
         self.budget = Budget(())  # no limits: read at the poll period
         self.outcomes: deque[Create] = deque()
         self.read_errors: deque[type[ProviderError]] = deque()
+        self.delete_errors: deque[type[ProviderError]] = deque()
         self.creates: list[CreateCall] = []
         self.vms: dict[str, VM] = {}
         self.deleted: list[str] = []
@@ -128,6 +129,10 @@ class FakeAdapter:
     def fail_reads(self, *errors: type[ProviderError]) -> None:
         """The next `fetch_offers` calls raise these, in order (e.g. `Unavailable`)."""
         self.read_errors.extend(errors)
+
+    def fail_deletes(self, *errors: type[ProviderError]) -> None:
+        """The next `delete_vm` calls raise these, in order (a refused or failed delete)."""
+        self.delete_errors.extend(errors)
 
     def advance(self, vm_id: str, state: VMState, *, ip: str | None = None) -> VM:
         """Move a VM to `state` (and give it `ip`); returns it as `get_vm` will now."""
@@ -203,8 +208,10 @@ class FakeAdapter:
         return self._live()
 
     async def delete_vm(self, vm_id: str) -> None:
-        """Mark the VM gone; unknown or gone already is fine."""
+        """Mark the VM gone; unknown or gone already is fine (unless a delete error is queued)."""
         self.calls["delete_vm"] += 1
+        if self.delete_errors:
+            raise self.delete_errors.popleft()(self.provider, "scripted delete failure")
         if vm_id in self.vms:
             self.deleted.append(vm_id)
             self.advance(vm_id, VMState.GONE)
