@@ -34,17 +34,18 @@ DEMO_CREDIT = Decimal("1000.00")
 
 def demo_orders() -> list[dict[str, Any]]:
     """The orders the demo account waits with, over the simulated providers in the registry's
-    order: some take any of them, some leave the first out, one is priced too low to deploy."""
+    order: some take any of them, some leave the first out, one is priced too low to deploy;
+    two end by their limits (in demo mode's minute-long billing hours, within minutes)."""
     providers = [spec.provider for spec in simulated_specs()]
     first, rest = providers[0], providers[1:] or providers
     return [
         {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
-         "providers": providers, "max_price_per_hour": "48.00"},
+         "providers": providers, "max_price_per_hour": "48.00", "max_runtime_hours": 5},
         {"name": f"demo: 8x H100, not {first.display_name}", "gpu_model": "H100",
          "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00"},
         {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
          "providers": sorted({first, providers[-1]}, key=providers.index),
-         "max_price_per_hour": "3.60"},
+         "max_price_per_hour": "3.60", "max_total_usd": "15.00"},
         {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
          "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
     ]  # fmt: skip
