@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 CLIENT_COMMANDS = {
-    "orders": "place, list, get, cancel an order, or read its events (see `orders --help`)",
+    "orders": "place, list, get, cancel or terminate an order, set its limits, or read its "
+    "events (see `orders --help`)",
     "offers": "what the providers have in stock now, priced with fees",
-    "account": "your balance, what is held, and what is available",
+    "account": "your balance, what is held, what is available and how long it pays your machines",
     "watch": "follow events as they happen; `watch ORDER --until running` waits for its IP",
 }
 CLIENT_EPILOG = (

@@ -311,6 +311,9 @@ UNREACHABLE_COMMANDS = [
     ("orders", "get", "ord_00000000000000000000000000"),
     ("orders", "cancel", "ord_00000000000000000000000000"),
     ("orders", "events", "ord_00000000000000000000000000"),
+    ("orders", "terminate", "ord_00000000000000000000000000"),
+    ("orders", "terminate", "ord_00000000000000000000000000", "--yes"),
+    ("orders", "limits", "ord_00000000000000000000000000", "--max-runtime-hours", "1"),
     ("offers",),
     ("account",),
     ("account", "--ledger"),
@@ -338,7 +341,7 @@ def test_help_lists_the_client_commands(capsys: pytest.CaptureFixture[str]) -> N
     assert exited.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     for line in (
-        "orders place, list, get, cancel",
+        "orders place, list, get, cancel or terminate an order",
         "offers what the providers have",
         "account your balance",
         "watch follow events",
@@ -348,4 +351,7 @@ def test_help_lists_the_client_commands(capsys: pytest.CaptureFixture[str]) -> N
     assert "Exit codes: 0 done, 1 refused or the order failed, 2 bad input, 3 service" in out
     assert main(["orders", "--help"]) == 0
     orders_help = capsys.readouterr().out
-    assert all(name in orders_help for name in ("place", "list", "get", "cancel", "events"))
+    assert all(
+        name in orders_help
+        for name in ("place", "list", "get", "cancel", "terminate", "limits", "events")
+    )

@@ -101,6 +101,36 @@ def test_until_deployed_is_reached_by_deployed(
     assert ran.lines()[-1] == f"{ORDER} is deployed: hyperstack CANADA-1 n3-H100x1 at $2.62/h"
 
 
+def test_until_terminated_waits_through_terminating_and_says_what_it_cost(
+    autoprovision: Autoprovision, fake: FakeStream
+) -> None:
+    fake.put_order(order_json(ORDER, "running", ip="10.0.0.5"))
+    command = Background(autoprovision, "watch", ORDER, "--until", "terminated")
+    connected(fake, "stream -", f"order {ORDER}")
+    fake.publish("terminating", order_json(ORDER, "terminating"), "Terminating.")
+    ended = {**order_json(ORDER, "terminated"), "charged_usd": "7.59"}
+    fake.publish("terminated", ended, "Terminated: refunded $37.93.")
+    ran = command.result()
+    assert ran.code == 0, ran.err
+    assert [line.split("  ")[2] for line in ran.lines()[:2]] == [
+        "order.terminating",
+        "order.terminated",
+    ]
+    assert ran.lines()[-1] == f"{ORDER} is terminated: $7.59 charged in all"
+
+
+@pytest.mark.parametrize(("until", "status"), [("terminated", "lost"), ("running", "terminating")])
+def test_an_order_that_can_no_longer_get_there_is_exit_1(
+    autoprovision: Autoprovision, fake: FakeStream, until: str, status: str
+) -> None:
+    command = Background(autoprovision, "watch", ORDER, "--until", until)
+    connected(fake, "stream -", f"order {ORDER}")
+    fake.publish(status, order_json(ORDER, status), f"The order is {status}.")
+    ran = command.result()
+    assert ran.code == 1
+    assert ran.err == f"autoprovision: {ORDER} is {status}; it will not get to {until}\n"
+
+
 @pytest.mark.parametrize("status", ["failed", "cancelled", "expired"])
 def test_an_order_that_ends_otherwise_is_exit_1(
     autoprovision: Autoprovision, fake: FakeStream, status: str
