@@ -16,7 +16,7 @@ from app.dbtypes import utcnow
 from app.models import Hold, HoldStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
-from app.services import accounts, deployments, ledger
+from app.services import accounts, deployments, ledger, terminations
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.states import OrderEventKind
@@ -167,3 +167,41 @@ async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible
     (report,) = [r.getMessage() for r in caplog.records]
     assert vm.id in report and "no order owns it" in report
     assert f"attempt 1 of {intent.order_id} (unknown)" in report
+
+
+async def test_a_vm_an_ended_order_still_finds_is_deleted_again_or_reported(
+    engine: AsyncEngine,
+    adapters: dict[Provider, ProviderAdapter],
+    sim: SimControl,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An order lost to a suspended VM whose delete did not stick: each sweep deletes it, and
+    says so when the provider refuses."""
+    await sim.config("hyperstack", boot_seconds=0)
+    await sim.stock("hyperstack", "n3-H100x1", "CANADA-1", 1)
+    adapter = adapters[Provider("hyperstack")]
+    (offer,) = [o for o in await adapter.fetch_offers() if o.sku == "n3-H100x1"]
+    (intent,) = await claimed(engine, offer)
+    vm = await adapter.create_vm(offer, name=intent.vm_name, tag=intent.tag, ssh_public_key=None)
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+        await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=vm)
+    await sim.end_vm("hyperstack", vm.id)
+    async with session_scope(maker) as session:
+        await terminations.settle_lost(
+            session, deployment_id=intent.deployment_id, seen_at=utcnow(), reported="SUSPENDED"
+        )
+    await sim.fault("hyperstack", "delete_refused")
+    with caplog.at_level(logging.WARNING, logger="app.watcher.reconciler"):
+        await reconciler(engine, adapters, delete=False).tick()
+    (still,) = await sim.vms("hyperstack")
+    assert still["status"] == "SUSPENDED"
+    assert any(
+        f"VM {vm.id} of ended order {intent.order_id} is still there and cannot be deleted"
+        in r.getMessage()
+        for r in caplog.records
+    )
+    await reconciler(engine, adapters, delete=False).tick()  # the next sweep deletes it
+    (gone,) = await sim.vms("hyperstack")
+    assert gone["status"] in ("DELETING", "DELETED")
