@@ -75,14 +75,14 @@ async def test_an_illegal_move_is_never_written(engine: AsyncEngine) -> None:
     maker = create_sessionmaker(engine)
     with pytest.raises(IllegalTransition):
         async with session_scope(maker) as session:
-            await deployments._set_order(
+            await deployments.move_order(
                 session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.RUNNING
             )
     async with session_scope(maker) as session:
         order = await session.get(Order, order_id)
         assert order is not None and order.status is OrderStatus.WAITING
         # Positive control: the same function makes a move the table allows.
-        assert await deployments._set_order(
+        assert await deployments.move_order(
             session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.CANCELLED
         )
 

@@ -241,7 +241,7 @@ def claim_on(
     )
 
 
-async def _move(
+async def move_attempt(
     session: AsyncSession,
     deployment_id: str,
     *,
@@ -265,9 +265,10 @@ async def _move(
     return await session.get(Deployment, deployment_id, populate_existing=True)
 
 
-async def _set_order(
+async def move_order(
     session: AsyncSession, order_id: str, *, expected: OrderStatus, status: OrderStatus
 ) -> bool:
+    """Compare-and-set an order's status; whether it moved."""
     check_order_move(expected, status)
     moved = (
         await session.execute(
@@ -293,7 +294,7 @@ async def settle_created(
     now = now or utcnow()
     try:
         async with session.begin_nested():
-            deployment = await _move(
+            deployment = await move_attempt(
                 session,
                 deployment_id,
                 allowed=OPEN_DEPLOYMENTS,
@@ -311,7 +312,7 @@ async def settle_created(
         return False
     if Provider(deployment.provider).spec.billing.from_accepted:
         deployment.billed_from = now
-    deployed = await _set_order(
+    deployed = await move_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
     )
     if deployment.hold_id is not None:
@@ -345,7 +346,7 @@ async def settle_not_created(
     fail_order: bool = False,
 ) -> bool:
     """No VM came of the attempt: release the hold; the order waits again (or fails)."""
-    deployment = await _move(
+    deployment = await move_attempt(
         session,
         deployment_id,
         allowed=OPEN_DEPLOYMENTS,
@@ -356,7 +357,7 @@ async def settle_not_created(
         return False
     if deployment.hold_id is not None:
         await ledger.release_hold(session, hold_id=deployment.hold_id)
-    moved = await _set_order(
+    moved = await move_order(
         session,
         deployment.order_id,
         expected=OrderStatus.DEPLOYING,
@@ -373,7 +374,7 @@ async def settle_not_created(
 
 async def mark_unknown(session: AsyncSession, *, deployment_id: str, message: str) -> bool:
     """The create got no clear answer: keep the order deploying until the VM is looked up."""
-    deployment = await _move(
+    deployment = await move_attempt(
         session,
         deployment_id,
         allowed=(DeploymentStatus.CREATING,),
@@ -400,7 +401,7 @@ async def settle_running(
     """The VM runs: record its IP; the order is running, and its first hour begins (unless its
     provider bills from the accepted create)."""
     now = now or utcnow()
-    deployment = await _move(
+    deployment = await move_attempt(
         session,
         deployment_id,
         allowed=(DeploymentStatus.DEPLOYED,),
@@ -413,7 +414,7 @@ async def settle_running(
         return False
     if deployment.billed_from is None:
         deployment.billed_from = now
-    running = await _set_order(
+    running = await move_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
     )
     order = await session.get(Order, deployment.order_id)
@@ -444,7 +445,7 @@ async def settle_failed_before_running(
     session: AsyncSession, *, deployment_id: str, reason: str
 ) -> bool:
     """The provider failed the VM before it ran (we deleted it): refund; the order waits again."""
-    deployment = await _move(
+    deployment = await move_attempt(
         session,
         deployment_id,
         allowed=(DeploymentStatus.DEPLOYED,),
@@ -464,7 +465,7 @@ async def settle_failed_before_running(
         note=f"VM {deployment.provider_vm_id} failed before it ran",
     )
     deployment.charged = Decimal(0)
-    await _set_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
+    await move_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
     await timeline.write(
         session,
         Line(

@@ -22,7 +22,7 @@ from app.catalogue import Provider
 from app.errors import Conflict, NotFound
 from app.models import Deployment, Order, WebhookEventType
 from app.money import format_usd
-from app.services import billing, outbox, timeline
+from app.services import billing, deployments, outbox, timeline
 from app.services.timeline import Line
 from app.states import (
     OPEN_DEPLOYMENTS,
@@ -296,12 +296,8 @@ async def settle_lost(
     )
     if deployment is None:
         return None
-    check_order_move(OrderStatus.RUNNING, OrderStatus.LOST)
-    await session.execute(
-        update(Order)
-        .where(Order.id == deployment.order_id, Order.status == OrderStatus.RUNNING)
-        .values(status=OrderStatus.LOST, updated_at=seen_at)
-        .execution_options(synchronize_session=False)
+    await deployments.move_order(
+        session, deployment.order_id, expected=OrderStatus.RUNNING, status=OrderStatus.LOST
     )
     settled = await billing.settle_end(session, deployment, ended_at=seen_at)
     name = Provider(deployment.provider).display_name
@@ -329,38 +325,25 @@ async def _end_machine(
     ended_at: datetime,
     detail: str | None = None,
 ) -> Deployment | None:
-    check_deployment_move(allowed, status)
-    values: dict[str, object] = {
-        "status": status,
-        "ended_at": func.coalesce(Deployment.ended_at, ended_at),
-        "updated_at": ended_at,
-    }
-    if detail is not None:
-        values["detail"] = detail[:500]
-    moved = (
-        await session.execute(
-            update(Deployment)
-            .where(Deployment.id == deployment_id, Deployment.status.in_(allowed))
-            .values(**values)
-            .returning(Deployment.id)
-            .execution_options(synchronize_session=False)
-        )
-    ).first()
-    if moved is None:
-        return None
-    return await session.get(Deployment, deployment_id, populate_existing=True)
+    """Move the attempt to its end (compare-and-set); billing stopped at `ended_at` unless a
+    delete taken earlier stopped it already."""
+    extra = {} if detail is None else {"detail": detail[:500]}
+    return await deployments.move_attempt(
+        session,
+        deployment_id,
+        allowed=allowed,
+        status=status,
+        ended_at=func.coalesce(Deployment.ended_at, ended_at),
+        **extra,
+    )
 
 
 async def _end_order(
     session: AsyncSession, order_id: str, *, now: datetime, machine: Deployment | None
 ) -> Ended:
     """A terminating order is terminated: its machine (if it had one) is settled."""
-    check_order_move(OrderStatus.TERMINATING, OrderStatus.TERMINATED)
-    await session.execute(
-        update(Order)
-        .where(Order.id == order_id, Order.status == OrderStatus.TERMINATING)
-        .values(status=OrderStatus.TERMINATED, updated_at=now)
-        .execution_options(synchronize_session=False)
+    await deployments.move_order(
+        session, order_id, expected=OrderStatus.TERMINATING, status=OrderStatus.TERMINATED
     )
     if machine is None:
         message = "Terminated: no VM came of the create, so nothing ran and nothing was charged."
