@@ -1,0 +1,153 @@
+"""Paying as machines run, at the service layer on both databases: each billing hour paid once
+(the database holds it), nothing written when it cannot be paid, one low-balance event per
+crossing."""
+
+import asyncio
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from app.catalogue import Provider
+from app.db import create_sessionmaker, session_scope
+from app.dbtypes import utcnow
+from app.models import Account, AccountEvent, Deployment, LedgerEntry, LedgerKind, Order
+from app.providers.base import VM, Offer, VMState
+from app.services import billing, deployments, ledger
+from app.services.billing import Machine, Payment
+from tests.factories import claimed
+
+OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))
+
+
+async def running(engine: AsyncEngine) -> tuple[str, str]:
+    """A machine running at $30/h for an account with $100 (so $70 left); (attempt, account)."""
+    (intent,) = await claimed(engine, OFFER)
+    vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+    async with session_scope(maker) as session:
+        await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=vm)
+        order = await session.get(Order, intent.order_id)
+        assert order is not None
+        return intent.deployment_id, order.account_id
+
+
+async def machine(engine: AsyncEngine) -> Machine:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        (found,) = await billing.billed_machines(session)
+    return found
+
+
+async def debits(engine: AsyncEngine, deployment_id: str) -> list[int]:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        rows = await session.execute(
+            select(LedgerEntry.billing_hour).where(
+                LedgerEntry.deployment_id == deployment_id, LedgerEntry.kind == LedgerKind.DEBIT
+            )
+        )
+        return sorted(hour or 0 for (hour,) in rows)
+
+
+async def test_the_database_refuses_a_second_payment_of_one_hour_and_a_second_refund(
+    engine: AsyncEngine,
+) -> None:
+    deployment_id, account_id = await running(engine)
+    insert = text(
+        "INSERT INTO ledger_entries (id, account_id, kind, amount, balance_after, held_after, "
+        "deployment_id, billing_hour, created_at) VALUES (:id, :account, :kind, 1000000, 0, 0, "
+        ":deployment, :hour, CURRENT_TIMESTAMP)"
+    )
+    values = {"account": account_id, "deployment": deployment_id}
+    with pytest.raises(IntegrityError):
+        async with engine.begin() as connection:  # hour 1 was paid at deploy
+            await connection.execute(insert, {**values, "id": "led_x1", "kind": "debit", "hour": 1})
+    async with engine.begin() as connection:  # the control: another hour is fine, once
+        await connection.execute(insert, {**values, "id": "led_x2", "kind": "debit", "hour": 2})
+        await connection.execute(insert, {**values, "id": "led_x3", "kind": "refund", "hour": None})
+    with pytest.raises(IntegrityError):
+        async with engine.begin() as connection:
+            await connection.execute(
+                insert, {**values, "id": "led_x4", "kind": "refund", "hour": None}
+            )
+
+
+async def test_an_hour_is_paid_once_however_many_try_at_once(engine: AsyncEngine) -> None:
+    deployment_id, _ = await running(engine)
+    seen = await machine(engine)
+    now = seen.paid_until + timedelta(seconds=1)
+
+    async def pay() -> Payment:
+        async with session_scope(create_sessionmaker(engine)) as session:
+            return await billing.pay_next_hour(session, seen, now=now)
+
+    outcomes = await asyncio.gather(pay(), pay(), pay())
+    assert sorted(o.value for o in outcomes) == ["moved", "moved", "paid"]
+    assert await debits(engine, deployment_id) == [1, 2]
+    after = await machine(engine)
+    assert (after.paid_hours, after.charged) == (2, Decimal("60.00"))
+
+
+async def test_an_hour_the_balance_cannot_pay_writes_nothing_and_is_said_once(
+    engine: AsyncEngine,
+) -> None:
+    deployment_id, account_id = await running(engine)
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:  # $70 left: hours 2 and 3 are paid
+        for _ in range(2):
+            paid = await billing.pay_next_hour(session, await _fresh(session), now=utcnow())
+            assert paid is Payment.PAID
+    seen = await machine(engine)
+    async with session_scope(maker) as session:
+        assert await billing.pay_next_hour(session, seen, now=utcnow()) is Payment.UNPAYABLE
+        grace = seen.paid_until + timedelta(minutes=10)
+        assert await billing.mark_unpaid(session, seen, grace_ends=grace)
+        assert not await billing.mark_unpaid(session, seen, grace_ends=grace)  # once
+    assert await debits(engine, deployment_id) == [1, 2, 3]
+    async with session_scope(maker) as session:
+        account = await session.get(Account, account_id)
+        assert account is not None and account.balance == Decimal("10.00")
+        marked = await session.scalar(
+            select(func.count()).select_from(Deployment).where(Deployment.unpaid_since.is_not(None))
+        )
+        assert marked == 1
+        # A top-up pays the hour, and the mark goes.
+        await ledger.credit(session, account_id=account_id, amount=Decimal(50))
+    async with session_scope(maker) as session:
+        paid = await billing.pay_next_hour(session, await _fresh(session), now=utcnow())
+        assert paid is Payment.PAID
+    assert (await machine(engine)).unpaid_since is None
+
+
+async def _fresh(session: AsyncSession) -> Machine:
+    (found,) = await billing.billed_machines(session)
+    return found
+
+
+async def test_a_runway_below_the_threshold_is_told_once_per_crossing(
+    engine: AsyncEngine,
+) -> None:
+    _, account_id = await running(engine)  # $70 pays 2.33 h of $30/h
+    maker = create_sessionmaker(engine)
+
+    async def told(threshold: float) -> list[str]:
+        async with session_scope(maker) as session:
+            return await billing.mark_low_balances(session, now=utcnow(), threshold_hours=threshold)
+
+    assert await told(2) == []  # not below
+    assert await told(3) == [account_id]
+    assert await told(3) == []  # still below: not again
+    async with session_scope(maker) as session:
+        await ledger.credit(session, account_id=account_id, amount=Decimal(100))
+    assert await told(3) == []  # above again: unmarked, nothing said
+    async with session_scope(maker) as session:
+        account = await session.get(Account, account_id)
+        assert account is not None and account.low_balance_since is None
+    assert await told(10) == [account_id]  # the next crossing is told
+    async with session_scope(maker) as session:
+        kinds = (await session.execute(select(AccountEvent.kind))).scalars().all()
+    assert kinds.count("low_balance") == 2
