@@ -92,6 +92,12 @@ def runway_hours(available: Decimal, hourly_spend: Decimal) -> Decimal | None:
     return (max(available, Decimal(0)) / hourly_spend).quantize(CENT, rounding="ROUND_DOWN")
 
 
+def is_low_balance(available: Decimal, hourly_spend: Decimal, threshold_hours: float) -> bool:
+    """Whether the available balance pays the running machines for less than the threshold."""
+    runway = runway_hours(available, hourly_spend)
+    return runway is not None and runway < Decimal(str(threshold_hours))
+
+
 def _seconds(delta: timedelta) -> float:
     return delta.total_seconds()
 

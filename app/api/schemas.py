@@ -175,8 +175,9 @@ class AccountOut(BaseModel):
         """The account with what its machines cost an hour, and whether that is running low."""
         out = cls.model_validate(account)
         out.hourly_spend = hourly_spend
-        runway = metering.runway_hours(out.balance - out.held, hourly_spend)
-        out.low_balance = runway is not None and runway < Decimal(str(low_balance_hours))
+        out.low_balance = metering.is_low_balance(
+            out.balance - out.held, hourly_spend, low_balance_hours
+        )
         return out
 
 

@@ -252,11 +252,11 @@ async def mark_low_balances(
         )
     ).scalars()
     told = []
-    threshold = Decimal(str(threshold_hours))
     for account in accounts:
         hourly = spend.get(account.id, Decimal(0))
-        runway = metering.runway_hours(account.balance - account.held, hourly)
-        low = runway is not None and runway < threshold
+        available = account.balance - account.held
+        runway = metering.runway_hours(available, hourly)
+        low = metering.is_low_balance(available, hourly, threshold_hours)
         if low == (account.low_balance_since is not None):
             continue
         await session.execute(

@@ -148,14 +148,14 @@ async def note_disabled_providers(session: AsyncSession, *, enabled: Collection[
     return len(changed)
 
 
-async def get_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:
-    """The account's order with this id; another account's order is NotFound like a missing one."""
+async def get_order(session: AsyncSession, *, account_id: str | None, order_id: str) -> Order:
+    """The account's order with this id; another account's order is NotFound like a missing one.
+    `account_id` None: any account's (the admin's, or the service's own, look-up)."""
+    statement = select(Order).where(Order.id == order_id)
+    if account_id is not None:
+        statement = statement.where(Order.account_id == account_id)
     order = (
-        await session.execute(
-            select(Order)
-            .where(Order.id == order_id, Order.account_id == account_id)
-            .execution_options(populate_existing=True)
-        )
+        await session.execute(statement.execution_options(populate_existing=True))
     ).scalar_one_or_none()
     if order is None:
         raise NotFound(f"no order {order_id}")

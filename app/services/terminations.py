@@ -19,10 +19,10 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
-from app.errors import Conflict, NotFound
+from app.errors import Conflict
 from app.models import Deployment, Order, WebhookEventType
 from app.money import format_usd
-from app.services import billing, deployments, outbox, timeline
+from app.services import billing, deployments, orders, outbox, timeline
 from app.services.timeline import Line
 from app.states import (
     OPEN_DEPLOYMENTS,
@@ -44,17 +44,6 @@ WHY = {
 MAX_RACES = 5  # a terminate that keeps losing compare-and-sets to the watcher gives up (a bug)
 
 
-async def _order(session: AsyncSession, order_id: str, account_id: str | None) -> Order:
-    statement = select(Order).where(Order.id == order_id)
-    if account_id is not None:
-        statement = statement.where(Order.account_id == account_id)
-    found = await session.execute(statement.execution_options(populate_existing=True))
-    order = found.scalar_one_or_none()
-    if order is None:
-        raise NotFound(f"no order {order_id}")
-    return order
-
-
 async def request(
     session: AsyncSession,
     *,
@@ -69,7 +58,7 @@ async def request(
     Raises NotFound for another account's order, Conflict for one with no machine to end.
     """
     for _ in range(MAX_RACES):
-        order = await _order(session, order_id, account_id)
+        order = await orders.get_order(session, account_id=account_id, order_id=order_id)
         if order.status in (OrderStatus.TERMINATING, OrderStatus.TERMINATED):
             return order
         if order.status is OrderStatus.WAITING:
@@ -84,7 +73,7 @@ async def request(
                 code="order_ended",
             )
         if await _start(session, order, reason=reason, now=now):
-            return await _order(session, order_id, account_id)
+            return await orders.get_order(session, account_id=account_id, order_id=order_id)
     raise Conflict(f"order {order_id} kept changing; try again", code="order_busy")
 
 

@@ -10,6 +10,7 @@ import pytest
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, create_account
+from tests.waiting import eventually
 from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
 from tests.webhooks.receiver import Receiver
 from tests.webhooks.test_delivery import add_endpoint, arrived
@@ -74,6 +75,13 @@ async def test_a_runway_below_the_threshold_sends_one_low_balance(
     await reaches(client, account, order_id, "running")
     ((kind, data),) = types(await arrived(receiver, "/hook", 1), endpoint["secret"])
     assert kind == "account.low_balance"
+
+    async def published() -> list[Any]:  # the same event on the account's event stream
+        page = (await client.get("/v1/events", headers=account.headers)).json()
+        return [e for e in page["data"] if e["type"] == "account.low_balance"]
+
+    (streamed,) = await eventually(published)
+    assert "0.14 h" in streamed["message"]
     assert (data["id"], data["available"], data["hourly_spend"], data["runway_hours"]) == (
         account.id,
         "0.38",
