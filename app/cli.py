@@ -32,6 +32,7 @@ CLIENT_EPILOG = (
 def _serve(settings: Settings) -> None:
     import uvicorn
 
+    from app.api.connections import guarded_protocol
     from app.main import announce_admin_key, create_app
 
     new_admin_key = asyncio.run(_prepare(settings))
@@ -58,6 +59,10 @@ def _serve(settings: Settings) -> None:
         port=settings.port,
         log_level=settings.log_level,
         proxy_headers=False,
+        http=guarded_protocol(
+            head_timeout_seconds=settings.request_timeout_seconds,
+            max_per_client=settings.max_connections_per_client,
+        ),
     )
 
 

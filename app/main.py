@@ -22,7 +22,7 @@ from app.api import (
     webhooks,
 )
 from app.api.errors import install_error_handlers
-from app.api.limits import BodySizeLimit, InFlightLimit
+from app.api.limits import InFlightLimit, RequestBody, SendDeadline
 from app.background import Background
 from app.dashboard import install_dashboard
 from app.db import (
@@ -131,9 +131,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings or get_settings()
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit)
-    # Added last, so outermost: a refused request costs no more than its 503.
-    app.add_middleware(InFlightLimit, limit=app.state.settings.max_requests_in_flight)
+    settings = app.state.settings
+    # Added first, so innermost: the bound counts a request from its body's end to its
+    # response's start, and a slow sender or reader holds no place in it.
+    app.add_middleware(InFlightLimit, limit=settings.max_requests_in_flight)
+    app.add_middleware(RequestBody, timeout_seconds=settings.request_timeout_seconds)
+    app.add_middleware(SendDeadline, timeout_seconds=settings.response_timeout_seconds)
     app.state.background = None
     for router in (
         health.router,

@@ -88,3 +88,9 @@ REQUESTS_SHED = Counter(
     "autoprovision_requests_shed_total",
     "Requests answered 503 at once because the process was already serving its limit.",
 )
+SLOW_CLIENTS_DROPPED = Counter(
+    "autoprovision_slow_clients_dropped_total",
+    "Clients cut off for being too slow or too many, by phase: head (request head not sent in "
+    "time), body (408), response (not read in time), connections (over the per-address cap).",
+    ["phase"],
+)

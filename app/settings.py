@@ -44,6 +44,14 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # Requests served at once; past it the answer is an immediate 503 with Retry-After.
     max_requests_in_flight: int = Field(default=16, ge=1, le=100_000)
+    # A request's head and body must arrive within this (else 408, or the connection closes);
+    # a response the client does not take for this long drops its connection.
+    request_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600)
+    response_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600)
+    # Connections one client address may hold open at once; more are closed as they come.
+    max_connections_per_client: int = Field(default=64, ge=1, le=100_000)
+    # Orders one account may have waiting at once; past it, 409 too_many_orders.
+    max_waiting_orders_per_account: int = Field(default=100, ge=1, le=100_000)
 
     mode: Literal["demo", "live"] = "demo"
     watcher: bool = True  # poll, match and deploy in this process (false: an API-only process)

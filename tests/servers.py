@@ -28,9 +28,11 @@ def serve_in_thread(
     lifespan: Literal["auto", "on", "off"] = "auto",
     certificate: Certificate | None = None,
     port: int | None = None,
+    http: type[asyncio.Protocol] | None = None,
 ) -> Iterator[str]:
     """Serve `app` with uvicorn in a background thread (over HTTPS with `certificate`; on
-    `port`, or a free one); yields its base URL."""
+    `port`, or a free one; with the `http` protocol class, or uvicorn's own); yields its base
+    URL."""
     port = port or free_port()
     config = uvicorn.Config(
         app,
@@ -43,6 +45,8 @@ def serve_in_thread(
         ssl_certfile=str(certificate.cert_file) if certificate else None,
         ssl_keyfile=str(certificate.key_file) if certificate else None,
     )
+    if http is not None:
+        config.http = http
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()

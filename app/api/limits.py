@@ -1,54 +1,165 @@
-"""Limits on requests: bodies larger than any valid request, and more requests than one
-process can answer in good time.
+"""Limits on requests: a body that is too large or too slow, a client that does not read its
+answer, and more requests than one process can answer in good time.
 
 FastAPI's own `max_body_size` answers some of these with a plain-text body, and uvicorn's
 `--limit-concurrency` counts idle keep-alive connections too and answers in plain text; these
-keep every 413 and 503 in the service's JSON error shape.
+keep every 408, 413 and 503 in the service's JSON error shape. The connection-level bounds
+(a request's head, connections per client address) are in `app.api.connections`.
 """
 
-from starlette.exceptions import HTTPException
+import asyncio
+import logging
+from collections.abc import Callable
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import OVERLOADED_CODE, RETRY_AFTER_SECONDS, error_response
-from app.metrics import REQUESTS_SHED
+from app.metrics import REQUESTS_SHED, SLOW_CLIENTS_DROPPED
+
+logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024
 # Probes and scrapes answer under overload too: a replica that is busy is still alive and
 # ready, and its metrics are what shows the overload.
 # Event streams stay open for hours; they have their own cap (per account).
 UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/events/stream"})
+# A stream's slow reader is the stream's own business: it has its own send timeout.
+STREAM_PATHS = frozenset({"/v1/events/stream"})
+# The server's hook to drop a connection outright (see app.api.connections).
+ABORT_EXTENSION = "autoprovision.abort"
+CLOSE = {"Connection": "close"}
 
 
-class BodySizeLimit:
-    """ASGI middleware: 413 for a declared or streamed body over `max_bytes`."""
+class BodyTooLarge(Exception):
+    """The body is larger than the limit."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+
+class RequestBody:
+    """ASGI middleware: the whole body is read, within `max_bytes` and `timeout_seconds`,
+    before the application sees the request; 413 past the size, 408 past the deadline.
+
+    Reading first is what keeps a client that sends its body slowly from holding a place in
+    the in-flight bound (`InFlightLimit`, inside this one): it holds only its connection.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, timeout_seconds: float, max_bytes: int = MAX_BODY_BYTES
+    ) -> None:
         self.app = app
+        self.timeout_seconds = timeout_seconds
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        message = f"request body is larger than {self.max_bytes // 1024} KiB"
+        too_large = f"request body is larger than {self.max_bytes // 1024} KiB"
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await error_response(413, "payload_too_large", message)(scope, receive, send)
+            await error_response(413, "payload_too_large", too_large, headers=CLOSE)(
+                scope, receive, send
+            )
             return
-        seen = 0
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                first = await self._read(receive)
+        except BodyTooLarge:
+            await error_response(413, "payload_too_large", too_large, headers=CLOSE)(
+                scope, receive, send
+            )
+            return
+        except TimeoutError:
+            SLOW_CLIENTS_DROPPED.labels(phase="body").inc()
+            logger.info("%s sent its request body too slowly; answered 408", _client(scope))
+            message = f"the request body did not arrive within {self.timeout_seconds:g} s"
+            await error_response(408, "request_timeout", message, headers=CLOSE)(
+                scope, _disconnected, send
+            )
+            return
+        await self.app(scope, _replay(first, receive), send)
 
-        async def limited_receive() -> Message:
-            nonlocal seen
-            incoming = await receive()
-            if incoming["type"] == "http.request":
-                seen += len(incoming.get("body", b""))
-                if seen > self.max_bytes:
-                    # FastAPI re-raises HTTPExceptions from body reading; anything else
-                    # would become a generic 400.
-                    raise HTTPException(413, message)
-            return incoming
+    async def _read(self, receive: Receive) -> Message:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return message  # a disconnect: the application sees it as it would have
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-        await self.app(scope, limited_receive, send)
+
+def _replay(first: Message, receive: Receive) -> Receive:
+    """A `receive` that gives the body already read, then whatever the connection says next."""
+    pending: list[Message] = [first]
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
+
+
+async def _disconnected() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "a client"
+
+
+class SendDeadline:
+    """ASGI middleware: a response that the client does not take within `timeout_seconds`
+    (one write blocked that long) ends the request and drops its connection.
+
+    Without it a client that never reads keeps its request, and its memory, for as long as
+    it keeps the connection open.
+    """
+
+    def __init__(self, app: ASGIApp, *, timeout_seconds: float) -> None:
+        self.app = app
+        self.timeout_seconds = timeout_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in STREAM_PATHS:
+            await self.app(scope, receive, send)
+            return
+        stalled = False
+
+        async def send_in_time(message: Message) -> None:
+            nonlocal stalled
+            if stalled:
+                raise ResponseStalled
+            try:
+                async with asyncio.timeout(self.timeout_seconds):
+                    await send(message)
+            except TimeoutError:
+                stalled = True
+                raise ResponseStalled from None
+
+        try:
+            await self.app(scope, receive, send_in_time)
+        except ResponseStalled:
+            SLOW_CLIENTS_DROPPED.labels(phase="response").inc()
+            logger.info(
+                "%s did not read its response within %g s; connection dropped",
+                _client(scope),
+                self.timeout_seconds,
+            )
+            abort: Callable[[], None] | None = scope.get("extensions", {}).get(ABORT_EXTENSION)
+            if abort is not None:
+                abort()
+
+
+class ResponseStalled(Exception):
+    """The client did not take the response in time."""
 
 
 class InFlightLimit:
@@ -59,6 +170,10 @@ class InFlightLimit:
     also takes a turn on the event loop between every two steps of the others, so SQLite's
     one writer, whose transaction spans a dozen steps, slows with every reader let in.
     Refusing the excess at once, with Retry-After, lets clients back off or go elsewhere.
+
+    A request counts only while the application works on it: its body is read before
+    (`RequestBody`), and its place is given back when its response starts, so a client that
+    is slow to send or to read holds none.
     """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
@@ -79,7 +194,20 @@ class InFlightLimit:
             )
             return
         self.in_flight += 1
+        counted = True
+
+        def release() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self.in_flight -= 1
+
+        async def send_and_release(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_and_release)
         finally:
-            self.in_flight -= 1
+            release()

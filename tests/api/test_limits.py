@@ -136,3 +136,27 @@ async def test_the_service_applies_its_configured_bound(app_of_one: tuple[FastAP
     assert (health.status_code, ready.status_code) == (200, 200)
     assert served.status_code == 200
     assert "autoprovision_requests_shed_total" in metrics.text
+
+
+async def test_a_request_gives_its_place_back_when_its_response_starts() -> None:
+    started_answer = asyncio.Event()
+    finish = asyncio.Event()
+
+    async def slow_to_send(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] == "/slow":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            started_answer.set()
+            await finish.wait()  # as a client that does not read keeps a write waiting
+            await send({"type": "http.response.body", "body": b"done"})
+            return
+        await JSONResponse({"path": scope["path"]})(scope, receive, send)
+
+    limited = InFlightLimit(slow_to_send, limit=1)
+    async with _client(limited) as client, asyncio.timeout(10):
+        slow = asyncio.create_task(client.get("/slow"))
+        await started_answer.wait()
+        assert limited.in_flight == 0
+        served = await client.get("/v1/catalogue")
+        finish.set()
+        assert (await slow).status_code == 200
+    assert served.status_code == 200
