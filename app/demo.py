@@ -124,7 +124,11 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
             for body in demo_orders():
                 request = OrderCreate.model_validate(body).new_order()
                 await orders.place_order(
-                    session, account_id=account.id, request=request, enabled=simulated
+                    session,
+                    account_id=account.id,
+                    request=request,
+                    enabled=simulated,
+                    max_waiting=len(demo_orders()),
                 )
     return api_key
 

@@ -45,6 +45,12 @@ class Conflict(AppError):
     code = "conflict"
 
 
+class TooManyOrders(Conflict):
+    """The account already has as many orders waiting as it may."""
+
+    code = "too_many_orders"
+
+
 class ValidationFailed(AppError):
     """The request is well-formed but its content is not acceptable."""
 

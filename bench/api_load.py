@@ -405,6 +405,7 @@ async def one_database(
             "AUTOPROVISION_WATCHER": "false",
             "AUTOPROVISION_PORT": str(port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
+            "AUTOPROVISION_MAX_WAITING_ORDERS_PER_ACCOUNT": "100000",
             "PYTHONPATH": str(ROOT),
             **shape.service_env,
         }

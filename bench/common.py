@@ -35,6 +35,9 @@ def is_stock_read_path(provider: str, path: str) -> bool:
     return any(path == p or path.startswith(f"{p}/") for p in STOCK_READ_PATHS[provider])
 
 
+BENCH_MAX_WAITING = 100_000
+
+
 def service_env(
     database_url: str, admin_key: str, sim_port: int, api_port: int, **extra: str
 ) -> dict[str, str]:
@@ -51,6 +54,8 @@ def service_env(
             "AUTOPROVISION_SIM_PORT": str(sim_port),
             "AUTOPROVISION_PORT": str(api_port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
+            # Benchmarks place thousands of orders per account, far past a person's cap.
+            "AUTOPROVISION_MAX_WAITING_ORDERS_PER_ACCOUNT": str(BENCH_MAX_WAITING),
             **extra,
         }
     )

@@ -372,6 +372,7 @@ async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -
                         account_id=account_ids[n % accounts],
                         request=OrderCreate.model_validate(body).new_order(),
                         enabled=body["providers"],
+                        max_waiting=len(orders),
                     )
     finally:
         await engine.dispose()

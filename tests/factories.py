@@ -78,7 +78,11 @@ async def place_in_database(engine: AsyncEngine, account_id: str) -> str:
     )
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await orders.place_order(
-            session, account_id=account_id, request=request.new_order(), enabled={"hyperstack"}
+            session,
+            account_id=account_id,
+            request=request.new_order(),
+            enabled={"hyperstack"},
+            max_waiting=100,
         )
         return order.id
 
@@ -106,7 +110,11 @@ async def waiting_orders(
         return [
             (
                 await orders.place_order(
-                    session, account_id=account.id, request=request, enabled={offer.provider}
+                    session,
+                    account_id=account.id,
+                    request=request,
+                    enabled={offer.provider},
+                    max_waiting=count,
                 )
             ).id
             for _ in range(count)

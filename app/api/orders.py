@@ -54,6 +54,7 @@ async def place_order(
             account_id=account.id,
             request=body.new_order(),
             enabled=set(enabled_providers(settings)),
+            max_waiting=settings.max_waiting_orders_per_account,
         )
         return (await _present(session, [order]))[0]
 

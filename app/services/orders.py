@@ -10,9 +10,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Provider
 from app.dbtypes import utcnow
-from app.errors import Conflict, NotFound, ProvidersNotEnabled, ValidationFailed
+from app.errors import (
+    Conflict,
+    NotFound,
+    ProvidersNotEnabled,
+    TooManyOrders,
+    ValidationFailed,
+)
 from app.ids import new_id
-from app.models import Deployment, Order, OrderEvent, WebhookEventType
+from app.models import Account, Deployment, Order, OrderEvent, WebhookEventType
 from app.money import format_usd
 from app.services import outbox, timeline
 from app.services.limits import limits_line
@@ -76,10 +82,16 @@ def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
 
 
 async def place_order(
-    session: AsyncSession, *, account_id: str, request: NewOrder, enabled: Collection[str]
+    session: AsyncSession,
+    *,
+    account_id: str,
+    request: NewOrder,
+    enabled: Collection[str],
+    max_waiting: int,
 ) -> Order:
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
-    can deploy on; an order that accepts none of them is refused."""
+    can deploy on; an order that accepts none of them is refused, as is one past the
+    account's `max_waiting` orders waiting."""
     if request.max_total_usd is not None and request.max_total_usd < request.max_price_per_hour:
         raise _field_error(
             "max_total_usd",
@@ -93,6 +105,7 @@ async def place_order(
             "accept at least one provider that is",
             details={"disabled_providers": disabled},
         )
+    await _check_room(session, account_id, max_waiting)
     now = utcnow()
     order = Order(
         id=new_id("ord"),
@@ -127,6 +140,23 @@ async def place_order(
         *([_disabled_line(order, disabled)] if disabled else []),
     )
     return order
+
+
+async def _check_room(session: AsyncSession, account_id: str, max_waiting: int) -> None:
+    # The account's row is locked first (on PostgreSQL; SQLite has one writer anyway), so
+    # two placements at once cannot both see room for one more.
+    await session.execute(select(Account.id).where(Account.id == account_id).with_for_update())
+    waiting = await session.scalar(
+        select(func.count())
+        .select_from(Order)
+        .where(Order.account_id == account_id, Order.status == OrderStatus.WAITING)
+    )
+    if (waiting or 0) >= max_waiting:
+        raise TooManyOrders(
+            f"this account already has {max_waiting} orders waiting, the most it may; "
+            "cancel one, or wait for one to deploy",
+            details={"max_waiting_orders": max_waiting},
+        )
 
 
 async def note_disabled_providers(session: AsyncSession, *, enabled: Collection[str]) -> int:

@@ -257,7 +257,11 @@ async def _place_many(database_url: str, account_id: str, count: int) -> None:
         async with session_scope(create_sessionmaker(engine)) as session:
             for _ in range(count):
                 await orders.place_order(
-                    session, account_id=account_id, request=request, enabled={"verda", "hyperstack"}
+                    session,
+                    account_id=account_id,
+                    request=request,
+                    enabled={"verda", "hyperstack"},
+                    max_waiting=count,
                 )
     finally:
         await engine.dispose()

@@ -158,6 +158,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                         "H100", 1, [provider], Decimal("3.00"), max_runtime_hours=runtime
                     ),
                     enabled=set(PRICES),
+                    max_waiting=100,
                 )
             intent = await self._claim(order.id, offer)
             if intent is None:

@@ -20,7 +20,9 @@ async def _place(engine: AsyncEngine, *providers: str) -> str:
     async with session_scope(create_sessionmaker(engine)) as session:
         account, _key = await accounts.create_account(session, name="orders")
         return (
-            await orders.place_order(session, account_id=account.id, request=request, enabled=ALL)
+            await orders.place_order(
+                session, account_id=account.id, request=request, enabled=ALL, max_waiting=100
+            )
         ).id
 
 

@@ -20,7 +20,11 @@ async def _place(engine: AsyncEngine, account_id: str, **overrides: object) -> s
     request = OrderCreate.model_validate(body | overrides).new_order()
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await orders.place_order(
-            session, account_id=account_id, request=request, enabled=request.providers
+            session,
+            account_id=account_id,
+            request=request,
+            enabled=request.providers,
+            max_waiting=100,
         )
         return order.id
 
