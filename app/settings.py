@@ -178,6 +178,11 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def own_ports(self) -> frozenset[int]:
+        """This service's port and its simulators': webhooks never go to them on a local address."""
+        return frozenset({self.port, self.sim_port})
+
+    @property
     def allows_private_webhooks(self) -> bool:
         """Whether webhooks may go to loopback and private addresses (and over plain http)."""
         if self.webhook_allow_private is None:

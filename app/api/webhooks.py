@@ -69,6 +69,7 @@ async def create_endpoint(
         description=body.description,
         box=box,
         allow_private=settings.allows_private_webhooks,
+        refused_ports=settings.own_ports,
         format=body.format,
     )
     return _with_secret(endpoint, secret)
@@ -114,6 +115,7 @@ async def update_endpoint(
         endpoint_id=endpoint_id,
         request=body.changes(),
         allow_private=settings.allows_private_webhooks,
+        refused_ports=settings.own_ports,
     )
     return EndpointOut.model_validate(endpoint)
 

@@ -20,14 +20,16 @@ MAX_ENDPOINTS_PER_ACCOUNT = 20
 ROTATION_OVERLAP = timedelta(hours=24)
 
 
-async def check_url(url: str, *, allow_private: bool) -> None:
+async def check_url(
+    url: str, *, allow_private: bool, refused_ports: frozenset[int] = frozenset()
+) -> None:
     """Refuse, as a 422 on `url`, an address webhooks may not go to.
 
     A name that does not resolve now is accepted: DNS may not be set up yet, and every
     delivery checks the address again before it connects.
     """
     try:
-        await resolve(url, allow_private=allow_private)
+        await resolve(url, allow_private=allow_private, refused_ports=refused_ports)
     except UrlRefused as exc:
         if str(exc).startswith("cannot resolve"):
             return
@@ -58,9 +60,10 @@ async def create_endpoint(
     box: SecretBox,
     allow_private: bool,
     format: WebhookFormat = WebhookFormat.STANDARD,
+    refused_ports: frozenset[int] = frozenset(),
 ) -> tuple[WebhookEndpoint, str]:
     """A new enabled endpoint and its signing secret (returned in clear only here)."""
-    await check_url(url, allow_private=allow_private)
+    await check_url(url, allow_private=allow_private, refused_ports=refused_ports)
     count = (
         await session.execute(
             select(func.count())
@@ -131,6 +134,7 @@ async def update_endpoint(
     endpoint_id: str,
     request: EndpointChanges,
     allow_private: bool,
+    refused_ports: frozenset[int] = frozenset(),
 ) -> WebhookEndpoint:
     """Change the fields sent; enabling an endpoint lets its waiting deliveries go again."""
     endpoint = await get_endpoint(session, account_id=account_id, endpoint_id=endpoint_id)
@@ -140,7 +144,7 @@ async def update_endpoint(
             raise ValidationFailed(
                 "url: may not be null", details=[{"field": "url", "message": "may not be null"}]
             )
-        await check_url(request.url, allow_private=allow_private)
+        await check_url(request.url, allow_private=allow_private, refused_ports=refused_ports)
         endpoint.url = request.url
     if "events" in sent:
         endpoint.events = None if request.events is None else [str(e) for e in request.events]

@@ -46,6 +46,7 @@ class Dispatcher:
         self.sender = WebhookSender(
             timeout_seconds=settings.webhook_timeout_seconds,
             allow_private=settings.allows_private_webhooks,
+            refused_ports=settings.own_ports,
         )
         self.lease_seconds = settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
         self.busy: set[str] = set()  # endpoints with a request out

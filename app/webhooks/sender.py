@@ -40,9 +40,16 @@ def retry_after_seconds(value: str | None, *, now: datetime) -> float | None:
 class WebhookSender:
     """Sends signed webhooks without proxies, redirects or unchecked addresses."""
 
-    def __init__(self, *, timeout_seconds: float, allow_private: bool) -> None:
+    def __init__(
+        self,
+        *,
+        timeout_seconds: float,
+        allow_private: bool,
+        refused_ports: frozenset[int] = frozenset(),
+    ) -> None:
         self.timeout_seconds = timeout_seconds
         self.allow_private = allow_private
+        self.refused_ports = refused_ports
         self.client = httpx.AsyncClient(
             trust_env=False,  # an environment proxy would connect to the unchecked name
             follow_redirects=False,
@@ -62,7 +69,9 @@ class WebhookSender:
             return round((time.monotonic() - started) * 1000)
 
         try:
-            target = await resolve(url, allow_private=self.allow_private)
+            target = await resolve(
+                url, allow_private=self.allow_private, refused_ports=self.refused_ports
+            )
         except UrlRefused as exc:
             return Outcome(status_code=None, duration_ms=elapsed_ms(), error=f"refused: {exc}")
         now = datetime.now(UTC)

@@ -227,3 +227,36 @@ class TestChange:
             headers=account.headers,
         )
         assert answer.status_code == 404
+
+
+class TestWithPrivateReceiversAllowed:
+    """Demo mode's rules: loopback receivers are fine, but not this service or its simulators."""
+
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        return settings.model_copy(update={"webhook_allow_private": True})
+
+    async def test_the_services_ports_and_the_simulators_api_are_a_422(
+        self, client: httpx.AsyncClient, settings: Settings
+    ) -> None:
+        account = await create_account(client)
+        for url in (
+            f"http://127.0.0.1:{settings.sim_port}/hook",
+            f"http://localhost:{settings.port}/v1/orders",
+            "http://127.0.0.1:9/_sim/reset",
+            "http://127.0.0.1:9/hook/..%2F_SIM/reset",
+        ):
+            refused = await register(client, account, url=url)
+            assert refused.status_code == 422, (url, refused.text)
+            error = refused.json()["error"]
+            assert (error["code"], error["details"][0]["field"]) == ("validation_error", "url")
+        created = await register(client, account, url="http://127.0.0.1:9/hook")
+        assert created.status_code == 201, created.text  # control: another local port is fine
+        changed = await client.patch(
+            f"/v1/webhook-endpoints/{created.json()['id']}",
+            json={"url": f"http://127.0.0.1:{settings.sim_port}/_sim/reset"},
+            headers=account.headers,
+        )
+        assert changed.status_code == 422, changed.text
+        listed = await client.get("/v1/webhook-endpoints", headers=account.headers)
+        assert [e["url"] for e in listed.json()["data"]] == ["http://127.0.0.1:9/hook"]

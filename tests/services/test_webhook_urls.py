@@ -36,13 +36,108 @@ REFUSED = {
     "https://[::cb00:7209]/hook": "reserved",  # even with a public IPv4 inside
     "https://127.0.0.1./hook": "loopback",  # a trailing dot changes nothing
     "https://localhost./hook": "loopback",
+    # IPv6 forms that embed or reach a refused IPv4 address, or are not global themselves
+    "https://[::ffff:0:127.0.0.1]/hook": "loopback",  # IPv4-translated (::ffff:0:0:0/96)
+    "https://[::ffff:0:808:808]/hook": "IPv4-translated",  # even with a public IPv4 inside
+    "https://[::ffff:10.0.0.1]/hook": "private",  # IPv4-mapped
+    "https://[fec0::1]/hook": "site-local",
+    "https://[64:ff9b::a00:1]/hook": "private",  # NAT64 of 10.0.0.1
+    "https://[64:ff9b:1::7f00:1]/hook": "loopback",  # local-use NAT64 of 127.0.0.1
+    "https://[64:ff9b:1::808:808]/hook": "local-use NAT64",
+    "https://[2002:c0a8:101::1]/hook": "private",  # 6to4 of 192.168.1.1
+    "https://[2002:6440:1::]/hook": "carrier-grade NAT",  # 6to4 of 100.64.0.1
+    "https://[2001:0:808:808::f7f7:f7f7]/hook": "Teredo",  # server and client 8.8.8.8
+    "https://[2001:0:a00:1::f7f7:f7f7]/hook": "private",  # Teredo server 10.0.0.1
+    "https://[ff05::2]/hook": "multicast",
+    "https://[fc00::1]/hook": "unique-local",
+    "https://[fe80::1:2]/hook": "link-local",
+    "https://[2001:db8::1]/hook": "documentation",
+    "https://[3fff::1]/hook": "documentation",
+    "https://[100::1]/hook": "not a public address",  # discard-only
+    "https://[2001:10::1]/hook": "not a public address",  # ORCHID
 }
+
+# The positive control: global addresses, and IPv6 forms embedding a global IPv4, still pass.
+ACCEPTED = [
+    "https://203.0.114.9/hook",
+    "https://[2606:4700::1111]/hook",
+    "https://[::ffff:8.8.8.8]/hook",  # IPv4-mapped public
+    "https://[64:ff9b::808:808]/hook",  # NAT64 of a public IPv4
+    "https://[2002:808:808::1]/hook",  # 6to4 of a public IPv4
+]
 
 
 @pytest.mark.parametrize(("url", "kind"), REFUSED.items())
 async def test_private_and_special_addresses_are_refused(url: str, kind: str) -> None:
     with pytest.raises(UrlRefused, match=kind):
         await resolve(url, allow_private=False)
+
+
+@pytest.mark.parametrize("url", ACCEPTED)
+async def test_global_addresses_pass(url: str) -> None:
+    target = await resolve(url, allow_private=False)
+    assert target.address == ipaddress.ip_address(url.split("/")[2].strip("[]"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://[::ffff:0:127.0.0.1]:9000/", "http://[fec0::1]/", "http://[2001:0:a00:1::f7f7:f7f7]/"],
+)
+async def test_allow_private_still_refuses_translated_site_local_and_teredo(url: str) -> None:
+    with pytest.raises(UrlRefused):
+        await resolve(url, allow_private=True)
+    await resolve("http://[fd00::1]:9000/", allow_private=True)  # control: unique-local opens
+
+
+SIMULATOR_PATHS = [
+    "/_sim/reset",
+    "/_SIM/reset",
+    "/_sim",
+    "/%5fsim/reset",
+    "/%255Fsim/reset",  # encoded twice
+    "//_sim/reset",
+    "/./_sim/reset",
+    "/hook/../_sim/reset",
+    "/hook/%2e%2e/_sim/reset",
+    "/%5c_sim/reset",  # a backslash some servers read as a slash
+]
+
+
+@pytest.mark.parametrize("path", SIMULATOR_PATHS)
+async def test_the_simulators_control_api_is_refused_even_where_private_is_allowed(
+    path: str,
+) -> None:
+    with pytest.raises(UrlRefused, match="/_sim"):
+        await resolve(f"http://127.0.0.1:9000{path}", allow_private=True)
+
+
+@pytest.mark.parametrize("path", ["/hook", "/hooks/_sim/reset", "/_simple", "/sim/reset"])
+async def test_other_paths_on_a_private_receiver_pass(path: str) -> None:
+    await resolve(f"http://127.0.0.1:9000{path}", allow_private=True)
+
+
+OWN = frozenset({8000, 8001})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8001/hook",
+        "http://127.0.0.1:8000/v1/orders",
+        "http://localhost:8000/hook",
+        "http://[::1]:8001/hook",
+        "http://10.1.2.3:8000/hook",
+        "http://[::ffff:127.0.0.1]:8001/hook",
+    ],
+)
+async def test_this_services_ports_on_a_local_address_are_refused(url: str) -> None:
+    with pytest.raises(UrlRefused, match="this service's"):
+        await resolve(url, allow_private=True, refused_ports=OWN)
+
+
+async def test_other_ports_and_public_receivers_on_those_ports_pass() -> None:
+    await resolve("http://127.0.0.1:9000/hook", allow_private=True, refused_ports=OWN)
+    await resolve("https://203.0.114.9:8000/hook", allow_private=False, refused_ports=OWN)
 
 
 async def test_a_public_address_passes_and_is_what_gets_connected_to() -> None:

@@ -61,3 +61,31 @@ async def test_delivery_refuses_the_ipv4_compatible_form_of_a_receiver_it_reache
     assert "reserved (IPv4-compatible)" in (refused.error or "")
     assert outcomes["127.0.0.1."].succeeded and outcomes["127.0.0.1"].succeeded
     assert arrived == ["msg_127.0.0.1.", "msg_127.0.0.1"]
+
+
+async def test_a_port_of_this_service_or_a_simulator_path_is_refused_when_sending() -> None:
+    with running_receiver() as receiver:
+        port = int(receiver.url.rsplit(":", 1)[1])
+        guarded = WebhookSender(
+            timeout_seconds=2, allow_private=True, refused_ports=frozenset({port})
+        )
+        open_ = WebhookSender(timeout_seconds=2, allow_private=True)
+        try:
+            secrets = [new_signing_secret()]
+            own_port = await guarded.send(
+                f"{receiver.url}/hook", msg_id="msg_1", payload="{}", secrets=secrets
+            )
+            sim_path = await open_.send(
+                f"{receiver.url}/%5Fsim/reset", msg_id="msg_2", payload="{}", secrets=secrets
+            )
+            fine = await open_.send(  # control: another port and path go out
+                f"{receiver.url}/hook", msg_id="msg_3", payload="{}", secrets=secrets
+            )
+        finally:
+            await guarded.aclose()
+            await open_.aclose()
+        arrived = [r.headers["webhook-id"] for r in receiver.received]
+    assert own_port.status_code is None and "this service's" in (own_port.error or "")
+    assert sim_path.status_code is None and "/_sim" in (sim_path.error or "")
+    assert fine.succeeded
+    assert arrived == ["msg_3"]
