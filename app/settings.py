@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     secret_key_file: Path = Path("autoprovision.key")
     webhook_allow_private: bool | None = None  # loopback/private receivers; default: demo mode
     webhook_timeout_seconds: float = Field(default=15.0, gt=0, le=60)
+    # A receiver that accepts no connection, or sends no answer's headers, is given up on sooner.
+    webhook_connect_timeout_seconds: float = Field(default=3.0, gt=0, le=60)
+    webhook_first_byte_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
+    # Sends one account may have out at once (one per endpoint in any case): its receivers'
+    # stalls hold up only its own share of the dispatcher.
+    webhook_max_in_flight_per_account: int = Field(default=4, ge=1, le=64)
     # Standard Webhooks' schedule: seconds before each attempt, the first one immediate.
     webhook_retry_schedule: list[float] = Field(
         default=[0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400], min_length=1

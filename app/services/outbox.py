@@ -9,12 +9,12 @@ delivery is sent again with the same webhook-id: a duplicate is possible, a gap 
 import json
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, insert, or_, select, update
+from sqlalchemy import ColumnElement, Select, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.dbtypes import utcnow
@@ -172,30 +172,76 @@ def _lease_free(now: datetime) -> ColumnElement[bool]:
 
 
 async def due(
-    session: AsyncSession, *, now: datetime, busy_endpoints: set[str], limit: int
+    session: AsyncSession,
+    *,
+    now: datetime,
+    busy_endpoints: set[str],
+    account_load: Mapping[str, int],
+    per_account: int,
+    limit: int,
 ) -> list[str]:
-    """Up to `limit` due deliveries, the oldest of each endpoint not busy (a read only)."""
+    """Up to `limit` due deliveries, the oldest of each endpoint not busy, taken in turns across
+    accounts and at most `per_account` in flight per account with `account_load` (a read only)."""
+    full = [account for account, load in account_load.items() if load >= per_account]
+    ready = [
+        WebhookDelivery.status == DeliveryStatus.PENDING,
+        WebhookDelivery.next_attempt_at <= now,
+        _lease_free(now),
+        WebhookEndpoint.enabled.is_(True),
+    ]
+    if busy_endpoints:
+        ready.append(WebhookDelivery.endpoint_id.not_in(sorted(busy_endpoints)))
+    if full:
+        ready.append(WebhookEndpoint.account_id.not_in(full))
+    oldest_first = (WebhookDelivery.next_attempt_at, WebhookDelivery.id)
+    ready_rows = (
+        select(
+            WebhookDelivery.id,
+            WebhookDelivery.next_attempt_at,
+            WebhookEndpoint.account_id,
+            func.row_number()
+            .over(partition_by=WebhookDelivery.endpoint_id, order_by=oldest_first)
+            .label("in_endpoint"),
+        )
+        .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
+        .where(*ready)
+        .subquery()
+    )
+    heads = (
+        select(
+            ready_rows.c.id,
+            ready_rows.c.account_id,
+            ready_rows.c.next_attempt_at,
+            func.row_number()
+            .over(
+                partition_by=ready_rows.c.account_id,
+                order_by=(ready_rows.c.next_attempt_at, ready_rows.c.id),
+            )
+            .label("in_account"),
+        )
+        .where(ready_rows.c.in_endpoint == 1)
+        .subquery()
+    )
+    # Each account's oldest first, then each account's second...: one account's backlog
+    # cannot fill the page while another's delivery waits.
     rows = (
         await session.execute(
-            select(WebhookDelivery.id, WebhookDelivery.endpoint_id)
-            .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
-            .where(
-                WebhookDelivery.status == DeliveryStatus.PENDING,
-                WebhookDelivery.next_attempt_at <= now,
-                _lease_free(now),
-                WebhookEndpoint.enabled.is_(True),
-            )
-            .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
+            select(heads.c.id, heads.c.account_id)
+            .where(heads.c.in_account <= per_account)
+            .order_by(heads.c.in_account, heads.c.next_attempt_at, heads.c.id)
             .limit(DUE_SCAN_LIMIT)
         )
     ).all()
-    picked: dict[str, str] = {}  # endpoint -> its oldest due delivery
-    for delivery_id, endpoint_id in rows:
-        if endpoint_id not in busy_endpoints and endpoint_id not in picked:
-            picked[endpoint_id] = delivery_id
-            if len(picked) >= limit:
-                break
-    return list(picked.values())
+    taken: dict[str, int] = {}
+    picked: list[str] = []
+    for delivery_id, account_id in rows:
+        if account_load.get(account_id, 0) + taken.get(account_id, 0) >= per_account:
+            continue
+        taken[account_id] = taken.get(account_id, 0) + 1
+        picked.append(delivery_id)
+        if len(picked) >= limit:
+            break
+    return picked
 
 
 async def claim(

@@ -2,12 +2,14 @@
 
 Runs on the replica that holds the watcher lease. Every delivery is its own task with its own
 timeout, at most one at a time per endpoint (so one endpoint's events go out in order while
-it answers) and at most MAX_IN_FLIGHT in all, so a slow receiver holds up only itself.
+it answers), at most `webhook_max_in_flight_per_account` per account (taken in turns across
+accounts) and at most MAX_IN_FLIGHT in all, so a slow receiver holds up only its own account.
 """
 
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -24,7 +26,7 @@ from app.webhooks.chat import chat_body
 from app.webhooks.sender import WebhookSender
 
 log = logging.getLogger(__name__)
-MAX_IN_FLIGHT = 64
+MAX_IN_FLIGHT = 128  # 32 accounts with every share taken; sends are mostly waiting sockets
 LEASE_MARGIN_SECONDS = 15.0  # beyond the request timeout, before another dispatcher may resend
 
 
@@ -45,11 +47,14 @@ class Dispatcher:
         self.secret_boxes = secret_boxes
         self.sender = WebhookSender(
             timeout_seconds=settings.webhook_timeout_seconds,
+            connect_timeout_seconds=settings.webhook_connect_timeout_seconds,
+            first_byte_timeout_seconds=settings.webhook_first_byte_timeout_seconds,
             allow_private=settings.allows_private_webhooks,
             refused_ports=settings.own_ports,
         )
         self.lease_seconds = settings.webhook_timeout_seconds + LEASE_MARGIN_SECONDS
         self.busy: set[str] = set()  # endpoints with a request out
+        self.account_load: Counter[str] = Counter()  # requests out per account
         self.sending: set[asyncio.Task[None]] = set()
         self.wake = asyncio.Event()
         self.loop_task: asyncio.Task[None] | None = None
@@ -89,7 +94,14 @@ class Dispatcher:
         # Looking is a read: on SQLite, a write transaction every poll would take the one
         # write lock from the watcher's claims for nothing.
         async with session_scope(self.read_sessionmaker) as session:
-            due = await outbox.due(session, now=utcnow(), busy_endpoints=self.busy, limit=free)
+            due = await outbox.due(
+                session,
+                now=utcnow(),
+                busy_endpoints=self.busy,
+                account_load=self.account_load,
+                per_account=self.settings.webhook_max_in_flight_per_account,
+                limit=free,
+            )
         if not due:
             return 0
         async with session_scope(self.sessionmaker) as session:
@@ -98,6 +110,7 @@ class Dispatcher:
             )
         for claim in claimed:
             self.busy.add(claim.endpoint_id)
+            self.account_load[claim.account_id] += 1
             task = asyncio.create_task(self._deliver(claim), name=f"webhook {claim.delivery_id}")
             self.sending.add(task)
             task.add_done_callback(self.sending.discard)
@@ -105,7 +118,16 @@ class Dispatcher:
 
     async def _deliver(self, claim: outbox.Claimed) -> None:
         try:
-            outcome = await self._send(claim)
+            try:
+                outcome = await self._send(claim)
+            except Exception as exc:
+                # Still an attempt: recorded and retried on the schedule, never left pending.
+                log.exception("sending webhook delivery %s failed", claim.delivery_id)
+                outcome = Outcome(
+                    status_code=None,
+                    duration_ms=0,
+                    error=f"the delivery could not be sent ({type(exc).__name__})",
+                )
             WEBHOOK_ATTEMPTS.labels(result="delivered" if outcome.succeeded else "failed").inc()
             async with session_scope(self.sessionmaker) as session:
                 await outbox.record_attempt(
@@ -123,6 +145,9 @@ class Dispatcher:
             )
         finally:
             self.busy.discard(claim.endpoint_id)
+            self.account_load[claim.account_id] -= 1
+            if self.account_load[claim.account_id] <= 0:
+                del self.account_load[claim.account_id]
             self.wake.set()  # the endpoint's next delivery may go now
 
     async def _send(self, claim: outbox.Claimed) -> Outcome:

@@ -9,7 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import create_sessionmaker, session_scope
 from app.dbtypes import utcnow
-from app.models import WebhookAttempt, WebhookDelivery, WebhookEvent, WebhookEventType
+from app.models import (
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+    WebhookEventType,
+)
 from app.services import accounts, orders, outbox, webhook_endpoints
 from app.services.outbox import Outcome
 from app.services.webhook_endpoints import EndpointChanges
@@ -83,7 +89,14 @@ async def test_a_leased_delivery_goes_to_one_sender_until_its_lease_runs_out(
 
     async def claim(at: timedelta) -> list[outbox.Claimed]:
         async with session_scope(create_sessionmaker(engine)) as session:
-            due = await outbox.due(session, now=now + at, busy_endpoints=set(), limit=10)
+            due = await outbox.due(
+                session,
+                now=now + at,
+                busy_endpoints=set(),
+                account_load={},
+                per_account=4,
+                limit=10,
+            )
             return await outbox.claim(session, delivery_ids=due, now=now + at, lease_seconds=30)
 
     (first,) = await claim(timedelta(0))
@@ -128,3 +141,71 @@ async def test_only_subscribed_enabled_endpoints_get_a_delivery(engine: AsyncEng
     async with session_scope(create_sessionmaker(engine)) as session:
         await orders.cancel_order(session, account_id=account_id, order_id=order_id)
     assert await _count(engine, WebhookEvent) == 0
+
+
+async def _account_with_endpoints(engine: AsyncEngine, name: str, count: int) -> str:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name=name)
+        for n in range(count):
+            await webhook_endpoints.create_endpoint(
+                session,
+                account_id=account.id,
+                url=f"https://203.0.114.9/hook/{n}",
+                events=None,
+                description=None,
+                box=SecretBox([SECRET_KEY]),
+                allow_private=False,
+            )
+        return account.id
+
+
+async def _cancelled_orders(engine: AsyncEngine, account_id: str, count: int) -> None:
+    for _ in range(count):
+        order_id = await place_in_database(engine, account_id)
+        async with session_scope(create_sessionmaker(engine)) as session:
+            await orders.cancel_order(session, account_id=account_id, order_id=order_id)
+
+
+async def test_due_work_is_taken_in_turns_across_accounts(engine: AsyncEngine) -> None:
+    busy = await _account_with_endpoints(engine, "Busy", 12)
+    await _cancelled_orders(engine, busy, 2)  # 24 deliveries, all older than the quiet one's
+    quiet = await _account_with_endpoints(engine, "Quiet", 1)
+    await _cancelled_orders(engine, quiet, 1)
+    async with engine.connect() as connection:
+        rows = (
+            await connection.execute(
+                select(
+                    WebhookDelivery.id,
+                    WebhookDelivery.endpoint_id,
+                    WebhookDelivery.event_id,
+                    WebhookEndpoint.account_id,
+                )
+                .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
+                .order_by(WebhookDelivery.id)
+            )
+        ).all()
+    owner = {row.id: row.account_id for row in rows}
+    first_event = rows[0].event_id  # the busy account's older event
+    later = utcnow() + timedelta(seconds=1)
+
+    async def due(**load: int) -> list[str]:
+        account_load = {busy: load.get("busy", 0), quiet: load.get("quiet", 0)}
+        async with session_scope(create_sessionmaker(engine)) as session:
+            return await outbox.due(
+                session,
+                now=later,
+                busy_endpoints=set(),
+                account_load={k: v for k, v in account_load.items() if v},
+                per_account=4,
+                limit=5,
+            )
+
+    picked = await due()
+    assert [owner[d] for d in picked].count(quiet) == 1  # not starved by the older backlog
+    assert [owner[d] for d in picked].count(busy) == 4  # the busy account's share, no more
+    assert len({row.endpoint_id for row in rows if row.id in picked}) == 5  # one per endpoint
+    busy_events = {row.event_id for row in rows if row.id in picked and row.account_id == busy}
+    assert busy_events == {first_event}  # each endpoint's oldest first: events go in order
+    assert [owner[d] for d in await due(busy=4)] == [quiet]  # its share is taken
+    assert await due(busy=4, quiet=4) == []
+    assert len(await due(busy=3)) == 2  # one more of the busy account's, and the quiet one

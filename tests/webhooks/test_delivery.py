@@ -13,6 +13,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from app.models import WebhookEndpoint
 from app.settings import Settings
 from app.simulators.control import SimControl
+from app.webhooks import sender as sender_module
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
 from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
@@ -209,6 +210,51 @@ class TestRetries:
         await cancelled_order(client, account)
         first, second = await arrived(receiver, "/busy", 2, seconds=6)
         assert second.at - first.at >= 1.9  # the schedule alone would retry after 0.3 s
+
+    async def test_a_retry_after_of_a_unicode_digit_is_an_attempt_retried_on_schedule(
+        self, client: httpx.AsyncClient, receiver: Receiver
+    ) -> None:
+        """'\u00b2'.isdigit() is true and float() refuses it: still one recorded attempt."""
+        receiver.plan("/odd", Answer(503, headers={"Retry-After": "\u00b2"}, body="busy"))
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/odd")
+        await cancelled_order(client, account)
+        (delivery,) = await eventually(
+            lambda: _delivery_in(client, account, endpoint["id"], "succeeded")
+        )
+        first, second = delivery["attempts"]
+        assert (first["status_code"], first["response_body"]) == (503, "busy")
+        assert second["status_code"] == 200
+        sent = receiver.on("/odd")
+        assert len(sent) == 2
+        # The schedule's 0.3 s (+-20%), not a lease running out (17 s) nor a Retry-After.
+        assert sent[1].at - sent[0].at < 2.0
+
+    async def test_an_unexpected_error_reading_the_answer_is_a_recorded_attempt(
+        self, client: httpx.AsyncClient, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        calls = 0
+        read_start = sender_module._read_start
+
+        async def breaks_once(response: httpx.Response) -> str:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise RuntimeError("whsec_not_to_be_shown")
+            return await read_start(response)
+
+        monkeypatch.setattr(sender_module, "_read_start", breaks_once)
+        account = await create_account(client)
+        endpoint = await add_endpoint(client, account, f"{receiver.url}/hook")
+        await cancelled_order(client, account)
+        (delivery,) = await eventually(
+            lambda: _delivery_in(client, account, endpoint["id"], "succeeded")
+        )
+        failed, succeeded = delivery["attempts"]
+        assert failed["status_code"] is None
+        assert "RuntimeError" in failed["error"] and "whsec" not in failed["error"]
+        assert succeeded["status_code"] == 200
+        assert len(receiver.on("/hook")) == 2
 
     async def test_an_endpoint_failing_for_too_long_is_disabled(
         self, client: httpx.AsyncClient, receiver: Receiver, app: Any

@@ -63,6 +63,18 @@ async def test_delivery_refuses_the_ipv4_compatible_form_of_a_receiver_it_reache
     assert arrived == ["msg_127.0.0.1.", "msg_127.0.0.1"]
 
 
+def test_retry_after_takes_only_ascii_digits_of_a_sane_length_or_a_date() -> None:
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    assert retry_after_seconds("\u00b2", now=now) is None  # superscript two: isdigit() is true
+    assert retry_after_seconds("\uff11\uff12", now=now) is None  # fullwidth "12"
+    assert retry_after_seconds("9" * 4400, now=now) is None  # past int()'s digit limit
+    assert retry_after_seconds("1\u00b2", now=now) is None
+    assert retry_after_seconds(" 30 ", now=now) == 30  # control: plain digits still count
+    later = (now + timedelta(seconds=90)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert retry_after_seconds(later, now=now) == 90
+    assert retry_after_seconds("Sun, 29 Nov 2026 12:00:00 \u00b2", now=now) is None
+
+
 async def test_a_port_of_this_service_or_a_simulator_path_is_refused_when_sending() -> None:
     with running_receiver() as receiver:
         port = int(receiver.url.rsplit(":", 1)[1])
