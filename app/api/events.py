@@ -16,7 +16,7 @@ from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.errors import AppError, TooManyRequests
 from app.events.hub import Hub, Listener, TooManyStreams
 from app.services import published_events
-from app.services.views import OrderOut
+from app.services.views import OrderSnapshotOut
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 STREAM_PAGE = 100
@@ -35,8 +35,9 @@ class EventOut(BaseModel):
     timestamp: datetime
     order_id: str | None
     message: str
-    data: OrderOut | None = Field(
-        description="The order as it was when the event was published (null for account.*)."
+    data: OrderSnapshotOut | None = Field(
+        description="The order as it was when the event was published (null for account.*), "
+        "its SSH key as `ssh_key_fingerprint` only."
     )
 
 

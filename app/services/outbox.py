@@ -32,7 +32,7 @@ from app.models import (
 )
 from app.services import account_events
 from app.services.doorbell import ring_after_commit
-from app.services.views import OrderOut
+from app.services.views import OrderSnapshotOut
 
 JITTER = 0.2  # each retry delay is moved by up to this fraction either way
 MAX_RETRY_AFTER_SECONDS = 86_400.0
@@ -63,7 +63,7 @@ async def emit(session: AsyncSession, *, order_id: str, event_type: WebhookEvent
             .execution_options(populate_existing=True)
         )
     ).scalar_one_or_none()
-    data = OrderOut.present(order, deployment).model_dump(mode="json")
+    data = OrderSnapshotOut.present(order, deployment).model_dump(mode="json")
     await _write(session, order.account_id, order_id, event_type, data, targets)
 
 

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.dbtypes import utcnow
 from app.models import AccountEvent, Order, OrderEvent, PublishedEvent
 from app.services.orders import latest_deployments
-from app.services.views import OrderOut
+from app.services.views import OrderSnapshotOut
 from app.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind
 
 PUBLISH_BATCH = 200
@@ -73,7 +73,8 @@ async def publish_pending(session: AsyncSession, *, limit: int = PUBLISH_BATCH) 
         order_json = None
         if line.order_id is not None:
             order = orders[line.order_id]
-            order_json = OrderOut.present(order, deployments.get(order.id)).model_dump(mode="json")
+            snapshot = OrderSnapshotOut.present(order, deployments.get(order.id))
+            order_json = snapshot.model_dump(mode="json")
         event_type = _event_type(line)
         rows.append(
             {

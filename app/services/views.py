@@ -1,9 +1,12 @@
 """How the service shows an order and the latest offers: what the API returns and, for orders,
 what every webhook carries, so the two never drift apart."""
 
+import base64
+import binascii
+import hashlib
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
@@ -33,8 +36,21 @@ class DeploymentOut(BaseModel):
     created_at: datetime
 
 
-class OrderOut(BaseModel):
-    """An order as its owner sees it."""
+def ssh_key_fingerprint(public_key: str | None) -> str | None:
+    """The key's SHA256 fingerprint as `ssh-keygen -lf` prints it (`SHA256:<base64>`)."""
+    parts = (public_key or "").split()
+    if len(parts) < 2:
+        return None
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
+    return f"SHA256:{digest}"
+
+
+class _OrderFields(BaseModel):
+    """An order's fields but its SSH key, shared by what the API returns and events store."""
 
     model_config = ConfigDict(from_attributes=True)
 
@@ -51,7 +67,6 @@ class OrderOut(BaseModel):
     min_disk_gb: int | None
     interconnect: str | None
     expires_at: datetime | None
-    ssh_public_key: str | None
     created_at: datetime
     updated_at: datetime
     # The owner's limits (null: none): terminate after this many hours running, or before an
@@ -78,7 +93,7 @@ class OrderOut(BaseModel):
         return value or []
 
     @classmethod
-    def present(cls, order: Any, deployment: Any | None) -> "OrderOut":
+    def present(cls, order: Any, deployment: Any | None) -> Self:
         """The order with its latest deployment attempt, if it has one."""
         out = cls.model_validate(order)
         if deployment is None:
@@ -98,6 +113,26 @@ class OrderOut(BaseModel):
         if deployment.status is DeploymentStatus.RUNNING and deployment.ip:
             user = Provider(deployment.provider).spec.ssh_user
             out.ssh_command = f"ssh {user}@{deployment.ip}"
+        return out
+
+
+class OrderOut(_OrderFields):
+    """An order as its owner sees it (with the SSH public key it was given)."""
+
+    ssh_public_key: str | None
+
+
+class OrderSnapshotOut(_OrderFields):
+    """An order as events store and send it: its SSH key only as a fingerprint, so 30 days of
+    events do not keep copies of the key."""
+
+    ssh_key_fingerprint: str | None = None
+
+    @classmethod
+    def present(cls, order: Any, deployment: Any | None) -> Self:
+        """The order with its latest deployment attempt, and its key's fingerprint."""
+        out = super().present(order, deployment)
+        out.ssh_key_fingerprint = ssh_key_fingerprint(order.ssh_public_key)
         return out
 
 
