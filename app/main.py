@@ -128,6 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Waits for scarce GPU machines and deploys one the moment stock appears.",
         lifespan=lifespan,
+        # Starlette's slash redirect builds its Location from the Host header: a plain 404.
+        redirect_slashes=False,
     )
     app.state.settings = settings or get_settings()
     install_error_handlers(app)

@@ -18,12 +18,15 @@ from app.api.schemas import (
     LedgerEntryOut,
     Page,
 )
+from app.api.strict_json import StrictJsonRoute
 from app.api.webhook_schemas import AccountEventOut
 from app.services import account_events, accounts, billing, ledger
 
 ADMIN_PRINCIPAL = "admin"  # whose Idempotency-Keys admin requests use
-admin_router = APIRouter(prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly])
-account_router = APIRouter(prefix="/v1/account", tags=["account"])
+admin_router = APIRouter(
+    route_class=StrictJsonRoute, prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly]
+)
+account_router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/account", tags=["account"])
 
 
 @admin_router.post("", status_code=201)

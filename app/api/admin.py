@@ -4,12 +4,15 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.deps import AdminOnly, SessionDep, SettingsDep
+from app.api.strict_json import StrictJsonRoute
 from app.dbtypes import utcnow
 from app.providers.registry import enabled_providers
 from app.services import provider_status
 from app.services.views import ProviderStatusOut
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[AdminOnly])
+router = APIRouter(
+    route_class=StrictJsonRoute, prefix="/v1/admin", tags=["admin"], dependencies=[AdminOnly]
+)
 
 
 class ProvidersOut(BaseModel):

@@ -4,10 +4,11 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.deps import SettingsDep
+from app.api.strict_json import StrictJsonRoute
 from app.catalogue import GPU_MODELS, Interconnect, offered_providers
 from app.providers.registry import enabled_providers
 
-router = APIRouter(prefix="/v1/catalogue", tags=["catalogue"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/catalogue", tags=["catalogue"])
 
 
 class GpuModelOut(BaseModel):

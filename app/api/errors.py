@@ -1,6 +1,7 @@
 """One JSON error shape for every failure: `{"error": {"code", "message", "details"?}}`."""
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,9 +12,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
 from app.errors import AppError
+from app.text import quote
 
 logger = logging.getLogger(__name__)
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,39}")
 OVERLOADED_CODE = "overloaded"
 RETRY_AFTER_SECONDS = 1
 
@@ -44,8 +47,13 @@ def error_response(
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or "body"
+    # A location can be a key the client sent (an unknown field): quoted short, like input.
+    parts = [
+        p if isinstance(p, int) or _PLAIN_NAME.fullmatch(str(p)) else quote(p)
+        for p in loc
+        if p not in ("body", "query", "path", "header")
+    ]
+    return ".".join(str(p) for p in parts) or "body"
 
 
 def _message(error: Mapping[str, Any]) -> str:

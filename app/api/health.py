@@ -6,10 +6,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.api.errors import error_response
+from app.api.strict_json import StrictJsonRoute
 from app.db import ping
 
 READY_TIMEOUT_SECONDS = 5
-router = APIRouter(tags=["health"])
+router = APIRouter(route_class=StrictJsonRoute, tags=["health"])
 
 
 @router.get("/healthz")

@@ -5,13 +5,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.strict_json import StrictJsonRoute
 from app.catalogue import GPU_MODELS, Provider, normalize_gpu_model
 from app.errors import ValidationFailed
 from app.market import Fees
 from app.services import offers
 from app.services.views import OffersOut
 
-router = APIRouter(prefix="/v1/offers", tags=["offers"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/offers", tags=["offers"])
 
 
 @router.get("")

@@ -18,6 +18,7 @@ from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
 from app.api.schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate, Page
+from app.api.strict_json import StrictJsonRoute
 from app.dbtypes import utcnow
 from app.market import Fees
 from app.models import Order
@@ -27,7 +28,7 @@ from app.services.stock_views import OrderWithEstimateOut
 from app.services.views import OrderOut
 from app.states import OrderStatus, TerminateReason
 
-router = APIRouter(prefix="/v1/orders", tags=["orders"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/orders", tags=["orders"])
 ORDER_ESTIMATE_WINDOW = timedelta(days=7)
 
 

@@ -15,6 +15,7 @@ from app.api.stock_schemas import (
     parse_gpu_model,
     parse_window,
 )
+from app.api.strict_json import StrictJsonRoute
 from app.catalogue import Provider, offered_providers
 from app.dbtypes import utcnow
 from app.errors import ValidationFailed
@@ -29,9 +30,9 @@ from app.services.stock_views import (
     StockIntervalOut,
     SummaryOut,
 )
-from app.text import OneLine
+from app.text import OneLine, quote
 
-router = APIRouter(prefix="/v1/stock", tags=["stock"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/stock", tags=["stock"])
 GpuCount = Annotated[int | None, Query(ge=1, le=64)]
 GpuModel = Annotated[str | None, Query(max_length=40, description="Case-insensitive.")]
 
@@ -44,7 +45,7 @@ def _providers(values: list[str] | None) -> list[str] | None:
     known = [str(p) for p in offered_providers()]
     unknown = [n for n in names if n not in known]
     if unknown:
-        message = f"unknown provider {unknown[0]!r}; known: {', '.join(known)}"
+        message = f"unknown provider {quote(unknown[0])}; known: {', '.join(known)}"
         raise ValidationFailed(
             f"providers: {message}", details=[{"field": "providers", "message": message}]
         )

@@ -1,9 +1,17 @@
 """Request and response bodies of the webhook endpoints API."""
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    field_validator,
+)
 
 from app.models import WebhookEventType, WebhookFormat
 from app.services.webhook_endpoints import EndpointChanges
@@ -57,9 +65,17 @@ class EndpointUpdate(BaseModel):
 
     url: WebhookUrl | None = None
     events: EventTypes = None
-    enabled: bool | None = None
+    enabled: StrictBool | None = None
     description: Description | None = None
     format: Format | None = None
+
+    @field_validator("url", "enabled", "format", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        # Only a field sent is validated: omitted, it keeps its value; null cannot be stored.
+        if value is None:
+            raise ValueError("must not be null; leave the field out to keep its value")
+        return value
 
     def changes(self) -> EndpointChanges:
         """The fields sent, as the services take a change."""

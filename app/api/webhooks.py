@@ -8,6 +8,7 @@ from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.pagination import Limit, cursor_param, page_of, split_page
 from app.api.params import PathId
 from app.api.schemas import Page
+from app.api.strict_json import StrictJsonRoute
 from app.api.webhook_schemas import (
     AttemptOut,
     DeliveryOut,
@@ -20,8 +21,10 @@ from app.models import WebhookDelivery, WebhookEndpoint
 from app.services import outbox, webhook_endpoints
 from app.services.webhook_secrets import SecretBox, SecretBoxLoader
 
-router = APIRouter(prefix="/v1/webhook-endpoints", tags=["webhooks"])
-deliveries_router = APIRouter(prefix="/v1/webhook-deliveries", tags=["webhooks"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/webhook-endpoints", tags=["webhooks"])
+deliveries_router = APIRouter(
+    route_class=StrictJsonRoute, prefix="/v1/webhook-deliveries", tags=["webhooks"]
+)
 
 
 def get_secret_box(request: Request) -> SecretBox:

@@ -9,6 +9,7 @@ from app.errors import NotFound
 from app.ids import new_id
 from app.models import Account, AdminKey
 from app.security import ADMIN_KEY_PREFIX, generate_api_key, hash_api_key
+from app.text import quote
 
 ADMIN_KEY_ROW = 1
 
@@ -26,7 +27,7 @@ async def get_account(session: AsyncSession, *, account_id: str) -> Account:
     """The account with this id, or NotFound."""
     account = await session.get(Account, account_id, populate_existing=True)
     if account is None:
-        raise NotFound(f"no account {account_id}")
+        raise NotFound(f"no account {quote(account_id)}")
     return account
 
 

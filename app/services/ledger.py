@@ -19,6 +19,7 @@ from app.ids import new_id
 from app.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
 from app.money import format_usd
 from app.services import account_events
+from app.text import quote
 
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _accounts = cast(Table, Account.__table__)
@@ -156,7 +157,7 @@ def _add_money(
 ) -> LedgerEntry:
     after = _change_account(connection, account_id=account_id, balance_delta=amount)
     if after is None:
-        raise NotFound(f"no account {account_id}")
+        raise NotFound(f"no account {quote(account_id)}")
     return _record(
         connection,
         account_id=account_id,
@@ -189,7 +190,7 @@ def place_hold_on(
     )
     if after is None:
         if connection.execute(select(Account.id).where(Account.id == account_id)).first() is None:
-            raise NotFound(f"no account {account_id}")
+            raise NotFound(f"no account {quote(account_id)}")
         raise InsufficientFunds(f"available balance does not cover {format_usd(amount)}")
     hold = Hold(
         id=new_id("hold"),
@@ -328,7 +329,7 @@ async def _close_hold(session: AsyncSession, *, hold_id: str, status: HoldStatus
     ).first()
     hold = await session.get(Hold, hold_id, populate_existing=True)
     if hold is None:
-        raise NotFound(f"no hold {hold_id}")
+        raise NotFound(f"no hold {quote(hold_id)}")
     if closed is None:
         raise Conflict(f"hold {hold_id} is already {hold.status}")
     return hold

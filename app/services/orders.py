@@ -24,6 +24,7 @@ from app.services import outbox, timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
 from app.states import OrderEventKind, OrderStatus, check_order_move
+from app.text import quote
 
 
 def describe_request(order: Order) -> str:
@@ -188,7 +189,7 @@ async def get_order(session: AsyncSession, *, account_id: str | None, order_id: 
         await session.execute(statement.execution_options(populate_existing=True))
     ).scalar_one_or_none()
     if order is None:
-        raise NotFound(f"no order {order_id}")
+        raise NotFound(f"no order {quote(order_id)}")
     return order
 
 

@@ -15,6 +15,7 @@ from app.services import outbox
 from app.services.doorbell import ring_after_commit
 from app.services.webhook_secrets import SecretBox, new_signing_secret
 from app.services.webhook_urls import UrlRefused, resolve
+from app.text import quote
 
 MAX_ENDPOINTS_PER_ACCOUNT = 20
 ROTATION_OVERLAP = timedelta(hours=24)
@@ -112,7 +113,7 @@ async def get_endpoint(
         )
     ).scalar_one_or_none()
     if endpoint is None:
-        raise NotFound(f"no webhook endpoint {endpoint_id}")
+        raise NotFound(f"no webhook endpoint {quote(endpoint_id)}")
     return endpoint
 
 
@@ -203,7 +204,7 @@ async def redeliver(session: AsyncSession, *, account_id: str, delivery_id: str)
         )
     ).first()
     if row is None:
-        raise NotFound(f"no webhook delivery {delivery_id}")
+        raise NotFound(f"no webhook delivery {quote(delivery_id)}")
     delivery, endpoint = row
     if not endpoint.enabled:
         raise Conflict(

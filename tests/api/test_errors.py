@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from app.main import create_app
 from app.settings import Settings
-from tests.factories import create_account
+from tests.factories import create_account, order_body
 from tests.waiting import started
 
 
@@ -36,3 +36,53 @@ async def test_no_free_database_connection_is_a_503_to_retry(one_connection_app:
     assert refused.headers["Retry-After"] == "1"
     assert refused.json()["error"]["code"] == "overloaded"
     assert served.status_code == 200
+
+
+async def test_a_huge_id_is_not_echoed_in_the_404(client: httpx.AsyncClient) -> None:
+    account = await create_account(client)
+    response = await client.get(f"/v1/orders/ord_{'a' * 60000}", headers=account.headers)
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == f"no order 'ord_{'a' * 36}...'"
+    assert len(response.content) < 200
+    short = await client.get("/v1/orders/ord_nothing", headers=account.headers)
+    assert short.json()["error"]["message"] == "no order 'ord_nothing'"  # positive control
+
+
+async def test_an_unknown_provider_is_quoted_short_and_escaped(client: httpx.AsyncClient) -> None:
+    account = await create_account(client)
+    name = "\u202e" + "x" * 500
+    response = await client.get(
+        "/v1/stock/summary", params={"providers": name}, headers=account.headers
+    )
+    assert response.status_code == 422, response.text
+    message = response.json()["error"]["message"]
+    assert "\u202e" not in response.text and "x" * 41 not in response.text
+    assert f"unknown provider '\\u202e{'x' * 39}...'" in message
+    ordered = await client.post(
+        "/v1/orders", json=order_body(providers=["x" * 500]), headers=account.headers
+    )
+    assert ordered.status_code == 422 and "x" * 41 not in ordered.text
+
+
+async def test_an_unknown_field_is_named_short(client: httpx.AsyncClient) -> None:
+    account = await create_account(client)
+    response = await client.post(
+        "/v1/orders", json={**order_body(), "k" * 60000: 1}, headers=account.headers
+    )
+    assert response.status_code == 422
+    assert [d["field"] for d in response.json()["error"]["details"]] == [f"'{'k' * 40}...'"]
+    assert len(response.content) < 500
+    typo = await client.post(
+        "/v1/orders", json={**order_body(), "nmae": "x"}, headers=account.headers
+    )
+    assert [d["field"] for d in typo.json()["error"]["details"]] == ["nmae"]
+
+
+async def test_no_redirect_reflects_the_host_header(client: httpx.AsyncClient) -> None:
+    account = await create_account(client)
+    response = await client.get("/v1/orders/", headers={**account.headers, "Host": "evil.example"})
+    assert response.status_code == 404
+    assert "location" not in response.headers
+    assert response.json()["error"]["code"] == "not_found"
+    listed = await client.get("/v1/orders", headers={**account.headers, "Host": "evil.example"})
+    assert listed.status_code == 200  # the path without the slash answers as ever

@@ -2,9 +2,11 @@
 
 schemathesis generates valid and invalid requests for each operation and sends them to a real
 server (uvicorn in a thread, on an SQLite file); every answer must be a non-5xx with a JSON body,
-and every error must carry the service's error shape.
+every error must carry the service's error shape, and no error may repeat a generated string
+longer than the service quotes (`app.text.QUOTE_LIMIT`).
 """
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +15,13 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis import GenerationMode
+from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
 
 from app.main import create_app
 from app.settings import Settings
+from app.text import QUOTE_LIMIT
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 
@@ -72,6 +75,35 @@ def _cases() -> list[Any]:
     return pairs
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a generated value: itself, its keys and items, deeply."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+@schemathesis.check
+def no_echoed_input(_ctx: CheckContext, response: Response, case: Case[Any]) -> bool | None:
+    """An error answer holds no generated string longer than the quote limit, as sent or as
+    JSON escapes it."""
+    if response.status_code < 400:
+        return None
+    sent = [case.path_parameters, case.query, case.headers, case.cookies, case.body]
+    for text in _strings(sent):
+        if len(text) > QUOTE_LIMIT:
+            escaped = json.dumps(text)[1:-1]
+            assert text not in response.text and escaped not in response.text, (
+                f"{response.status_code} echoes {len(text)} characters of input"
+            )
+    return None
+
+
 # schemathesis' own pytest plugin does not load under pytest 9, so each operation gets a
 # plain hypothesis test over the strategy schemathesis builds for it.
 @pytest.mark.parametrize(("operation", "mode"), _cases())
@@ -84,7 +116,9 @@ def test_no_request_makes_the_service_fail(
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
     def check(case: Any) -> None:
         response = case.call_and_validate(
-            base_url=server["base_url"], headers=headers, checks=[not_a_server_error]
+            base_url=server["base_url"],
+            headers=headers,
+            checks=[not_a_server_error, no_echoed_input],
         )
         expected = "text/plain" if operation.path == "/metrics" else "application/json"
         assert response.headers["content-type"][0].startswith(expected)
