@@ -5,20 +5,23 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncSession
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.background import BackgroundTask
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.event_stream import EventStream
+from app.api.strict_json import StrictJsonRoute
 from app.errors import AppError, TooManyRequests
 from app.events.hub import Hub, Listener, TooManyStreams
 from app.services import published_events
 from app.services.views import OrderSnapshotOut
 
-router = APIRouter(prefix="/v1/events", tags=["events"])
+router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/events", tags=["events"])
 STREAM_PAGE = 100
 MAX_EVENT_ID = 2**63 - 1
 
@@ -68,18 +71,20 @@ async def list_events(
 def _resume_from(last_event_id: str | None) -> int | None:
     if last_event_id is None or not last_event_id.strip():
         return None
-    value = last_event_id.strip()
-    if not value.isascii() or not value.isdigit() or int(value) > MAX_EVENT_ID:
+    digits = last_event_id.strip().lstrip("0") or "0"
+    # Length before int(): 4,300 digits or more make it raise instead of answering.
+    too_long = len(digits) > len(str(MAX_EVENT_ID))
+    if too_long or not digits.isascii() or not digits.isdigit() or int(digits) > MAX_EVENT_ID:
         raise AppError(
             "Last-Event-ID must be the id of an event this stream sent (a whole number)",
             code="bad_last_event_id",
         )
-    return int(value)
+    return int(digits)
 
 
 @router.get(
     "/stream",
-    response_class=EventSourceResponse,
+    response_class=EventStream,
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "Events as they happen."},
         429: {"description": "The account has too many streams open."},
@@ -93,7 +98,7 @@ async def stream_events(
     last_event_id: Annotated[
         str | None, Header(description="Resume after this event id (what the stream sent).")
     ] = None,
-) -> EventSourceResponse:
+) -> EventStream:
     """Every event of the account as it happens (Server-Sent Events; `id`, `event` = type,
     `data` = the event's JSON). Send `Last-Event-ID` to resume after that event without a
     gap or a repeat; without it, the stream starts after the newest event. The first line is
@@ -114,7 +119,7 @@ async def stream_events(
         listener = hub.listen(account.id)
     except TooManyStreams as exc:
         raise TooManyRequests(f"{exc}; close one first", code="too_many_streams") from exc
-    return EventSourceResponse(
+    return EventStream(
         _events(
             request.app.state.read_sessionmaker,
             hub,
@@ -145,10 +150,17 @@ async def _events(
         yield ServerSentEvent(comment=f"heartbeat {heartbeat:g}")
         while True:
             listener.wake.clear()  # before the read: a wake during it waits for the next wait
-            async with hub.reading, read_sessionmaker() as session:
-                events = await published_events.after(
-                    session, account_id=listener.account_id, after_id=cursor, limit=STREAM_PAGE
-                )
+            # Shielded: a disconnect cancels the stream, and a cancel inside the session's
+            # rollback or close leaves its connection half returned (and a traceback). The
+            # read is short and bounded by the pool timeout; the cancel lands right after it.
+            with anyio.CancelScope(shield=True):
+                async with hub.reading, read_sessionmaker() as session:
+                    events = await published_events.after(
+                        session,
+                        account_id=listener.account_id,
+                        after_id=cursor,
+                        limit=STREAM_PAGE,
+                    )
             for event in events:
                 yield ServerSentEvent(data=event.json, id=str(event.id), event=event.type)
                 cursor = event.id

@@ -221,7 +221,8 @@ class TestLimits:
 
                 assert await eventually(reopened)
 
-    @pytest.mark.parametrize("value", ["abc", "-1", "1.5", "1e3"])
+    # 4,301 digits and more are past Python's int() limit (it was a 500), leading zeros too.
+    @pytest.mark.parametrize("value", ["abc", "-1", "1.5", "1e3", "9" * 5000, "0" * 5000 + "1"])
     async def test_a_last_event_id_that_is_not_an_id_is_a_400(
         self, base_url: str, value: str
     ) -> None:
