@@ -107,8 +107,10 @@ def phases(port: int, api_key: str) -> dict[str, Callable[[], list[socket.socket
     return {
         "quiet": list,
         "16 stalled bodies": lambda: [stalled_body(port, "127.0.0.2", api_key) for _ in range(16)],
-        "200 stalled": lambda: [stalled_body(port, source(n, 2), api_key) for n in range(100)]
-        + [stalled_head(port, source(n, 6)) for n in range(100)],
+        "200 stalled": lambda: (
+            [stalled_body(port, source(n, 2), api_key) for n in range(100)]
+            + [stalled_head(port, source(n, 6)) for n in range(100)]
+        ),
         "16 slow readers": lambda: [slow_reader(port, "127.0.0.2") for _ in range(16)],
     }
 

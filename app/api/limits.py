@@ -55,7 +55,12 @@ class RequestBody:
             return
         too_large = f"request body is larger than {self.max_bytes // 1024} KiB"
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        # A length of more digits than the limit has is over it (and int() of thousands of
+        # digits raises).
+        digits = declared.lstrip(b"0") if declared is not None else b""
+        if digits.isdigit() and (
+            len(digits) > len(str(self.max_bytes)) or int(digits) > self.max_bytes
+        ):
             await error_response(413, "payload_too_large", too_large, headers=CLOSE)(
                 scope, receive, send
             )

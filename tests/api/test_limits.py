@@ -7,9 +7,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.limits import InFlightLimit
+from app.api.limits import InFlightLimit, RequestBody
 from app.main import create_app
 from app.settings import Settings
 from tests.waiting import started
@@ -160,3 +160,29 @@ async def test_a_request_gives_its_place_back_when_its_response_starts() -> None
         finish.set()
         assert (await slow).status_code == 200
     assert served.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("length", "status"), [("9" * 5000, 413), ("65537", 413), ("0" * 40 + "2", 200)]
+)
+async def test_a_declared_length_is_judged_without_converting_thousands_of_digits(
+    length: str, status: int
+) -> None:
+    sent: list[Message] = []
+
+    async def answer(scope: Scope, receive: Receive, send: Send) -> None:
+        await JSONResponse({"ok": True})(scope, receive, send)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "path": "/v1/orders",
+        "headers": [(b"content-length", length.encode())],
+    }
+    await RequestBody(answer, timeout_seconds=1)(scope, receive, send)
+    assert sent[0]["status"] == status
