@@ -38,6 +38,9 @@ MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")
 MAX_RUNTIME_HOURS = Decimal("87600")  # ten years
 MAX_GPU_COUNT = 16
+# Verda documents no largest OS volume; 10 TB is above every disk the three providers sell
+# (QuantaCloud's largest fixed disk is 8 x 1 TB), and bounds what an order can make us rent.
+MAX_DISK_GB = 10_000
 MAX_SSH_KEY_LENGTH = 16_384
 SSH_KEY_TYPES = (
     "ssh-ed25519",
@@ -229,7 +232,7 @@ class MachineWanted(BaseModel):
     ]
     max_price_per_hour: PriceIn
     regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
-    min_disk_gb: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    min_disk_gb: Annotated[StrictInt, Field(ge=1, le=MAX_DISK_GB)] | None = None
     interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
 
     @field_validator("gpu_model")

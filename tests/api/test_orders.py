@@ -127,6 +127,20 @@ class TestBadInput:
             expires = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
         await self._assert_field_error(client, "expires_at", expires_at=expires)
 
+    async def test_a_disk_larger_than_any_provider_offers_names_the_limit(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        response = await self._post(client, min_disk_gb=1_000_000)
+        assert response.status_code == 422, response.text
+        (detail,) = response.json()["error"]["details"]
+        assert detail["field"] == "min_disk_gb" and "10000" in detail["message"], detail
+        account = await create_account(client)
+        accepted = await client.post(
+            "/v1/orders", json=order_body(min_disk_gb=10_000), headers=account.headers
+        )
+        assert accepted.status_code == 201, accepted.text
+        assert accepted.json()["min_disk_gb"] == 10_000
+
     @pytest.mark.parametrize(
         ("field", "value"),
         [
