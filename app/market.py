@@ -6,12 +6,12 @@ shows all decide by them.
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from enum import StrEnum
 from typing import Any
 
 from app.catalogue import Interconnect, Provider
-from app.money import price_with_fees
+from app.money import CENT, price_with_fees
 
 
 class VMState(StrEnum):
@@ -42,6 +42,9 @@ class Offer:
     ram_gb: int | None = None
     disk_gb: int | None = None
     disk_fixed: bool = False  # True when the disk size comes with the offer and cannot be chosen
+    # USD per GB per hour of the disk we size at deploy time, billed apart from the machine
+    # (Verda's OS volume); 0 when the disk comes with the machine's price.
+    disk_price_per_gb_hour: Decimal = Decimal(0)
     available: int | None = None  # how many the provider says it has; None = "at least one"
     offer_id: str | None = None  # the provider's id for this offer, where it has one
 
@@ -144,3 +147,13 @@ def fits(order: OrderWants, offer: Offer) -> bool:
 def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
     """Whether `offer` satisfies every constraint of `order`, price included."""
     return offer_price_with_fees <= order.max_price_per_hour and fits(order, offer)
+
+
+def disk_price_per_hour(order: OrderWants, offer: Offer) -> Decimal:
+    """What the disk `order` asks `offer` for costs per hour on top of the machine, in cents.
+
+    Rounded up, so the account never pays less than the provider bills us for it.
+    """
+    if offer.disk_fixed or order.min_disk_gb is None or not offer.disk_price_per_gb_hour:
+        return Decimal(0)
+    return (order.min_disk_gb * offer.disk_price_per_gb_hour).quantize(CENT, rounding=ROUND_UP)

@@ -1,7 +1,8 @@
 """Which waiting order gets which offer: a pure function, no I/O.
 
 Rules: an offer matches an order when the provider is accepted, GPU model and count are equal,
-the price with fees is at or below the order's max, and the optional region, disk and
+the price with fees, plus the disk the order asks for where it is billed apart from the
+machine (`disk_price_per_hour`), is at or below the order's max, and the optional region, disk and
 interconnect constraints hold. Orders are served oldest first; each takes its cheapest matching
 offer that still has room, and no offer is given to more orders than its known quantity (one,
 when the provider only says "available").
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.market import Fees, Offer, OrderWants, fits
+from app.market import Fees, Offer, OrderWants, disk_price_per_hour, fits
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ def assign(
     machine_room = Counter[tuple[str, int]]()
     for key, candidates in by_machine.items():
         machine_room[key] = sum(room[offer.key] for _, offer in candidates)
+    # Machines with an offer whose disk is billed apart: their order depends on the order's disk.
+    priced_disks = {(o.gpu_model, o.gpu_count) for o in offers if o.disk_price_per_gb_hour}
     cheapest = {key: candidates[0][0] for key, candidates in by_machine.items() if candidates}
     left = dict(funds) if funds is not None else None
     provider_left = dict(provider_funds or {})
@@ -82,17 +85,22 @@ def assign(
             continue  # nothing left for this machine (or none in stock)
         if not near_misses and cheapest[machine] > order.max_price_per_hour:
             continue  # the hot path skips orders no offer is cheap enough for
-        for price, offer in by_machine[machine]:
+        candidates = by_machine[machine]
+        if order.min_disk_gb is not None and machine in priced_disks:
+            candidates = sorted(
+                ((price + disk_price_per_hour(order, offer), offer) for price, offer in candidates),
+                key=lambda pair: (pair[0], pair[1].key),
+            )
+        for price, offer in candidates:
             if room[offer.key] <= 0 or not fits(order, offer):
                 continue
+            provider_price = offer.price_per_hour + disk_price_per_hour(order, offer)
             if price > order.max_price_per_hour:
                 if near_misses:
                     result.above_max.append(Assignment(order.id, offer, price))
             elif left is not None and left.get(order.account_id, Decimal(0)) < price:
                 result.short_of_funds.append(Assignment(order.id, offer, price))
-            elif provider_left.get(str(offer.provider), offer.price_per_hour) < (
-                offer.price_per_hour
-            ):
+            elif provider_left.get(str(offer.provider), provider_price) < provider_price:
                 result.provider_short.append(Assignment(order.id, offer, price))
                 continue  # our account at another provider may pay for a dearer offer
             else:
@@ -101,7 +109,7 @@ def assign(
                 if left is not None:
                     left[order.account_id] -= price
                 if str(offer.provider) in provider_left:
-                    provider_left[str(offer.provider)] -= offer.price_per_hour
+                    provider_left[str(offer.provider)] -= provider_price
                 result.assignments.append(Assignment(order.id, offer, price))
             break  # candidates are cheapest first: the first that fits decides
     return result

@@ -191,8 +191,10 @@ class TestOffers:
             ram_gb=2200,
             disk_gb=None,
             disk_fixed=False,
+            disk_price_per_gb_hour=Decimal("0.2") / 730,  # the NVMe price per GB-month
             available=None,
         )
+        assert offers["1V100.6V"].disk_price_per_gb_hour == 0  # its disk comes with the type
         assert (offers["8A100.176V"].gpu_model, offers["8A100.176V"].interconnect) == (
             "A100-80G",
             Interconnect.SXM,
@@ -219,6 +221,7 @@ class TestOffers:
         await adapter.fetch_offers()
         paths = [r.url.path for r in sent]
         assert paths.count("/verda/v1/instance-types") == 1
+        assert paths.count("/verda/v1/volume-types") == 1
         assert paths.count("/verda/v1/instance-availability") == 2
         availability = next(r for r in sent if r.url.path.endswith("/instance-availability"))
         assert availability.url.params["is_spot"] == "false"

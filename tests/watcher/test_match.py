@@ -73,6 +73,42 @@ class TestRules:
         assert not matches(wants, offer(disk_gb=None, disk_fixed=True), Decimal(40))
         assert matches(wants, offer(disk_gb=None, disk_fixed=False), Decimal(40))
 
+    def test_a_disk_billed_apart_is_part_of_the_price_matched_against_the_max(self) -> None:
+        # 1000 GB x $0.2 per GB-month / 730 h = $0.27397.../h, rounded up to $0.28
+        priced = offer(disk_price_per_gb_hour=Decimal("0.2") / 730)
+        fees = Fees(percent=Decimal("5"), flat_per_hour=Decimal("0.10"))  # 40.00 -> 42.10
+        short = order(min_disk_gb=1000, max_price_per_hour=Decimal("42.37"))
+        result = assign([short], [priced], fees=fees)
+        assert result.assignments == []
+        assert [a.price_with_fees for a in result.above_max] == [Decimal("42.38")]
+        enough = replace(short, max_price_per_hour=Decimal("42.38"))
+        (assigned,) = assign([enough], [priced], fees=fees).assignments
+        assert assigned.price_with_fees == Decimal("42.38")
+        no_disk = replace(short, min_disk_gb=None)  # no OS volume asked for, none priced
+        (plain,) = assign([no_disk], [priced], fees=fees).assignments
+        assert plain.price_with_fees == Decimal("42.10")
+
+    def test_the_disk_price_decides_which_offer_is_cheapest(self) -> None:
+        verda = offer(price_per_hour=Decimal("40.00"), disk_price_per_gb_hour=Decimal("0.001"))
+        hyperstack = offer(
+            provider=Provider("hyperstack"), region="CANADA-1", price_per_hour=Decimal("40.50"),
+            disk_gb=2000, disk_fixed=True,
+        )  # fmt: skip
+        big = order(min_disk_gb=1000)  # Verda: 40.00 + 1.00 for the disk
+        (taken,) = assign([big], [verda, hyperstack], fees=NO_FEES).assignments
+        assert (taken.offer, taken.price_with_fees) == (hyperstack, Decimal("40.50"))
+        small = order(min_disk_gb=100)  # Verda: 40.00 + 0.10
+        (taken,) = assign([small], [verda, hyperstack], fees=NO_FEES).assignments
+        assert (taken.offer, taken.price_with_fees) == (verda, Decimal("40.10"))
+
+    def test_the_disk_counts_against_our_funds_at_the_provider(self) -> None:
+        priced = offer(disk_price_per_gb_hour=Decimal("0.001"))
+        wants = order(min_disk_gb=1000)  # the provider bills us 40.00 + 1.00
+        short = assign([wants], [priced], fees=NO_FEES, provider_funds={"verda": Decimal("40.99")})
+        assert short.assignments == [] and len(short.provider_short) == 1
+        paid = assign([wants], [priced], fees=NO_FEES, provider_funds={"verda": Decimal("41.00")})
+        assert len(paid.assignments) == 1
+
     @pytest.mark.parametrize(
         ("wanted", "offered", "ok"),
         [

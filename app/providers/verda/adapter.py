@@ -70,6 +70,7 @@ class VerdaAdapter:
         self._created_at: dict[tuple[str, str], float] = {}  # (type, location) -> create answered
         self._clock = clock
         self._types_at: float | None = None
+        self._disk_price = Decimal(0)  # USD per GB-hour of an OS volume, read with the types
 
     def __repr__(self) -> str:
         return f"VerdaAdapter(base_url={self._api.http.base_url!r}, image={self._image!r})"
@@ -77,8 +78,12 @@ class VerdaAdapter:
     # --- offers ----------------------------------------------------------------------------
 
     async def refresh_prices(self) -> dict[str, dict[str, Any]]:
-        """Read `/instance-types` (public, prices as decimal strings) now and cache it."""
-        self._types = parse.instance_types(await self._api.instance_types())
+        """Read `/instance-types` and `/volume-types` (public, prices in USD) now and cache them."""
+        types = parse.instance_types(await self._api.instance_types())
+        disk_price = parse.os_volume_price(await self._api.volume_types())
+        if disk_price is None:  # an OS volume we cannot price is one we cannot sell
+            raise Unavailable(PROVIDER, "/volume-types has no NVMe price in USD")
+        self._types, self._disk_price = types, disk_price
         self._types_at = time.monotonic()
         self._machines = {}
         for sku, data in self._types.items():
@@ -132,7 +137,7 @@ class VerdaAdapter:
         offers = []
         for sku, region in self._current_pairs():
             data = types.get(sku)
-            made = parse.offer(data, region) if data is not None else None
+            made = parse.offer(data, region, self._disk_price) if data is not None else None
             if made is None:
                 logger.debug("verda: no offer for %s in %s", sku, region)
                 continue

@@ -81,6 +81,10 @@ class VerdaClient:
             await self.http.send("GET", "/instance-types", params={"currency": "usd"})
         )
 
+    async def volume_types(self) -> Any:
+        """`GET /volume-types` (public; each storage type's price per GB-month in USD)."""
+        return self._read(await self.http.send("GET", "/volume-types", params={"currency": "usd"}))
+
     async def availability(self) -> Any:
         """`GET /instance-availability`: on-demand stock per location."""
         return self._read(

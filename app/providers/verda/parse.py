@@ -16,6 +16,10 @@ logger = logging.getLogger(__name__)
 
 PROVIDER = Provider("verda")
 TAG_KEY = "autoprovision"
+OS_VOLUME_TYPE = "NVMe"  # what Verda creates an OS volume as
+# Verda prices volumes per GB-month and does not say how many hours it counts in a month:
+# 730 (365 x 24 / 12) is the usual cloud convention.
+HOURS_PER_MONTH = Decimal(730)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{7,127}$")
 
 # Verda's `model` (or the name in `gpu.description`), upper-cased without spaces or dashes.
@@ -108,8 +112,27 @@ def interconnect(sku: str, model: str, data: dict[str, Any]) -> Interconnect | N
     return None
 
 
-def offer(data: dict[str, Any], region: str) -> Offer | None:
-    """An on-demand `Offer` for one instance type in one location, or None if not a GPU we know."""
+def os_volume_price(body: Any) -> Decimal | None:
+    """`GET /volume-types` -> USD per GB per hour of an NVMe (OS) volume; None if not priced."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, "/volume-types did not answer a list")
+    for entry in body:
+        if isinstance(entry, dict) and entry.get("type") == OS_VOLUME_TYPE:
+            price = _dict(entry.get("price"))
+            per_month = wire_decimal(price.get("price_per_month_per_gb"))
+            if per_month is None or per_month < 0 or str(price.get("currency", "usd")) != "usd":
+                return None
+            return per_month / HOURS_PER_MONTH
+    return None
+
+
+def offer(
+    data: dict[str, Any], region: str, disk_price_per_gb_hour: Decimal = Decimal(0)
+) -> Offer | None:
+    """An on-demand `Offer` for one instance type in one location, or None if not a GPU we know.
+
+    `disk_price_per_gb_hour` prices the OS volume of types whose disk is sized at deploy time.
+    """
     sku = data.get("instance_type")
     gpu = _dict(data.get("gpu"))
     count = _int(gpu.get("number_of_gpus"))
@@ -146,6 +169,7 @@ def offer(data: dict[str, Any], region: str) -> Offer | None:
         ram_gb=_int(_dict(data.get("memory")).get("size_in_gigabytes")),
         disk_gb=disk,
         disk_fixed=disk is not None,  # else Verda sizes the OS volume at deploy time
+        disk_price_per_gb_hour=Decimal(0) if disk is not None else disk_price_per_gb_hour,
     )
 
 

@@ -243,3 +243,22 @@ def build_catalog() -> tuple[tuple[CatalogEntry, ...], dict[str, dict[str, Any]]
 
 CATALOG_ENTRIES, GPU_TYPES = build_catalog()
 ALL_TYPES: dict[str, dict[str, Any]] = GPU_TYPES | {t["instance_type"]: t for t in CPU_TYPES}
+
+
+# `GET /v1/volume-types`, as Verda answers it (the NVMe price is verda.md's example).
+VOLUME_TYPES: tuple[dict[str, Any], ...] = (
+    {
+        "type": "NVMe",
+        "price": {"price_per_month_per_gb": 0.2, "cps_per_gb": 0.0000000761, "currency": "usd"},
+        "is_shared_fs": False,
+        "burst_bandwidth": 2000,
+        "continuous_bandwidth": 1000,
+    },
+    {
+        "type": "HDD",
+        "price": {"price_per_month_per_gb": 0.05, "cps_per_gb": 0.000000019, "currency": "usd"},
+        "is_shared_fs": False,
+        "burst_bandwidth": 500,
+        "continuous_bandwidth": 250,
+    },
+)

@@ -6,7 +6,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from app.simulators.serving import provider_app
-from app.simulators.verda.catalog import ALL_TYPES, CPU_LOCATIONS, CPU_TYPES, IMAGES, LOCATIONS
+from app.simulators.verda.catalog import (
+    ALL_TYPES,
+    CPU_LOCATIONS,
+    CPU_TYPES,
+    IMAGES,
+    LOCATIONS,
+    VOLUME_TYPES,
+)
 from app.simulators.verda.instances import instance_routes
 from app.simulators.verda.keys import key_routes, script_routes
 from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
@@ -46,6 +53,11 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         if currency == "eur":
             return invalid("The simulator prices in usd only")
         return JSONResponse(list(ALL_TYPES.values()))
+
+    async def volume_types(request: Request) -> Response:
+        if request.query_params.get("currency", "usd").lower() != "usd":
+            return invalid("The simulator prices in usd only")
+        return JSONResponse(list(VOLUME_TYPES))
 
     def available_types(location: str, spot: bool) -> list[str]:
         if spot:
@@ -91,6 +103,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
     routes: list[BaseRoute] = [
         Route("/v1/oauth2/token", token, methods=["POST"]),
         Route("/v1/instance-types", instance_types, methods=["GET"]),
+        Route("/v1/volume-types", volume_types, methods=["GET"]),
         Route("/v1/instance-availability", authed(sim, availability), methods=["GET"]),
         Route(
             "/v1/instance-availability/{instance_type}",
