@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.catalogue import Interconnect, Provider
 from app.dbtypes import utcnow
-from app.market import Fees, Offer, OrderWants, matches, wants_of
+from app.market import Fees, Offer, OrderWants, disk_price_per_hour, matches, wants_of
 from app.models import OfferSnapshot, Order
 from app.money import format_money
 from app.services.views import OfferOut, OffersOut, ProviderReadOut
@@ -23,6 +23,7 @@ def offer_json(offer: Any) -> dict[str, Any]:
     data["provider"] = str(offer.provider)
     data["interconnect"] = str(offer.interconnect) if offer.interconnect else None
     data["price_per_hour"] = format_money(offer.price_per_hour)
+    data["disk_price_per_gb_hour"] = str(offer.disk_price_per_gb_hour)  # exact: a GB-hour is tiny
     return data
 
 
@@ -34,6 +35,8 @@ def offer_from_json(data: dict[str, Any]) -> Offer:
             "provider": Provider(data["provider"]),
             "interconnect": Interconnect(data["interconnect"]) if data["interconnect"] else None,
             "price_per_hour": Decimal(data["price_per_hour"]),
+            # snapshots kept before disks were priced have none
+            "disk_price_per_gb_hour": Decimal(data.get("disk_price_per_gb_hour", "0")),
         }
     )
 
@@ -101,7 +104,11 @@ async def latest_offers(
                         **raw,
                         "price_per_hour": price,
                         "price_per_hour_with_fees": with_fees,
-                        "matching_orders": [o.id for o in waiting if matches(o, offer, with_fees)],
+                        "matching_orders": [
+                            o.id
+                            for o in waiting
+                            if matches(o, offer, with_fees + disk_price_per_hour(o, offer))
+                        ],
                     }
                 )
             )

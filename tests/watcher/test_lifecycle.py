@@ -392,3 +392,34 @@ class TestLost:
         debits_now = [e for e in await ledger(client, handle) if e["kind"] == "debit"]
         assert debits_now == debits_then
         await the_books_balance(client, handle)
+
+
+class TestDisk:
+    async def test_a_verda_os_volume_is_matched_held_billed_and_shown_with_the_machine(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        # $2.82/h with fees, plus 500 GB x $0.2 per GB-month / 730 h = $0.1369.../h -> $0.14.
+        handle = await create_account(client, credit="50")
+        short = await place(
+            client, handle, h100(providers=["verda"], min_disk_gb=500, max_price_per_hour="2.95")
+        )
+        enough = await place(
+            client, handle, h100(providers=["verda"], min_disk_gb=500, max_price_per_hour="2.96")
+        )
+        await sim.stock(*VERDA_H100, 1)  # one unit: the older order would take it at $2.82
+        running = await reaches(client, handle, enough, "running")
+        deployment = running["deployment"]
+        assert (deployment["price_per_hour"], deployment["price_per_hour_with_fees"]) == (
+            "2.59",
+            "2.96",
+        )
+        assert (await order(client, handle, short))["status"] == "waiting"
+        (create,) = await sim.creates("verda")
+        assert create["vm_id"] == deployment["provider_vm_id"]
+        (vm,) = await sim.vms("verda")
+        assert vm["os_volume_size"] == 500
+        entries = [e for e in await ledger(client, handle) if e["order_id"] == enough]
+        hold = next(e for e in entries if e["kind"] == "hold")
+        first_debit = next(e for e in entries if e["kind"] == "debit")
+        assert Decimal(hold["amount"]) == Decimal(first_debit["amount"]) == Decimal("2.96")
+        await the_books_balance(client, handle)
