@@ -1,5 +1,8 @@
-"""API keys: generated with enough entropy that a plain SHA-256 is a safe thing to store."""
+"""API keys, generated with enough entropy that a plain SHA-256 is a safe thing to store, and
+SSH public keys' fingerprints."""
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -21,3 +24,16 @@ def hash_api_key(key: str) -> str:
 def keys_match(candidate: str, expected: str) -> bool:
     """Compare two keys in constant time."""
     return hmac.compare_digest(hash_api_key(candidate), hash_api_key(expected))
+
+
+def ssh_key_fingerprint(public_key: str | None) -> str | None:
+    """The key's SHA256 fingerprint as `ssh-keygen -lf` prints it (`SHA256:<base64>`), or None
+    if it is not an OpenSSH public key line."""
+    parts = (public_key or "").split()
+    if len(parts) < 2:
+        return None
+    try:
+        blob = base64.b64decode(parts[1], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")

@@ -1,9 +1,6 @@
 """How the service shows an order and the latest offers: what the API returns and, for orders,
 what every webhook carries, so the two never drift apart."""
 
-import base64
-import binascii
-import hashlib
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Self
@@ -13,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_valida
 from app import metering
 from app.catalogue import Provider
 from app.money import format_money
+from app.security import ssh_key_fingerprint
 from app.services.limits import terminates_at
 from app.states import DeploymentStatus, OrderStatus, TerminateReason
 
@@ -34,19 +32,6 @@ class DeploymentOut(BaseModel):
     ip: str | None
     status: DeploymentStatus
     created_at: datetime
-
-
-def ssh_key_fingerprint(public_key: str | None) -> str | None:
-    """The key's SHA256 fingerprint as `ssh-keygen -lf` prints it (`SHA256:<base64>`)."""
-    parts = (public_key or "").split()
-    if len(parts) < 2:
-        return None
-    try:
-        blob = base64.b64decode(parts[1], validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
-    return f"SHA256:{digest}"
 
 
 class _OrderFields(BaseModel):

@@ -12,6 +12,7 @@ import pytest
 from app.catalogue import Interconnect, Provider
 from app.providers.base import Unavailable, VMState
 from app.providers.quantacloud import parse
+from app.security import ssh_key_fingerprint
 
 RECORDED = Path(__file__).parent / "quantacloud"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 x"
@@ -81,11 +82,11 @@ def test_candidates_are_live_deployments_of_the_kind_since_the_time() -> None:
 
 
 def test_ssh_keys_by_fingerprint_and_the_balance() -> None:
-    fingerprint = parse.fingerprint(SSH_KEY)
+    fingerprint = ssh_key_fingerprint(SSH_KEY)
     assert fingerprint is not None and fingerprint == recorded("ssh_keys")[0]["fingerprint"]
     assert parse.ssh_key_id(recorded("ssh_keys"), fingerprint) == recorded("ssh_keys")[0]["id"]
     assert parse.ssh_key_id(recorded("ssh_keys"), fingerprint + "x") is None
-    assert parse.fingerprint("not-a-key") is None
+    assert ssh_key_fingerprint("not-a-key") is None
     assert parse.balance(recorded("balance")) == Decimal("9995.750000")
     assert parse.balance({"amount": {"value": "3.5"}}) == Decimal("3.5")
 

@@ -26,6 +26,7 @@ from app.providers.http import Connections, ProviderHTTP
 from app.providers.quantacloud import limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
+from app.security import ssh_key_fingerprint
 
 PROVIDER_SLUG = "quantacloud"  # how QuantaCloud names itself in a deployment request
 
@@ -128,7 +129,7 @@ class QuantaCloudAdapter:
 
     async def _ssh_key_id(self, public_key: str) -> str:
         """The id of this key on the account, registering it if it is not there yet."""
-        key_fingerprint = parse.fingerprint(public_key)
+        key_fingerprint = ssh_key_fingerprint(public_key)
         if key_fingerprint is not None:
             found = parse.ssh_key_id(await self._api.ssh_keys(), key_fingerprint)
             if found is not None:

@@ -1,9 +1,6 @@
 """QuantaCloud's JSON turned into the service's types: offers, deployments as VMs, SSH keys and
 the balance. Pure functions, no I/O."""
 
-import base64
-import binascii
-import hashlib
 import logging
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -152,18 +149,6 @@ def timestamp(value: Any) -> datetime | None:
     except (ValueError, OverflowError, OSError):
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def fingerprint(public_key: str) -> str | None:
-    """The `SHA256:...` fingerprint of an OpenSSH public key line, or None if it is not one."""
-    parts = public_key.strip().split()
-    if len(parts) < 2:
-        return None
-    try:
-        blob = base64.b64decode(parts[1], validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
 def _same_fingerprint(listed: Any, ours: str) -> bool:
