@@ -94,6 +94,12 @@ class OrderWants:
     account_id: str = ""
 
 
+# The disk an order that names none gets where the disk is sized at deploy time (Verda's OS
+# volume): sent explicitly, so that what is priced is what the provider bills, never a size
+# the provider chooses. The size of Verda's own API examples.
+DEFAULT_DISK_GB = 100
+
+
 @dataclass(frozen=True)
 class Fees:
     """The service's fees, applied to every provider price before comparing with an order."""
@@ -149,11 +155,17 @@ def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> 
     return offer_price_with_fees <= order.max_price_per_hour and fits(order, offer)
 
 
+def disk_size_gb(min_disk_gb: int | None) -> int:
+    """The disk sent where it is sized at deploy time: the order's, or DEFAULT_DISK_GB."""
+    return DEFAULT_DISK_GB if min_disk_gb is None else min_disk_gb
+
+
 def disk_price_per_hour(order: OrderWants, offer: Offer) -> Decimal:
-    """What the disk `order` asks `offer` for costs per hour on top of the machine, in cents.
+    """What the disk `order` gets at `offer` costs per hour on top of the machine, in cents.
 
     Rounded up, so the account never pays less than the provider bills us for it.
     """
-    if offer.disk_fixed or order.min_disk_gb is None or not offer.disk_price_per_gb_hour:
+    if offer.disk_fixed or not offer.disk_price_per_gb_hour:
         return Decimal(0)
-    return (order.min_disk_gb * offer.disk_price_per_gb_hour).quantize(CENT, rounding=ROUND_UP)
+    size = disk_size_gb(order.min_disk_gb)
+    return (size * offer.disk_price_per_gb_hour).quantize(CENT, rounding=ROUND_UP)

@@ -1,11 +1,11 @@
 """Which waiting order gets which offer: a pure function, no I/O.
 
 Rules: an offer matches an order when the provider is accepted, GPU model and count are equal,
-the price with fees, plus the disk the order asks for where it is billed apart from the
-machine (`disk_price_per_hour`), is at or below the order's max, and the optional region, disk and
-interconnect constraints hold. Orders are served oldest first; each takes its cheapest matching
-offer that still has room, and no offer is given to more orders than its known quantity (one,
-when the provider only says "available").
+the price with fees, plus the disk the order gets (its own, or `DEFAULT_DISK_GB`) where it is
+billed apart from the machine (`disk_price_per_hour`), is at or below the order's max, and the
+optional region, disk and interconnect constraints hold. Orders are served oldest first; each
+takes its cheapest matching offer that still has room, and no offer is given to more orders
+than its known quantity (one, when the provider only says "available").
 """
 
 from collections import Counter, defaultdict
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.market import Fees, Offer, OrderWants, disk_price_per_hour, fits
+from app.market import Fees, Offer, OrderWants, disk_price_per_hour, disk_size_gb, fits
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ def assign(
     # Machines with an offer whose disk is billed apart: their order depends on the order's disk.
     priced_disks = {(o.gpu_model, o.gpu_count) for o in offers if o.disk_price_per_gb_hour}
     cheapest = {key: candidates[0][0] for key, candidates in by_machine.items() if candidates}
+    with_disk: dict[tuple[tuple[str, int], int], list[tuple[Decimal, Offer]]] = {}
     left = dict(funds) if funds is not None else None
     provider_left = dict(provider_funds or {})
     result = MatchResult()
@@ -86,11 +87,14 @@ def assign(
         if not near_misses and cheapest[machine] > order.max_price_per_hour:
             continue  # the hot path skips orders no offer is cheap enough for
         candidates = by_machine[machine]
-        if order.min_disk_gb is not None and machine in priced_disks:
-            candidates = sorted(
-                ((price + disk_price_per_hour(order, offer), offer) for price, offer in candidates),
-                key=lambda pair: (pair[0], pair[1].key),
-            )
+        if machine in priced_disks:
+            disk = (machine, disk_size_gb(order.min_disk_gb))
+            if disk not in with_disk:  # one sort per machine and disk size, not per order
+                with_disk[disk] = sorted(
+                    ((price + disk_price_per_hour(order, o), o) for price, o in candidates),
+                    key=lambda pair: (pair[0], pair[1].key),
+                )
+            candidates = with_disk[disk]
         for price, offer in candidates:
             if room[offer.key] <= 0 or not fits(order, offer):
                 continue

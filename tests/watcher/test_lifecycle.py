@@ -16,6 +16,7 @@ import pytest
 
 from app import metering
 from app.catalogue import Provider
+from app.market import DEFAULT_DISK_GB
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account
@@ -114,7 +115,8 @@ class TestTerminate:
         ("provider", "refund"),
         [
             ("hyperstack", "2.58"),  # $2.62/h, per minute: one minute used ($0.04)
-            ("verda", "2.35"),  # $2.82/h, 10-minute blocks: one block used ($0.47)
+            # $2.82/h and the 100 GB OS volume ($0.03/h), 10-minute blocks: one used ($0.48)
+            ("verda", "2.37"),
             ("quantacloud", "0.00"),  # $2.68/h, per hour begun: the hour is used
         ],
     )
@@ -423,3 +425,17 @@ class TestDisk:
         first_debit = next(e for e in entries if e["kind"] == "debit")
         assert Decimal(hold["amount"]) == Decimal(first_debit["amount"]) == Decimal("2.96")
         await the_books_balance(client, handle)
+
+    async def test_an_order_that_names_no_disk_gets_the_default_one_priced(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        # $2.82/h with fees, plus 100 GB x $0.2 per GB-month / 730 h = $0.0273.../h -> $0.03.
+        handle = await create_account(client, credit="50")
+        short = await place(client, handle, h100(providers=["verda"], max_price_per_hour="2.84"))
+        enough = await place(client, handle, h100(providers=["verda"], max_price_per_hour="2.85"))
+        await sim.stock(*VERDA_H100, 1)
+        running = await reaches(client, handle, enough, "running")
+        assert running["deployment"]["price_per_hour_with_fees"] == "2.85"
+        assert (await order(client, handle, short))["status"] == "waiting"
+        (vm,) = await sim.vms("verda")
+        assert vm["os_volume_size"] == DEFAULT_DISK_GB  # sent, not left to Verda to choose

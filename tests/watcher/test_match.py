@@ -84,9 +84,9 @@ class TestRules:
         enough = replace(short, max_price_per_hour=Decimal("42.38"))
         (assigned,) = assign([enough], [priced], fees=fees).assignments
         assert assigned.price_with_fees == Decimal("42.38")
-        no_disk = replace(short, min_disk_gb=None)  # no OS volume asked for, none priced
+        no_disk = replace(short, min_disk_gb=None)  # the default 100 GB: $0.0273.../h -> $0.03
         (plain,) = assign([no_disk], [priced], fees=fees).assignments
-        assert plain.price_with_fees == Decimal("42.10")
+        assert plain.price_with_fees == Decimal("42.13")
 
     def test_the_disk_price_decides_which_offer_is_cheapest(self) -> None:
         verda = offer(price_per_hour=Decimal("40.00"), disk_price_per_gb_hour=Decimal("0.001"))

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from app.market import disk_size_gb
 from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
 from app.providers.budget import MachineKey, StockRead
 from app.providers.http import Connections
@@ -171,8 +172,8 @@ class VerdaAdapter:
             "pricing": "FIXED_PRICE",
             "tags": [{"key": parse.TAG_KEY, "value": tag}],
         }
-        if disk_gb is not None and not offer.disk_fixed:
-            body["os_volume"] = {"name": f"{name}-os", "size": disk_gb}
+        if not offer.disk_fixed:
+            body["os_volume"] = {"name": f"{name}-os", "size": disk_size_gb(disk_gb)}
         if ssh_public_key:
             body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
         try:
