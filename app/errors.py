@@ -70,6 +70,23 @@ class InsufficientFunds(Conflict):
     code = "insufficient_funds"
 
 
+INVALID_JSON = "the request body is not valid JSON"
+
+
+class InvalidJson(AppError):
+    """A body that is not one UTF-8 JSON value without duplicate keys."""
+
+    status_code = 422
+    code = "invalid_json"
+
+
+class UnsupportedMediaType(AppError):
+    """A body sent as something other than JSON."""
+
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class TooManyRequests(AppError):
     """The caller already holds as many of something as it may (e.g. open event streams)."""
 

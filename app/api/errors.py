@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
-from app.errors import AppError
+from app.errors import INVALID_JSON, AppError, InvalidJson
 from app.text import quote
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ async def _on_validation_error(_request: Request, exc: Exception) -> JSONRespons
     assert isinstance(exc, RequestValidationError)
     details = _validation_details(exc)
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        return error_response(422, "invalid_json", "the request body is not valid JSON")
+        return error_response(InvalidJson.status_code, InvalidJson.code, INVALID_JSON)
     summary = "; ".join(f"{d['field']}: {d['message']}" for d in details[:5])
     return error_response(422, "validation_error", summary or "invalid request", details)
 

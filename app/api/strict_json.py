@@ -15,24 +15,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.errors import AppError
+from app.errors import INVALID_JSON, InvalidJson, UnsupportedMediaType
 from app.text import quote
-
-INVALID_JSON = "the request body is not valid JSON"
-
-
-class InvalidJson(AppError):
-    """A body that is not one UTF-8 JSON value without duplicate keys."""
-
-    status_code = 422
-    code = "invalid_json"
-
-
-class UnsupportedMediaType(AppError):
-    """A body sent as something other than JSON."""
-
-    status_code = 415
-    code = "unsupported_media_type"
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
