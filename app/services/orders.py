@@ -145,8 +145,12 @@ async def place_order(
 
 async def _check_room(session: AsyncSession, account_id: str, max_waiting: int) -> None:
     # The account's row is locked first (on PostgreSQL; SQLite has one writer anyway), so
-    # two placements at once cannot both see room for one more.
-    await session.execute(select(Account.id).where(Account.id == account_id).with_for_update())
+    # two placements at once cannot both see room for one more. FOR NO KEY UPDATE: a plain
+    # FOR UPDATE would also wait on every open transaction that inserted a row referencing
+    # the account (the event publisher, a debit), which is not a placement.
+    await session.execute(
+        select(Account.id).where(Account.id == account_id).with_for_update(key_share=True)
+    )
     waiting = await session.scalar(
         select(func.count())
         .select_from(Order)
