@@ -88,8 +88,8 @@ def _redacted(database_url: str) -> str:
 
 
 async def _prepare(settings: Settings) -> str | None:
-    from app.db import create_engine
     from app.main import prepare_database
+    from app.storage.db import create_engine
 
     engine = create_engine(settings.database_url)
     try:
@@ -99,7 +99,7 @@ async def _prepare(settings: Settings) -> str | None:
 
 
 async def _migrate(settings: Settings) -> None:
-    from app.db import create_engine, migrate
+    from app.storage.db import create_engine, migrate
 
     engine = create_engine(settings.database_url)
     try:
@@ -109,8 +109,8 @@ async def _migrate(settings: Settings) -> None:
 
 
 async def _reset_admin_key(settings: Settings) -> str:
-    from app.db import create_engine, create_sessionmaker, migrate, session_scope
     from app.services.accounts import reset_admin_key
+    from app.storage.db import create_engine, create_sessionmaker, migrate, session_scope
 
     engine = create_engine(settings.database_url)
     try:
@@ -136,10 +136,10 @@ async def _doctor(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
-    from app.db import create_engine, create_sessionmaker, migrate
-    from app.demo_history import AlreadyGenerated, write_demo_history
-    from app.market import Fees
+    from app.core.market import Fees
+    from app.demo.history import AlreadyGenerated, write_demo_history
     from app.providers.registry import poll_periods
+    from app.storage.db import create_engine, create_sessionmaker, migrate
 
     engine = create_engine(settings.database_url)
     try:

@@ -23,9 +23,14 @@ from app.api import (
 )
 from app.api.errors import install_error_handlers
 from app.api.limits import InFlightLimit, RequestBody, SendDeadline
-from app.background import Background
+from app.background import Background, create_scheduler
 from app.dashboard import install_dashboard
-from app.db import (
+from app.events.hub import Hub
+from app.events.publisher import Publisher
+from app.services.accounts import ensure_admin_key
+from app.services.webhooks.secrets import SecretBoxLoader
+from app.settings import Settings, get_settings
+from app.storage.db import (
     create_engine,
     create_read_sessionmaker,
     create_sessionmaker,
@@ -33,12 +38,6 @@ from app.db import (
     migrate,
     session_scope,
 )
-from app.events.hub import Hub
-from app.events.publisher import Publisher
-from app.jobs import create_scheduler
-from app.services.accounts import ensure_admin_key
-from app.services.webhook_secrets import SecretBoxLoader
-from app.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 

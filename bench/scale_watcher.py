@@ -348,10 +348,10 @@ def order_mix(count: int, targets_per_provider: int, rng: random.Random) -> list
 async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -> float:
     """Migrate, make `accounts` funded accounts and place `orders` among them; seconds taken."""
     from app.api.schemas import OrderCreate
-    from app.db import create_engine, create_sessionmaker, migrate, session_scope
     from app.services import ledger
     from app.services import orders as order_service
     from app.services.accounts import create_account
+    from app.storage.db import create_engine, create_sessionmaker, migrate, session_scope
 
     started = time.monotonic()
     engine = create_engine(database_url)
@@ -383,7 +383,7 @@ async def count_by_status(database_url: str) -> dict[str, int]:
     """Orders by status, read straight from the database."""
     from sqlalchemy import text
 
-    from app.db import create_engine
+    from app.storage.db import create_engine
 
     engine = create_engine(database_url)
     try:

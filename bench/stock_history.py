@@ -1,6 +1,6 @@
 """How fast are the stock summary and the expected wait on 90 days of history?
 
-Generates DAYS of history with `autoprovision demo-history`'s generator (`app/demo_history.py`)
+Generates DAYS of history with `autoprovision demo-history`'s generator (`app/demo/history.py`)
 for every offer key of the simulators' catalogues (three providers, 189 keys: no synthetic keys
 are needed for "about 150"), a few appearances an hour each, loads the same rows into a fresh
 SQLite file and a fresh PostgreSQL database (created on the server of --postgres-url and
@@ -43,13 +43,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.db import create_engine, create_sessionmaker, migrate, session_scope
-from app.dbtypes import utcnow
-from app.demo_history import Generated, Machine, generate, simulated_catalogue
+from app.core.clock import utcnow
+from app.core.market import Fees
+from app.demo.history import Generated, Machine, generate, simulated_catalogue
 from app.main import create_app
-from app.market import Fees
-from app.services import stock_history
+from app.services.stock import history as stock_history
 from app.settings import Settings
+from app.storage.db import create_engine, create_sessionmaker, migrate, session_scope
 
 ADMIN_KEY = "bench-stock-history-admin-key"
 out = sys.stdout

@@ -5,8 +5,8 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
-from app.db import create_engine, foreign_keys_checked_after
-from app.models import Base
+from app.storage.db import create_engine, foreign_keys_checked_after
+from app.storage.models import Base
 
 config = context.config
 target_metadata = Base.metadata

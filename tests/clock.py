@@ -2,7 +2,7 @@
 
 from datetime import datetime, timedelta
 
-from app.dbtypes import utcnow
+from app.core.clock import utcnow
 
 # The step a test takes to be just before or just past a deadline: a power of two (about a
 # microsecond), so that clock sums of whole and binary-fraction seconds stay exact floats.

@@ -21,10 +21,10 @@ from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_engine, migrate
 from app.main import create_app
 from app.providers.registry import simulated
 from app.settings import Settings
+from app.storage.db import create_engine, migrate
 from tests.waiting import started
 
 ADMIN_KEY = "test-admin-key-0123456789"

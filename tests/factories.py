@@ -9,14 +9,15 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.schemas import OrderCreate
-from app.db import create_sessionmaker, session_scope
-from app.ids import new_id
-from app.market import Fees
-from app.models import Order, StockCoverage, StockInterval
+from app.core.ids import new_id
+from app.core.market import Fees
+from app.core.states import OrderStatus
 from app.providers.base import Offer
-from app.services import accounts, deployments, ledger, orders, stock_days
+from app.services import accounts, deployments, ledger, orders
 from app.services.deployments import Intent
-from app.states import OrderStatus
+from app.services.stock import days as stock_days
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Order, StockCoverage, StockInterval
 from tests.conftest import ADMIN_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
-from app.db import create_engine
 from app.providers.registry import simulator_environment
 from app.simulators.control import SimControl, SimControlSync, control_path
+from app.storage.db import create_engine
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
 

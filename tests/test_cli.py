@@ -14,11 +14,11 @@ import pytest
 from sqlalchemy import inspect, text
 
 from app.cli import main
-from app.db import create_engine
-from app.models import Base
 from app.providers.http import provider_tls
-from app.security import hash_api_key
 from app.settings import get_settings
+from app.storage.db import create_engine
+from app.storage.models import Base
+from app.support.security import hash_api_key
 from tests.servers import free_port
 from tests.waiting import eventually_sync
 

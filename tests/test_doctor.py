@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.core.market import Fees, Offer, OrderWants
 from app.doctor import passed, render_text, run
 from app.doctor.providers import ResponseLog, balance_verdict, clock_check
-from app.market import Fees, Offer, OrderWants
 from app.providers.diagnosis import Status
 from app.providers.registry import simulated, simulated_specs, spec_for
 from app.settings import Settings, get_settings

@@ -8,15 +8,21 @@ from alembic import command
 from sqlalchemy import Connection, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.catalogue import Provider
-from app.db import alembic_config, create_sessionmaker, foreign_keys_checked_after, session_scope
-from app.ids import new_id
-from app.models import Deployment
+from app.core.catalogue import Provider
+from app.core.ids import new_id
 from app.providers.base import VM, Offer, VMState
-from app.services import deployments, stock_history
+from app.services import deployments
+from app.services.stock import history as stock_history
+from app.storage.db import (
+    alembic_config,
+    create_sessionmaker,
+    foreign_keys_checked_after,
+    session_scope,
+)
+from app.storage.models import Deployment
 from tests.factories import claimed
-from tests.services.test_stock_days import closed, days
-from tests.services.test_stock_history import apply, interval
+from tests.services.stock.test_days import closed, days
+from tests.services.stock.test_history import apply, interval
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
 HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))

@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from app.api.deps import AdminOnly, SessionDep, SettingsDep
 from app.api.strict_json import StrictJsonRoute
-from app.dbtypes import utcnow
+from app.core.clock import utcnow
 from app.providers.registry import enabled_providers
 from app.services import provider_status
 from app.services.views import ProviderStatusOut

@@ -5,7 +5,7 @@ from pydantic import BaseModel
 
 from app.api.deps import SettingsDep
 from app.api.strict_json import StrictJsonRoute
-from app.catalogue import GPU_MODELS, Interconnect, offered_providers
+from app.core.catalogue import GPU_MODELS, Interconnect, offered_providers
 from app.providers.registry import enabled_providers
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/catalogue", tags=["catalogue"])

@@ -16,7 +16,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.api.limits import ABORT_EXTENSION
-from app.metrics import SLOW_CLIENTS_DROPPED
+from app.support.metrics import SLOW_CLIENTS_DROPPED
 
 logger = logging.getLogger(__name__)
 

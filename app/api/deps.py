@@ -7,12 +7,12 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db import session_scope
-from app.errors import Forbidden, Unauthorized
-from app.models import Account
-from app.security import keys_match
+from app.core.errors import Forbidden, Unauthorized
 from app.services import accounts
 from app.settings import Settings
+from app.storage.db import session_scope
+from app.storage.models import Account
+from app.support.security import keys_match
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _bearer = HTTPBearer(auto_error=False)

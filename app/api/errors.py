@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
-from app.errors import INVALID_JSON, AppError, InvalidJson
-from app.text import quote
+from app.core.errors import INVALID_JSON, AppError, InvalidJson
+from app.core.text import quote
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from starlette.background import BackgroundTask
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.event_stream import EventStream
 from app.api.strict_json import StrictJsonRoute
-from app.errors import AppError, TooManyRequests
+from app.core.errors import AppError, TooManyRequests
 from app.events.hub import Hub, Listener, TooManyStreams
 from app.services import published_events
 from app.services.views import OrderSnapshotOut

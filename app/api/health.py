@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.errors import error_response
 from app.api.strict_json import StrictJsonRoute
-from app.db import ping
+from app.storage.db import ping
 
 READY_TIMEOUT_SECONDS = 5
 router = APIRouter(route_class=StrictJsonRoute, tags=["health"])

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import OVERLOADED_CODE, RETRY_AFTER_SECONDS, error_response
-from app.metrics import REQUESTS_SHED, SLOW_CLIENTS_DROPPED
+from app.support.metrics import REQUESTS_SHED, SLOW_CLIENTS_DROPPED
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from fastapi import APIRouter, Query
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.strict_json import StrictJsonRoute
-from app.catalogue import GPU_MODELS, Provider, normalize_gpu_model
-from app.errors import ValidationFailed
-from app.market import Fees
+from app.core.catalogue import GPU_MODELS, Provider, normalize_gpu_model
+from app.core.errors import ValidationFailed
+from app.core.market import Fees
 from app.services import offers
 from app.services.views import OffersOut
 

@@ -19,14 +19,15 @@ from app.api.pagination import Limit, cursor_param, split_page
 from app.api.params import PathId
 from app.api.schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate, Page
 from app.api.strict_json import StrictJsonRoute
-from app.dbtypes import utcnow
-from app.market import Fees
-from app.models import Order
+from app.core.clock import utcnow
+from app.core.market import Fees
+from app.core.states import OrderStatus, TerminateReason
 from app.providers.registry import enabled_providers
-from app.services import orders, stock_estimate, terminations
-from app.services.stock_views import OrderWithEstimateOut
+from app.services import orders, terminations
+from app.services.stock import estimate as stock_estimate
+from app.services.stock.views import OrderWithEstimateOut
 from app.services.views import OrderOut
-from app.states import OrderStatus, TerminateReason
+from app.storage.models import Order
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/orders", tags=["orders"])
 ORDER_ESTIMATE_WINDOW = timedelta(days=7)

@@ -20,19 +20,19 @@ from pydantic import (
     field_validator,
 )
 
-from app import metering
-from app.catalogue import (
+from app.core import metering
+from app.core.catalogue import (
     GPU_MODELS,
     Interconnect,
     Provider,
     normalize_gpu_model,
     offered_providers,
 )
-from app.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
+from app.core.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
+from app.core.states import OrderEventKind
+from app.core.text import MultiLine, OneLine
 from app.services.orders import NewOrder
 from app.services.views import MoneyOut
-from app.states import OrderEventKind
-from app.text import MultiLine, OneLine
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")

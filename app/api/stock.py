@@ -16,13 +16,15 @@ from app.api.stock_schemas import (
     parse_window,
 )
 from app.api.strict_json import StrictJsonRoute
-from app.catalogue import Provider, offered_providers
-from app.dbtypes import utcnow
-from app.errors import ValidationFailed
-from app.market import Fees
-from app.services import stock_estimate, stock_reads
-from app.services.stock_reads import HistoryFilter
-from app.services.stock_views import (
+from app.core.catalogue import Provider, offered_providers
+from app.core.clock import utcnow
+from app.core.errors import ValidationFailed
+from app.core.market import Fees
+from app.core.text import OneLine, quote
+from app.services.stock import estimate as stock_estimate
+from app.services.stock import reads as stock_reads
+from app.services.stock.reads import HistoryFilter
+from app.services.stock.views import (
     CoverageOut,
     EstimateOut,
     HistoryOut,
@@ -30,7 +32,6 @@ from app.services.stock_views import (
     StockIntervalOut,
     SummaryOut,
 )
-from app.text import OneLine, quote
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/stock", tags=["stock"])
 GpuCount = Annotated[int | None, Query(ge=1, le=64)]

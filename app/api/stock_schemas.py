@@ -8,9 +8,9 @@ from fastapi import Query
 from pydantic import Field
 
 from app.api.schemas import MachineWanted
-from app.catalogue import GPU_MODELS, normalize_gpu_model
-from app.errors import ValidationFailed
-from app.market import OrderWants
+from app.core.catalogue import GPU_MODELS, normalize_gpu_model
+from app.core.errors import ValidationFailed
+from app.core.market import OrderWants
 
 _WINDOW = re.compile(r"^([1-9][0-9]{0,5})([hd])$")
 DEFAULT_WINDOW = "7d"

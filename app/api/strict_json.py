@@ -15,8 +15,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.errors import INVALID_JSON, InvalidJson, UnsupportedMediaType
-from app.text import quote
+from app.core.errors import INVALID_JSON, InvalidJson, UnsupportedMediaType
+from app.core.text import quote
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -17,9 +17,10 @@ from app.api.webhook_schemas import (
     EndpointUpdate,
     EndpointWithSecret,
 )
-from app.models import WebhookDelivery, WebhookEndpoint
-from app.services import outbox, webhook_endpoints
-from app.services.webhook_secrets import SecretBox, SecretBoxLoader
+from app.services.webhooks import endpoints as webhook_endpoints
+from app.services.webhooks import outbox
+from app.services.webhooks.secrets import SecretBox, SecretBoxLoader
+from app.storage.models import WebhookDelivery, WebhookEndpoint
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/webhook-endpoints", tags=["webhooks"])
 deliveries_router = APIRouter(

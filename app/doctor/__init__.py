@@ -9,10 +9,10 @@ import asyncio
 import json
 from dataclasses import asdict
 
-from app.demo import EmbeddedSimulators
+from app.core.market import Fees
+from app.demo.mode import EmbeddedSimulators
 from app.doctor.local import check_database, check_secret_key, check_webhooks
 from app.doctor.providers import check_provider
-from app.market import Fees
 from app.providers.diagnosis import Check, Status
 from app.providers.http import provider_tls
 from app.providers.registry import credentials_hint, offered, simulated

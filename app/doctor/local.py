@@ -5,12 +5,12 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from app.db import create_engine, create_read_sessionmaker, ping, schema_revision
-from app.market import OrderWants, wants_of
+from app.core.market import OrderWants, wants_of
 from app.providers.diagnosis import Check, Status
 from app.services import waiting_orders
-from app.services.webhook_secrets import SecretBox, SecretKeyError
+from app.services.webhooks.secrets import SecretBox, SecretKeyError
 from app.settings import Settings
+from app.storage.db import create_engine, create_read_sessionmaker, ping, schema_revision
 
 
 def _check(name: str, status: Status, reason: str, scope: str = "database") -> Check:

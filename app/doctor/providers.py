@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from app.market import Fees, Offer, OrderWants, matches
+from app.core.market import Fees, Offer, OrderWants, matches
 from app.providers.diagnosis import Check, Probe, Status, Verdict
 from app.providers.spec import ProviderSpec, Timeouts
 

@@ -12,9 +12,9 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db import session_scope
 from app.events.hub import Hub
 from app.services import published_events
+from app.storage.db import session_scope
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2

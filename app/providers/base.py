@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
-from app.catalogue import Provider
-from app.market import VM, Offer, VMState
+from app.core.catalogue import Provider
+from app.core.market import VM, Offer, VMState
+from app.core.text import storable
 from app.providers.budget import Budget, MachineKey, StockRead
-from app.text import storable
 
-__all__ = ["VM", "Offer", "VMState"]  # re-exported: adapters speak them; app.market is home
+__all__ = ["VM", "Offer", "VMState"]  # re-exported: adapters speak them; app.core.market is home
 
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)

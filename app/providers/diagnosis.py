@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import httpx
 
-from app.market import Offer
+from app.core.market import Offer
 from app.providers.base import AuthFailed, ProviderAdapter, ProviderError, RateLimited
 
 

@@ -16,11 +16,15 @@ from typing import Any
 import certifi
 import httpx
 
-from app.catalogue import Provider
-from app.metrics import PROVIDER_CONNECTIONS, PROVIDER_RATE_LIMIT_HELD, PROVIDER_RATE_LIMIT_LEFT
+from app.core.catalogue import Provider
 from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
 from app.providers.budget import Budget, Published
 from app.providers.headroom import Headroom
+from app.support.metrics import (
+    PROVIDER_CONNECTIONS,
+    PROVIDER_RATE_LIMIT_HELD,
+    PROVIDER_RATE_LIMIT_LEFT,
+)
 
 USER_AGENT = "autoprovision/0.1"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers import fake, hyperstack, quantacloud, verda
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections

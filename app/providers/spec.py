@@ -12,8 +12,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
 
-from app.catalogue import Provider
-from app.metering import BillingUnit
+from app.core.catalogue import Provider
+from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.budget import MIN_READ_SECONDS, Budget, RateLimit, Request, StockRead
 from app.providers.diagnosis import Diagnose

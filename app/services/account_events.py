@@ -3,8 +3,8 @@
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.ids import new_id
-from app.models import AccountEvent
+from app.core.ids import new_id
+from app.storage.models import AccountEvent
 
 
 def add(session: AsyncSession, *, account_id: str, kind: str, message: str) -> AccountEvent:

@@ -4,12 +4,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import utcnow
-from app.errors import NotFound
-from app.ids import new_id
-from app.models import Account, AdminKey
-from app.security import ADMIN_KEY_PREFIX, generate_api_key, hash_api_key
-from app.text import quote
+from app.core.clock import utcnow
+from app.core.errors import NotFound
+from app.core.ids import new_id
+from app.core.text import quote
+from app.storage.models import Account, AdminKey
+from app.support.security import ADMIN_KEY_PREFIX, generate_api_key, hash_api_key
 
 ADMIN_KEY_ROW = 1
 

@@ -1,4 +1,4 @@
-"""Paying as machines run (app/metering.py has the arithmetic): each billing hour debited as it
+"""Paying as machines run (app/core/metering.py has the arithmetic): each billing hour debited as it
 begins, the unused part of the last one refunded when the machine ends, and what each account's
 machines cost an hour together (its spend, its runway, its low-balance mark).
 
@@ -15,14 +15,15 @@ from enum import Enum
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import metering
-from app.catalogue import Provider
-from app.models import Account, Deployment, Order, WebhookEventType
-from app.money import format_money, format_usd
-from app.services import account_events, ledger, outbox, timeline
+from app.core import metering
+from app.core.catalogue import Provider
+from app.core.money import format_money, format_usd
+from app.core.states import DeploymentStatus, OrderEventKind
+from app.services import account_events, ledger, timeline
 from app.services.limits import format_time
 from app.services.timeline import Line
-from app.states import DeploymentStatus, OrderEventKind
+from app.services.webhooks import outbox
+from app.storage.models import Account, Deployment, Order, WebhookEventType
 
 # Attempts whose machine bills: accepted and not ended (a create accepted at a provider that
 # bills from then on, or a VM that runs). Being deleted: no new hour is paid.

@@ -20,18 +20,14 @@ from sqlalchemy import Connection, Table, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app import metering
-from app.catalogue import Provider
-from app.dbtypes import UTCDateTime, utcnow
-from app.errors import InsufficientFunds
-from app.ids import new_id
-from app.market import VM, Offer
-from app.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
-from app.money import format_usd
-from app.services import ledger, outbox, timeline
-from app.services.limits import format_time, limits_line
-from app.services.timeline import Line
-from app.states import (
+from app.core import metering
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.errors import InsufficientFunds
+from app.core.ids import new_id
+from app.core.market import VM, Offer
+from app.core.money import format_usd
+from app.core.states import (
     OPEN_DEPLOYMENTS,
     DeploymentStatus,
     OrderEventKind,
@@ -39,6 +35,12 @@ from app.states import (
     check_deployment_move,
     check_order_move,
 )
+from app.services import ledger, timeline
+from app.services.limits import format_time, limits_line
+from app.services.timeline import Line
+from app.services.webhooks import outbox
+from app.storage.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
+from app.storage.types import UTCDateTime
 
 COLUMNS = Deployment.__table__.columns
 DEFAULT_HOUR_SECONDS = 3600.0

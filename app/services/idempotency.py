@@ -16,9 +16,9 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import utcnow
-from app.errors import Conflict, ValidationFailed
-from app.models import IdempotencyKey
+from app.core.clock import utcnow
+from app.core.errors import Conflict, ValidationFailed
+from app.storage.models import IdempotencyKey
 
 KEY_LIFETIME = timedelta(hours=24)
 MAX_KEY_LENGTH = 255

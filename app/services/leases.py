@@ -12,7 +12,7 @@ from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import Lease
+from app.storage.models import Lease
 
 
 async def acquire(

@@ -13,13 +13,14 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import Money, UTCDateTime, utcnow
-from app.errors import Conflict, InsufficientFunds, NotFound
-from app.ids import new_id
-from app.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
-from app.money import format_usd
+from app.core.clock import utcnow
+from app.core.errors import Conflict, InsufficientFunds, NotFound
+from app.core.ids import new_id
+from app.core.money import format_usd
+from app.core.text import quote
 from app.services import account_events
-from app.text import quote
+from app.storage.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
+from app.storage.types import Money, UTCDateTime
 
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _accounts = cast(Table, Account.__table__)

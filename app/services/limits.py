@@ -2,12 +2,12 @@
 
 from datetime import datetime
 
-from app import metering
-from app.dbtypes import utcnow
-from app.models import Deployment, Order
-from app.money import format_usd
+from app.core import metering
+from app.core.clock import utcnow
+from app.core.money import format_usd
+from app.core.states import OrderEventKind
 from app.services.timeline import Line
-from app.states import OrderEventKind
+from app.storage.models import Deployment, Order
 
 
 def format_time(moment: datetime) -> str:

@@ -8,13 +8,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue import Interconnect, Provider
-from app.dbtypes import utcnow
-from app.market import Fees, Offer, OrderWants, disk_price_per_hour, matches, wants_of
-from app.models import OfferSnapshot, Order
-from app.money import format_money
+from app.core.catalogue import Interconnect, Provider
+from app.core.clock import utcnow
+from app.core.market import Fees, Offer, OrderWants, disk_price_per_hour, matches, wants_of
+from app.core.money import format_money
+from app.core.states import OrderStatus
 from app.services.views import OfferOut, OffersOut, ProviderReadOut
-from app.states import OrderStatus
+from app.storage.models import OfferSnapshot, Order
 
 
 def offer_json(offer: Any) -> dict[str, Any]:

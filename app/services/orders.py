@@ -8,23 +8,24 @@ from decimal import Decimal
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue import Provider
-from app.dbtypes import utcnow
-from app.errors import (
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.errors import (
     Conflict,
     NotFound,
     ProvidersNotEnabled,
     TooManyOrders,
     ValidationFailed,
 )
-from app.ids import new_id
-from app.models import Account, Deployment, Order, OrderEvent, WebhookEventType
-from app.money import format_usd
-from app.services import outbox, timeline
+from app.core.ids import new_id
+from app.core.money import format_usd
+from app.core.states import OrderEventKind, OrderStatus, check_order_move
+from app.core.text import quote
+from app.services import timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
-from app.states import OrderEventKind, OrderStatus, check_order_move
-from app.text import quote
+from app.services.webhooks import outbox
+from app.storage.models import Account, Deployment, Order, OrderEvent, WebhookEventType
 
 
 def describe_request(order: Order) -> str:

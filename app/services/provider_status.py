@@ -8,9 +8,9 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue import offered_providers
-from app.models import Deployment, OfferSnapshot, ProviderBalance
+from app.core.catalogue import offered_providers
 from app.services.views import BalanceReadOut, ProviderStatusOut, StockReadOut
+from app.storage.models import Deployment, OfferSnapshot, ProviderBalance
 
 
 async def keep_balance(

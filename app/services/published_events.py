@@ -13,11 +13,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import delete, exists, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import utcnow
-from app.models import AccountEvent, Order, OrderEvent, PublishedEvent
+from app.core.clock import utcnow
+from app.core.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind
 from app.services.orders import latest_deployments
 from app.services.views import OrderSnapshotOut
-from app.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind
+from app.storage.models import AccountEvent, Order, OrderEvent, PublishedEvent
 
 PUBLISH_BATCH = 200
 # Any constant: publishers of every replica take this lock, so one publishes at a time.

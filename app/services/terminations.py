@@ -18,13 +18,10 @@ from decimal import Decimal
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.catalogue import Provider
-from app.errors import Conflict
-from app.models import Deployment, Order, WebhookEventType
-from app.money import format_usd
-from app.services import billing, deployments, orders, outbox, timeline
-from app.services.timeline import Line
-from app.states import (
+from app.core.catalogue import Provider
+from app.core.errors import Conflict
+from app.core.money import format_usd
+from app.core.states import (
     OPEN_DEPLOYMENTS,
     DeploymentStatus,
     OrderEventKind,
@@ -33,6 +30,10 @@ from app.states import (
     check_deployment_move,
     check_order_move,
 )
+from app.services import billing, deployments, orders, timeline
+from app.services.timeline import Line
+from app.services.webhooks import outbox
+from app.storage.models import Deployment, Order, WebhookEventType
 
 WHY = {
     TerminateReason.REQUESTED: "asked for by you",

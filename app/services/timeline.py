@@ -5,10 +5,10 @@ from typing import NamedTuple, cast
 from sqlalchemy import Connection, Table, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import utcnow
-from app.ids import new_id
-from app.models import OrderEvent
-from app.states import OrderEventKind
+from app.core.clock import utcnow
+from app.core.ids import new_id
+from app.core.states import OrderEventKind
+from app.storage.models import OrderEvent
 
 # Built once: one claim commit on the deploy path writes through it.
 _INSERT = insert(cast(Table, OrderEvent.__table__))

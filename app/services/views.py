@@ -7,12 +7,12 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
-from app import metering
-from app.catalogue import Provider
-from app.money import format_money
-from app.security import ssh_key_fingerprint
+from app.core import metering
+from app.core.catalogue import Provider
+from app.core.money import format_money
+from app.core.states import DeploymentStatus, OrderStatus, TerminateReason
 from app.services.limits import terminates_at
-from app.states import DeploymentStatus, OrderStatus, TerminateReason
+from app.support.security import ssh_key_fingerprint
 
 MoneyOut = Annotated[Decimal, PlainSerializer(format_money, return_type=str)]
 HoursOut = Annotated[Decimal, PlainSerializer(float, return_type=float)]

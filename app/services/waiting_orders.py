@@ -8,10 +8,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.models import Account, Order
-from app.states import OrderStatus
+from app.core.states import OrderStatus
+from app.storage.models import Account, Order
 
-# What the matcher needs of an order (see app.market.wants_of), and its status.
+# What the matcher needs of an order (see app.core.market.wants_of), and its status.
 _ORDER_COLUMNS = (
     Order.id,
     Order.status,

@@ -20,9 +20,9 @@ An attempt whose create got no clear answer is resolved by looking at the provid
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.market import VM, VMState
-from app.models import Deployment
+from app.core.market import VM, VMState
 from app.providers.base import PROVIDER_CLOCK_SKEW
+from app.storage.models import Deployment
 
 
 @dataclass(frozen=True)

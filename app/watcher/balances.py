@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from app.catalogue import Provider
-from app.dbtypes import utcnow
-from app.metrics import PROVIDER_BALANCE
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.text import storable
 from app.providers.base import ProviderAdapter, ProviderError
-from app.text import storable
+from app.support.metrics import PROVIDER_BALANCE
 
 log = logging.getLogger(__name__)
 

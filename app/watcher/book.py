@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from app.catalogue import Provider
-from app.dbtypes import utcnow
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
 from app.providers.base import Offer
 
 OfferKey = tuple[str, str, str]

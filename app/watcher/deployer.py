@@ -8,11 +8,9 @@ from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
-from app.db import session_scope
-from app.errors import InsufficientFunds
-from app.metrics import CREATES
-from app.one_hop import OneHopWriter
+from app.core.catalogue import Provider
+from app.core.errors import InsufficientFunds
+from app.core.states import OrderEventKind
 from app.providers.base import (
     AuthFailed,
     NoCapacity,
@@ -26,7 +24,9 @@ from app.providers.base import (
 from app.services import deployments, timeline
 from app.services.deployments import Intent, KindBusy, VMAlreadyOwned
 from app.services.timeline import Line
-from app.states import OrderEventKind
+from app.storage.db import session_scope
+from app.storage.one_hop import OneHopWriter
+from app.support.metrics import CREATES
 from app.watcher.book import OfferBook, OfferKey, Taken
 from app.watcher.match import Assignment
 

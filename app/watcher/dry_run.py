@@ -2,10 +2,10 @@
 
 from collections.abc import Collection, Iterable
 
-from app.metrics import WOULD_DEPLOY
-from app.money import format_usd
+from app.core.money import format_usd
+from app.core.states import OrderEventKind
 from app.services.timeline import Line
-from app.states import OrderEventKind
+from app.support.metrics import WOULD_DEPLOY
 from app.watcher.match import Assignment
 
 OfferKey = tuple[str, str, str]

@@ -8,15 +8,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.metrics import DEPLOY_TO_RUNNING_SECONDS
-from app.models import Deployment
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind
 from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
 from app.services import deployments, timeline
 from app.services.timeline import Line
-from app.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind
+from app.storage.db import session_scope
+from app.storage.models import Deployment
+from app.support.metrics import DEPLOY_TO_RUNNING_SECONDS
 from app.watcher import adoption
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.ids import new_id
-from app.market import Fees
+from app.core.clock import utcnow
+from app.core.ids import new_id
+from app.core.market import Fees
 from app.providers.base import Offer
-from app.services import stock_history
-from app.services.stock_history import Changes, Interval, Window
+from app.services.stock import history as stock_history
+from app.services.stock.history import Changes, Interval, Window
+from app.storage.db import session_scope
 
 log = logging.getLogger(__name__)
 OfferKey = tuple[str, str, str]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.market import Fees, Offer, OrderWants, disk_price_per_hour, disk_size_gb, fits
+from app.core.market import Fees, Offer, OrderWants, disk_price_per_hour, disk_size_gb, fits
 
 
 @dataclass(frozen=True)

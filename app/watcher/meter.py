@@ -9,13 +9,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app import metering
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.errors import Conflict
+from app.core import metering
+from app.core.clock import utcnow
+from app.core.errors import Conflict
+from app.core.states import TerminateReason
 from app.services import billing, terminations
 from app.services.billing import Machine, Payment
-from app.states import TerminateReason
+from app.storage.db import session_scope
 
 log = logging.getLogger(__name__)
 # Hours paid for one machine in one tick at most: after a long stop of the service a machine

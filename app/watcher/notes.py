@@ -3,11 +3,11 @@
 from collections.abc import Collection, Mapping
 from decimal import Decimal
 
-from app.market import OrderWants
-from app.money import format_usd
+from app.core.market import OrderWants
+from app.core.money import format_usd
+from app.core.states import OrderEventKind
 from app.services.deployments import describe_offer
 from app.services.timeline import Line
-from app.states import OrderEventKind
 from app.watcher.match import Assignment, MatchResult
 
 

@@ -11,9 +11,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 
-from app.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED, PROVIDER_REQUEST_RATE
 from app.providers.base import Offer, ProviderAdapter, ProviderError, RateLimited
 from app.providers.budget import MIN_READ_SECONDS, MachineKey
+from app.support.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED, PROVIDER_REQUEST_RATE
 
 log = logging.getLogger(__name__)
 IDLE_RECHECK_SECONDS = 0.2  # how soon a provider nobody wants is looked at again

@@ -6,15 +6,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.metrics import UNTRACKED_VMS
-from app.models import Deployment
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.states import DeploymentStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import deployments
 from app.services.deployments import VM_TAG_PREFIX
-from app.states import DeploymentStatus
+from app.storage.db import session_scope
+from app.storage.models import Deployment
+from app.support.metrics import UNTRACKED_VMS
 from app.watcher.adoption import possible_owners, view
 
 log = logging.getLogger(__name__)

@@ -9,13 +9,13 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.models import Deployment
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.states import DeploymentStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import deployments, terminations
-from app.states import DeploymentStatus
+from app.storage.db import session_scope
+from app.storage.models import Deployment
 
 log = logging.getLogger(__name__)
 ENDED = frozenset({VMState.FAILED, VMState.GONE, VMState.SUSPENDED, VMState.DELETING})

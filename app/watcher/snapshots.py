@@ -6,10 +6,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
-from app.db import session_scope
+from app.core.catalogue import Provider
 from app.services import offers
 from app.services.offers import offer_json
+from app.storage.db import session_scope
 from app.watcher.book import OfferBook
 
 HEARTBEAT_SECONDS = 5.0  # rewrite an unchanged snapshot this often, so its age stays honest

@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.catalogue import Provider
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.models import Deployment
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
 from app.providers.base import ProviderAdapter, ProviderError, VMState
 from app.services import terminations
+from app.storage.db import session_scope
+from app.storage.models import Deployment
 
 log = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 1.0  # a delete refused (still booting) or failed is sent again after this,

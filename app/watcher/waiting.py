@@ -15,10 +15,10 @@ from decimal import Decimal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.dbtypes import utcnow
-from app.market import OrderWants, wants_of
+from app.core.clock import utcnow
+from app.core.market import OrderWants, wants_of
+from app.core.states import OrderStatus
 from app.services import waiting_orders
-from app.states import OrderStatus
 
 OVERLAP = timedelta(seconds=10)  # > the longest write transaction, and the clock skew
 FULL_READ_SECONDS = 300.0

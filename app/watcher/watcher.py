@@ -14,18 +14,19 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.aio import wait_until_set
-from app.catalogue import Provider
-from app.db import session_scope
-from app.dbtypes import utcnow
-from app.market import Fees
-from app.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.market import Fees
+from app.core.states import OrderStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import enabled_providers, planned_providers, poll_periods
-from app.services import deployments, orders, provider_status, stock_history
+from app.services import deployments, orders, provider_status
 from app.services.deployments import Intent
+from app.services.stock import history as stock_history
 from app.settings import Settings
-from app.states import OrderStatus
+from app.storage.db import session_scope
+from app.support.aio import wait_until_set
+from app.support.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.watcher.balances import BalanceRead, ProviderBalances
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
@@ -184,7 +185,7 @@ class Watcher:
 
     def jobs(self) -> list[tuple[str, float, Callable[[], Awaitable[None]]]]:
         """The watcher's periodic jobs and their periods (stock polling runs apart: see the
-        architecture doc). The replica-wide housekeeping is in `app/jobs.py`."""
+        architecture doc). The replica-wide housekeeping is in `app/background.py`."""
         every = self.settings.follow_seconds
         jobs: list[tuple[str, float, Callable[[], Awaitable[None]]]] = [
             ("follow VMs", every, self.follower.tick),

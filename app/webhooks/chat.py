@@ -13,9 +13,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from app.catalogue import Provider
-from app.models import WebhookFormat
-from app.money import format_usd
+from app.core.catalogue import Provider
+from app.core.money import format_usd
+from app.storage.models import WebhookFormat
 
 DISCORD_MAX_CHARS = 2000
 _DISCORD_SPECIAL = re.compile(r"([\\*_~`|>\[\]()<@#:-])")

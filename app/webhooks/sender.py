@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import httpx
 from standardwebhooks.webhooks import Webhook
 
-from app.services.outbox import Outcome
-from app.services.webhook_urls import UrlRefused, resolve
-from app.text import storable
+from app.core.text import storable
+from app.services.webhooks.outbox import Outcome
+from app.services.webhooks.urls import UrlRefused, resolve
 
 RESPONSE_CHARS = 2048  # of a receiver's answer, kept with the attempt
 ERROR_CHARS = 500  # of an attempt's error text

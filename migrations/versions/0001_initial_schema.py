@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -25,9 +25,9 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("api_key_hash", sa.String(length=64), nullable=False),
-        sa.Column("balance", app.dbtypes.Money(), nullable=False),
-        sa.Column("held", app.dbtypes.Money(), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("balance", column_types.Money(), nullable=False),
+        sa.Column("held", column_types.Money(), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.CheckConstraint("balance >= 0", name=op.f("ck_accounts_balance_not_negative")),
         sa.CheckConstraint(
             "held >= 0 AND held <= balance", name=op.f("ck_accounts_held_within_balance")
@@ -39,7 +39,7 @@ def upgrade() -> None:
         "admin_keys",
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("key_hash", sa.String(length=64), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_admin_keys")),
         sa.UniqueConstraint("key_hash", name=op.f("uq_admin_keys_key_hash")),
     )
@@ -53,7 +53,7 @@ def upgrade() -> None:
         sa.Column("request_hash", sa.String(length=64), nullable=False),
         sa.Column("response_status", sa.Integer(), nullable=False),
         sa.Column("response_body", sa.JSON(), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_idempotency_keys")),
         sa.UniqueConstraint("principal", "key", name=op.f("uq_idempotency_keys_principal")),
     )
@@ -71,14 +71,14 @@ def upgrade() -> None:
         sa.Column("gpu_model", sa.String(length=40), nullable=False),
         sa.Column("gpu_count", sa.Integer(), nullable=False),
         sa.Column("providers", sa.JSON(), nullable=False),
-        sa.Column("max_price_per_hour", app.dbtypes.Money(), nullable=False),
+        sa.Column("max_price_per_hour", column_types.Money(), nullable=False),
         sa.Column("regions", sa.JSON(), nullable=True),
         sa.Column("min_disk_gb", sa.Integer(), nullable=True),
         sa.Column("interconnect", sa.String(length=20), nullable=True),
-        sa.Column("expires_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("expires_at", column_types.UTCDateTime(timezone=True), nullable=True),
         sa.Column("ssh_public_key", sa.Text(), nullable=True),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["account_id"], ["accounts.id"], name=op.f("fk_orders_account_id_accounts")
         ),
@@ -93,10 +93,10 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("account_id", sa.String(length=40), nullable=False),
         sa.Column("order_id", sa.String(length=40), nullable=True),
-        sa.Column("amount", app.dbtypes.Money(), nullable=False),
+        sa.Column("amount", column_types.Money(), nullable=False),
         sa.Column("status", sa.String(length=20), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("closed_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("closed_at", column_types.UTCDateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["account_id"], ["accounts.id"], name=op.f("fk_holds_account_id_accounts")
         ),
@@ -113,7 +113,7 @@ def upgrade() -> None:
         sa.Column("order_id", sa.String(length=40), nullable=False),
         sa.Column("kind", sa.String(length=40), nullable=False),
         sa.Column("message", sa.String(length=1000), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["order_id"], ["orders.id"], name=op.f("fk_order_events_order_id_orders")
         ),
@@ -132,13 +132,13 @@ def upgrade() -> None:
         sa.Column("instance_type", sa.String(length=128), nullable=False),
         sa.Column("vm_name", sa.String(length=64), nullable=False),
         sa.Column("provider_vm_id", sa.String(length=128), nullable=True),
-        sa.Column("price_per_hour", app.dbtypes.Money(), nullable=False),
-        sa.Column("price_per_hour_with_fees", app.dbtypes.Money(), nullable=False),
+        sa.Column("price_per_hour", column_types.Money(), nullable=False),
+        sa.Column("price_per_hour_with_fees", column_types.Money(), nullable=False),
         sa.Column("ip", sa.String(length=64), nullable=True),
         sa.Column("status", sa.String(length=20), nullable=False),
         sa.Column("hold_id", sa.String(length=40), nullable=True),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["hold_id"], ["holds.id"], name=op.f("fk_deployments_hold_id_holds")
         ),
@@ -156,13 +156,13 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("account_id", sa.String(length=40), nullable=False),
         sa.Column("kind", sa.String(length=20), nullable=False),
-        sa.Column("amount", app.dbtypes.Money(), nullable=False),
-        sa.Column("balance_after", app.dbtypes.Money(), nullable=False),
-        sa.Column("held_after", app.dbtypes.Money(), nullable=False),
+        sa.Column("amount", column_types.Money(), nullable=False),
+        sa.Column("balance_after", column_types.Money(), nullable=False),
+        sa.Column("held_after", column_types.Money(), nullable=False),
         sa.Column("hold_id", sa.String(length=40), nullable=True),
         sa.Column("order_id", sa.String(length=40), nullable=True),
         sa.Column("note", sa.String(length=500), nullable=True),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["account_id"], ["accounts.id"], name=op.f("fk_ledger_entries_account_id_accounts")
         ),

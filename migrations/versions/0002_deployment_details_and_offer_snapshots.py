@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0002"
 down_revision: str | None = "0001"
@@ -25,7 +25,7 @@ def upgrade() -> None:
         "offer_snapshots",
         sa.Column("provider", sa.String(length=20), nullable=False),
         sa.Column("offers", sa.JSON(), nullable=False),
-        sa.Column("fetched_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("fetched_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.Column("error", sa.String(length=500), nullable=True),
         sa.PrimaryKeyConstraint("provider", name=op.f("pk_offer_snapshots")),
     )
@@ -43,7 +43,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("provider_status", sa.String(length=40), nullable=True))
         batch_op.add_column(sa.Column("detail", sa.String(length=500), nullable=True))
         batch_op.add_column(
-            sa.Column("running_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("running_at", column_types.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.create_index("ix_deployments_status", ["status"], unique=False)
 

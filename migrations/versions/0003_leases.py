@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0003"
 down_revision: str | None = "0002"
@@ -23,7 +23,7 @@ def upgrade() -> None:
         "leases",
         sa.Column("name", sa.String(length=40), nullable=False),
         sa.Column("holder", sa.String(length=200), nullable=False),
-        sa.Column("expires_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_leases")),
     )
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -21,16 +21,16 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("offer_snapshots", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column("checked_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("checked_at", column_types.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.alter_column(
-            "fetched_at", existing_type=app.dbtypes.UTCDateTime(timezone=True), nullable=True
+            "fetched_at", existing_type=column_types.UTCDateTime(timezone=True), nullable=True
         )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("offer_snapshots", schema=None) as batch_op:
         batch_op.alter_column(
-            "fetched_at", existing_type=app.dbtypes.UTCDateTime(timezone=True), nullable=False
+            "fetched_at", existing_type=column_types.UTCDateTime(timezone=True), nullable=False
         )
         batch_op.drop_column("checked_at")

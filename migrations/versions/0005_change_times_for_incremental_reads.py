@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -21,7 +21,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("accounts", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column("updated_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("updated_at", column_types.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.create_index(batch_op.f("ix_accounts_updated_at"), ["updated_at"], unique=False)
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0007"
 down_revision: str | None = "0006"
@@ -26,7 +26,7 @@ def upgrade() -> None:
         sa.Column("account_id", sa.String(length=40), nullable=False),
         sa.Column("kind", sa.String(length=40), nullable=False),
         sa.Column("message", sa.String(length=1000), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["account_id"], ["accounts.id"], name=op.f("fk_account_events_account_id_accounts")
         ),
@@ -47,11 +47,13 @@ def upgrade() -> None:
         sa.Column("secret", sa.Text(), nullable=False),
         sa.Column("previous_secret", sa.Text(), nullable=True),
         sa.Column(
-            "previous_secret_expires_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True
+            "previous_secret_expires_at",
+            column_types.UTCDateTime(timezone=True),
+            nullable=True,
         ),
-        sa.Column("failing_since", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("failing_since", column_types.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["account_id"], ["accounts.id"], name=op.f("fk_webhook_endpoints_account_id_accounts")
         ),
@@ -69,7 +71,7 @@ def upgrade() -> None:
         sa.Column("order_id", sa.String(length=40), nullable=True),
         sa.Column("type", sa.String(length=40), nullable=False),
         sa.Column("payload", sa.Text(), nullable=False),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["account_id"], ["accounts.id"], name=op.f("fk_webhook_events_account_id_accounts")
         ),
@@ -88,13 +90,13 @@ def upgrade() -> None:
         sa.Column("endpoint_id", sa.String(length=40), nullable=False),
         sa.Column("status", sa.String(length=20), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("next_attempt_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("next_attempt_at", column_types.UTCDateTime(timezone=True), nullable=True),
         sa.Column("lease_token", sa.String(length=40), nullable=True),
-        sa.Column("lease_expires_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("lease_expires_at", column_types.UTCDateTime(timezone=True), nullable=True),
         sa.Column("last_status_code", sa.Integer(), nullable=True),
         sa.Column("last_error", sa.String(length=500), nullable=True),
-        sa.Column("created_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["endpoint_id"],
             ["webhook_endpoints.id"],
@@ -122,7 +124,7 @@ def upgrade() -> None:
         "webhook_attempts",
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("delivery_id", sa.String(length=40), nullable=False),
-        sa.Column("attempted_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("attempted_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("duration_ms", sa.Integer(), nullable=False),
         sa.Column("response_body", sa.Text(), nullable=True),

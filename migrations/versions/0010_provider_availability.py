@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -45,8 +45,8 @@ def upgrade() -> None:
     op.create_table(
         "provider_balances",
         sa.Column("provider", sa.String(length=20), nullable=False),
-        sa.Column("amount", app.dbtypes.Money(), nullable=True),
-        sa.Column("read_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("amount", column_types.Money(), nullable=True),
+        sa.Column("read_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.Column("error", sa.String(length=500), nullable=True),
         sa.PrimaryKeyConstraint("provider", name=op.f("pk_provider_balances")),
     )

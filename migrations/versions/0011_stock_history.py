@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -30,13 +30,13 @@ def upgrade() -> None:
         sa.Column("interconnect", sa.String(length=20), nullable=True),
         sa.Column("disk_gb", sa.Integer(), nullable=True),
         sa.Column("disk_fixed", sa.Boolean(), nullable=False),
-        sa.Column("price_per_hour", app.dbtypes.Money(), nullable=False),
-        sa.Column("fee_percent", app.dbtypes.Money(), nullable=False),
-        sa.Column("fee_flat_per_hour", app.dbtypes.Money(), nullable=False),
-        sa.Column("price_per_hour_with_fees", app.dbtypes.Money(), nullable=False),
-        sa.Column("first_seen_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("last_seen_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("gone_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("price_per_hour", column_types.Money(), nullable=False),
+        sa.Column("fee_percent", column_types.Money(), nullable=False),
+        sa.Column("fee_flat_per_hour", column_types.Money(), nullable=False),
+        sa.Column("price_per_hour_with_fees", column_types.Money(), nullable=False),
+        sa.Column("first_seen_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("last_seen_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("gone_at", column_types.UTCDateTime(timezone=True), nullable=True),
         sa.Column("max_available", sa.Integer(), nullable=True),
         sa.Column("generated", sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stock_intervals")),
@@ -60,9 +60,9 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=40), nullable=False),
         sa.Column("provider", sa.String(length=20), nullable=False),
         sa.Column("period_seconds", sa.Float(), nullable=False),
-        sa.Column("started_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("last_read_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("ended_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("started_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("last_read_at", column_types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("ended_at", column_types.UTCDateTime(timezone=True), nullable=True),
         sa.Column("generated", sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_stock_coverage")),
     )

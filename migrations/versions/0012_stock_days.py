@@ -11,10 +11,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
-
 # The packing of `stock_days.spans` is part of this schema; a change to it needs a migration.
-from app.stock_days import cut, encode
+from app.stock.days import cut, encode
+from app.storage import types as column_types
 
 revision: str = "0012"
 down_revision: str | None = "0011"
@@ -37,7 +36,7 @@ def upgrade() -> None:
         sa.Column("interconnect", sa.String(length=20), nullable=True),
         sa.Column("disk_gb", sa.Integer(), nullable=True),
         sa.Column("disk_fixed", sa.Boolean(), nullable=False),
-        sa.Column("last_seen_at", app.dbtypes.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("last_seen_at", column_types.UTCDateTime(timezone=True), nullable=False),
         sa.Column("spans", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint(
             "provider", "region", "sku", "day", "generated", name=op.f("pk_stock_days")
@@ -53,9 +52,9 @@ def _fill(stock_days: sa.Table) -> None:
         "stock_intervals",
         *(sa.column(name) for name in ("provider", "region", "sku", *MACHINE, "generated")),
         sa.column("price_per_hour", sa.BigInteger()),  # micro-dollars as stored
-        sa.column("first_seen_at", app.dbtypes.UTCDateTime()),
-        sa.column("last_seen_at", app.dbtypes.UTCDateTime()),
-        sa.column("gone_at", app.dbtypes.UTCDateTime()),
+        sa.column("first_seen_at", column_types.UTCDateTime()),
+        sa.column("last_seen_at", column_types.UTCDateTime()),
+        sa.column("gone_at", column_types.UTCDateTime()),
     )
     Key = tuple[str, str, str, int, bool]
     days: dict[Key, dict[str, object]] = {}

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import app.dbtypes
+from app.storage import types as column_types
 
 revision: str = "0016"
 down_revision: str | None = "0015"
@@ -78,15 +78,17 @@ def upgrade() -> None:
     _owner_index(NEW_OWNER)
     with op.batch_alter_table("accounts", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column("low_balance_since", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("low_balance_since", column_types.UTCDateTime(timezone=True), nullable=True)
         )
     with op.batch_alter_table("orders", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("max_runtime_hours", app.dbtypes.Money(), nullable=True))
-        batch_op.add_column(sa.Column("max_total_usd", app.dbtypes.Money(), nullable=True))
+        batch_op.add_column(sa.Column("max_runtime_hours", column_types.Money(), nullable=True))
+        batch_op.add_column(sa.Column("max_total_usd", column_types.Money(), nullable=True))
         batch_op.add_column(sa.Column("terminate_reason", sa.String(length=20), nullable=True))
         batch_op.add_column(
             sa.Column(
-                "terminate_requested_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True
+                "terminate_requested_at",
+                column_types.UTCDateTime(timezone=True),
+                nullable=True,
             )
         )
         batch_op.create_check_constraint(
@@ -99,25 +101,25 @@ def upgrade() -> None:
             )
         )
         batch_op.add_column(
-            sa.Column("billed_from", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("billed_from", column_types.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.add_column(
             sa.Column("paid_hours", sa.Integer(), nullable=False, server_default=sa.text("0"))
         )
         batch_op.add_column(
-            sa.Column("charged", app.dbtypes.Money(), nullable=False, server_default=sa.text("0"))
+            sa.Column("charged", column_types.Money(), nullable=False, server_default=sa.text("0"))
         )
         batch_op.add_column(
-            sa.Column("unpaid_since", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("unpaid_since", column_types.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.add_column(
-            sa.Column("ended_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("ended_at", column_types.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.add_column(
             sa.Column("delete_attempts", sa.Integer(), nullable=False, server_default=sa.text("0"))
         )
         batch_op.add_column(
-            sa.Column("next_delete_at", app.dbtypes.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("next_delete_at", column_types.UTCDateTime(timezone=True), nullable=True)
         )
     # What the previous version charged: one hour for each accepted attempt whose VM did not
     # fail (those were refunded). Running ones bill from now on.

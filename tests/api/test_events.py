@@ -12,13 +12,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.events import _events
 from app.api.schemas import OrderCreate
-from app.db import create_engine, create_read_sessionmaker, create_sessionmaker, session_scope
-from app.dbtypes import utcnow
+from app.core.clock import utcnow
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.main import create_app
 from app.services import orders, published_events
 from app.settings import Settings
+from app.storage.db import (
+    create_engine,
+    create_read_sessionmaker,
+    create_sessionmaker,
+    session_scope,
+)
 from tests.factories import AccountHandle, order_body, place_in_database
 from tests.servers import serve_in_thread
 from tests.services.test_published_events import _account

@@ -3,7 +3,7 @@
 schemathesis generates valid and invalid requests for each operation and sends them to a real
 server (uvicorn in a thread, on an SQLite file); every answer must be a non-5xx with a JSON body,
 every error must carry the service's error shape, and no error may repeat a generated string
-longer than the service quotes (`app.text.QUOTE_LIMIT`).
+longer than the service quotes (`app.core.text.QUOTE_LIMIT`).
 """
 
 import json
@@ -19,9 +19,9 @@ from schemathesis import Case, CheckContext, GenerationMode, Response
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.result import Ok
 
+from app.core.text import QUOTE_LIMIT
 from app.main import create_app
 from app.settings import Settings
-from app.text import QUOTE_LIMIT
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 

@@ -3,7 +3,7 @@
 import httpx
 from fastapi import FastAPI
 
-from app.db import create_engine, create_read_sessionmaker
+from app.storage.db import create_engine, create_read_sessionmaker
 
 
 async def test_healthz_answers_while_the_process_is_up(client: httpx.AsyncClient) -> None:

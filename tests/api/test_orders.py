@@ -9,11 +9,11 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
-from app.dbtypes import utcnow
-from app.ids import new_id
-from app.models import Deployment
-from app.states import OrderStatus
+from app.core.clock import utcnow
+from app.core.ids import new_id
+from app.core.states import OrderStatus
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Deployment
 from tests.api.test_schemas import _key as ssh_key
 from tests.factories import create_account, force_order_status, order_body, place_order
 
@@ -433,7 +433,7 @@ class TestIdempotency:
     ) -> None:
         from sqlalchemy import update
 
-        from app.models import IdempotencyKey
+        from app.storage.models import IdempotencyKey
 
         account = await create_account(client)
         headers = {**account.headers, "Idempotency-Key": "old"}

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.dbtypes import utcnow
-from app.models import StockCoverage, StockInterval
+from app.core.clock import utcnow
+from app.storage.models import StockCoverage, StockInterval
 from tests.factories import (
     coverage_window,
     create_account,

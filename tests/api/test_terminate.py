@@ -9,11 +9,11 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.catalogue import Provider
-from app.db import create_sessionmaker, session_scope
+from app.core.catalogue import Provider
+from app.core.states import OrderStatus
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments
-from app.states import OrderStatus
+from app.storage.db import create_sessionmaker, session_scope
 from tests.factories import ADMIN, AccountHandle, create_account, force_order_status, place_order
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-B300x8", "B300", 8, Decimal("40.00"))

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.models import Account
+from app.storage.models import Account
 from tests.api.test_schemas import _key as ssh_key
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
 

@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.models import WebhookEndpoint
 from app.settings import Settings
+from app.storage.models import WebhookEndpoint
 from tests.dns import fake_dns
 from tests.factories import AccountHandle, create_account
 

@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from app.catalogue import Provider
-from app.db import create_engine, create_sessionmaker, session_scope
+from app.core.catalogue import Provider
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments
+from app.storage.db import create_engine, create_sessionmaker, session_scope
 from tests.client.conftest import Account, Autoprovision
 from tests.client.test_commands import place
 

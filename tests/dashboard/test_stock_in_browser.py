@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from app.db import create_engine
-from app.dbtypes import utcnow
-from app.models import StockCoverage, StockInterval
+from app.core.clock import utcnow
+from app.storage.db import create_engine
+from app.storage.models import StockCoverage, StockInterval
 from tests.dashboard.conftest import Api
 from tests.factories import coverage_window, record_history, stock_interval
 

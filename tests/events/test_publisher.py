@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_read_sessionmaker, create_sessionmaker
 from app.events.hub import Hub
 from app.events.publisher import Publisher
+from app.storage.db import create_read_sessionmaker, create_sessionmaker
 from tests.factories import place_in_database
 from tests.services.test_published_events import _account
 

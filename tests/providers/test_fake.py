@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from app.api.schemas import OrderCreate
-from app.catalogue import Provider, offered_providers
+from app.core.catalogue import Provider, offered_providers
 from app.providers import fake
 from app.providers.base import NoCapacity, OutcomeUnknown, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import Create, FakeAdapter

@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from app.catalogue import Interconnect, Provider
+from app.core.catalogue import Interconnect, Provider
 from app.providers.base import (
     VM,
     AuthFailed,

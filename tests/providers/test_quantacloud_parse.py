@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from app.catalogue import Interconnect, Provider
+from app.core.catalogue import Interconnect, Provider
 from app.providers.base import Unavailable, VMState
 from app.providers.quantacloud import parse
-from app.security import ssh_key_fingerprint
+from app.support.security import ssh_key_fingerprint
 
 RECORDED = Path(__file__).parent / "quantacloud"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 x"

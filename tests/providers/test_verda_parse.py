@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.catalogue import Interconnect, Provider
+from app.core.catalogue import Interconnect, Provider
 from app.providers.base import Unavailable, VMState
 from app.providers.verda import parse
 

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from app.models import Deployment, Hold, HoldStatus, LedgerEntry, LedgerKind, Order
+from app.storage.models import Deployment, Hold, HoldStatus, LedgerEntry, LedgerKind, Order
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.models import LedgerEntry, LedgerKind
+from app.storage.models import LedgerEntry, LedgerKind
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync

@@ -41,17 +41,22 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import Connection, select
 
-from app import metering
-from app.catalogue import Provider
-from app.db import create_engine, create_read_sessionmaker, create_sessionmaker, session_scope
-from app.errors import AppError
-from app.models import Account, Deployment, LedgerEntry, LedgerKind, Order
+from app.core import metering
+from app.core.catalogue import Provider
+from app.core.errors import AppError
+from app.core.states import DeploymentStatus, OrderStatus, TerminateReason
 from app.providers.base import Offer, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import FakeAdapter
 from app.services import accounts, deployments, ledger, orders, terminations
 from app.services.deployments import Intent
 from app.services.orders import NewOrder
-from app.states import DeploymentStatus, OrderStatus, TerminateReason
+from app.storage.db import (
+    create_engine,
+    create_read_sessionmaker,
+    create_sessionmaker,
+    session_scope,
+)
+from app.storage.models import Account, Deployment, LedgerEntry, LedgerKind, Order
 from app.watcher.meter import Meter
 from app.watcher.running import RunningWatch
 from app.watcher.terminator import Terminator

@@ -10,11 +10,11 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.models import Account, Deployment
 from app.providers.registry import build_adapters
 from app.settings import Settings
 from app.simulators.control import SimControl
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import Account, Deployment
 from app.watcher.watcher import Watcher
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
 from tests.waiting import eventually, polled

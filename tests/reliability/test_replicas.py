@@ -9,8 +9,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.models import Lease
 from app.simulators.control import SimControlSync
+from app.storage.models import Lease
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync

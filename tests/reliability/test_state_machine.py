@@ -86,9 +86,15 @@ from hypothesis.stateful import (
 from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.db import create_engine, create_read_sessionmaker, migrate
+from app.core.money import price_with_fees
+from app.core.states import DeploymentStatus, OrderStatus
 from app.main import create_app
-from app.models import (
+from app.services import doorbell
+from app.settings import Settings
+from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl, SimControlSync
+from app.storage.db import create_engine, create_read_sessionmaker, migrate
+from app.storage.models import (
     Account,
     Deployment,
     Hold,
@@ -99,12 +105,6 @@ from app.models import (
     WebhookEvent,
     WebhookEventType,
 )
-from app.money import price_with_fees
-from app.services import doorbell
-from app.settings import Settings
-from app.simulators.app import create_simulator_app
-from app.simulators.control import SimControl, SimControlSync
-from app.states import DeploymentStatus, OrderStatus
 from tests.conftest import ADMIN_KEY
 from tests.servers import serve_in_thread
 from tests.watcher.conftest import live_settings

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.models import WebhookDelivery
+from app.storage.models import WebhookDelivery
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.webhooks.receiver import Answer, Received, Receiver, running_receiver

@@ -5,9 +5,9 @@ import asyncio
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
-from app.models import AdminKey
 from app.services import accounts
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import AdminKey
 
 
 async def test_replicas_starting_together_generate_one_admin_key(engine: AsyncEngine) -> None:

@@ -11,13 +11,13 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from app.catalogue import Provider
-from app.db import create_sessionmaker, session_scope
-from app.dbtypes import utcnow
-from app.models import Account, AccountEvent, Deployment, LedgerEntry, LedgerKind, Order
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
 from app.providers.base import VM, Offer, VMState
 from app.services import billing, deployments, ledger
 from app.services.billing import Machine, Payment
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Account, AccountEvent, Deployment, LedgerEntry, LedgerKind, Order
 from tests.factories import claimed
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))

@@ -7,9 +7,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.catalogue import Provider
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.models import Deployment, LedgerEntry, LedgerKind, Order
+from app.core.catalogue import Provider
+from app.core.states import DeploymentStatus, OrderEventKind, OrderStatus
 from app.providers import fake, registry
 from app.providers.base import (
     VM,
@@ -28,7 +27,8 @@ from app.providers.fake import Create, FakeAdapter
 from app.services import accounts, deployments
 from app.services import orders as orders_service
 from app.services.deployments import KindBusy, VMAlreadyOwned
-from app.states import DeploymentStatus, OrderEventKind, OrderStatus
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import Deployment, LedgerEntry, LedgerKind, Order
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower

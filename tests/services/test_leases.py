@@ -8,8 +8,8 @@ from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
 from app.services import leases
+from app.storage.db import create_sessionmaker, session_scope
 from tests.clock import FakeWallClock
 
 TTL = 10.0

@@ -8,10 +8,10 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
-from app.errors import Conflict, InsufficientFunds, NotFound
-from app.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
+from app.core.errors import Conflict, InsufficientFunds, NotFound
 from app.services import accounts, ledger
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
 
 
 async def _new_account(engine: AsyncEngine, credit: str | None = None) -> str:

@@ -3,7 +3,7 @@
 import json
 from decimal import Decimal
 
-from app.catalogue import Interconnect, Provider
+from app.core.catalogue import Interconnect, Provider
 from app.providers.base import Offer
 from app.services.offers import offer_from_json, offer_json
 

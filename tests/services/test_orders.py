@@ -5,12 +5,12 @@ from decimal import Decimal
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
-from app.models import Order, OrderEvent
+from app.core.states import OrderEventKind
 from app.services import accounts, orders, timeline
 from app.services.orders import NewOrder
 from app.services.timeline import Line
-from app.states import OrderEventKind
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Order, OrderEvent
 
 ALL = {"verda", "hyperstack", "quantacloud"}
 

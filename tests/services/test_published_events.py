@@ -7,12 +7,12 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.dbtypes import utcnow
-from app.models import AccountEvent, OrderEvent, PublishedEvent
+from app.core.clock import utcnow
+from app.core.states import OrderEventKind
 from app.services import account_events, accounts, published_events, timeline
 from app.services.timeline import Line
-from app.states import OrderEventKind
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import AccountEvent, OrderEvent, PublishedEvent
 from tests.factories import place_in_database
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)

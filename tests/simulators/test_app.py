@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers.base import VMState
 from app.providers.registry import build_adapters, simulated
 from app.settings import Settings

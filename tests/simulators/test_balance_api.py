@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers.base import Offer, ProviderAdapter, ProviderOutOfFunds
 from app.providers.registry import build_adapters, simulated
 from app.settings import Settings

@@ -11,7 +11,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from app.catalogue import GPU_MODELS
+from app.core.catalogue import GPU_MODELS
 from app.simulators.hyperstack import HyperstackSimulator, build_app
 from app.simulators.hyperstack.simulator import stock_bucket
 from tests.waiting import eventually

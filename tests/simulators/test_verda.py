@@ -12,7 +12,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from app.catalogue import GPU_MODELS
+from app.core.catalogue import GPU_MODELS
 from app.simulators.verda import VerdaSimulator, build_app
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"

@@ -3,7 +3,7 @@
 from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers.base import VM, VMState
 from app.watcher.adoption import (
     Adopt,

@@ -3,7 +3,7 @@ ages and cool-downs run on the book's clock, which these tests move by hand."""
 
 from decimal import Decimal
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers.base import Offer
 from app.watcher.book import OfferBook
 from tests.clock import TICK, FakeClock

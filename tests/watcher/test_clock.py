@@ -8,13 +8,13 @@ from decimal import Decimal
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.models import Order
+from app.core.states import OrderStatus
 from app.providers import fake, registry
 from app.providers.base import NoCapacity, Offer
 from app.providers.fake import Create, FakeAdapter
 from app.settings import Settings
-from app.states import OrderStatus
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import Order
 from app.watcher.watcher import STALE_AFTER_PERIODS, Watcher
 from tests.clock import TICK, FakeClock
 from tests.factories import waiting_orders

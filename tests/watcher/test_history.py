@@ -13,13 +13,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.models import StockCoverage, StockInterval
 from app.providers import fake, registry
 from app.providers.base import Offer
 from app.providers.fake import FakeAdapter
 from app.settings import Settings
 from app.simulators.control import SimControl
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import StockCoverage, StockInterval
 from app.watcher.history import WRITE_EVERY_SECONDS
 from app.watcher.poller import ProviderPoller
 from app.watcher.watcher import Watcher

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from app import metering
-from app.catalogue import Provider
-from app.market import DEFAULT_DISK_GB
+from app.core import metering
+from app.core.catalogue import Provider
+from app.core.market import DEFAULT_DISK_GB
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account

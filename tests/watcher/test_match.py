@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from app.catalogue import Interconnect, Provider
-from app.market import Fees, OrderWants, matches
+from app.core.catalogue import Interconnect, Provider
+from app.core.market import Fees, OrderWants, matches
 from app.providers.base import Offer
 from app.watcher.match import assign
 

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db import create_sessionmaker, session_scope
-from app.models import OrderEvent
+from app.core.states import OrderEventKind, OrderStatus
 from app.providers import fake, registry
 from app.providers.base import Unavailable
 from app.settings import Settings
-from app.states import OrderEventKind, OrderStatus
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import OrderEvent
 from app.watcher.watcher import NOTES_EVERY_SECONDS
 from tests.factories import waiting_orders
 from tests.watcher.test_clock import PRICE, InMemory

@@ -10,16 +10,16 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.catalogue import Provider
-from app.db import create_sessionmaker, session_scope
-from app.dbtypes import utcnow
-from app.models import Hold, HoldStatus
+from app.core.catalogue import Provider
+from app.core.clock import utcnow
+from app.core.states import OrderEventKind
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
 from app.services import accounts, deployments, ledger, terminations
 from app.settings import Settings
 from app.simulators.control import SimControl
-from app.states import OrderEventKind
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Hold, HoldStatus
 from app.watcher.reconciler import Reconciler
 from tests.factories import claimed
 

@@ -5,8 +5,8 @@ from decimal import Decimal
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.schemas import OrderCreate
-from app.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.services import accounts, ledger, orders
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.watcher.waiting import WaitingBook
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from prometheus_client import REGISTRY
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers.registry import poll_periods
 from app.settings import Settings
 from app.simulators.control import SimControl

@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import update
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from app.models import WebhookEndpoint
 from app.settings import Settings
 from app.simulators.control import SimControl
+from app.storage.models import WebhookEndpoint
 from app.webhooks import sender as sender_module
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app.api.schemas import MAX_SSH_KEY_LENGTH
-from app.security import ssh_key_fingerprint
+from app.support.security import ssh_key_fingerprint
 from tests.factories import create_account
 from tests.waiting import eventually
 from tests.watcher.test_watcher import h100, place

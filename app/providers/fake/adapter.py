@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from app.catalogue import Interconnect, Provider
+from app.core.catalogue import Interconnect, Provider
 from app.providers.base import VM, Offer, OutcomeUnknown, ProviderError, VMState
 from app.providers.budget import Budget, MachineKey, StockRead
 

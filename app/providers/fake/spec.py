@@ -5,7 +5,7 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from app.catalogue import Provider
+from app.core.catalogue import Provider
 from app.providers.base import ProviderAdapter
 from app.providers.fake.adapter import PROVIDER, FakeAdapter
 from app.providers.http import Connections

@@ -4,7 +4,7 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from app.metering import BillingUnit
+from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
 from app.providers.hyperstack import limits

@@ -26,7 +26,7 @@ from app.providers.http import Connections, ProviderHTTP
 from app.providers.quantacloud import limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
-from app.security import ssh_key_fingerprint
+from app.support.security import ssh_key_fingerprint
 
 PROVIDER_SLUG = "quantacloud"  # how QuantaCloud names itself in a deployment request
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from app.catalogue import Interconnect, Provider, normalize_gpu_model
+from app.core.catalogue import Interconnect, Provider, normalize_gpu_model
 from app.providers.base import VM, Offer, Unavailable, VMState
 from app.providers.http import wire_decimal
 

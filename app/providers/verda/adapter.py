@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from app.market import disk_size_gb
+from app.core.market import disk_size_gb
 from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
 from app.providers.budget import MachineKey, StockRead
 from app.providers.http import Connections

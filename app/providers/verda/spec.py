@@ -3,7 +3,7 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from app.metering import BillingUnit
+from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
 from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts

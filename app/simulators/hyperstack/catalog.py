@@ -24,7 +24,7 @@ class GPU:
     """One of Hyperstack's GPU names, the catalogue model it is, and its sizing per GPU."""
 
     name: str
-    model: str  # app.catalogue.GPU_MODELS
+    model: str  # app.core.catalogue.GPU_MODELS
     interconnect: str
     price: Decimal  # USD per GPU per hour
     cpu: int  # vCPUs per GPU

@@ -37,7 +37,7 @@ class GPUKind:
     """One GPU slug as QuantaCloud sells it, with per-GPU price and box specs."""
 
     slug: str
-    gpu_model: str  # app.catalogue.GPU_MODELS
+    gpu_model: str  # app.core.catalogue.GPU_MODELS
     name: str
     vram_gb: int
     architecture: str

@@ -30,7 +30,7 @@ class GPUFamily:
 
     model: str  # Verda's `model` field
     label: str  # how Verda names it in `gpu.description` / `name`
-    gpu_model: str  # app.catalogue.GPU_MODELS
+    gpu_model: str  # app.core.catalogue.GPU_MODELS
     memory_gb: int  # per GPU, as Verda reports it
     price: Decimal  # per GPU and hour
     vcpus: int  # per GPU

@@ -1,0 +1,1 @@
+"""The domain's vocabulary: names, states, money, text; imports nothing of app."""

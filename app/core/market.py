@@ -1,0 +1,171 @@
+"""What offers and VMs are, what orders want, and the two in terms of each other: who may have
+what, at what price. Provider-neutral and pure (no I/O, and no import of the app's layers);
+the adapters speak these types, and the matcher, the waiting-order book and the offers the API
+shows all decide by them.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import ROUND_UP, Decimal
+from enum import StrEnum
+from typing import Any
+
+from app.core.catalogue import Interconnect, Provider
+from app.core.money import CENT, price_with_fees
+
+
+class VMState(StrEnum):
+    """A provider's VM status, normalized."""
+
+    PENDING = "pending"  # accepted, not running yet
+    RUNNING = "running"  # up; `ip` may still be None for a moment on some providers
+    FAILED = "failed"  # will never run (provider error, capacity lost after accept)
+    STOPPED = "stopped"  # exists, not running, may still bill
+    SUSPENDED = "suspended"  # held by the provider (e.g. its account ran out of credit)
+    DELETING = "deleting"
+    GONE = "gone"  # deleted or terminated
+    UNKNOWN = "unknown"  # a status we do not know: never treated as running or gone
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A machine a provider shows as in stock right now, at a price for the whole machine."""
+
+    provider: Provider
+    region: str
+    sku: str  # the provider's own instance type / flavor name (QuantaCloud: `<slug>-x<count>`)
+    gpu_model: str  # a name from app.core.catalogue.GPU_MODELS
+    gpu_count: int
+    price_per_hour: Decimal  # USD, whole machine, before our fees
+    interconnect: Interconnect | None = None
+    vcpus: int | None = None
+    ram_gb: int | None = None
+    disk_gb: int | None = None
+    disk_fixed: bool = False  # True when the disk size comes with the offer and cannot be chosen
+    # USD per GB per hour of the disk we size at deploy time, billed apart from the machine
+    # (Verda's OS volume); 0 when the disk comes with the machine's price.
+    disk_price_per_gb_hour: Decimal = Decimal(0)
+    available: int | None = None  # how many the provider says it has; None = "at least one"
+    offer_id: str | None = None  # the provider's id for this offer, where it has one
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies this offer across polls: provider, region, sku."""
+        return (str(self.provider), self.region, self.sku)
+
+
+@dataclass(frozen=True)
+class VM:
+    """A VM as the provider reports it."""
+
+    provider: Provider
+    id: str
+    state: VMState
+    provider_status: str  # the provider's own word for it, for people and logs
+    name: str | None = None
+    region: str | None = None
+    sku: str | None = None
+    ip: str | None = None
+    created_at: datetime | None = None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+# What each requested interconnect accepts: SXM boards carry NVLink (NVSwitch) too.
+ACCEPTED_INTERCONNECTS: dict[Interconnect, frozenset[Interconnect]] = {
+    Interconnect.PCIE: frozenset({Interconnect.PCIE}),
+    Interconnect.NVLINK: frozenset({Interconnect.NVLINK, Interconnect.SXM}),
+    Interconnect.SXM: frozenset({Interconnect.SXM}),
+}
+
+
+@dataclass(frozen=True)
+class OrderWants:
+    """The part of a waiting order the matcher looks at."""
+
+    id: str
+    created_at: datetime
+    providers: frozenset[str]
+    gpu_model: str
+    gpu_count: int
+    max_price_per_hour: Decimal
+    regions: frozenset[str] | None = None  # upper-cased; None = anywhere
+    min_disk_gb: int | None = None
+    interconnect: Interconnect | None = None
+    account_id: str = ""
+
+
+# The disk an order that names none gets where the disk is sized at deploy time (Verda's OS
+# volume): sent explicitly, so that what is priced is what the provider bills, never a size
+# the provider chooses. The size of Verda's own API examples.
+DEFAULT_DISK_GB = 100
+
+
+@dataclass(frozen=True)
+class Fees:
+    """The service's fees, applied to every provider price before comparing with an order."""
+
+    percent: Decimal = Decimal(0)
+    flat_per_hour: Decimal = Decimal(0)
+
+    def apply(self, price: Decimal) -> Decimal:
+        """The price a user pays per hour for a machine the provider sells at `price`."""
+        return price_with_fees(
+            price, fee_percent=self.percent, fee_flat_per_hour=self.flat_per_hour
+        )
+
+
+def wants_of(row: Any) -> OrderWants:
+    """What the matcher needs of an order row (or of a row with the same columns)."""
+    return OrderWants(
+        id=row.id,
+        created_at=row.created_at,
+        providers=frozenset(row.providers),
+        gpu_model=row.gpu_model,
+        gpu_count=row.gpu_count,
+        max_price_per_hour=row.max_price_per_hour,
+        regions=frozenset(r.upper() for r in row.regions) if row.regions else None,
+        min_disk_gb=row.min_disk_gb,
+        interconnect=Interconnect(row.interconnect) if row.interconnect else None,
+        account_id=row.account_id,
+    )
+
+
+def fits(order: OrderWants, offer: Offer) -> bool:
+    """Whether `offer` satisfies every constraint of `order` except the price."""
+    if str(offer.provider) not in order.providers:
+        return False
+    if offer.gpu_model != order.gpu_model or offer.gpu_count != order.gpu_count:
+        return False
+    if order.regions is not None and offer.region.upper() not in order.regions:
+        return False
+    disk_too_small = offer.disk_gb is None or (
+        order.min_disk_gb is not None and offer.disk_gb < order.min_disk_gb
+    )
+    if order.min_disk_gb is not None and offer.disk_fixed and disk_too_small:
+        return False
+    if order.interconnect is not None:
+        accepted = ACCEPTED_INTERCONNECTS[order.interconnect]
+        if offer.interconnect is None or offer.interconnect not in accepted:
+            return False
+    return True
+
+
+def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
+    """Whether `offer` satisfies every constraint of `order`, price included."""
+    return offer_price_with_fees <= order.max_price_per_hour and fits(order, offer)
+
+
+def disk_size_gb(min_disk_gb: int | None) -> int:
+    """The disk sent where it is sized at deploy time: the order's, or DEFAULT_DISK_GB."""
+    return DEFAULT_DISK_GB if min_disk_gb is None else min_disk_gb
+
+
+def disk_price_per_hour(order: OrderWants, offer: Offer) -> Decimal:
+    """What the disk `order` gets at `offer` costs per hour on top of the machine, in cents.
+
+    Rounded up, so the account never pays less than the provider bills us for it.
+    """
+    if offer.disk_fixed or not offer.disk_price_per_gb_hour:
+        return Decimal(0)
+    size = disk_size_gb(order.min_disk_gb)
+    return (size * offer.disk_price_per_gb_hour).quantize(CENT, rounding=ROUND_UP)

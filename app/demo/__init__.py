@@ -1,0 +1,1 @@
+"""Demo mode: embedded simulators, a stock feed and a seeded history."""

@@ -1,0 +1,200 @@
+"""Demo mode: the simulators in-process, a demo account, demo orders and a stock feed."""
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import ssl
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import uvicorn
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.schemas import OrderCreate
+from app.core.ids import new_id
+from app.core.states import OrderStatus
+from app.providers.registry import simulated_specs
+from app.services import ledger, orders
+from app.settings import Settings
+from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl
+from app.storage.models import Account, Order
+from app.support.security import generate_api_key, hash_api_key
+
+log = logging.getLogger(__name__)
+DEMO_ACCOUNT_NAME = "demo"
+DEMO_CREDIT = Decimal("1000.00")
+
+
+def demo_orders() -> list[dict[str, Any]]:
+    """The orders the demo account waits with, over the simulated providers in the registry's
+    order: some take any of them, some leave the first out, one is priced too low to deploy;
+    two end by their limits (in demo mode's minute-long billing hours, within minutes)."""
+    providers = [spec.provider for spec in simulated_specs()]
+    first, rest = providers[0], providers[1:] or providers
+    return [
+        {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
+         "providers": providers, "max_price_per_hour": "48.00", "max_runtime_hours": 5},
+        {"name": f"demo: 8x H100, not {first.display_name}", "gpu_model": "H100",
+         "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00"},
+        {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
+         "providers": sorted({first, providers[-1]}, key=providers.index),
+         "max_price_per_hour": "3.60", "max_total_usd": "15.00"},
+        {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
+         "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
+    ]  # fmt: skip
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server inside another one: it must leave the process's signals alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class EmbeddedSimulators:
+    """The three simulators served from this process on 127.0.0.1:`port`."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.server: _EmbeddedServer | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Bind the port (failing clearly if it is taken) and serve."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", self.port))
+        except OSError as exc:
+            sock.close()
+            raise RuntimeError(
+                f"demo mode cannot serve the simulators on 127.0.0.1:{self.port} ({exc}); set "
+                "AUTOPROVISION_SIM_PORT, or AUTOPROVISION_SIM_EMBEDDED=false and run "
+                "`autoprovision sim` yourself"
+            ) from exc
+        config = uvicorn.Config(  # log_config=None: leave the main server's logging alone
+            create_simulator_app(), log_config=None, lifespan="off", access_log=False
+        )
+        self.server = _EmbeddedServer(config)
+        self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="simulators")
+        while not self.server.started:
+            if self.task.done():
+                self.task.result()
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self.server is not None and self.task is not None:
+            self.server.should_exit = True
+            await asyncio.wait({self.task}, timeout=5)
+
+
+async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> str:
+    """The demo account (made on first use) with credit; returns a fresh API key for it."""
+    account = (
+        await session.execute(select(Account).where(Account.name == DEMO_ACCOUNT_NAME))
+    ).scalar_one_or_none()
+    api_key = generate_api_key()
+    if account is None:
+        account = Account(
+            id=new_id("acct"), name=DEMO_ACCOUNT_NAME, api_key_hash=hash_api_key(api_key)
+        )
+        session.add(account)
+        await session.flush()
+    else:
+        account.api_key_hash = hash_api_key(api_key)  # only the hash is kept: a new key per start
+    if account.balance - account.held < DEMO_CREDIT / 2:
+        await ledger.credit(session, account_id=account.id, amount=DEMO_CREDIT, note="demo credit")
+    if with_orders:
+        waiting = await session.scalar(
+            select(Order.id)
+            .where(Order.account_id == account.id, Order.status == OrderStatus.WAITING)
+            .limit(1)
+        )
+        if waiting is None:
+            simulated = {str(spec.provider) for spec in simulated_specs()}
+            for body in demo_orders():
+                request = OrderCreate.model_validate(body).new_order()
+                await orders.place_order(
+                    session,
+                    account_id=account.id,
+                    request=request,
+                    enabled=simulated,
+                    max_waiting=len(demo_orders()),
+                )
+    return api_key
+
+
+def announce_demo(api_key: str, settings: Settings) -> None:
+    """Tell the person at the console how to try the demo."""
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    url = f"http://{host}:{settings.port}"
+    sys.stdout.write(
+        f"\n  Demo mode: providers are simulated on {settings.sim_url}.\n"
+        f"  Demo account API key: {api_key}\n"
+        f"  Open {url}/ and sign in with it to watch the demo orders deploy.\n"
+        f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
+    )
+    sys.stdout.flush()
+
+
+def _takes(order: dict[str, Any], provider: str, entry: dict[str, Any]) -> bool:
+    """Whether a demo order would take this simulator catalogue entry (fees aside)."""
+    return (
+        provider in order["providers"]
+        and (entry["gpu_model"], entry["gpu_count"]) == (order["gpu_model"], order["gpu_count"])
+        and entry["region"] in order.get("regions", [entry["region"]])
+        and Decimal(entry["price_per_hour"]) <= Decimal(order["max_price_per_hour"])
+    )
+
+
+class StockFeed:
+    """Makes stock come and go on the simulators, so demo orders have something to catch."""
+
+    def __init__(
+        self,
+        sim_url: str,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        gap_seconds: tuple[float, float] = (3, 8),
+        shown_seconds: tuple[float, float] = (4, 12),
+        seed: int | None = None,
+    ) -> None:
+        self.sim_url = sim_url
+        self.verify = verify
+        self.gap_seconds = gap_seconds
+        self.shown_seconds = shown_seconds
+        self.random = random.Random(seed)
+
+    async def run(self) -> None:
+        """Until cancelled: every few seconds, one machine appears for a few seconds.
+
+        Seven times in ten it is a machine some demo order would take (before fees), so demo
+        orders deploy within a minute or so; the rest of the time it is any machine.
+        """
+        orders = demo_orders()
+        async with SimControl(base_url=self.sim_url, timeout=5, verify=self.verify) as sim:
+            while True:
+                await asyncio.sleep(self.random.uniform(*self.gap_seconds))
+                try:
+                    await self._one_appearance(sim, orders)
+                except httpx.HTTPError as exc:
+                    log.info("demo stock feed: %s", exc)
+
+    async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
+        provider = self.random.choice(sim.providers())
+        catalog = await sim.catalog(provider)
+        liked = [e for e in catalog if any(_takes(o, provider, e) for o in orders)]
+        pool = liked if liked and self.random.random() < 0.7 else catalog
+        entry = self.random.choice(pool)
+        await sim.stock(provider, entry["sku"], entry["region"], 1)
+        await asyncio.sleep(self.random.uniform(*self.shown_seconds))
+        await sim.stock(provider, entry["sku"], entry["region"], 0)

@@ -1,0 +1,1 @@
+"""Stock history in the database: reads, writes, views, days and estimates."""

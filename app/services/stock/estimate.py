@@ -1,0 +1,83 @@
+"""The expected wait of an order from recorded stock history: reads the rows, leaves the
+arithmetic to `app/stock/stats.py`, and keeps each waiting order's answer briefly."""
+
+import time
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.clock import utcnow
+from app.core.market import Fees, OrderWants, wants_of
+from app.core.states import OrderStatus
+from app.services.stock import reads as stock_reads
+from app.services.stock.views import EstimateOut, WaitOut
+from app.stock.stats import estimate, price_curve, spans_of
+from app.storage.models import Order
+
+CACHE_SECONDS = 60.0
+_CACHE_LIMIT = 10_000
+_cache: dict[tuple[str, timedelta], tuple[float, EstimateOut]] = {}
+
+
+def describe_window(window: timedelta) -> str:
+    """A window as the API takes it: `7d`, `36h`."""
+    seconds = int(window.total_seconds())
+    return f"{seconds // 86400}d" if seconds % 86400 == 0 else f"{seconds // 3600}h"
+
+
+async def expected_wait(
+    session: AsyncSession,
+    *,
+    wants: OrderWants,
+    fees: Fees,
+    window: timedelta,
+    now: datetime | None = None,
+) -> EstimateOut:
+    """The expected wait of `wants` over the last `window`, at its max and around it."""
+    until = now or utcnow()
+    since = until - window
+    keys = await stock_reads.stock(
+        session,
+        since=since,
+        until=until,
+        gpu_model=wants.gpu_model,
+        gpu_count=wants.gpu_count,
+        providers=wants.providers,
+    )
+    windows = await stock_reads.coverage(
+        session, since=since, until=until, providers=wants.providers
+    )
+    seen = [item for key_stock in keys.values() for item in key_stock.stock]
+    covered = spans_of(stock_reads.span_of(w) for w in windows)
+    main = estimate(wants, seen, covered, fees=fees, since=since, now=until)
+    curve = price_curve(wants, seen, covered, fees=fees, since=since, now=until)
+    return EstimateOut(
+        **dict(WaitOut.present(main)),
+        window=describe_window(window),
+        since=since,
+        until=until,
+        price_curve=[WaitOut.present(point) for point in curve],
+        includes_generated=any(w.generated for w in windows),  # generated rows come with it
+    )
+
+
+async def order_estimate(
+    session: AsyncSession, *, order: Order, fees: Fees, window: timedelta
+) -> EstimateOut | None:
+    """The expected wait of a waiting order (None for any other status), computed at most once
+    a minute per order and window in this process."""
+    if order.status != OrderStatus.WAITING:
+        return None
+    key = (order.id, window)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    out = await expected_wait(session, wants=wants_of(order), fees=fees, window=window)
+    if len(_cache) >= _CACHE_LIMIT:
+        now = time.monotonic()
+        for stale in [k for k, (expires, _) in _cache.items() if expires <= now]:
+            del _cache[stale]
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.clear()
+    _cache[key] = (time.monotonic() + CACHE_SECONDS, out)
+    return out

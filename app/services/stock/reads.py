@@ -1,0 +1,297 @@
+"""Reading recorded stock history: the intervals and coverage windows of a span, and stock as the
+pure estimate and summary take it (`app/stock/stats.py`, `app/stock/summary.py`)."""
+
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from sqlalchemy import ColumnElement, and_, exists, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.core.catalogue import Interconnect, Provider
+from app.core.errors import ValidationFailed
+from app.core.market import Fees, Offer
+from app.stock.days import day_of, decode, dollars, micros
+from app.stock.stats import Stock, spans_of
+from app.stock.summary import KeySummary, summarise_key
+from app.storage.models import StockCoverage, StockDay, StockInterval
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Which intervals a history page shows, and the span [since, until] they touch."""
+
+    since: datetime
+    until: datetime
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    provider: str | None = None
+    region: str | None = None
+
+
+OfferKey = tuple[str, str, str]  # provider, region, SKU
+
+# Read as plain rows, not ORM objects.
+_OPEN_INTERVAL_COLUMNS = (
+    StockInterval.provider,
+    StockInterval.region,
+    StockInterval.sku,
+    StockInterval.gpu_model,
+    StockInterval.gpu_count,
+    StockInterval.price_per_hour,
+    StockInterval.interconnect,
+    StockInterval.disk_gb,
+    StockInterval.disk_fixed,
+    StockInterval.first_seen_at,
+    StockInterval.last_seen_at,
+)
+
+
+@dataclass(frozen=True)
+class KeyStock:
+    """One offer key's stock in a span: per provider price, and when the key was last seen."""
+
+    stock: list[Stock]
+    last_seen_at: datetime
+
+
+@dataclass
+class _Pieces:
+    offer: Offer  # price left at zero: each price gets its own copy
+    last_seen_at: datetime
+    packed: list[bytes] = field(default_factory=list)
+    open_pieces: list[tuple[float, float, float]] = field(default_factory=list)
+
+
+def _offer(row: Any) -> Offer:
+    return Offer(
+        provider=Provider(row.provider),
+        region=row.region,
+        sku=row.sku,
+        gpu_model=row.gpu_model,
+        gpu_count=row.gpu_count,
+        price_per_hour=Decimal(0),
+        interconnect=Interconnect(row.interconnect) if row.interconnect else None,
+        disk_gb=row.disk_gb,
+        disk_fixed=row.disk_fixed,
+    )
+
+
+_DAY_KEY = (StockDay.provider, StockDay.region, StockDay.sku)
+_DAY_MACHINE = (
+    StockDay.gpu_model,
+    StockDay.gpu_count,
+    StockDay.interconnect,
+    StockDay.disk_gb,
+    StockDay.disk_fixed,
+)
+
+
+async def stock(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    gpu_model: str | None = None,
+    gpu_count: int | None = None,
+    providers: Collection[str] | None = None,
+) -> dict[OfferKey, KeyStock]:
+    """Each offer key's stock on the UTC days [since, until] touches: its closed intervals from
+    `stock_days` (a row per key and day, whatever the number of appearances) and its open one,
+    to its latest sighting. Pieces outside [since, until] may come with it; the arithmetic
+    clips them."""
+    where = [StockDay.day >= day_of(since), StockDay.day <= day_of(until)]
+    if gpu_model is not None:
+        where.append(StockDay.gpu_model == gpu_model)
+    if gpu_count is not None:
+        where.append(StockDay.gpu_count == gpu_count)
+    # Open intervals by their partial index alone (one per key at most): a filter on the model
+    # could lead the planner to the model's index, through every closed interval.
+    open_now = select(*_OPEN_INTERVAL_COLUMNS).where(
+        StockInterval.gone_at.is_(None), StockInterval.first_seen_at <= until
+    )
+    if providers is not None:
+        where.append(StockDay.provider.in_(list(providers)))
+        open_now = open_now.where(StockInterval.provider.in_(list(providers)))
+    # The machine and the latest sighting once per key; the packed pieces, a row per key and
+    # day, without a timestamp to convert on each.
+    keys = (
+        select(*_DAY_KEY, *_DAY_MACHINE, func.max(StockDay.last_seen_at).label("last_seen_at"))
+        .where(*where)
+        .group_by(*_DAY_KEY, *_DAY_MACHINE)
+    )
+    pieces = select(*_DAY_KEY, StockDay.spans).where(*where)
+    connection = await session.connection()  # plain rows: no ORM result processing needed
+    by_key: dict[OfferKey, _Pieces] = {}
+    for row in await connection.execute(keys):
+        key = (row.provider, row.region, row.sku)
+        entry = by_key.get(key)
+        if entry is None or entry.last_seen_at < row.last_seen_at:  # the latest machine wins
+            by_key[key] = _Pieces(_offer(row), row.last_seen_at, entry.packed if entry else [])
+    for provider, region, sku, packed in await connection.execute(pieces):
+        entry = by_key.get((provider, region, sku))
+        # On PostgreSQL each statement sees what was committed when it began: a key whose
+        # first day was committed between the two reads is left to the next read (not a 500).
+        if entry is not None:
+            entry.packed.append(packed)
+    for interval in await connection.execute(open_now):
+        if gpu_model not in (None, interval.gpu_model):
+            continue
+        if gpu_count not in (None, interval.gpu_count):
+            continue
+        key = (interval.provider, interval.region, interval.sku)
+        entry = by_key.setdefault(key, _Pieces(_offer(interval), interval.last_seen_at))
+        entry.last_seen_at = max(entry.last_seen_at, interval.last_seen_at)
+        start, end = interval.first_seen_at.timestamp(), interval.last_seen_at.timestamp()
+        entry.open_pieces.append((start, end, micros(interval.price_per_hour)))
+    return {key: _by_price(entry) for key, entry in sorted(by_key.items())}
+
+
+def _by_price(entry: _Pieces) -> KeyStock:
+    pieces = np.concatenate(
+        (decode(b"".join(entry.packed)), np.array(entry.open_pieces).reshape(-1, 3))
+    )
+    order = np.argsort(pieces[:, 2], kind="stable")
+    pieces = pieces[order]
+    prices, first = np.unique(pieces[:, 2], return_index=True)
+    groups = np.split(pieces[:, :2], first[1:])
+    return KeyStock(
+        stock=[
+            Stock(replace(entry.offer, price_per_hour=dollars(price)), spans)
+            for price, spans in zip(prices, groups, strict=True)
+        ],
+        last_seen_at=entry.last_seen_at,
+    )
+
+
+def _touching(since: datetime, until: datetime) -> list[ColumnElement[bool]]:
+    """Where clauses: an interval in stock at some moment of [since, until]."""
+    return [
+        StockInterval.first_seen_at <= until,
+        or_(
+            StockInterval.gone_at >= since,
+            and_(StockInterval.gone_at.is_(None), StockInterval.last_seen_at >= since),
+        ),
+    ]
+
+
+async def coverage(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    providers: Collection[str] | None = None,
+) -> list[StockCoverage]:
+    """The coverage windows that overlap [since, until], oldest first."""
+    statement = select(StockCoverage).where(
+        StockCoverage.started_at <= until,
+        or_(
+            StockCoverage.ended_at >= since,
+            and_(StockCoverage.ended_at.is_(None), StockCoverage.last_read_at >= since),
+        ),
+    )
+    if providers is not None:
+        statement = statement.where(StockCoverage.provider.in_(list(providers)))
+    statement = statement.order_by(StockCoverage.started_at, StockCoverage.id)
+    return list((await session.execute(statement)).scalars())
+
+
+def span_of(window: StockCoverage) -> tuple[float, float]:
+    """A coverage window as epoch seconds: to its end, or to its latest read while open."""
+    end = window.ended_at or window.last_read_at
+    return (window.started_at.timestamp(), end.timestamp())
+
+
+async def history_page(
+    session: AsyncSession, *, where: HistoryFilter, cursor: str | None, limit: int
+) -> list[StockInterval]:
+    """Intervals newest first (by first sighting), after `cursor` (an interval id)."""
+    statement = select(StockInterval).where(*_touching(where.since, where.until))
+    if where.gpu_model is not None:
+        statement = statement.where(StockInterval.gpu_model == where.gpu_model)
+    if where.gpu_count is not None:
+        statement = statement.where(StockInterval.gpu_count == where.gpu_count)
+    if where.provider is not None:
+        statement = statement.where(StockInterval.provider == where.provider)
+    if where.region is not None:
+        statement = statement.where(StockInterval.region == where.region)
+    if cursor is not None:
+        after = await session.get(StockInterval, cursor)
+        if after is None:
+            message = "not a cursor of this list (the interval may have been forgotten)"
+            raise ValidationFailed(
+                f"cursor: {message}", details=[{"field": "cursor", "message": message}]
+            )
+        statement = statement.where(
+            or_(
+                StockInterval.first_seen_at < after.first_seen_at,
+                and_(
+                    StockInterval.first_seen_at == after.first_seen_at,
+                    StockInterval.id < after.id,
+                ),
+            )
+        )
+    statement = statement.order_by(
+        StockInterval.first_seen_at.desc(), StockInterval.id.desc()
+    ).limit(limit)
+    return list((await session.execute(statement)).scalars())
+
+
+async def summary(
+    session: AsyncSession,
+    *,
+    fees: Fees,
+    since: datetime,
+    now: datetime,
+    gpu_model: str | None,
+    gpu_count: int | None,
+    providers: Collection[str] | None,
+) -> list[KeySummary]:
+    """Per provider, region and SKU seen in [since, now]: appearances, time in stock, gaps,
+    prices with the current fees, and how long the provider was observed."""
+    keys = await stock(
+        session,
+        since=since,
+        until=now,
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        providers=providers,
+    )
+    windows = await coverage(session, since=since, until=now, providers=providers)
+    by_provider: dict[str, list[tuple[float, float]]] = {}
+    for window in windows:
+        by_provider.setdefault(window.provider, []).append(span_of(window))
+    summaries = (
+        summarise_key(
+            key_stock.stock,
+            spans_of(by_provider.get(key[0], [])),
+            fees=fees,
+            since=since,
+            now=now,
+            last_seen_at=key_stock.last_seen_at,
+        )
+        for key, key_stock in keys.items()
+    )
+    return [s for s in summaries if s is not None]
+
+
+async def includes_generated(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    providers: Collection[str] | None = None,
+) -> bool:
+    """Whether generated (demo-history) rows are in stock or covering some moment of
+    [since, until]: then what is shown of it is partly made up."""
+    generated_coverage = select(StockCoverage.id).where(
+        StockCoverage.generated,
+        StockCoverage.started_at <= until,
+        or_(StockCoverage.ended_at >= since, StockCoverage.ended_at.is_(None)),
+    )
+    if providers is not None:
+        generated_coverage = generated_coverage.where(StockCoverage.provider.in_(list(providers)))
+    return bool(await session.scalar(select(exists(generated_coverage))))

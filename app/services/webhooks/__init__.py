@@ -1,0 +1,1 @@
+"""Webhook endpoints, their secrets and URLs, and the delivery outbox."""

@@ -1,0 +1,1 @@
+"""Pure stock-history maths over plain values; imports only app.core."""

@@ -1,0 +1,1 @@
+"""The database: engine and sessions, column types, ORM models, the one-hop writer."""

@@ -1,0 +1,1 @@
+"""Generic helpers (asyncio, metrics, security) that know nothing of the domain."""

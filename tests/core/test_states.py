@@ -1,0 +1,113 @@
+"""The state tables: complete, checked by the services, held by the database, shown in the docs."""
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.core.states import (
+    DEPLOYMENT_TRANSITIONS,
+    ORDER_TRANSITIONS,
+    DeploymentStatus,
+    IllegalTransition,
+    OrderStatus,
+    check_deployment_move,
+    check_order_move,
+    mermaid,
+)
+from app.services import deployments
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Order
+from tests.factories import claimed, waiting_orders
+from tests.services.test_deployments import HYPER_L40S
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def test_every_state_has_a_row_and_moves_only_to_known_states() -> None:
+    assert set(ORDER_TRANSITIONS) == set(OrderStatus)
+    assert set(DEPLOYMENT_TRANSITIONS) == set(DeploymentStatus)
+    reasons = [r for moves in ORDER_TRANSITIONS.values() for r in moves.values()]
+    reasons += [r for moves in DEPLOYMENT_TRANSITIONS.values() for r in moves.values()]
+    for reason in reasons:
+        assert reason and ":" not in reason and ";" not in reason  # Mermaid labels
+
+
+def test_status_groups_follow_from_the_tables() -> None:
+    assert {s for s in OrderStatus if s.is_final} == {
+        OrderStatus.CANCELLED, OrderStatus.EXPIRED, OrderStatus.FAILED, OrderStatus.TERMINATED,
+        OrderStatus.LOST,
+    }  # fmt: skip
+    assert {s for s in OrderStatus if s.can_terminate} == {
+        OrderStatus.DEPLOYING, OrderStatus.DEPLOYED, OrderStatus.RUNNING
+    }  # fmt: skip
+    assert {s for s in DeploymentStatus if s.is_open} == {
+        DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN
+    }  # fmt: skip
+    assert {s for s in DeploymentStatus if s.owns_vm} == {
+        DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING, DeploymentStatus.TERMINATING
+    }  # fmt: skip
+    # A VM stays its attempt's until the provider shows it gone: only then may it end.
+    for status in DeploymentStatus:
+        if status.is_ended:
+            assert all(before.owns_vm for before, moves in DEPLOYMENT_TRANSITIONS.items()
+                       if status in moves)  # fmt: skip
+    for status in DeploymentStatus:  # only an open attempt can still come to own a VM
+        if not status.is_open and not status.owns_vm:
+            assert DeploymentStatus.DEPLOYED not in DEPLOYMENT_TRANSITIONS[status]
+
+
+def test_a_move_the_table_does_not_allow_raises() -> None:
+    check_order_move(OrderStatus.WAITING, OrderStatus.DEPLOYING)  # allowed: no error
+    with pytest.raises(IllegalTransition, match="from running to waiting"):
+        check_order_move(OrderStatus.RUNNING, OrderStatus.WAITING)
+    with pytest.raises(IllegalTransition, match="from not_created to deployed"):
+        check_deployment_move((DeploymentStatus.UNKNOWN, DeploymentStatus.NOT_CREATED),
+                              DeploymentStatus.DEPLOYED)  # fmt: skip
+
+
+async def test_an_illegal_move_is_never_written(engine: AsyncEngine) -> None:
+    (order_id,) = await waiting_orders(engine, HYPER_L40S)
+    maker = create_sessionmaker(engine)
+    with pytest.raises(IllegalTransition):
+        async with session_scope(maker) as session:
+            await deployments.move_order(
+                session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.RUNNING
+            )
+    async with session_scope(maker) as session:
+        order = await session.get(Order, order_id)
+        assert order is not None and order.status is OrderStatus.WAITING
+        # Positive control: the same function makes a move the table allows.
+        assert await deployments.move_order(
+            session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.CANCELLED
+        )
+
+
+async def test_the_database_refuses_a_status_it_does_not_know(engine: AsyncEngine) -> None:
+    (intent,) = await claimed(engine, HYPER_L40S)  # an order, its attempt and its events
+    for table, column, value in [
+        ("orders", "status", "paused"),
+        ("deployments", "status", "paused"),
+        ("order_events", "kind", "paused"),
+    ]:
+        with pytest.raises(IntegrityError):
+            async with engine.begin() as connection:
+                await connection.execute(text(f"UPDATE {table} SET {column} = '{value}'"))
+    async with engine.begin() as connection:  # positive control: a known value is fine
+        await connection.execute(
+            text("UPDATE orders SET status = 'cancelled' WHERE id = :id"), {"id": intent.order_id}
+        )
+
+
+def test_the_readme_shows_the_order_states_as_the_code_has_them() -> None:
+    assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in README.read_text()
+
+
+def test_the_architecture_doc_shows_both_tables_as_the_code_has_them() -> None:
+    doc = ARCHITECTURE.read_text()
+    assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in doc
+    assert f"```mermaid\n{mermaid(DEPLOYMENT_TRANSITIONS)}\n```" in doc

@@ -1,0 +1,124 @@
+"""Demo mode: simulators in-process, a demo account with credit, demo orders, a stock feed."""
+
+import asyncio
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from app.background import ConfigurationError
+from app.demo.mode import StockFeed, demo_orders
+from app.main import create_app
+from app.providers.registry import simulated_specs
+from app.settings import Settings
+from app.simulators.app import create_simulator_app
+from app.simulators.control import SimControl
+from tests.conftest import ADMIN_KEY
+from tests.servers import free_port, serve_in_thread
+from tests.waiting import eventually, started
+
+DEMO_KEY = re.compile(r"Demo account API key: (\S+)")
+
+
+def demo_settings(database_url: str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "admin_api_key": ADMIN_KEY,
+        "mode": "demo",
+        "sim_port": free_port(),
+        "demo_feed": True,
+        **overrides,
+    }
+    return Settings(_env_file=None, **values)
+
+
+async def test_demo_mode_starts_the_simulators_a_funded_account_and_demo_orders(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = demo_settings(database_url)
+    app = create_app(settings)
+    async with started(app):
+        key = DEMO_KEY.search(capsys.readouterr().out)
+        assert key, "the demo key is printed"
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            account = (await client.get("/v1/account", headers=headers)).json()
+            assert account["name"] == "demo" and account["balance"] == "1000.00"
+            placed = (await client.get("/v1/orders", headers=headers)).json()["data"]
+            assert sorted(o["name"] for o in placed) == sorted(o["name"] for o in demo_orders())
+        async with SimControl(base_url=f"http://127.0.0.1:{settings.sim_port}") as sim:
+            for provider in sim.providers():
+                assert await sim.catalog(provider)
+
+
+async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = []
+    for _ in range(2):
+        app = create_app(demo_settings(database_url, demo_feed=True))
+        async with started(app):
+            match = DEMO_KEY.search(capsys.readouterr().out)
+            assert match
+            keys.append(match.group(1))
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                headers = {"Authorization": f"Bearer {keys[-1]}"}
+                listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
+    assert keys[0] != keys[1]
+    assert len(listed) == len(demo_orders())
+
+
+async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:
+    app = create_app(Settings(_env_file=None, database_url=database_url, mode="live"))
+    with pytest.raises(ConfigurationError, match="credentials"):
+        async with started(app):
+            pass
+
+
+async def test_the_stock_feed_makes_stock_come_and_go() -> None:
+    with serve_in_thread(create_simulator_app()) as url:
+        feed = StockFeed(url, gap_seconds=(0.05, 0.1), shown_seconds=(0.3, 0.4), seed=7)
+        task = asyncio.create_task(feed.run())
+        try:
+            async with SimControl(base_url=url) as sim:
+
+                async def stocked() -> int:
+                    total = 0
+                    for provider in sim.providers():
+                        catalog = await sim.catalog(provider)
+                        total += sum(entry["stock"] for entry in catalog)
+                    return total
+
+                assert await eventually(stocked, seconds=5) >= 1
+
+                async def gone() -> bool:
+                    return await stocked() == 0
+
+                assert await eventually(gone, seconds=5)
+        finally:
+            task.cancel()
+
+
+async def test_demo_mode_records_the_stock_feed_in_the_history(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = demo_settings(database_url)
+    assert settings.history_poll_seconds == 5  # demo's default: every simulator is read often
+    app = create_app(settings)
+    async with started(app):
+        key = DEMO_KEY.search(capsys.readouterr().out)
+        assert key
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+
+            async def recorded() -> dict[str, Any] | None:
+                page = (await client.get("/v1/stock/history", headers=headers)).json()
+                return page if page["data"] and page["coverage"] else None
+
+            page = await eventually(recorded, seconds=45, interval=0.5)
+    assert {w["provider"] for w in page["coverage"]} == {s.name for s in simulated_specs()}
+    assert not any(i["generated"] for i in page["data"])
