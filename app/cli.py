@@ -186,7 +186,11 @@ def _server_command(argv: list[str]) -> int:
 
     from app.background import LIVE_WITHOUT_CREDENTIALS
     from app.main import announce_admin_key
-    from app.providers.registry import configured_providers, variable_name
+    from app.providers.registry import (
+        configured_providers,
+        variable_name,
+        with_provider_settings,
+    )
     from app.settings import get_settings
 
     parser = argparse.ArgumentParser(
@@ -252,7 +256,7 @@ def _server_command(argv: list[str]) -> int:
         commands.add_parser(name, help=summary, add_help=False)
     args = parser.parse_args(argv)
     try:
-        settings = get_settings()
+        settings = with_provider_settings(get_settings())
     except ValidationError as exc:
         for error in exc.errors():
             name = variable_name(error["loc"])

@@ -27,6 +27,7 @@ from app.background import Background, create_scheduler
 from app.dashboard import install_dashboard
 from app.events.hub import Hub
 from app.events.publisher import Publisher
+from app.providers.registry import with_provider_settings
 from app.services.accounts import ensure_admin_key
 from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings, get_settings
@@ -130,7 +131,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Starlette's slash redirect builds its Location from the Host header: a plain 404.
         redirect_slashes=False,
     )
-    app.state.settings = settings or get_settings()
+    # Each provider's settings are loaded here, once (and refused here if they are wrong).
+    app.state.settings = with_provider_settings(settings or get_settings())
     install_error_handlers(app)
     settings = app.state.settings
     # Added first, so innermost: the bound counts a request from its body's end to its

@@ -3,12 +3,10 @@
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import AnyHttpUrl, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from app.providers.spec import ProviderSettings
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
 # Demo mode reads every simulated provider this often when nobody waits for it, unless
@@ -17,6 +15,31 @@ DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
 DEMO_HISTORY_POLL_SECONDS = 5.0
 # Demo mode bills in minutes, so a newcomer sees money move and machines end within minutes.
 DEMO_BILLING_HOUR_SECONDS = 60.0
+
+
+class ProviderSettings(BaseSettings):
+    """One provider's settings, read from its own `AUTOPROVISION_<NAME>_*` variables and `.env`.
+
+    Every subclass sets `env_prefix` and `poll_seconds`' default. `poll_seconds` None (or not
+    set while `AUTOPROVISION_POLL_PLAN` is on): stock is read as often as the provider's
+    published limits allow (the poll budget); else every so many seconds, as told.
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", env_ignore_empty=True, extra="ignore")
+
+    # Fields that must all be set for the provider to be used (live mode).
+    credential_fields: ClassVar[tuple[str, ...]] = ()
+
+    poll_seconds: float | None = Field(default=None, ge=0.01, le=600)
+
+    def has_credentials(self) -> bool:
+        """Whether every credential field is set."""
+        return all(getattr(self, name) is not None for name in self.credential_fields)
+
+    @classmethod
+    def env_name(cls, field_name: str) -> str:
+        """The environment variable that sets `field_name` (`AUTOPROVISION_VERDA_IMAGE`)."""
+        return f"{cls.model_config.get('env_prefix', '')}{field_name}".upper()
 
 
 class Settings(BaseSettings):
@@ -132,9 +155,9 @@ class Settings(BaseSettings):
     stream_send_timeout_seconds: float = Field(default=30.0, ge=0.1, le=600)
 
     # Each registered provider's settings by its name (credentials, base URL, poll period...),
-    # read from its own AUTOPROVISION_<NAME>_* variables unless given here: see
-    # `app/providers/<name>/spec.py`.
-    providers: dict[str, ProviderSettings] = Field(default_factory=dict, validate_default=True)
+    # read from its own AUTOPROVISION_<NAME>_* variables (see `app/providers/<name>/spec.py`)
+    # by `app.providers.registry.with_provider_settings`, which the composition root calls once.
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
 
     @field_validator("database_url")
     @classmethod
@@ -147,10 +170,16 @@ class Settings(BaseSettings):
 
     @field_validator("providers", mode="before")
     @classmethod
-    def _every_provider(cls, value: Any) -> dict[str, ProviderSettings]:
-        from app.providers.registry import load_settings  # the registry imports every provider
-
-        return load_settings(value)
+    def _loaded_provider_settings(cls, value: Any) -> Any:
+        # A bare ProviderSettings would read variables without a provider's prefix.
+        if isinstance(value, dict) and not all(
+            isinstance(v, ProviderSettings) for v in value.values()
+        ):
+            raise ValueError(
+                "providers holds loaded provider settings: give them to "
+                "app.providers.registry.with_provider_settings"
+            )
+        return value
 
     @field_validator("admin_api_key")
     @classmethod

@@ -3,48 +3,57 @@
 import ast
 import sys
 from collections import defaultdict
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent.parent / "app"
-# The layers the architecture doc names; each may import only those below it.
-LAYERS = ("api", "watcher", "webhooks", "events", "services", "providers", "models")
-FORBIDDEN = {
-    "services": {"api", "watcher", "webhooks", "events", "schemas"},
-    "providers": {"api", "watcher", "webhooks", "services", "models", "db"},
-    "models": {"api", "watcher", "webhooks", "services", "providers", "db"},
-    "webhooks": {"api", "watcher"},
-    "events": {"api", "watcher", "webhooks"},
-    "watcher": {"api", "webhooks"},
-    # Offers, VMs, what orders want, fees and matching: the vocabulary every layer speaks.
-    "market": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
-    # The expected wait, the stock summary and the packing of stock days: pure arithmetic.
-    "stock_stats": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
-    "stock_summary": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
-    "stock_days": {"api", "watcher", "webhooks", "services", "providers", "models", "db"},
+# The composition root: the only modules directly under `app/`.
+TOP_LEVEL = {"__init__", "__main__", "main", "background", "settings", "cli"}
+# Each wing, and the wings it may import (besides itself). Those not listed (the composition
+# root, the CLI, the doctor, demo mode) sit above them all.
+MAY_IMPORT = {
+    "core": set(),
+    "stock": {"core"},
+    "support": {"core"},
+    "settings": {"core"},
+    "storage": {"core", "support"},
+    "providers": {"core", "support", "settings"},
+    "simulators": {"core", "support", "providers"},
+    "services": {"core", "stock", "storage", "support", "settings", "providers"},
+    "events": {"core", "storage", "support", "settings", "services"},
+    "webhooks": {"core", "storage", "support", "settings", "providers", "services", "events"},
+    "watcher": {"core", "stock", "storage", "support", "settings", "providers", "services"},
+    "api": {"core", "stock", "storage", "support", "settings", "providers", "services", "events"},
 }
+# Production code reaches the simulators only through demo mode and the `sim` command.
+MAY_IMPORT_SIMULATORS = {"simulators", "demo", "cli"}
 
 
 def part_of(path: Path) -> str:
-    """The top-level part of `app` a source file belongs to (`services`, `models`, ...)."""
+    """The top-level part of `app` a source file belongs to (`services`, `storage`, ...)."""
     relative = path.relative_to(APP)
     return relative.parts[0].removesuffix(".py")
 
 
-def imports_of(path: Path) -> set[str]:
-    """The top-level parts of `app` this file imports (at module level or inside functions)."""
-    found = set()
+def imported_names(path: Path) -> Iterator[str]:
+    """The dotted names a file imports (at module level, inside functions or for type checks)."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-            if node.module == "app":
-                names = [f"app.{alias.name}" for alias in node.names]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "app" and len(parts) > 1:
-                found.add(parts[1])
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def imports_of(path: Path) -> set[str]:
+    """The top-level parts of `app` this file imports."""
+    found = set()
+    for name in imported_names(path):
+        parts = name.split(".")
+        if (
+            parts[0] == "app" and len(parts) > 1 and (APP / parts[1]).with_suffix(".py").exists()
+        ) or (parts[0] == "app" and len(parts) > 1 and (APP / parts[1]).is_dir()):
+            found.add(parts[1])
     return found
 
 
@@ -58,38 +67,106 @@ def graph() -> dict[str, dict[str, list[str]]]:
     return edges
 
 
-def test_no_layer_imports_one_above_it() -> None:
+def test_each_wing_imports_only_those_below_it() -> None:
     edges = graph()
     wrong = [
         f"{source} imports {target} ({', '.join(files)})"
-        for source, forbidden in FORBIDDEN.items()
+        for source, allowed in MAY_IMPORT.items()
         for target, files in edges[source].items()
-        if target in forbidden
+        if target not in allowed
     ]
     assert wrong == []
 
 
-def reachable(edges: dict[str, dict[str, list[str]]], start: str) -> set[str]:
-    """Every layer `start` imports, directly or through other layers."""
-    seen: set[str] = set()
-    todo = [start]
-    while todo:
-        for target in edges[todo.pop()]:
-            if target in LAYERS and target not in seen:
-                seen.add(target)
-                todo.append(target)
-    return seen
-
-
-def test_no_import_cycle_between_the_layers() -> None:
+def test_only_demo_mode_and_the_sim_command_import_the_simulators() -> None:
     edges = graph()
-    cycles = [
-        f"{a} and {b} import each other (through: {sorted(reachable(edges, a) & {b})})"
-        for i, a in enumerate(LAYERS)
-        for b in LAYERS[i + 1 :]
-        if b in reachable(edges, a) and a in reachable(edges, b)
+    wrong = [
+        f"{source} imports the simulators ({', '.join(edges[source]['simulators'])})"
+        for source in sorted(edges)
+        if "simulators" in edges[source] and source not in MAY_IMPORT_SIMULATORS
     ]
-    assert cycles == []
+    assert wrong == []
+
+
+def test_the_top_level_holds_only_the_composition_root() -> None:
+    modules = {path.stem for path in APP.glob("*.py")}
+    assert modules == TOP_LEVEL and len(modules) <= 6
+    wings = {path.name for path in APP.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert wings - set(MAY_IMPORT) <= {"cli", "client", "dashboard", "demo", "doctor"}
+
+
+def module_of(path: Path) -> str:
+    """The dotted name of a source file (`app.core.states`, `app.storage` for its __init__)."""
+    parts = path.relative_to(APP.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, modules: Collection[str]) -> set[str]:
+    """The modules of `app` a file imports: `from a import b` names `a.b` if that is a module,
+    else `a` (a package's `__init__` runs first either way, and counts only when named)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in modules else node.module)
+    return found & set(modules)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """module -> the modules of `app` it imports."""
+    modules = {module_of(path): path for path in sorted(APP.rglob("*.py"))}
+    return {module: imported_modules(path, modules) - {module} for module, path in modules.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_among_the_modules() -> None:
+    assert cycles(module_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """Positive control: a loop through three modules is found, a chain is not."""
+    loop = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(loop) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    edges = module_graph()
+    assert "app.core.states" in edges["app.storage.models"]
 
 
 SQL = {"select", "insert", "update", "delete", "text", "func", "bindparam"}
@@ -111,7 +188,7 @@ def test_sql_is_written_only_below_the_api_watcher_and_webhooks() -> None:
 def test_the_walk_sees_imports() -> None:
     """Positive control: the walk finds what is plainly there."""
     edges = graph()
-    assert "services" in edges["api"] and "models" in edges["services"]
+    assert "services" in edges["api"] and "storage" in edges["services"]
 
 
 # The client commands speak to the service only through its REST API: they may import the

@@ -15,6 +15,7 @@ PATTERN = re.compile("|".join(map(re.escape, NAMES)), re.IGNORECASE)
 # The places that may: each provider's package and its simulator's, and the list of specs.
 ALLOWED = [
     APP / "providers" / "registry.py",
+    APP / "simulators" / "registry.py",
     *(APP / "providers" / spec.name for spec in SPECS),
     *(APP / "simulators" / spec.name for spec in SPECS),
 ]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.providers.registry import offered, spec_for, variable_name
+from app.providers.registry import offered, spec_for, variable_name, with_provider_settings
 from app.settings import Settings
 
 
@@ -119,7 +119,7 @@ def test_env_example_lists_every_setting() -> None:
 
 
 def test_provider_variables_keep_their_names_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _provider_values(Settings()) == PROVIDER_DEFAULTS
+    assert _provider_values(with_provider_settings(Settings())) == PROVIDER_DEFAULTS
     changed = {
         "AUTOPROVISION_VERDA_CLIENT_ID": "id",
         "AUTOPROVISION_VERDA_CLIENT_SECRET": "secret",
@@ -129,7 +129,7 @@ def test_provider_variables_keep_their_names_and_defaults(monkeypatch: pytest.Mo
     }
     for variable, value in changed.items():
         monkeypatch.setenv(variable, value)
-    read = _provider_values(Settings())
+    read = _provider_values(with_provider_settings(Settings()))
     assert {k: str(read[k]) for k in changed} == {
         **changed,
         "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": "2.0",
@@ -138,7 +138,7 @@ def test_provider_variables_keep_their_names_and_defaults(monkeypatch: pytest.Mo
 
 def test_provider_variables_are_read_from_dotenv_too(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("AUTOPROVISION_HYPERSTACK_API_KEY=from-dotenv\n")
-    settings = Settings()
+    settings = with_provider_settings(Settings())
     assert _provider_values(settings)["AUTOPROVISION_HYPERSTACK_API_KEY"] == "from-dotenv"
     assert "from-dotenv" not in repr(settings)
 
@@ -146,20 +146,20 @@ def test_provider_variables_are_read_from_dotenv_too(tmp_path: Path) -> None:
 def test_a_bad_provider_setting_is_refused_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AUTOPROVISION_VERDA_POLL_SECONDS", "0")
     with pytest.raises(ValidationError) as refused:
-        Settings()
+        with_provider_settings(Settings())
     (error,) = refused.value.errors()
     assert variable_name(error["loc"]) == "AUTOPROVISION_VERDA_POLL_SECONDS"
 
 
 def test_settings_given_in_code_replace_the_environment_per_provider() -> None:
-    settings = Settings(
-        _env_file=None, providers={"hyperstack": {"api_key": "k", "poll_seconds": 3}}
+    settings = with_provider_settings(
+        Settings(_env_file=None), {"hyperstack": {"api_key": "k", "poll_seconds": 3}}
     )
     hyperstack = spec_for("hyperstack").settings_of(settings)
     assert (hyperstack.poll_seconds, hyperstack.has_credentials()) == (3, True)
     assert not spec_for("verda").settings_of(settings).has_credentials()
     with pytest.raises(ValidationError, match="no provider is called 'aws'"):
-        Settings(_env_file=None, providers={"aws": {}})
+        with_provider_settings(Settings(_env_file=None), {"aws": {}})
 
 
 def test_pool_and_in_flight_limits_have_defaults_and_read_the_environment(

@@ -5,8 +5,8 @@ from pydantic import BaseModel
 
 from app.api.deps import SettingsDep
 from app.api.strict_json import StrictJsonRoute
-from app.core.catalogue import GPU_MODELS, Interconnect, offered_providers
-from app.providers.registry import enabled_providers
+from app.core.catalogue import GPU_MODELS, Interconnect
+from app.providers.registry import display_name, enabled_providers, offered_providers
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/catalogue", tags=["catalogue"])
 
@@ -42,7 +42,7 @@ async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
     return CatalogueOut(
         gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
         providers=[
-            ProviderOut(id=str(p), name=p.display_name, enabled=p in enabled)
+            ProviderOut(id=str(p), name=display_name(p), enabled=p in enabled)
             for p in offered_providers()
         ],
         interconnects=[str(i) for i in Interconnect],

@@ -5,8 +5,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.params import OfferedProvider
 from app.api.strict_json import StrictJsonRoute
-from app.core.catalogue import GPU_MODELS, Provider, normalize_gpu_model
+from app.core.catalogue import GPU_MODELS, normalize_gpu_model
 from app.core.errors import ValidationFailed
 from app.core.market import Fees
 from app.services import offers
@@ -22,7 +23,7 @@ async def list_offers(
     settings: SettingsDep,
     gpu_model: Annotated[str | None, Query(max_length=40)] = None,
     gpu_count: Annotated[int | None, Query(ge=1, le=64)] = None,
-    provider: Provider | None = None,
+    provider: OfferedProvider | None = None,
 ) -> OffersOut:
     """The latest offers of every provider, cheapest first (price with fees), each with the
     caller's waiting orders it would satisfy."""

@@ -20,17 +20,18 @@ from pydantic import (
     field_validator,
 )
 
+from app.api.params import OfferedProvider
 from app.core import metering
 from app.core.catalogue import (
     GPU_MODELS,
     Interconnect,
     Provider,
     normalize_gpu_model,
-    offered_providers,
 )
 from app.core.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
 from app.core.states import OrderEventKind
 from app.core.text import MultiLine, OneLine
+from app.providers.registry import offered_providers
 from app.services.orders import NewOrder
 from app.services.views import MoneyOut
 
@@ -228,7 +229,8 @@ class MachineWanted(BaseModel):
     ]
     gpu_count: Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
     providers: Annotated[
-        list[Annotated[Provider, BeforeValidator(_lower)]], Field(min_length=1, max_length=10)
+        list[Annotated[OfferedProvider, BeforeValidator(_lower)]],
+        Field(min_length=1, max_length=10),
     ]
     max_price_per_hour: PriceIn
     regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None

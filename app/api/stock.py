@@ -7,6 +7,7 @@ from pydantic import AwareDatetime
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.pagination import Limit, split_page
+from app.api.params import OfferedProvider
 from app.api.stock_schemas import (
     DEFAULT_WINDOW,
     EstimateRequest,
@@ -16,11 +17,11 @@ from app.api.stock_schemas import (
     parse_window,
 )
 from app.api.strict_json import StrictJsonRoute
-from app.core.catalogue import Provider, offered_providers
 from app.core.clock import utcnow
 from app.core.errors import ValidationFailed
 from app.core.market import Fees
 from app.core.text import OneLine, quote
+from app.providers.registry import offered_providers
 from app.services.stock import estimate as stock_estimate
 from app.services.stock import reads as stock_reads
 from app.services.stock.reads import HistoryFilter
@@ -60,7 +61,7 @@ async def history(
     settings: SettingsDep,
     gpu_model: GpuModel = None,
     gpu_count: GpuCount = None,
-    provider: Provider | None = None,
+    provider: OfferedProvider | None = None,
     region: Annotated[str | None, Query(max_length=64), OneLine] = None,
     since: AwareDatetime | None = None,
     until: AwareDatetime | None = None,

@@ -1,21 +1,18 @@
 """The normalized names of GPU models, providers and interconnects that orders may ask for."""
 
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
-from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticCustomError, core_schema
-
-if TYPE_CHECKING:
-    from app.providers.spec import ProviderSpec
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
 
 
 class Provider(str):
-    """A GPU cloud the service can deploy on: the name of a spec in `app.providers.registry`.
+    """A GPU cloud the service can deploy on: a bare name, as dstack's `BackendType` is.
 
-    Any string converts (names come back from the database this way); only registered names
-    have a spec, and the API accepts only the names the registry offers to orders.
+    Any string converts (names come back from the database this way). What is known of a
+    provider is its spec (`app.providers.registry.spec_for`); the API accepts only the names the
+    registry offers to orders (`app.api.params.OfferedProvider`).
     """
 
     __slots__ = ()
@@ -31,57 +28,16 @@ class Provider(str):
     def __repr__(self) -> str:
         return f"Provider({str.__repr__(self)})"
 
-    @property
-    def spec(self) -> "ProviderSpec[Any]":
-        """This provider's spec; LookupError if no spec has this name."""
-        from app.providers.registry import spec_for  # the registry imports every provider
-
-        return spec_for(self)
-
-    @property
-    def display_name(self) -> str:
-        """The provider's name as people write it."""
-        return self.spec.display_name
-
-    @property
-    def names_vms(self) -> bool:
-        """Whether a VM can be found again by the name and tag its create was sent with."""
-        return self.spec.names_vms
-
     @classmethod
     def __get_pydantic_core_schema__(
         cls, _source: Any, _handler: GetCoreSchemaHandler
     ) -> CoreSchema:
         return core_schema.no_info_after_validator_function(
-            _offered_provider,
-            core_schema.str_schema(),
-            serialization=core_schema.to_string_ser_schema(),
+            cls, core_schema.str_schema(), serialization=core_schema.to_string_ser_schema()
         )
-
-    @classmethod
-    def __get_pydantic_json_schema__(
-        cls, _schema: CoreSchema, _handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        return {"type": "string", "enum": [str(p) for p in offered_providers()]}
 
 
 _PROVIDERS: dict[str, Provider] = {}
-
-
-def offered_providers() -> list[Provider]:
-    """The providers orders may name, in the registry's order."""
-    from app.providers.registry import offered  # the registry imports every provider
-
-    return [spec.provider for spec in offered()]
-
-
-def _offered_provider(value: str) -> Provider:
-    known = offered_providers()
-    if value not in known:
-        names = [repr(str(p)) for p in known]
-        expected = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-        raise PydanticCustomError("enum", "Input should be {expected}", {"expected": expected})
-    return Provider(value)
 
 
 class Interconnect(StrEnum):

@@ -24,6 +24,7 @@ from app.core.market import Fees
 from app.providers.registry import simulated_specs
 from app.services.stock import history as stock_history
 from app.services.stock.history import Interval, Window
+from app.simulators.registry import new_simulator
 from app.storage.db import session_scope
 
 APPEARANCES_PER_HOUR = (1.0, 3.0)  # each key's rate is drawn from this range
@@ -67,7 +68,7 @@ def simulated_catalogue() -> list[Machine]:
     machines = []
     for spec in simulated_specs():
         assert spec.simulator is not None
-        simulator = spec.simulator.create_app().state.simulator
+        simulator = new_simulator(spec.name).state.simulator
         for entry in simulator.catalog.values():
             machines.append(
                 Machine(

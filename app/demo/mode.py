@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.api.schemas import OrderCreate
 from app.core.ids import new_id
 from app.core.states import OrderStatus
-from app.providers.registry import simulated_specs
+from app.providers.registry import display_name, simulated_specs
 from app.services import ledger, orders
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
@@ -41,7 +41,7 @@ def demo_orders() -> list[dict[str, Any]]:
     return [
         {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
          "providers": providers, "max_price_per_hour": "48.00", "max_runtime_hours": 5},
-        {"name": f"demo: 8x H100, not {first.display_name}", "gpu_model": "H100",
+        {"name": f"demo: 8x H100, not {display_name(first)}", "gpu_model": "H100",
          "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00"},
         {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
          "providers": sorted({first, providers[-1]}, key=providers.index),

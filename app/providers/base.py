@@ -25,7 +25,7 @@ class ProviderError(Exception):
 
     def __init__(self, provider: Provider, message: str, *, status_code: int | None = None) -> None:
         message = storable(message)  # it may quote the provider, and it goes to the database
-        super().__init__(f"{provider.display_name}: {message}")
+        super().__init__(f"{provider}: {message}")  # `registry.described` names it for people
         self.provider = provider
         self.message = message
         self.status_code = status_code

@@ -12,10 +12,10 @@ from pydantic import ValidationError
 
 from app.core.catalogue import Provider
 from app.providers import fake, hyperstack, quantacloud, verda
-from app.providers.base import ProviderAdapter
+from app.providers.base import ProviderAdapter, ProviderError
 from app.providers.http import Connections
-from app.providers.spec import ProviderSettings, ProviderSpec, Timeouts
-from app.settings import Settings
+from app.providers.spec import ProviderSpec, Timeouts
+from app.settings import ProviderSettings, Settings
 
 SPECS: tuple[ProviderSpec[Any], ...] = (
     verda.SPEC,
@@ -47,6 +47,21 @@ def offered() -> list[ProviderSpec[Any]]:
     ]
 
 
+def offered_providers() -> list[Provider]:
+    """The providers orders may name, in the registry's order."""
+    return [spec.provider for spec in offered()]
+
+
+def display_name(provider: str) -> str:
+    """The provider's name as people write it."""
+    return spec_for(provider).display_name
+
+
+def described(exc: ProviderError) -> str:
+    """A provider error as people read it: the provider's name, then what went wrong."""
+    return f"{display_name(exc.provider)}: {exc.message}"
+
+
 @contextmanager
 def offering(*specs: ProviderSpec[Any]) -> Iterator[None]:
     """For tests: offer these specs (test-only ones, or ones not in `SPECS`) while inside."""
@@ -61,9 +76,11 @@ def offering(*specs: ProviderSpec[Any]) -> Iterator[None]:
 
 def load_settings(given: Mapping[str, Any] | None) -> dict[str, ProviderSettings]:
     """Each registered provider's settings: as given (a model or its fields), else read from its
-    `AUTOPROVISION_<NAME>_*` variables."""
+    `AUTOPROVISION_<NAME>_*` variables. Refusals are located as `providers.<name>.<field>`, so
+    the variable can be named (`variable_name`)."""
     given = dict(given or {})
     loaded: dict[str, ProviderSettings] = {}
+    errors: list[Any] = []
     for name, spec in _known().items():
         value = given.pop(name, None)
         try:
@@ -74,14 +91,31 @@ def load_settings(given: Mapping[str, Any] | None) -> dict[str, ProviderSettings
             elif isinstance(value, Mapping):
                 loaded[name] = spec.settings_model.model_validate(dict(value))
             else:
-                raise ValueError(f"providers.{name} must be a {spec.settings_model.__name__}")
+                errors.append(_refusal((name,), f"must be a {spec.settings_model.__name__}"))
         except ValidationError as exc:
-            # Located as `providers.<name>.<field>`, so the variable can be named (variable_name).
-            errors = [{**e, "loc": (name, *e["loc"])} for e in exc.errors()]
-            raise ValidationError.from_exception_data(exc.title, errors) from None  # type: ignore[arg-type]
+            errors += [{**e, "loc": ("providers", name, *e["loc"])} for e in exc.errors()]
     if given:
-        raise ValueError(f"no provider is called {', '.join(map(repr, sorted(given)))}")
+        errors.append(_refusal((), f"no provider is called {', '.join(map(repr, sorted(given)))}"))
+    if errors:
+        raise ValidationError.from_exception_data("Settings", errors)
     return loaded
+
+
+def _refusal(location: tuple[str, ...], message: str) -> Any:
+    return {
+        "type": "value_error",
+        "loc": ("providers", *location),
+        "input": None,
+        "ctx": {"error": ValueError(message)},
+    }
+
+
+def with_provider_settings(settings: Settings, given: Mapping[str, Any] | None = None) -> Settings:
+    """`settings` with every registered provider's settings loaded: those it holds, then those
+    `given` (models or their fields), the rest read from `AUTOPROVISION_<NAME>_*` variables."""
+    return settings.model_copy(
+        update={"providers": load_settings({**settings.providers, **(given or {})})}
+    )
 
 
 def variable_name(location: tuple[int | str, ...]) -> str:

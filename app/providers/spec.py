@@ -6,11 +6,7 @@ The list of specs is `app.providers.registry.SPECS`; everything that must know t
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
-
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-from starlette.applications import Starlette
+from typing import Any, Generic, TypeVar
 
 from app.core.catalogue import Provider
 from app.core.metering import BillingUnit
@@ -18,37 +14,9 @@ from app.providers.base import ProviderAdapter
 from app.providers.budget import MIN_READ_SECONDS, Budget, RateLimit, Request, StockRead
 from app.providers.diagnosis import Diagnose
 from app.providers.http import Connections
-
-if TYPE_CHECKING:
-    from app.settings import Settings
-
+from app.settings import ProviderSettings, Settings
 
 PER_MINUTE = BillingUnit(blocks_per_hour=60)
-
-
-class ProviderSettings(BaseSettings):
-    """One provider's settings, read from its own `AUTOPROVISION_<NAME>_*` variables and `.env`.
-
-    Every subclass sets `env_prefix` and `poll_seconds`' default. `poll_seconds` None (or not
-    set while `AUTOPROVISION_POLL_PLAN` is on): stock is read as often as the provider's
-    published limits allow (the poll budget); else every so many seconds, as told.
-    """
-
-    model_config = SettingsConfigDict(env_file=".env", env_ignore_empty=True, extra="ignore")
-
-    # Fields that must all be set for the provider to be used (live mode).
-    credential_fields: ClassVar[tuple[str, ...]] = ()
-
-    poll_seconds: float | None = Field(default=None, ge=0.01, le=600)
-
-    def has_credentials(self) -> bool:
-        """Whether every credential field is set."""
-        return all(getattr(self, name) is not None for name in self.credential_fields)
-
-    @classmethod
-    def env_name(cls, field_name: str) -> str:
-        """The environment variable that sets `field_name` (`AUTOPROVISION_VERDA_IMAGE`)."""
-        return f"{cls.model_config.get('env_prefix', '')}{field_name}".upper()
 
 
 S = TypeVar("S", bound=ProviderSettings)
@@ -74,7 +42,6 @@ class SimulatorMount:
     api_base: str
     # Settings fields -> the values the simulator accepts for them.
     credentials: Mapping[str, str]
-    create_app: Callable[[], Starlette]  # a new simulator; its state is on `app.state.simulator`
 
     def base_url(self, root_url: str) -> str:
         """The provider API's base URL when the simulators are served at `root_url`."""
@@ -94,7 +61,7 @@ class ProviderSpec(Generic[S]):
     settings_model: type[S]
     build_adapter: Callable[[S, Connections, Timeouts], ProviderAdapter]
     # Whether a VM can be found again by the name and tag its create was sent with.
-    names_vms: bool
+    finds_vms_by_name: bool
     rate_limits: tuple[RateLimit, ...]
     stock_read: StockRead  # the requests one full stock read sends
     create: Request | None  # the create request (its buckets keep a margin for creates)
@@ -114,13 +81,13 @@ class ProviderSpec(Generic[S]):
         budget = Budget(self.rate_limits, create=self.create)
         return max(MIN_READ_SECONDS, budget.nominal_period(self.stock_read))
 
-    def planned(self, settings: "Settings") -> bool:
+    def planned(self, settings: Settings) -> bool:
         """Whether the poll budget plans this provider's stock reads."""
         own = self.settings_of(settings)
         explicit = "poll_seconds" in own.model_fields_set
         return own.poll_seconds is None or (settings.poll_plan and not explicit)
 
-    def poll_period(self, settings: "Settings") -> float:
+    def poll_period(self, settings: Settings) -> float:
         """The period set for this provider, or the planned one."""
         own = self.settings_of(settings).poll_seconds
         return self.planned_period() if own is None or self.planned(settings) else own
@@ -130,7 +97,7 @@ class ProviderSpec(Generic[S]):
         """The provider's name in the API, the database and environment variables."""
         return str(self.provider)
 
-    def settings_of(self, settings: "Settings") -> S:
+    def settings_of(self, settings: Settings) -> S:
         """This provider's settings within the service's `Settings`."""
         found = settings.providers.get(self.name)
         if found is None:  # a provider registered after the settings were read (tests)

@@ -16,9 +16,9 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import metering
-from app.core.catalogue import Provider
 from app.core.money import format_money, format_usd
 from app.core.states import DeploymentStatus, OrderEventKind
+from app.providers.registry import spec_for
 from app.services import account_events, ledger, timeline
 from app.services.limits import format_time
 from app.services.timeline import Line
@@ -198,7 +198,7 @@ async def settle_end(
         paid_hours=deployment.paid_hours,
         billed_seconds=metering.billed_seconds(deployment.billed_from, ended_at),
         hour_seconds=deployment.billing_hour_seconds,
-        unit=Provider(deployment.provider).spec.billing,
+        unit=spec_for(deployment.provider).billing,
     )
     if refunded > 0:
         account_id = await session.scalar(

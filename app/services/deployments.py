@@ -21,7 +21,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import metering
-from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.errors import InsufficientFunds
 from app.core.ids import new_id
@@ -35,6 +34,7 @@ from app.core.states import (
     check_deployment_move,
     check_order_move,
 )
+from app.providers.registry import display_name, spec_for
 from app.services import ledger, timeline
 from app.services.limits import format_time, limits_line
 from app.services.timeline import Line
@@ -102,7 +102,7 @@ def vm_tag(order_id: str) -> str:
 def describe_offer(offer: Offer, price_with_fees: Decimal) -> str:
     """`Verda FIN-01 8B300.240V at $46.10/h incl. fees`."""
     return (
-        f"{offer.provider.display_name} {offer.region} {offer.sku} at "
+        f"{display_name(offer.provider)} {offer.region} {offer.sku} at "
         f"{format_usd(price_with_fees)}/h incl. fees"
     )
 
@@ -198,7 +198,9 @@ def claim_on(
         offer_id=offer.offer_id,
         vm_name=vm_name(order_id, attempt),
         tag=vm_tag(order_id),
-        serial_kind=None if offer.provider.names_vms else serial_kind(offer.region, offer.sku),
+        serial_kind=None
+        if spec_for(offer.provider).finds_vms_by_name
+        else serial_kind(offer.region, offer.sku),
         price_per_hour=offer.price_per_hour,
         price_per_hour_with_fees=price_with_fees,
         status=DeploymentStatus.CREATING,
@@ -312,7 +314,7 @@ async def settle_created(
         raise VMAlreadyOwned(vm.id) from exc
     if deployment is None:
         return False
-    if Provider(deployment.provider).spec.billing.from_accepted:
+    if spec_for(deployment.provider).billing.from_accepted:
         deployment.billed_from = now
     deployed = await move_order(
         session, deployment.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
@@ -330,7 +332,7 @@ async def settle_created(
         Line(
             deployment.order_id,
             OrderEventKind.DEPLOYED,
-            f"{Provider(deployment.provider).display_name} accepted the create: VM "
+            f"{display_name(deployment.provider)} accepted the create: VM "
             f"{vm.id} is starting; first hour charged "
             f"({format_usd(deployment.price_per_hour_with_fees)}).",
         ),

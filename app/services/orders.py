@@ -8,7 +8,6 @@ from decimal import Decimal
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.errors import (
     Conflict,
@@ -21,6 +20,7 @@ from app.core.ids import new_id
 from app.core.money import format_usd
 from app.core.states import OrderEventKind, OrderStatus, check_order_move
 from app.core.text import quote
+from app.providers.registry import display_name
 from app.services import timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
@@ -30,7 +30,7 @@ from app.storage.models import Account, Deployment, Order, OrderEvent, WebhookEv
 
 def describe_request(order: Order) -> str:
     """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`."""
-    names = [Provider(p).display_name for p in order.providers]
+    names = [display_name(p) for p in order.providers]
     where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
     text = f"{order.gpu_count}x {order.gpu_model} on {where}"
     if order.regions:
@@ -61,7 +61,7 @@ def _field_error(field: str, message: str) -> ValidationFailed:
 
 
 def _names(providers: Sequence[str]) -> str:
-    names = [Provider(p).display_name for p in providers]
+    names = [display_name(p) for p in providers]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.catalogue import offered_providers
+from app.providers.registry import display_name, offered_providers
 from app.services.views import BalanceReadOut, ProviderStatusOut, StockReadOut
 from app.storage.models import Deployment, OfferSnapshot, ProviderBalance
 
@@ -46,7 +46,7 @@ async def report(
         result.append(
             ProviderStatusOut(
                 provider=name,
-                name=provider.display_name,
+                name=display_name(provider),
                 enabled=name in enabled,
                 stock=None
                 if snapshot is None

@@ -18,7 +18,6 @@ from decimal import Decimal
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.catalogue import Provider
 from app.core.errors import Conflict
 from app.core.money import format_usd
 from app.core.states import (
@@ -30,6 +29,7 @@ from app.core.states import (
     check_deployment_move,
     check_order_move,
 )
+from app.providers.registry import display_name
 from app.services import billing, deployments, orders, timeline
 from app.services.timeline import Line
 from app.services.webhooks import outbox
@@ -290,7 +290,7 @@ async def settle_lost(
         session, deployment.order_id, expected=OrderStatus.RUNNING, status=OrderStatus.LOST
     )
     settled = await billing.settle_end(session, deployment, ended_at=seen_at)
-    name = Provider(deployment.provider).display_name
+    name = display_name(deployment.provider)
     await timeline.write(
         session,
         Line(
@@ -340,7 +340,7 @@ async def _end_order(
         ended = Ended(order_id, format_usd(Decimal(0)), format_usd(Decimal(0)))
     else:
         settled = await billing.settle_end(session, machine, ended_at=machine.ended_at or now)
-        name = Provider(machine.provider).display_name
+        name = display_name(machine.provider)
         message = (
             f"Terminated: {name} shows VM {machine.provider_vm_id} gone; refunded "
             f"{format_usd(settled.refunded)} of the hour paid, {format_usd(settled.charged)} "

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
 from app.core import metering
-from app.core.catalogue import Provider
 from app.core.money import format_money
 from app.core.states import DeploymentStatus, OrderStatus, TerminateReason
+from app.providers.registry import spec_for
 from app.services.limits import terminates_at
 from app.support.security import ssh_key_fingerprint
 
@@ -96,7 +96,7 @@ class _OrderFields(BaseModel):
             end = terminates_at(order, deployment)
             out.terminates_at = None if end is None else end[0]
         if deployment.status is DeploymentStatus.RUNNING and deployment.ip:
-            user = Provider(deployment.provider).spec.ssh_user
+            user = spec_for(deployment.provider).ssh_user
             out.ssh_command = f"ssh {user}@{deployment.ip}"
         return out
 

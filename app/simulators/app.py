@@ -5,13 +5,14 @@ from starlette.routing import Mount
 
 from app.providers.registry import SPECS
 from app.simulators.core import ProviderSimulator
+from app.simulators.registry import new_simulator
 
 
 def create_simulator_app() -> Starlette:
     """Each registered provider's simulator mounted where its spec says (`/verda/v1/...`),
     each with its control API (`/verda/_sim/...`)."""
     mounts = [
-        (spec.name, spec.simulator.path, spec.simulator.create_app())
+        (spec.name, spec.simulator.path, new_simulator(spec.name))
         for spec in SPECS
         if spec.simulator is not None
     ]

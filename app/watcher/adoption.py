@@ -76,9 +76,9 @@ class Wait:
 Decision = Adopt | NotCreated | Wait
 
 
-def could_have_made(deployment: DeploymentView, vm: VM, *, names_vms: bool) -> bool:
+def could_have_made(deployment: DeploymentView, vm: VM, *, finds_vms_by_name: bool) -> bool:
     """Whether `vm` may be what `deployment`'s create made, by all the listing says of it."""
-    if names_vms:
+    if finds_vms_by_name:
         return vm.name == deployment.vm_name
     if vm.region is not None and vm.region.lower() != deployment.region.lower():
         return False
@@ -93,7 +93,7 @@ def decide(
     *,
     owned: set[str],
     rivals: list[DeploymentView],
-    names_vms: bool,
+    finds_vms_by_name: bool,
 ) -> Decision:
     """Resolve `deployment` from the provider's VMs, the VM ids attempts own, and the other
     attempts at the provider whose outcome is not recorded yet (`rivals`)."""
@@ -102,18 +102,18 @@ def decide(
         for vm in found
         if vm.state is not VMState.GONE
         and vm.id not in owned
-        and could_have_made(deployment, vm, names_vms=names_vms)
+        and could_have_made(deployment, vm, finds_vms_by_name=finds_vms_by_name)
     ]
     if not candidates:
         return NotCreated()
-    if names_vms:
+    if finds_vms_by_name:
         if len(candidates) > 1:
             ids = ", ".join(vm.id for vm in candidates)
             return Wait(f"Several VMs carry this attempt's name ({ids}): waiting for one answer")
         return Adopt(candidates[0])
     for vm in candidates:
         for rival in rivals:
-            if rival.id != deployment.id and could_have_made(rival, vm, names_vms=False):
+            if rival.id != deployment.id and could_have_made(rival, vm, finds_vms_by_name=False):
                 return Wait(
                     f"VM {vm.id} could also be what the create for {rival.order_id} made, whose "
                     "answer is not in yet: deciding once it is"
@@ -129,7 +129,7 @@ def _distance(deployment: DeploymentView, vm: VM) -> tuple[int, float]:
 
 
 def possible_owners(
-    vm: VM, recorded: list[DeploymentView], *, names_vms: bool
+    vm: VM, recorded: list[DeploymentView], *, finds_vms_by_name: bool
 ) -> list[DeploymentView]:
     """The attempts `vm` may have come from (for the report of a VM no order owns)."""
-    return [d for d in recorded if could_have_made(d, vm, names_vms=names_vms)]
+    return [d for d in recorded if could_have_made(d, vm, finds_vms_by_name=finds_vms_by_name)]

@@ -18,6 +18,7 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.text import storable
 from app.providers.base import ProviderAdapter, ProviderError
+from app.providers.registry import described, display_name
 from app.support.metrics import PROVIDER_BALANCE
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class ProviderBalances:
         try:
             amount = await self.adapters[provider].balance()
         except ProviderError as exc:
-            result = BalanceRead(None, self.clock(), storable(str(exc))[:500])
+            result = BalanceRead(None, self.clock(), storable(described(exc))[:500])
         except Exception as exc:  # a shape we do not understand is not a reason to stop
             result = BalanceRead(None, self.clock(), f"unreadable balance ({type(exc).__name__})")
         else:
@@ -81,7 +82,7 @@ class ProviderBalances:
         if result.error is not None and (previous is None or previous.error != result.error):
             log.warning(
                 "%s balance cannot be read (%s): not checked before creates until it can",
-                provider.display_name,
+                display_name(provider),
                 result.error,
             )
         self.last[provider] = result

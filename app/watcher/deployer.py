@@ -21,6 +21,7 @@ from app.providers.base import (
     Rejected,
     Unavailable,
 )
+from app.providers.registry import display_name, spec_for
 from app.services import deployments, timeline
 from app.services.deployments import Intent, KindBusy, VMAlreadyOwned
 from app.services.timeline import Line
@@ -92,7 +93,7 @@ class Deployer:
         task = asyncio.create_task(self.send(intent, taken), name=f"create {intent.deployment_id}")
         self.in_flight.add(task)
         self.in_flight_ids.add(intent.deployment_id)
-        if not intent.offer.provider.names_vms:
+        if not spec_for(intent.offer.provider).finds_vms_by_name:
             self.serial_in_flight[intent.deployment_id] = intent.offer.key
 
         def done(finished: asyncio.Task[None]) -> None:
@@ -128,22 +129,22 @@ class Deployer:
             await self._not_created(
                 intent,
                 OrderEventKind.RATE_LIMITED,
-                f"{provider.display_name} asked us to slow down before the create: keeps waiting.",
+                f"{display_name(provider)} asked us to slow down before the create: keeps waiting.",
             )
         except ProviderOutOfFunds:
             self.book.cool(offer.key)
             await self._not_created(
                 intent,
                 OrderEventKind.PROVIDER_FUNDS,
-                f"Our account at {provider.display_name} cannot pay for this machine right "
+                f"Our account at {display_name(provider)} cannot pay for this machine right "
                 "now: keeps waiting.",
             )
         except AuthFailed:
-            log.error("%s refused our credentials on a create", provider.display_name)
+            log.error("%s refused our credentials on a create", display_name(provider))
             await self._not_created(
                 intent,
                 OrderEventKind.PROVIDER_AUTH,
-                f"{provider.display_name} refused our credentials: keeps waiting.",
+                f"{display_name(provider)} refused our credentials: keeps waiting.",
             )
         except Unavailable as exc:
             await self._not_created(
@@ -155,19 +156,19 @@ class Deployer:
             await self._not_created(
                 intent,
                 OrderEventKind.REJECTED,
-                f"{provider.display_name} refused the request itself ({exc.message}): "
+                f"{display_name(provider)} refused the request itself ({exc.message}): "
                 "the order cannot succeed.",
                 fail_order=True,
             )
         except OutcomeUnknown as exc:
             consumed = True
             await self._unknown(
-                intent, f"No clear answer from {provider.display_name} ({exc.message})"
+                intent, f"No clear answer from {display_name(provider)} ({exc.message})"
             )
         except Exception:
             consumed = True
             log.exception("create for %s crashed; its VM may exist", intent.order_id)
-            await self._unknown(intent, f"The create to {provider.display_name} broke off")
+            await self._unknown(intent, f"The create to {display_name(provider)} broke off")
         else:
             consumed = True
             CREATES.labels(str(provider), "created").inc()
@@ -183,7 +184,7 @@ class Deployer:
                     await deployments.mark_unknown(
                         session,
                         deployment_id=intent.deployment_id,
-                        message=f"{provider.display_name} answered with VM {vm.id}, which "
+                        message=f"{display_name(provider)} answered with VM {vm.id}, which "
                         "another order already owns",
                     )
         finally:

@@ -4,6 +4,7 @@ from collections.abc import Collection, Iterable
 
 from app.core.money import format_usd
 from app.core.states import OrderEventKind
+from app.providers.registry import display_name
 from app.services.timeline import Line
 from app.support.metrics import WOULD_DEPLOY
 from app.watcher.match import Assignment
@@ -41,7 +42,7 @@ class WouldDeploy:
                 Line(
                     assignment.order_id,
                     OrderEventKind.WOULD_DEPLOY,
-                    f"Would have deployed now: {offer.provider.display_name} {offer.region} "
+                    f"Would have deployed now: {display_name(offer.provider)} {offer.region} "
                     f"{offer.gpu_count}x {offer.gpu_model} ({offer.sku}) at "
                     f"{format_usd(assignment.price_with_fees)}/h incl. fees. Dry run: no create "
                     "sent, nothing held; still waiting.",

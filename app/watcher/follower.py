@@ -12,6 +12,7 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind
 from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
+from app.providers.registry import display_name, spec_for
 from app.services import deployments, timeline
 from app.services.timeline import Line
 from app.storage.db import session_scope
@@ -95,7 +96,7 @@ class Follower:
     async def _check_vm(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
         assert deployment.provider_vm_id is not None
         vm = await adapter.get_vm(deployment.provider_vm_id)
-        name = adapter.provider.display_name
+        name = display_name(adapter.provider)
         if vm is not None and vm.state is VMState.RUNNING and vm.ip:
             async with session_scope(self.sessionmaker) as session:
                 settled = await deployments.settle_running(
@@ -144,7 +145,7 @@ class Follower:
                 found,
                 owned={d.provider_vm_id for d in others if d.provider_vm_id},
                 rivals=[adoption.view(d) for d in others if d.status.is_open],
-                names_vms=provider.names_vms,
+                finds_vms_by_name=spec_for(provider).finds_vms_by_name,
             )
             if isinstance(decision, adoption.Wait):
                 await deployments.note_unresolved(
@@ -156,7 +157,7 @@ class Follower:
                     session,
                     deployment_id=deployment.id,
                     kind=OrderEventKind.NOT_CREATED,
-                    message=f"Looked it up at {provider.display_name}: no VM came of the "
+                    message=f"Looked it up at {display_name(provider)}: no VM came of the "
                     "create; keeps waiting.",
                 )
                 self.on_settled()

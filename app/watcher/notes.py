@@ -6,6 +6,7 @@ from decimal import Decimal
 from app.core.market import OrderWants
 from app.core.money import format_usd
 from app.core.states import OrderEventKind
+from app.providers.registry import display_name
 from app.services.deployments import describe_offer
 from app.services.timeline import Line
 from app.watcher.match import Assignment, MatchResult
@@ -34,7 +35,7 @@ class WaitingNotes:
                     Line(
                         short.order_id,
                         OrderEventKind.PROVIDER_FUNDS,
-                        f"{offer.provider.display_name} account balance {format_usd(balance)} "
+                        f"{display_name(offer.provider)} account balance {format_usd(balance)} "
                         f"does not cover one hour of {offer.gpu_count}x {offer.gpu_model} "
                         f"({format_usd(offer.price_per_hour)}); waiting.",
                     )

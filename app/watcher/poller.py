@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Collection
 
 from app.providers.base import Offer, ProviderAdapter, ProviderError, RateLimited
 from app.providers.budget import MIN_READ_SECONDS, MachineKey
+from app.providers.registry import described
 from app.support.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED, PROVIDER_REQUEST_RATE
 
 log = logging.getLogger(__name__)
@@ -111,12 +112,12 @@ class ProviderPoller:
             offers = await self.adapter.fetch_offers(machines)
         except RateLimited as exc:
             POLL_ERRORS.labels(provider, "rate_limited").inc()
-            await self.on_error(str(exc))
+            await self.on_error(described(exc))
             self.backoff = self._next_backoff()
             return max(exc.retry_after or 0.0, self.backoff)
         except ProviderError as exc:
             POLL_ERRORS.labels(provider, type(exc).__name__.lower()).inc()
-            await self.on_error(str(exc))
+            await self.on_error(described(exc))
             self.backoff = self._next_backoff()
             return self.backoff
         except Exception:  # a bug in an adapter must not stop the watching

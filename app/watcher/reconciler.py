@@ -10,6 +10,7 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import DeploymentStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
+from app.providers.registry import display_name, spec_for
 from app.services import deployments
 from app.services.deployments import VM_TAG_PREFIX
 from app.storage.db import session_scope
@@ -95,14 +96,14 @@ class Reconciler:
                 self.reported.add((str(provider), vm.id))
                 log.warning(
                     "%s VM %s (%s) is %s but no order owns it%s",
-                    provider.display_name,
+                    display_name(provider),
                     vm.id,
                     vm.name,
                     "tagged by us" if ours else "on our account",
                     _may_belong_to(provider, vm, recorded),
                 )
             if self.delete_untracked and ours and await _deleted(adapter, vm):
-                log.warning("deleted untracked %s VM %s", provider.display_name, vm.id)
+                log.warning("deleted untracked %s VM %s", display_name(provider), vm.id)
 
     async def _delete_ended(
         self,
@@ -124,7 +125,7 @@ class Reconciler:
             except ProviderError as exc:
                 log.warning(
                     "%s VM %s of ended order %s is still there and cannot be deleted: %s",
-                    provider.display_name,
+                    display_name(provider),
                     vm.id,
                     ended[vm.id],
                     exc.message,
@@ -132,7 +133,7 @@ class Reconciler:
                 continue
             log.warning(
                 "deleted %s VM %s, still there after its order %s ended",
-                provider.display_name,
+                display_name(provider),
                 vm.id,
                 ended[vm.id],
             )
@@ -156,7 +157,7 @@ def _may_belong_to(provider: Provider, vm: VM, recorded: list[Deployment]) -> st
         for a in recorded
         if (a.status.is_open or a.status is DeploymentStatus.NOT_CREATED) and not a.provider_vm_id
     ]
-    owners = possible_owners(vm, unowned, names_vms=provider.names_vms)
+    owners = possible_owners(vm, unowned, finds_vms_by_name=spec_for(provider).finds_vms_by_name)
     if not owners:
         return ""
     shown = ", ".join(f"attempt {a.attempt} of {a.order_id} ({a.status})" for a in owners[-5:])

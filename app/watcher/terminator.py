@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.providers.base import ProviderAdapter, ProviderError, VMState
+from app.providers.registry import display_name
 from app.services import terminations
 from app.storage.db import session_scope
 from app.storage.models import Deployment
@@ -82,7 +83,7 @@ class Terminator:
             return  # the delete was taken before: it is gone now, or on its way
         if deployment.billed_from is None:
             await self._note_if_running(adapter, deployment)
-        name = adapter.provider.display_name
+        name = display_name(adapter.provider)
         try:
             await adapter.delete_vm(deployment.provider_vm_id)
         except ProviderError as exc:

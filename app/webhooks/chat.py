@@ -13,8 +13,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from app.core.catalogue import Provider
 from app.core.money import format_usd
+from app.providers.registry import display_name
 from app.storage.models import WebhookFormat
 
 DISCORD_MAX_CHARS = 2000
@@ -118,7 +118,7 @@ def _usd(amount: str) -> str:
 
 def _provider_name(name: str) -> str:
     try:
-        return Provider(name).display_name
+        return display_name(name)
     except LookupError:  # a provider this version no longer has
         return name
 

@@ -1,6 +1,7 @@
 """The GPU catalogue that orders are checked against."""
 
-from app.core.catalogue import GPU_MODELS, normalize_gpu_model, offered_providers
+from app.core.catalogue import GPU_MODELS, normalize_gpu_model
+from app.providers.registry import display_name, offered_providers
 
 
 def test_catalogue_has_the_models_the_providers_sell() -> None:
@@ -15,4 +16,4 @@ def test_names_are_matched_case_insensitively_and_unknown_names_are_refused() ->
 
 
 def test_providers_have_display_names() -> None:
-    assert [p.display_name for p in offered_providers()] == ["Verda", "Hyperstack", "QuantaCloud"]
+    assert [display_name(p) for p in offered_providers()] == ["Verda", "Hyperstack", "QuantaCloud"]

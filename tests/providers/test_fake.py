@@ -7,11 +7,18 @@ import httpx
 import pytest
 
 from app.api.schemas import OrderCreate
-from app.core.catalogue import Provider, offered_providers
+from app.core.catalogue import Provider
 from app.providers import fake
 from app.providers.base import NoCapacity, OutcomeUnknown, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import Create, FakeAdapter
-from app.providers.registry import SPECS, build_adapters, offering, spec_for
+from app.providers.registry import (
+    SPECS,
+    build_adapters,
+    display_name,
+    offered_providers,
+    offering,
+    spec_for,
+)
 from app.settings import Settings
 from tests.waiting import eventually
 
@@ -67,8 +74,8 @@ async def test_vms_move_on_and_are_found_by_name_and_tag() -> None:
     assert adapter.deleted == [vm.id] and await adapter.list_vms() == []
 
 
-async def test_without_names_vms_are_found_by_kind_and_time() -> None:
-    adapter = FakeAdapter(Provider("fake-unnamed"), names_vms=False)
+async def test_without_finds_vms_by_name_are_found_by_kind_and_time() -> None:
+    adapter = FakeAdapter(Provider("fake-unnamed"), finds_vms_by_name=False)
     offer, other = adapter.offer(), adapter.offer(region="FAKE-2")
     vm = await adapter.create_vm(offer, name="ap-1", tag="ap-order-1", ssh_public_key=None)
     assert (vm.name, vm.tags) == (None, ())
@@ -104,18 +111,18 @@ def test_it_is_registered_by_one_line_but_offered_only_inside_a_test() -> None:
     with offering(fake.SPEC):
         assert offered_providers()[-1] == Provider("fake")
         assert order("fake").providers == [Provider("fake")]
-        assert Provider("fake").display_name == "Fake"
+        assert display_name("fake") == "Fake"
     assert Provider("fake") not in offered_providers()
 
 
 async def test_registered_fakes_get_adapters_from_the_registry_while_offered() -> None:
-    unnamed = fake.fake_spec(Provider("fake-unnamed"), names_vms=False)
+    unnamed = fake.fake_spec(Provider("fake-unnamed"), finds_vms_by_name=False)
     settings = Settings(_env_file=None)
     async with httpx.AsyncClient() as client:
         assert build_adapters(settings, client) == {}
         with offering(fake.SPEC, unnamed):
             adapters = build_adapters(settings, client)
-            assert Provider("fake-unnamed").names_vms is False
+            assert spec_for("fake-unnamed").finds_vms_by_name is False
             assert order("fake-unnamed").providers == [Provider("fake-unnamed")]
     assert set(adapters) == {Provider("fake"), Provider("fake-unnamed")}
     assert all(isinstance(a, FakeAdapter) for a in adapters.values())

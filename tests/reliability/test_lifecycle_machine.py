@@ -47,6 +47,7 @@ from app.core.errors import AppError
 from app.core.states import DeploymentStatus, OrderStatus, TerminateReason
 from app.providers.base import Offer, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import FakeAdapter
+from app.providers.registry import spec_for
 from app.services import accounts, deployments, ledger, orders, terminations
 from app.services.deployments import Intent
 from app.services.orders import NewOrder
@@ -92,7 +93,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.clock = FakeWallClock(START)
         self.fakes = {
             Provider("hyperstack"): FakeAdapter(Provider("hyperstack")),
-            Provider("quantacloud"): FakeAdapter(Provider("quantacloud"), names_vms=False),
+            Provider("quantacloud"): FakeAdapter(Provider("quantacloud"), finds_vms_by_name=False),
         }
         self.order_ids: list[str] = []
         self.account_id = ""
@@ -332,7 +333,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                     paid_hours=machine.paid_hours,
                     billed_seconds=metering.billed_seconds(machine.billed_from, machine.ended_at),
                     hour_seconds=HOUR,
-                    unit=Provider(machine.provider).spec.billing,
+                    unit=spec_for(machine.provider).billing,
                 )
                 assert sum(refunds, Decimal(0)) == expected
             if machine.status is DeploymentStatus.LOST:

@@ -7,7 +7,7 @@ import pytest
 
 from app.core.catalogue import Provider
 from app.providers.base import VMState
-from app.providers.registry import build_adapters, simulated
+from app.providers.registry import build_adapters, simulated, with_provider_settings
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
@@ -42,7 +42,9 @@ async def test_only_providers_with_credentials_get_an_adapter(sim_url: str) -> N
     async with httpx.AsyncClient() as client:
         none = build_adapters(Settings(_env_file=None), client)
         one = build_adapters(
-            Settings(_env_file=None, providers={"quantacloud": {"api_key": "sim-key"}}),
+            with_provider_settings(
+                Settings(_env_file=None), {"quantacloud": {"api_key": "sim-key"}}
+            ),
             client,
         )
     assert none == {}

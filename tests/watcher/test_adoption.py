@@ -61,7 +61,7 @@ def blind(
     rivals: Collection[DeploymentView] = (),
 ) -> Decision:
     """The decision at a provider whose VMs carry no name (QuantaCloud)."""
-    return decide(a, found, owned=set(owned), rivals=list(rivals), names_vms=False)
+    return decide(a, found, owned=set(owned), rivals=list(rivals), finds_vms_by_name=False)
 
 
 class TestProvidersWithoutNames:
@@ -147,14 +147,16 @@ class TestProvidersWithNames:
         a = attempt("a")
         mine = named("1", "ap-a-1")
         others = [named("2", "ap-b-1"), named("3", "ap-a-2")]
-        decide_named = decide(a, [*others, mine], owned=set(), rivals=[], names_vms=True)
+        decide_named = decide(a, [*others, mine], owned=set(), rivals=[], finds_vms_by_name=True)
         assert decide_named == Adopt(mine)
-        assert decide(a, others, owned=set(), rivals=[], names_vms=True) == NotCreated()
+        assert decide(a, others, owned=set(), rivals=[], finds_vms_by_name=True) == NotCreated()
 
     def test_an_unnamed_vm_is_never_adopted_where_vms_have_names(self) -> None:
         rival = attempt("b", status="creating")
         unnamed = VM(Provider("verda"), "9", VMState.PENDING, "ordered")
-        decision = decide(attempt("a"), [unnamed], owned=set(), rivals=[rival], names_vms=True)
+        decision = decide(
+            attempt("a"), [unnamed], owned=set(), rivals=[rival], finds_vms_by_name=True
+        )
         assert decision == NotCreated()
 
 
@@ -163,4 +165,4 @@ def test_the_report_names_the_attempts_a_stray_vm_may_belong_to() -> None:
     a = attempt("a")
     b = attempt("b", kind=("us-east-1", "h100-sxm-x8"))
     c = attempt("c", at=T0 + timedelta(minutes=5))
-    assert possible_owners(vm, [a, b, c], names_vms=False) == [a]
+    assert possible_owners(vm, [a, b, c], finds_vms_by_name=False) == [a]

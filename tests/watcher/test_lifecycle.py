@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from app.core import metering
-from app.core.catalogue import Provider
 from app.core.market import DEFAULT_DISK_GB
+from app.providers.registry import spec_for
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account
@@ -247,7 +247,7 @@ class TestBillingHours:
             Decimal(e["amount"]) for e in await ledger(client, handle) if e["kind"] == "refund"
         )
         assert Decimal(ended["charged_usd"]) == 3 * price - refunds
-        unit = Provider("hyperstack").spec.billing
+        unit = spec_for("hyperstack").billing
         used = metering.billed_seconds(billed_from, ts(ended["ended_at"]))
         assert refunds == metering.refund(
             price, paid_hours=3, billed_seconds=used, hour_seconds=HOUR, unit=unit

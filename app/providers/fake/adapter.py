@@ -75,9 +75,11 @@ class CreateCall:
 class FakeAdapter:
     """A `ProviderAdapter` whose provider is a script in memory (see the module docstring)."""
 
-    def __init__(self, provider: Provider = PROVIDER, *, names_vms: bool = True) -> None:
+    def __init__(self, provider: Provider = PROVIDER, *, finds_vms_by_name: bool = True) -> None:
         self.provider = provider
-        self.names_vms = names_vms  # False: VMs carry no name or tag, like QuantaCloud's
+        self.finds_vms_by_name = (
+            finds_vms_by_name  # False: VMs carry no name or tag, like QuantaCloud's
+        )
         self.offers: list[Offer] = []
         self.budget = Budget(())  # no limits: read at the poll period
         self.outcomes: deque[Create] = deque()
@@ -193,7 +195,7 @@ class FakeAdapter:
     ) -> list[VM]:
         """By name and tag; without names, live VMs of the offer's kind made since `not_before`."""
         self.calls["find_vms"] += 1
-        if self.names_vms:
+        if self.finds_vms_by_name:
             return [vm for vm in self.vms.values() if vm.name == name and tag in vm.tags]
         return [
             vm
@@ -231,11 +233,11 @@ class FakeAdapter:
             id=f"fake-vm-{next(self._ids)}",
             state=VMState.PENDING,
             provider_status=str(VMState.PENDING),
-            name=name if self.names_vms else None,
+            name=name if self.finds_vms_by_name else None,
             region=offer.region,
             sku=offer.sku,
             created_at=datetime.now(UTC),
-            tags=(tag,) if self.names_vms and tag else (),
+            tags=(tag,) if self.finds_vms_by_name and tag else (),
         )
         self.vms[vm.id] = vm
         return vm

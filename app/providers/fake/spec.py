@@ -9,7 +9,8 @@ from app.core.catalogue import Provider
 from app.providers.base import ProviderAdapter
 from app.providers.fake.adapter import PROVIDER, FakeAdapter
 from app.providers.http import Connections
-from app.providers.spec import ProviderSettings, ProviderSpec, Timeouts
+from app.providers.spec import ProviderSpec, Timeouts
+from app.settings import ProviderSettings
 
 
 class FakeSettings(ProviderSettings):
@@ -20,21 +21,23 @@ class FakeSettings(ProviderSettings):
     poll_seconds: float = Field(default=0.5, ge=0.01, le=600)
 
 
-def fake_spec(provider: Provider = PROVIDER, *, names_vms: bool = True) -> ProviderSpec[Any]:
-    """A spec for a fake provider called `provider`; `names_vms=False` makes one whose VMs,
+def fake_spec(
+    provider: Provider = PROVIDER, *, finds_vms_by_name: bool = True
+) -> ProviderSpec[Any]:
+    """A spec for a fake provider called `provider`; `finds_vms_by_name=False` makes one whose VMs,
     like QuantaCloud's, carry no name or tag. Offer it in a test with `registry.offering`."""
 
     def build_adapter(
         _settings: FakeSettings, _client: Connections, _timeouts: Timeouts
     ) -> ProviderAdapter:
-        return FakeAdapter(provider, names_vms=names_vms)
+        return FakeAdapter(provider, finds_vms_by_name=finds_vms_by_name)
 
     return ProviderSpec(
         provider=provider,
         display_name=str(provider).capitalize(),
         settings_model=FakeSettings,
         build_adapter=build_adapter,
-        names_vms=names_vms,
+        finds_vms_by_name=finds_vms_by_name,
         rate_limits=(),
         stock_read=(("GET", "/offers"),),
         create=None,

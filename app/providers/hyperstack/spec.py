@@ -11,8 +11,8 @@ from app.providers.hyperstack import limits
 from app.providers.hyperstack.adapter import HyperstackAdapter
 from app.providers.hyperstack.doctor import diagnose
 from app.providers.hyperstack.parse import PROVIDER
-from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
-from app.simulators import hyperstack as simulator
+from app.providers.spec import ProviderSpec, SimulatorMount, Timeouts
+from app.settings import ProviderSettings
 
 
 class HyperstackSettings(ProviderSettings):
@@ -29,6 +29,10 @@ class HyperstackSettings(ProviderSettings):
     # One stock read is two requests (flavors and stocks): 240 a minute against 500 per IP.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
     poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
+
+
+# What its simulator (`app/simulators/hyperstack/`) accepts; the simulator reads them here.
+SIMULATOR_CREDENTIALS = {"api_key": "sim-key"}
 
 
 def build_adapter(
@@ -54,7 +58,7 @@ SPEC = ProviderSpec(
     display_name="Hyperstack",
     settings_model=HyperstackSettings,
     build_adapter=build_adapter,
-    names_vms=True,
+    finds_vms_by_name=True,
     rate_limits=limits.RATE_LIMITS,
     stock_read=limits.STOCK_READ,
     create=limits.CREATE,
@@ -65,7 +69,6 @@ SPEC = ProviderSpec(
     simulator=SimulatorMount(
         path="/hyperstack",
         api_base="/v1",
-        credentials={"api_key": simulator.API_KEY},
-        create_app=simulator.create_app,
+        credentials=SIMULATOR_CREDENTIALS,
     ),
 )

@@ -11,8 +11,8 @@ from app.providers.quantacloud import limits
 from app.providers.quantacloud.adapter import QuantaCloudAdapter
 from app.providers.quantacloud.doctor import diagnose
 from app.providers.quantacloud.parse import PROVIDER
-from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
-from app.simulators import quantacloud as simulator
+from app.providers.spec import ProviderSpec, SimulatorMount, Timeouts
+from app.settings import ProviderSettings
 
 
 class QuantaCloudSettings(ProviderSettings):
@@ -26,6 +26,10 @@ class QuantaCloudSettings(ProviderSettings):
     # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
     poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
+
+
+# What its simulator (`app/simulators/quantacloud/`) accepts; the simulator reads them here.
+SIMULATOR_CREDENTIALS = {"api_key": "sim-key"}
 
 
 def build_adapter(
@@ -48,7 +52,7 @@ SPEC = ProviderSpec(
     display_name="QuantaCloud",
     settings_model=QuantaCloudSettings,
     build_adapter=build_adapter,
-    names_vms=False,  # its deployments carry no name, label or tag
+    finds_vms_by_name=False,  # its deployments carry no name, label or tag
     rate_limits=limits.RATE_LIMITS,
     stock_read=limits.STOCK_READ,
     create=limits.CREATE,
@@ -59,7 +63,6 @@ SPEC = ProviderSpec(
     simulator=SimulatorMount(
         path="/quantacloud",
         api_base="/api/v1",
-        credentials={"api_key": simulator.API_KEY},
-        create_app=simulator.create_app,
+        credentials=SIMULATOR_CREDENTIALS,
     ),
 )

@@ -6,12 +6,12 @@ from pydantic_settings import SettingsConfigDict
 from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
-from app.providers.spec import ProviderSettings, ProviderSpec, SimulatorMount, Timeouts
+from app.providers.spec import ProviderSpec, SimulatorMount, Timeouts
 from app.providers.verda import limits
 from app.providers.verda.adapter import VerdaAdapter
 from app.providers.verda.doctor import diagnose
 from app.providers.verda.parse import PROVIDER
-from app.simulators import verda as simulator
+from app.settings import ProviderSettings
 
 
 class VerdaSettings(ProviderSettings):
@@ -27,6 +27,10 @@ class VerdaSettings(ProviderSettings):
     # One full-list read a period: 48 a minute against its path's 60.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
     poll_seconds: float | None = Field(default=1.25, ge=0.1, le=600)
+
+
+# What its simulator (`app/simulators/verda/`) accepts; the simulator reads them here.
+SIMULATOR_CREDENTIALS = {"client_id": "sim-client", "client_secret": "sim-secret"}
 
 
 def build_adapter(
@@ -51,7 +55,7 @@ SPEC = ProviderSpec(
     display_name="Verda",
     settings_model=VerdaSettings,
     build_adapter=build_adapter,
-    names_vms=True,
+    finds_vms_by_name=True,
     rate_limits=limits.RATE_LIMITS,
     stock_read=limits.FULL_READ,
     create=limits.CREATE,
@@ -62,7 +66,6 @@ SPEC = ProviderSpec(
     simulator=SimulatorMount(
         path="/verda",
         api_base="/v1",
-        credentials={"client_id": simulator.CLIENT_ID, "client_secret": simulator.CLIENT_SECRET},
-        create_app=simulator.create_app,
+        credentials=SIMULATOR_CREDENTIALS,
     ),
 )

@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.providers.hyperstack.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy
 from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
 from app.simulators.hyperstack.catalog import (
@@ -22,7 +23,7 @@ from app.simulators.hyperstack.catalog import (
     REGIONS,
 )
 
-API_KEY = "sim-key"
+API_KEY = SIMULATOR_CREDENTIALS["api_key"]
 RATE_LIMIT = 500  # requests per source IP per minute, all endpoints together
 RATE_WINDOW = 60.0
 CONFIG_COUNTS = (1, 2, 4, 8, 10)

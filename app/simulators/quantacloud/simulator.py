@@ -12,11 +12,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.providers.quantacloud.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy, Span
 from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
 from app.simulators.quantacloud.catalog import build_entries, kind_of, per_gpu_price
 
-API_KEY = "sim-key"
+API_KEY = SIMULATOR_CREDENTIALS["api_key"]
 RATE_LIMIT = 3000  # requests per window, per client IP (reference: 3,000 per 15 min per IP)
 RATE_WINDOW = 15 * 60.0
 DEFAULT_COOLDOWN_SECONDS = 5.0

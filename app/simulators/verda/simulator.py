@@ -13,12 +13,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.providers.verda.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy
 from app.simulators.core import ProviderSimulator, SimVM
 from app.simulators.verda.catalog import CATALOG_ENTRIES
 
-CLIENT_ID = "sim-client"
-CLIENT_SECRET = "sim-secret"
+CLIENT_ID = SIMULATOR_CREDENTIALS["client_id"]
+CLIENT_SECRET = SIMULATOR_CREDENTIALS["client_secret"]
 DEFAULT_TOKEN_TTL = 3600.0
 SCOPE = "cloud-api-v1"
 USER_ID = "7dfc5e2a-3c0b-4f5e-9a41-51c1b0d2e6a8"
