@@ -13,15 +13,10 @@ from app.background import (
     prune_webhook_events,
 )
 from app.core.clock import utcnow
+from app.core.states import DeliveryStatus
 from app.services import published_events
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import (
-    DeliveryStatus,
-    IdempotencyKey,
-    PublishedEvent,
-    WebhookDelivery,
-    WebhookEvent,
-)
+from app.storage.models import IdempotencyKey, PublishedEvent, WebhookDelivery, WebhookEvent
 from tests.factories import create_account, order_body
 
 

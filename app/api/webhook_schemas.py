@@ -13,9 +13,9 @@ from pydantic import (
     field_validator,
 )
 
+from app.core.states import WebhookEventType, WebhookFormat
 from app.core.text import MultiLine, OneLine
 from app.services.webhooks.endpoints import EndpointChanges
-from app.storage.models import WebhookEventType, WebhookFormat
 
 MAX_URL_LENGTH = 2048
 

@@ -208,6 +208,57 @@ DEPLOYMENT_TRANSITIONS: Mapping[DeploymentStatus, Mapping[DeploymentStatus, str]
 }
 
 
+# What ledger entries, holds and webhooks record: states too, stored with a CHECK like the above.
+
+
+class LedgerKind(StrEnum):
+    """What a ledger entry records."""
+
+    TOPUP = "topup"
+    HOLD = "hold"
+    HOLD_RELEASE = "hold_release"
+    DEBIT = "debit"
+    REFUND = "refund"
+
+
+class HoldStatus(StrEnum):
+    """An open hold reserves balance; it ends released (nothing spent) or debited."""
+
+    OPEN = "open"
+    RELEASED = "released"
+    DEBITED = "debited"
+
+
+class WebhookFormat(StrEnum):
+    """The body an endpoint gets: Standard Webhooks' JSON, or a message a chat app shows."""
+
+    STANDARD = "standard"
+    SLACK = "slack"
+    DISCORD = "discord"
+
+
+class WebhookEventType(StrEnum):
+    """What a webhook reports."""
+
+    ORDER_DEPLOYED = "order.deployed"
+    ORDER_RUNNING = "order.running"
+    ORDER_CANCELLED = "order.cancelled"
+    ORDER_EXPIRED = "order.expired"
+    ORDER_FAILED = "order.failed"
+    ORDER_TERMINATING = "order.terminating"
+    ORDER_TERMINATED = "order.terminated"
+    ORDER_LOST = "order.lost"
+    ACCOUNT_LOW_BALANCE = "account.low_balance"
+
+
+class DeliveryStatus(StrEnum):
+    """Where the delivery of one event to one endpoint is."""
+
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 class IllegalTransition(RuntimeError):
     """A move the transition tables do not allow: a bug, never written."""
 

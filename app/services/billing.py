@@ -17,13 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import metering
 from app.core.money import format_money, format_usd
-from app.core.states import DeploymentStatus, OrderEventKind
+from app.core.states import DeploymentStatus, OrderEventKind, WebhookEventType
 from app.providers.registry import spec_for
 from app.services import account_events, ledger, timeline
 from app.services.limits import format_time
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Account, Deployment, Order, WebhookEventType
+from app.storage.models import Account, Deployment, Order
 
 # Attempts whose machine bills: accepted and not ended (a create accepted at a provider that
 # bills from then on, or a VM that runs). Being deleted: no new hour is paid.

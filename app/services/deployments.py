@@ -29,8 +29,10 @@ from app.core.money import format_usd
 from app.core.states import (
     OPEN_DEPLOYMENTS,
     DeploymentStatus,
+    HoldStatus,
     OrderEventKind,
     OrderStatus,
+    WebhookEventType,
     check_deployment_move,
     check_order_move,
 )
@@ -39,7 +41,7 @@ from app.services import ledger, timeline
 from app.services.limits import format_time, limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Deployment, Hold, HoldStatus, Order, WebhookEventType
+from app.storage.models import Deployment, Hold, Order
 from app.storage.types import UTCDateTime
 
 COLUMNS = Deployment.__table__.columns

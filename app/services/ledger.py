@@ -17,9 +17,10 @@ from app.core.clock import utcnow
 from app.core.errors import Conflict, InsufficientFunds, NotFound
 from app.core.ids import new_id
 from app.core.money import format_usd
+from app.core.states import HoldStatus, LedgerKind
 from app.core.text import quote
 from app.services import account_events
-from app.storage.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
+from app.storage.models import Account, Hold, LedgerEntry
 from app.storage.types import Money, UTCDateTime
 
 # Built once: on the deploy path, building and keying a statement costs more than running it.

@@ -18,14 +18,14 @@ from app.core.errors import (
 )
 from app.core.ids import new_id
 from app.core.money import format_usd
-from app.core.states import OrderEventKind, OrderStatus, check_order_move
+from app.core.states import OrderEventKind, OrderStatus, WebhookEventType, check_order_move
 from app.core.text import quote
 from app.providers.registry import display_name
 from app.services import timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Account, Deployment, Order, OrderEvent, WebhookEventType
+from app.storage.models import Account, Deployment, Order, OrderEvent
 
 
 def describe_request(order: Order) -> str:

@@ -26,6 +26,7 @@ from app.core.states import (
     OrderEventKind,
     OrderStatus,
     TerminateReason,
+    WebhookEventType,
     check_deployment_move,
     check_order_move,
 )
@@ -33,7 +34,7 @@ from app.providers.registry import display_name
 from app.services import billing, deployments, orders, timeline
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Deployment, Order, WebhookEventType
+from app.storage.models import Deployment, Order
 
 WHY = {
     TerminateReason.REQUESTED: "asked for by you",

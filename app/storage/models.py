@@ -28,10 +28,13 @@ from app.core.clock import utcnow
 from app.core.states import (
     OPEN_DEPLOYMENTS,
     VM_OWNING_DEPLOYMENTS,
+    DeliveryStatus,
     DeploymentStatus,
+    HoldStatus,
     OrderEventKind,
     OrderStatus,
     TerminateReason,
+    WebhookFormat,
 )
 from app.storage.types import Money, UTCDateTime
 
@@ -61,24 +64,6 @@ def _states(enum: type[StrEnum], name: str) -> Enum:
         values_callable=lambda members: [m.value for m in members],
         validate_strings=True,
     )
-
-
-class LedgerKind(StrEnum):
-    """What a ledger entry records."""
-
-    TOPUP = "topup"
-    HOLD = "hold"
-    HOLD_RELEASE = "hold_release"
-    DEBIT = "debit"
-    REFUND = "refund"
-
-
-class HoldStatus(StrEnum):
-    """An open hold reserves balance; it ends released (nothing spent) or debited."""
-
-    OPEN = "open"
-    RELEASED = "released"
-    DEBITED = "debited"
 
 
 class AdminKey(Base):
@@ -124,7 +109,9 @@ class Hold(Base):
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
     order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"), index=True)
     amount: Mapped[Decimal] = mapped_column(Money)
-    status: Mapped[str] = mapped_column(String(20), default=HoldStatus.OPEN)
+    status: Mapped[HoldStatus] = mapped_column(
+        _states(HoldStatus, "hold_status"), default=HoldStatus.OPEN
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -509,14 +496,6 @@ class PublishedEvent(Base):
     published_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class WebhookFormat(StrEnum):
-    """The body an endpoint gets: Standard Webhooks' JSON, or a message a chat app shows."""
-
-    STANDARD = "standard"
-    SLACK = "slack"
-    DISCORD = "discord"
-
-
 class WebhookEndpoint(Base):
     """A URL an account wants order events POSTed to, with its signing secret (encrypted)."""
 
@@ -544,20 +523,6 @@ class WebhookEndpoint(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class WebhookEventType(StrEnum):
-    """What a webhook reports."""
-
-    ORDER_DEPLOYED = "order.deployed"
-    ORDER_RUNNING = "order.running"
-    ORDER_CANCELLED = "order.cancelled"
-    ORDER_EXPIRED = "order.expired"
-    ORDER_FAILED = "order.failed"
-    ORDER_TERMINATING = "order.terminating"
-    ORDER_TERMINATED = "order.terminated"
-    ORDER_LOST = "order.lost"
-    ACCOUNT_LOW_BALANCE = "account.low_balance"
-
-
 class WebhookEvent(Base):
     """The outbox: one event, written in the transaction of the change it reports."""
 
@@ -570,14 +535,6 @@ class WebhookEvent(Base):
     type: Mapped[str] = mapped_column(String(40))
     payload: Mapped[str] = mapped_column(Text)  # the exact body every delivery signs and sends
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class DeliveryStatus(StrEnum):
-    """Where the delivery of one event to one endpoint is."""
-
-    PENDING = "pending"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
 
 
 class WebhookDelivery(Base):
@@ -593,7 +550,9 @@ class WebhookDelivery(Base):
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     event_id: Mapped[str] = mapped_column(ForeignKey("webhook_events.id"))
     endpoint_id: Mapped[str] = mapped_column(ForeignKey("webhook_endpoints.id"))
-    status: Mapped[str] = mapped_column(String(20), default=DeliveryStatus.PENDING)
+    status: Mapped[DeliveryStatus] = mapped_column(
+        _states(DeliveryStatus, "delivery_status"), default=DeliveryStatus.PENDING
+    )
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # since created or redelivered
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # A dispatcher sending it holds the lease; an expired lease means it died mid-send.

@@ -14,8 +14,8 @@ from decimal import Decimal
 from typing import Any
 
 from app.core.money import format_usd
+from app.core.states import WebhookFormat
 from app.providers.registry import display_name
-from app.storage.models import WebhookFormat
 
 DISCORD_MAX_CHARS = 2000
 _DISCORD_SPECIAL = re.compile(r"([\\*_~`|>\[\]()<@#:-])")

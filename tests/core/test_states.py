@@ -7,6 +7,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.ids import new_id
 from app.core.states import (
     DEPLOYMENT_TRANSITIONS,
     ORDER_TRANSITIONS,
@@ -19,7 +20,7 @@ from app.core.states import (
 )
 from app.services import deployments
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Order
+from app.storage.models import Order, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from tests.factories import claimed, waiting_orders
 from tests.services.test_deployments import HYPER_L40S
 
@@ -88,11 +89,14 @@ async def test_an_illegal_move_is_never_written(engine: AsyncEngine) -> None:
 
 
 async def test_the_database_refuses_a_status_it_does_not_know(engine: AsyncEngine) -> None:
-    (intent,) = await claimed(engine, HYPER_L40S)  # an order, its attempt and its events
+    (intent,) = await claimed(engine, HYPER_L40S)  # an order, its attempt, hold and events
+    await _a_webhook_delivery(engine, intent.order_id)
     for table, column, value in [
         ("orders", "status", "paused"),
         ("deployments", "status", "paused"),
         ("order_events", "kind", "paused"),
+        ("holds", "status", "paused"),
+        ("webhook_deliveries", "status", "paused"),
     ]:
         with pytest.raises(IntegrityError):
             async with engine.begin() as connection:
@@ -101,6 +105,23 @@ async def test_the_database_refuses_a_status_it_does_not_know(engine: AsyncEngin
         await connection.execute(
             text("UPDATE orders SET status = 'cancelled' WHERE id = :id"), {"id": intent.order_id}
         )
+        await connection.execute(text("UPDATE holds SET status = 'released'"))
+        await connection.execute(text("UPDATE webhook_deliveries SET status = 'failed'"))
+
+
+async def _a_webhook_delivery(engine: AsyncEngine, order_id: str) -> None:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await session.get(Order, order_id)
+        assert order is not None
+        endpoint = WebhookEndpoint(
+            id=new_id("whe"), account_id=order.account_id, url="https://x.test/", secret="s"
+        )
+        event = WebhookEvent(
+            id=new_id("msg"), account_id=order.account_id, type="order.deployed", payload="{}"
+        )
+        session.add_all([endpoint, event])
+        await session.flush()
+        session.add(WebhookDelivery(id=new_id("whd"), event_id=event.id, endpoint_id=endpoint.id))
 
 
 def test_the_readme_shows_the_order_states_as_the_code_has_them() -> None:

@@ -16,7 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from app.storage.models import Deployment, Hold, HoldStatus, LedgerEntry, LedgerKind, Order
+from app.core.states import HoldStatus, LedgerKind
+from app.storage.models import Deployment, Hold, LedgerEntry, Order
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync

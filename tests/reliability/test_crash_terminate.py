@@ -17,7 +17,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from app.storage.models import LedgerEntry, LedgerKind
+from app.core.states import LedgerKind
+from app.storage.models import LedgerEntry
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync

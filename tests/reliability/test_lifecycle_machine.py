@@ -44,7 +44,7 @@ from sqlalchemy import Connection, select
 from app.core import metering
 from app.core.catalogue import Provider
 from app.core.errors import AppError
-from app.core.states import DeploymentStatus, OrderStatus, TerminateReason
+from app.core.states import DeploymentStatus, LedgerKind, OrderStatus, TerminateReason
 from app.providers.base import Offer, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import FakeAdapter
 from app.providers.registry import spec_for
@@ -57,7 +57,7 @@ from app.storage.db import (
     create_sessionmaker,
     session_scope,
 )
-from app.storage.models import Account, Deployment, LedgerEntry, LedgerKind, Order
+from app.storage.models import Account, Deployment, LedgerEntry, Order
 from app.watcher.meter import Meter
 from app.watcher.running import RunningWatch
 from app.watcher.terminator import Terminator

@@ -87,24 +87,14 @@ from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.money import price_with_fees
-from app.core.states import DeploymentStatus, OrderStatus
+from app.core.states import DeploymentStatus, HoldStatus, LedgerKind, OrderStatus, WebhookEventType
 from app.main import create_app
 from app.services import doorbell
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl, SimControlSync
 from app.storage.db import create_engine, create_read_sessionmaker, migrate
-from app.storage.models import (
-    Account,
-    Deployment,
-    Hold,
-    HoldStatus,
-    LedgerEntry,
-    LedgerKind,
-    Order,
-    WebhookEvent,
-    WebhookEventType,
-)
+from app.storage.models import Account, Deployment, Hold, LedgerEntry, Order, WebhookEvent
 from tests.conftest import ADMIN_KEY
 from tests.servers import serve_in_thread
 from tests.watcher.conftest import live_settings

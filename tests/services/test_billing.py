@@ -13,11 +13,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
+from app.core.states import LedgerKind
 from app.providers.base import VM, Offer, VMState
 from app.services import billing, deployments, ledger
 from app.services.billing import Machine, Payment
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Account, AccountEvent, Deployment, LedgerEntry, LedgerKind, Order
+from app.storage.models import Account, AccountEvent, Deployment, LedgerEntry, Order
 from tests.factories import claimed
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))

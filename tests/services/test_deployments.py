@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
-from app.core.states import DeploymentStatus, OrderEventKind, OrderStatus
+from app.core.states import DeploymentStatus, LedgerKind, OrderEventKind, OrderStatus
 from app.providers import fake, registry
 from app.providers.base import (
     VM,
@@ -28,7 +28,7 @@ from app.services import accounts, deployments
 from app.services import orders as orders_service
 from app.services.deployments import KindBusy, VMAlreadyOwned
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.storage.models import Deployment, LedgerEntry, LedgerKind, Order
+from app.storage.models import Deployment, LedgerEntry, Order
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower

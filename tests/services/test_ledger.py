@@ -9,9 +9,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import Conflict, InsufficientFunds, NotFound
+from app.core.states import HoldStatus, LedgerKind
 from app.services import accounts, ledger
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Account, Hold, HoldStatus, LedgerEntry, LedgerKind
+from app.storage.models import Account, Hold, LedgerEntry
 
 
 async def _new_account(engine: AsyncEngine, credit: str | None = None) -> str:

@@ -10,11 +10,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.errors import Conflict
-from app.core.states import DeploymentStatus, OrderEventKind, OrderStatus, TerminateReason
+from app.core.states import (
+    DeploymentStatus,
+    LedgerKind,
+    OrderEventKind,
+    OrderStatus,
+    TerminateReason,
+)
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments, terminations
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Deployment, LedgerEntry, LedgerKind, Order
+from app.storage.models import Deployment, LedgerEntry, Order
 from tests.factories import claimed, waiting_orders
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))

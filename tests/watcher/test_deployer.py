@@ -7,12 +7,12 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
-from app.core.states import DeploymentStatus, OrderStatus
+from app.core.states import DeploymentStatus, LedgerKind, OrderStatus
 from app.providers.base import VM, Offer, VMState
 from app.providers.budget import Budget, MachineKey, StockRead
 from app.services import deployments
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Deployment, LedgerEntry, LedgerKind, Order
+from app.storage.models import Deployment, LedgerEntry, Order
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment

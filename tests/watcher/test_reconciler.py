@@ -12,14 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.core.states import OrderEventKind
+from app.core.states import HoldStatus, OrderEventKind
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
 from app.services import accounts, deployments, ledger, terminations
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Hold, HoldStatus
+from app.storage.models import Hold
 from app.watcher.reconciler import Reconciler
 from tests.factories import claimed
 

@@ -8,9 +8,9 @@ import httpx
 import pytest
 from pydantic import AnyHttpUrl
 
+from app.core.states import WebhookFormat
 from app.settings import Settings
 from app.simulators.control import SimControl
-from app.storage.models import WebhookFormat
 from app.webhooks.chat import DISCORD_MAX_CHARS, chat_body
 from tests.factories import create_account
 from tests.waiting import eventually

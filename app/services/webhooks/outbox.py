@@ -19,19 +19,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
 from app.core.ids import new_id
+from app.core.states import DeliveryStatus, WebhookEventType, WebhookFormat
 from app.services import account_events
 from app.services.doorbell import ring_after_commit
 from app.services.views import OrderSnapshotOut
 from app.storage.models import (
-    DeliveryStatus,
     Deployment,
     Order,
     WebhookAttempt,
     WebhookDelivery,
     WebhookEndpoint,
     WebhookEvent,
-    WebhookEventType,
-    WebhookFormat,
 )
 
 JITTER = 0.2  # each retry delay is moved by up to this fraction either way

@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.clock import utcnow
+from app.core.states import WebhookEventType
 from app.services import accounts, orders
 from app.services.webhooks import endpoints as webhook_endpoints
 from app.services.webhooks import outbox
@@ -15,13 +16,7 @@ from app.services.webhooks.endpoints import EndpointChanges
 from app.services.webhooks.outbox import Outcome
 from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import (
-    WebhookAttempt,
-    WebhookDelivery,
-    WebhookEndpoint,
-    WebhookEvent,
-    WebhookEventType,
-)
+from app.storage.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from tests.conftest import SECRET_KEY
 from tests.factories import place_in_database
 
