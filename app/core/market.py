@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_UP, Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.core.catalogue import Interconnect, Provider
 from app.core.money import CENT, price_with_fees
@@ -25,6 +25,19 @@ class VMState(StrEnum):
     DELETING = "deleting"
     GONE = "gone"  # deleted or terminated
     UNKNOWN = "unknown"  # a status we do not know: never treated as running or gone
+
+
+class OfferKey(NamedTuple):
+    """What identifies an offer across polls, in memory and in stock history."""
+
+    provider: str
+    region: str
+    sku: str
+
+    @classmethod
+    def of(cls, row: Any) -> "OfferKey":
+        """The key of anything with provider, region and sku (an offer, a stored row)."""
+        return cls(str(row.provider), row.region, row.sku)
 
 
 @dataclass(frozen=True)
@@ -49,9 +62,9 @@ class Offer:
     offer_id: str | None = None  # the provider's id for this offer, where it has one
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> OfferKey:
         """What identifies this offer across polls: provider, region, sku."""
-        return (str(self.provider), self.region, self.sku)
+        return OfferKey(str(self.provider), self.region, self.sku)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,11 @@ from app.core import metering
 from app.core.clock import utcnow
 from app.core.errors import InsufficientFunds
 from app.core.ids import new_id
-from app.core.market import VM, Offer
+from app.core.market import VM, Offer, OfferKey
 from app.core.money import format_usd
 from app.core.states import (
     OPEN_DEPLOYMENTS,
     DeploymentStatus,
-    HoldStatus,
     OrderEventKind,
     OrderStatus,
     WebhookEventType,
@@ -41,7 +40,7 @@ from app.services import ledger, timeline
 from app.services.limits import format_time, limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Deployment, Hold, Order
+from app.storage.models import Deployment, Order
 from app.storage.types import UTCDateTime
 
 COLUMNS = Deployment.__table__.columns
@@ -513,14 +512,14 @@ async def recorded_at(session: AsyncSession, *, provider: str) -> list[Deploymen
     return list(rows.scalars())
 
 
-async def open_serial_kinds(session: AsyncSession) -> set[tuple[str, str, str]]:
+async def open_serial_kinds(session: AsyncSession) -> set[OfferKey]:
     """(provider, region, sku) of every open attempt at providers that cannot name VMs."""
     rows = await session.execute(
         select(Deployment.provider, Deployment.region, Deployment.instance_type).where(
             Deployment.serial_kind.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
         )
     )
-    return {(provider, region, sku) for provider, region, sku in rows}
+    return {OfferKey(provider, region, sku) for provider, region, sku in rows}
 
 
 async def note_unresolved(session: AsyncSession, *, deployment_id: str, message: str) -> bool:
@@ -544,60 +543,3 @@ async def note_unresolved(session: AsyncSession, *, deployment_id: str, message:
     await timeline.write(session, Line(noted.order_id, OrderEventKind.OUTCOME_AMBIGUOUS, message))
     await session.flush()
     return True
-
-
-async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
-    """Waiting orders past their `expires_at` become expired; returns their ids."""
-    check_order_move(OrderStatus.WAITING, OrderStatus.EXPIRED)
-    expired = (
-        (
-            await session.execute(
-                update(Order)
-                .where(
-                    Order.status == OrderStatus.WAITING,
-                    Order.expires_at.is_not(None),
-                    Order.expires_at <= now,
-                )
-                .values(status=OrderStatus.EXPIRED, updated_at=now)
-                .returning(Order.id)
-                .execution_options(synchronize_session=False)
-            )
-        )
-        .scalars()
-        .all()
-    )
-    for order_id in expired:
-        await timeline.write(
-            session,
-            Line(
-                order_id,
-                OrderEventKind.EXPIRED,
-                "Expired before matching stock appeared: stopped waiting.",
-            ),
-        )
-        await outbox.emit(session, order_id=order_id, event_type=WebhookEventType.ORDER_EXPIRED)
-    await session.flush()
-    return list(expired)
-
-
-async def release_stray_holds(session: AsyncSession) -> list[str]:
-    """Release open holds that no create attempt in flight stands behind; returns their ids.
-
-    Claims write a hold and its attempt in one commit and every settle closes both, so this
-    finds nothing unless something went wrong; it exists so that a hold can never stay open.
-    """
-    in_flight = select(Deployment.hold_id).where(
-        Deployment.hold_id.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
-    )
-    stray = (
-        (
-            await session.execute(
-                select(Hold.id).where(Hold.status == HoldStatus.OPEN, Hold.id.not_in(in_flight))
-            )
-        )
-        .scalars()
-        .all()
-    )
-    for hold_id in stray:
-        await ledger.release_hold(session, hold_id=hold_id)
-    return list(stray)

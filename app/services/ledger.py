@@ -17,10 +17,10 @@ from app.core.clock import utcnow
 from app.core.errors import Conflict, InsufficientFunds, NotFound
 from app.core.ids import new_id
 from app.core.money import format_usd
-from app.core.states import HoldStatus, LedgerKind
+from app.core.states import OPEN_DEPLOYMENTS, HoldStatus, LedgerKind
 from app.core.text import quote
 from app.services import account_events
-from app.storage.models import Account, Hold, LedgerEntry
+from app.storage.models import Account, Deployment, Hold, LedgerEntry
 from app.storage.types import Money, UTCDateTime
 
 # Built once: on the deploy path, building and keying a statement costs more than running it.
@@ -346,3 +346,26 @@ async def list_entries(
         statement = statement.where(LedgerEntry.id < cursor)
     statement = statement.order_by(LedgerEntry.id.desc()).limit(limit)
     return list((await session.execute(statement)).scalars())
+
+
+async def release_stray_holds(session: AsyncSession) -> list[str]:
+    """Release open holds that no create attempt in flight stands behind; returns their ids.
+
+    Claims write a hold and its attempt in one commit and every settle closes both, so this
+    finds nothing unless something went wrong; it exists so that a hold can never stay open.
+    """
+    in_flight = select(Deployment.hold_id).where(
+        Deployment.hold_id.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
+    )
+    stray = (
+        (
+            await session.execute(
+                select(Hold.id).where(Hold.status == HoldStatus.OPEN, Hold.id.not_in(in_flight))
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for hold_id in stray:
+        await release_hold(session, hold_id=hold_id)
+    return list(stray)

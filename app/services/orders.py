@@ -325,3 +325,37 @@ async def count_by_status(session: AsyncSession) -> dict[OrderStatus, int]:
     """How many orders are in each status (statuses with none are left out)."""
     rows = await session.execute(select(Order.status, func.count()).group_by(Order.status))
     return {OrderStatus(status): count for status, count in rows.all()}
+
+
+async def expire_due(session: AsyncSession, *, now: datetime) -> list[str]:
+    """Waiting orders past their `expires_at` become expired; returns their ids."""
+    check_order_move(OrderStatus.WAITING, OrderStatus.EXPIRED)
+    expired = (
+        (
+            await session.execute(
+                update(Order)
+                .where(
+                    Order.status == OrderStatus.WAITING,
+                    Order.expires_at.is_not(None),
+                    Order.expires_at <= now,
+                )
+                .values(status=OrderStatus.EXPIRED, updated_at=now)
+                .returning(Order.id)
+                .execution_options(synchronize_session=False)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for order_id in expired:
+        await timeline.write(
+            session,
+            Line(
+                order_id,
+                OrderEventKind.EXPIRED,
+                "Expired before matching stock appeared: stopped waiting.",
+            ),
+        )
+        await outbox.emit(session, order_id=order_id, event_type=WebhookEventType.ORDER_EXPIRED)
+    await session.flush()
+    return list(expired)

@@ -8,9 +8,8 @@ from datetime import datetime
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
+from app.core.market import OfferKey
 from app.providers.base import Offer
-
-OfferKey = tuple[str, str, str]
 
 
 @dataclass

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.errors import InsufficientFunds
+from app.core.market import OfferKey
 from app.core.states import OrderEventKind
 from app.providers.base import (
     AuthFailed,
@@ -28,7 +29,7 @@ from app.services.timeline import Line
 from app.storage.db import session_scope
 from app.storage.one_hop import OneHopWriter
 from app.support.metrics import CREATES
-from app.watcher.book import OfferBook, OfferKey, Taken
+from app.watcher.book import OfferBook, Taken
 from app.watcher.match import Assignment
 
 log = logging.getLogger(__name__)

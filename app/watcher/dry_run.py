@@ -2,14 +2,13 @@
 
 from collections.abc import Collection, Iterable
 
+from app.core.market import OfferKey
 from app.core.money import format_usd
 from app.core.states import OrderEventKind
 from app.providers.registry import display_name
 from app.services.timeline import Line
 from app.support.metrics import WOULD_DEPLOY
 from app.watcher.match import Assignment
-
-OfferKey = tuple[str, str, str]
 
 
 class WouldDeploy:

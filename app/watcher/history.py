@@ -17,14 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.clock import utcnow
 from app.core.ids import new_id
-from app.core.market import Fees
+from app.core.market import Fees, OfferKey
 from app.providers.base import Offer
 from app.services.stock import history as stock_history
 from app.services.stock.history import Changes, Interval, Window
 from app.storage.db import session_scope
 
 log = logging.getLogger(__name__)
-OfferKey = tuple[str, str, str]
 GAP_PERIODS = 3  # no read for this many periods: the provider was not being looked at
 MIN_GAP_SECONDS = 1.0  # ...nor for less than this (one slow answer is not a gap)
 WRITE_EVERY_SECONDS = 5.0  # an open row's last read is rewritten at most this often

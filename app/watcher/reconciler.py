@@ -11,7 +11,7 @@ from app.core.clock import utcnow
 from app.core.states import DeploymentStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.providers.registry import display_name, spec_for
-from app.services import deployments
+from app.services import deployments, ledger
 from app.services.deployments import VM_TAG_PREFIX
 from app.storage.db import session_scope
 from app.storage.models import Deployment
@@ -45,7 +45,7 @@ class Reconciler:
     async def tick(self) -> None:
         """One pass over holds and every provider's VMs."""
         async with session_scope(self.sessionmaker) as session:
-            released = await deployments.release_stray_holds(session)
+            released = await ledger.release_stray_holds(session)
         if released:
             log.warning("released %d holds no create attempt stood behind", len(released))
         for provider, adapter in self.adapters.items():

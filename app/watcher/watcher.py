@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.core.market import Fees
+from app.core.market import Fees, OfferKey
 from app.core.states import OrderStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import enabled_providers, planned_providers, poll_periods
@@ -138,7 +138,7 @@ class Watcher:
         self._terminate = asyncio.Event()
         # Kinds with an open attempt at providers that cannot name VMs, as last read: no
         # second create of such a kind goes out until the first is resolved (see adoption).
-        self.unresolved_kinds: set[tuple[str, str, str]] = set()
+        self.unresolved_kinds: set[OfferKey] = set()
         self._pass_lock = asyncio.Lock()
         self._noted_at = 0.0
         self._noted_situation: object = None
@@ -224,7 +224,7 @@ class Watcher:
     async def expire_orders(self) -> None:
         """Waiting orders past their expiry stop waiting."""
         async with session_scope(self.sessionmaker) as session:
-            await deployments.expire_due(session, now=self.wall_clock())
+            await orders.expire_due(session, now=self.wall_clock())
 
     async def prune_history(self) -> None:
         """Forget stock history older than its retention."""

@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from app.core.catalogue import Interconnect, Provider
+from app.core.market import OfferKey
 from app.providers.base import (
     VM,
     AuthFailed,
@@ -124,7 +125,7 @@ class TestOffers:
             ("hyperstack", "CANADA-1", "n3-H100x8-NVLink"),
             ("hyperstack", "NORWAY-1", "n3-RTX-A6000x1"),
         }  # the in-stock k8s and CPU flavors are not GPU VMs for sale
-        h100 = offers[("hyperstack", "CANADA-1", "n3-H100x8")]
+        h100 = offers[OfferKey("hyperstack", "CANADA-1", "n3-H100x8")]
         assert h100 == Offer(
             provider=Provider("hyperstack"),
             region="CANADA-1",
@@ -139,15 +140,15 @@ class TestOffers:
             disk_fixed=True,
             available=3,
         )
-        b300 = offers[("hyperstack", "US-1", "n3-B300-SXM6x8")]
+        b300 = offers[OfferKey("hyperstack", "US-1", "n3-B300-SXM6x8")]
         assert (b300.gpu_model, b300.interconnect, b300.price_per_hour) == (
             "B300",
             Interconnect.SXM,
             Decimal("44.80"),
         )
-        nvlink = offers[("hyperstack", "CANADA-1", "n3-H100x8-NVLink")]
+        nvlink = offers[OfferKey("hyperstack", "CANADA-1", "n3-H100x8-NVLink")]
         assert (nvlink.interconnect, nvlink.available) == (Interconnect.NVLINK, 1)
-        a6000 = offers[("hyperstack", "NORWAY-1", "n3-RTX-A6000x1")]
+        a6000 = offers[OfferKey("hyperstack", "NORWAY-1", "n3-RTX-A6000x1")]
         assert (a6000.gpu_model, a6000.price_per_hour, a6000.available) == (
             "RTX-A6000",
             Decimal("0.50"),

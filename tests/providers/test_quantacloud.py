@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from app.core.catalogue import Interconnect, Provider
+from app.core.market import OfferKey
 from app.providers.base import (
     VM,
     AuthFailed,
@@ -92,7 +93,7 @@ async def fault(control: httpx.AsyncClient, kind: str, **extra: Any) -> None:
 
 async def offer_of(adapter: QuantaCloudAdapter, kind: tuple[str, str]) -> Offer:
     offers = {o.key: o for o in await adapter.fetch_offers()}
-    return offers[(Provider("quantacloud"), kind[1], kind[0])]
+    return offers[OfferKey("quantacloud", kind[1], kind[0])]
 
 
 async def sim_vms(control: httpx.AsyncClient) -> list[dict[str, Any]]:

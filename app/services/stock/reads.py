@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.catalogue import Interconnect, Provider
 from app.core.errors import ValidationFailed
-from app.core.market import Fees, Offer
+from app.core.market import Fees, Offer, OfferKey
 from app.stock.days import day_of, decode, dollars, micros
 from app.stock.stats import Stock, spans_of
 from app.stock.summary import KeySummary, summarise_key
@@ -31,8 +31,6 @@ class HistoryFilter:
     provider: str | None = None
     region: str | None = None
 
-
-OfferKey = tuple[str, str, str]  # provider, region, SKU
 
 # Read as plain rows, not ORM objects.
 _OPEN_INTERVAL_COLUMNS = (
@@ -127,12 +125,12 @@ async def stock(
     connection = await session.connection()  # plain rows: no ORM result processing needed
     by_key: dict[OfferKey, _Pieces] = {}
     for row in await connection.execute(keys):
-        key = (row.provider, row.region, row.sku)
+        key = OfferKey.of(row)
         entry = by_key.get(key)
         if entry is None or entry.last_seen_at < row.last_seen_at:  # the latest machine wins
             by_key[key] = _Pieces(_offer(row), row.last_seen_at, entry.packed if entry else [])
     for provider, region, sku, packed in await connection.execute(pieces):
-        entry = by_key.get((provider, region, sku))
+        entry = by_key.get(OfferKey(provider, region, sku))
         # On PostgreSQL each statement sees what was committed when it began: a key whose
         # first day was committed between the two reads is left to the next read (not a 500).
         if entry is not None:
@@ -142,7 +140,7 @@ async def stock(
             continue
         if gpu_count not in (None, interval.gpu_count):
             continue
-        key = (interval.provider, interval.region, interval.sku)
+        key = OfferKey.of(interval)
         entry = by_key.setdefault(key, _Pieces(_offer(interval), interval.last_seen_at))
         entry.last_seen_at = max(entry.last_seen_at, interval.last_seen_at)
         start, end = interval.first_seen_at.timestamp(), interval.last_seen_at.timestamp()

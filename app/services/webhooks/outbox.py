@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.clock import utcnow
 from app.core.ids import new_id
 from app.core.states import DeliveryStatus, WebhookEventType, WebhookFormat
-from app.services import account_events
 from app.services.doorbell import ring_after_commit
 from app.services.views import OrderSnapshotOut
+from app.services.webhooks import endpoint_health
 from app.storage.models import (
     Deployment,
     Order,
@@ -353,10 +353,10 @@ async def record_attempt(
     }
     if outcome.succeeded:
         values |= {"status": DeliveryStatus.SUCCEEDED, "next_attempt_at": None}
-        await _endpoint(session, claim.endpoint_id, failing_since=None)
+        await endpoint_health.note_success(session, endpoint_id=claim.endpoint_id)
     elif outcome.status_code == 410:
         values |= {"status": DeliveryStatus.FAILED, "next_attempt_at": None}
-        await disable_endpoint(
+        await endpoint_health.disable_endpoint(
             session,
             endpoint_id=claim.endpoint_id,
             account_id=claim.account_id,
@@ -368,7 +368,13 @@ async def record_attempt(
             values |= {"status": DeliveryStatus.FAILED, "next_attempt_at": None}
         else:
             values["next_attempt_at"] = now + timedelta(seconds=delay)
-        await _note_failure(session, claim=claim, now=now, disable_after=disable_after)
+        await endpoint_health.note_failure(
+            session,
+            endpoint_id=claim.endpoint_id,
+            account_id=claim.account_id,
+            now=now,
+            disable_after=disable_after,
+        )
     await session.execute(
         update(WebhookDelivery)
         .where(
@@ -379,63 +385,6 @@ async def record_attempt(
         .execution_options(synchronize_session=False)
     )
     return str(values.get("status", DeliveryStatus.PENDING))
-
-
-async def _endpoint(session: AsyncSession, endpoint_id: str, **values: object) -> None:
-    await session.execute(
-        update(WebhookEndpoint)
-        .where(WebhookEndpoint.id == endpoint_id)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
-
-
-async def _note_failure(
-    session: AsyncSession, *, claim: Claimed, now: datetime, disable_after: timedelta
-) -> None:
-    """Note since when the endpoint fails; past `disable_after` without a success, disable it."""
-    await session.execute(
-        update(WebhookEndpoint)
-        .where(WebhookEndpoint.id == claim.endpoint_id, WebhookEndpoint.failing_since.is_(None))
-        .values(failing_since=now)
-        .execution_options(synchronize_session=False)
-    )
-    failing_since = (
-        await session.execute(
-            select(WebhookEndpoint.failing_since).where(WebhookEndpoint.id == claim.endpoint_id)
-        )
-    ).scalar_one_or_none()
-    if failing_since is not None and now - failing_since >= disable_after:
-        hours = (now - failing_since).total_seconds() / 3600
-        await disable_endpoint(
-            session,
-            endpoint_id=claim.endpoint_id,
-            account_id=claim.account_id,
-            reason=f"no successful delivery for {hours:.0f} hours",
-        )
-
-
-async def disable_endpoint(
-    session: AsyncSession, *, endpoint_id: str, account_id: str, reason: str
-) -> None:
-    """Stop sending to an endpoint (its pending deliveries wait) and tell the account why."""
-    disabled = (
-        await session.execute(
-            update(WebhookEndpoint)
-            .where(WebhookEndpoint.id == endpoint_id, WebhookEndpoint.enabled.is_(True))
-            .values(enabled=False, disabled_reason=reason[:500], updated_at=utcnow())
-            .returning(WebhookEndpoint.url)
-            .execution_options(synchronize_session=False)
-        )
-    ).first()
-    if disabled is not None:
-        account_events.add(
-            session,
-            account_id=account_id,
-            kind="webhook_endpoint_disabled",
-            message=f"Webhook endpoint {endpoint_id} ({disabled.url}) was disabled: {reason}. "
-            "Fix the receiver, then enable it again; waiting deliveries resume.",
-        )
 
 
 async def redeliver(session: AsyncSession, *, delivery_id: str, now: datetime) -> None:
