@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import AdminOnly, CurrentAccount, SessionDep, SettingsDep
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
-from app.api.pagination import Limit, cursor_param, page_of
+from app.api.pagination import PageRequest, paged
 from app.api.params import PathId
 from app.api.schemas import (
     AccountCreate,
@@ -83,25 +83,23 @@ async def get_account(
 async def get_ledger(
     account: CurrentAccount,
     session: SessionDep,
-    limit: Limit = 20,
-    cursor: Annotated[str | None, cursor_param("led")] = None,
+    page: Annotated[PageRequest, paged("led")],
 ) -> Page[LedgerEntryOut]:
     """Every movement of money on the caller's account, newest first."""
     entries = await ledger.list_entries(
-        session, account_id=account.id, cursor=cursor, limit=limit + 1
+        session, account_id=account.id, cursor=page.cursor, limit=page.fetch
     )
-    return page_of(entries, limit, LedgerEntryOut)
+    return page.page_of(entries, LedgerEntryOut)
 
 
 @account_router.get("/events")
 async def get_account_events(
     account: CurrentAccount,
     session: SessionDep,
-    limit: Limit = 20,
-    cursor: Annotated[str | None, cursor_param("aev")] = None,
+    page: Annotated[PageRequest, paged("aev")],
 ) -> Page[AccountEventOut]:
     """What happened to the account outside any order (an endpoint disabled), newest first."""
     events = await account_events.list_events(
-        session, account_id=account.id, cursor=cursor, limit=limit + 1
+        session, account_id=account.id, cursor=page.cursor, limit=page.fetch
     )
-    return page_of(events, limit, AccountEventOut)
+    return page.page_of(events, AccountEventOut)

@@ -15,7 +15,7 @@ from app.api.deps import (
     nudge_watcher,
 )
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
-from app.api.pagination import Limit, cursor_param, split_page
+from app.api.pagination import PageRequest, paged
 from app.api.params import PathId
 from app.api.schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate, Page
 from app.api.strict_json import StrictJsonRoute
@@ -76,16 +76,15 @@ async def place_order(
 async def list_orders(
     account: CurrentAccount,
     session: SessionDep,
+    page: Annotated[PageRequest, paged("ord")],
     status: OrderStatus | None = None,
-    limit: Limit = 20,
-    cursor: Annotated[str | None, cursor_param("ord")] = None,
 ) -> Page[OrderOut]:
     """The caller's orders, newest first, optionally only those in one status."""
     items = await orders.list_orders(
-        session, account_id=account.id, status=status, cursor=cursor, limit=limit + 1
+        session, account_id=account.id, status=status, cursor=page.cursor, limit=page.fetch
     )
-    page, next_cursor = split_page(items, limit, key=lambda o: o.id)
-    return Page(data=await _present(session, page), next_cursor=next_cursor)
+    shown, next_cursor = page.split(items, key=lambda o: o.id)
+    return Page(data=await _present(session, shown), next_cursor=next_cursor)
 
 
 @router.get("/{order_id}")

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query
 from pydantic import AwareDatetime
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
-from app.api.pagination import Limit, split_page
+from app.api.pagination import PageRequest, paged
 from app.api.params import OfferedProvider
 from app.api.stock_schemas import (
     DEFAULT_WINDOW,
@@ -59,14 +59,13 @@ async def history(
     _account: CurrentAccount,
     session: SessionDep,
     settings: SettingsDep,
+    page: Annotated[PageRequest, paged(default_limit=50)],
     gpu_model: GpuModel = None,
     gpu_count: GpuCount = None,
     provider: OfferedProvider | None = None,
     region: Annotated[str | None, Query(max_length=64), OneLine] = None,
     since: AwareDatetime | None = None,
     until: AwareDatetime | None = None,
-    limit: Limit = 50,
-    cursor: Annotated[str | None, Query(max_length=64), OneLine] = None,
 ) -> HistoryOut:
     """Intervals in stock at some moment of [since, until], newest first, with the coverage
     windows of the same span (default: the whole history kept)."""
@@ -81,13 +80,15 @@ async def history(
         provider=str(provider) if provider else None,
         region=region,
     )
-    rows = await stock_reads.history_page(session, where=where, cursor=cursor, limit=limit + 1)
-    page, next_cursor = split_page(rows, limit, key=lambda r: r.id)
+    rows = await stock_reads.history_page(
+        session, where=where, cursor=page.cursor, limit=page.fetch
+    )
+    shown, next_cursor = page.split(rows, key=lambda r: r.id)
     windows = await stock_reads.coverage(
         session, since=since, until=until, providers=[where.provider] if where.provider else None
     )
     return HistoryOut(
-        data=[StockIntervalOut.model_validate(r) for r in page],
+        data=[StockIntervalOut.model_validate(r) for r in shown],
         next_cursor=next_cursor,
         since=since,
         until=until,

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
-from app.api.pagination import Limit, cursor_param, page_of, split_page
+from app.api.pagination import PageRequest, paged
 from app.api.params import PathId
 from app.api.schemas import Page
 from app.api.strict_json import StrictJsonRoute
@@ -83,14 +83,13 @@ async def create_endpoint(
 async def list_endpoints(
     account: CurrentAccount,
     session: SessionDep,
-    limit: Limit = 20,
-    cursor: Annotated[str | None, cursor_param("whe")] = None,
+    page: Annotated[PageRequest, paged("whe")],
 ) -> Page[EndpointOut]:
     """The caller's webhook endpoints, newest first."""
     items = await webhook_endpoints.list_endpoints(
-        session, account_id=account.id, cursor=cursor, limit=limit + 1
+        session, account_id=account.id, cursor=page.cursor, limit=page.fetch
     )
-    return page_of(items, limit, EndpointOut)
+    return page.page_of(items, EndpointOut)
 
 
 @router.get("/{endpoint_id}")
@@ -149,18 +148,17 @@ async def list_deliveries(
     endpoint_id: PathId,
     account: CurrentAccount,
     session: SessionDep,
-    limit: Limit = 20,
-    cursor: Annotated[str | None, cursor_param("whd")] = None,
+    page: Annotated[PageRequest, paged("whd")],
 ) -> Page[DeliveryOut]:
     """The endpoint's deliveries, newest first, each with every attempt's result."""
     await webhook_endpoints.get_endpoint(session, account_id=account.id, endpoint_id=endpoint_id)
     rows = await outbox.list_deliveries(
-        session, endpoint_id=endpoint_id, cursor=cursor, limit=limit + 1
+        session, endpoint_id=endpoint_id, cursor=page.cursor, limit=page.fetch
     )
-    page, next_cursor = split_page(rows, limit, key=lambda r: r[0].id)
+    shown, next_cursor = page.split(rows, key=lambda r: r[0].id)
     data = [
         _delivery_out(delivery, event_type, [AttemptOut.model_validate(a) for a in attempts])
-        for delivery, event_type, attempts in page
+        for delivery, event_type, attempts in shown
     ]
     return Page(data=data, next_cursor=next_cursor)
 
