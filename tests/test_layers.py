@@ -166,7 +166,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles(loop) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
     edges = module_graph()
-    assert "app.core.states" in edges["app.storage.models"]
+    assert "app.core.states" in edges["app.storage.models.orders"]
 
 
 SQL = {"select", "insert", "update", "delete", "text", "func", "bindparam"}

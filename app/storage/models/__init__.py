@@ -1,0 +1,45 @@
+"""The database tables, as SQLAlchemy ORM models, one module per aggregate."""
+
+from app.storage.models.base import Base
+from app.storage.models.coordination import IdempotencyKey, Lease
+from app.storage.models.events import (
+    AccountEvent,
+    PublishedEvent,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from app.storage.models.money import Account, AdminKey, Hold, LedgerEntry
+from app.storage.models.orders import Deployment, Order, OrderEvent
+from app.storage.models.stock import (
+    OfferSnapshot,
+    ProviderBalance,
+    StockCoverage,
+    StockDay,
+    StockInterval,
+)
+
+__all__ = [
+    "Account",
+    "AccountEvent",
+    "AdminKey",
+    "Base",
+    "Deployment",
+    "Hold",
+    "IdempotencyKey",
+    "Lease",
+    "LedgerEntry",
+    "OfferSnapshot",
+    "Order",
+    "OrderEvent",
+    "ProviderBalance",
+    "PublishedEvent",
+    "StockCoverage",
+    "StockDay",
+    "StockInterval",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
+]

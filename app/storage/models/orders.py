@@ -1,0 +1,167 @@
+"""Orders, their timelines, and their create attempts (each with the VM it made)."""
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.clock import utcnow
+from app.core.states import (
+    OPEN_DEPLOYMENTS,
+    VM_OWNING_DEPLOYMENTS,
+    DeploymentStatus,
+    OrderEventKind,
+    OrderStatus,
+    TerminateReason,
+)
+from app.storage.models.base import UNPUBLISHED, Base, state_column
+from app.storage.types import Money, UTCDateTime
+
+
+class Order(Base):
+    """A standing request for one GPU machine at or below a price."""
+
+    __tablename__ = "orders"
+    __table_args__ = (
+        Index("ix_orders_account_id_id", "account_id", "id"),
+        Index("ix_orders_status_created_at", "status", "created_at"),
+        Index("ix_orders_updated_at", "updated_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    name: Mapped[str | None] = mapped_column(String(100))
+    status: Mapped[OrderStatus] = mapped_column(
+        state_column(OrderStatus, "order_status"), default=OrderStatus.WAITING
+    )
+    gpu_model: Mapped[str] = mapped_column(String(40))
+    gpu_count: Mapped[int] = mapped_column(Integer)
+    providers: Mapped[list[str]] = mapped_column(JSON)
+    # Those of `providers` this service had no credentials for when it last looked; None: none.
+    disabled_providers: Mapped[list[str] | None] = mapped_column(JSON)
+    max_price_per_hour: Mapped[Decimal] = mapped_column(Money)
+    regions: Mapped[list[str] | None] = mapped_column(JSON)
+    min_disk_gb: Mapped[int | None] = mapped_column(Integer)
+    interconnect: Mapped[str | None] = mapped_column(String(20))
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ssh_public_key: Mapped[str | None] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # create attempts so far
+    # Limits the owner set (changeable while it runs): terminate after this many billed hours
+    # running, or before an hour would take what it was charged past this total.
+    max_runtime_hours: Mapped[Decimal | None] = mapped_column(Money)
+    max_total_usd: Mapped[Decimal | None] = mapped_column(Money)
+    terminate_reason: Mapped[TerminateReason | None] = mapped_column(
+        state_column(TerminateReason, "terminate_reason")
+    )
+    terminate_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class OrderEvent(Base):
+    """One line of an order's timeline: what happened, in a sentence a person can read."""
+
+    __tablename__ = "order_events"
+    __table_args__ = (
+        Index("ix_order_events_order_id_id", "order_id", "id"),
+        Index("ix_order_events_unpublished", "id", **UNPUBLISHED),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"))
+    kind: Mapped[OrderEventKind] = mapped_column(state_column(OrderEventKind, "order_event_kind"))
+    message: Mapped[str] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Copied to the event stream yet (see PublishedEvent)? Written false, set by the publisher.
+    published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+
+
+def _status_in(statuses: tuple[DeploymentStatus, ...]) -> str:
+    return "status IN ({})".format(", ".join(f"'{s}'" for s in statuses))
+
+
+_ONE_OPEN_PER_SERIAL_KIND = text(f"serial_kind IS NOT NULL AND {_status_in(OPEN_DEPLOYMENTS)}")
+_ONE_OWNER_PER_VM = text(f"provider_vm_id IS NOT NULL AND {_status_in(VM_OWNING_DEPLOYMENTS)}")
+
+
+class Deployment(Base):
+    """One attempt to create a VM for an order, with the deterministic name it was sent with."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (
+        UniqueConstraint("order_id", "attempt"),
+        Index("ix_deployments_status", "status"),
+        # Money rule: a VM belongs to one order. A second live attempt recording a VM another
+        # already owns is refused, and the code reads the refusal as "not this attempt's VM".
+        Index(
+            "uq_deployments_live_provider_vm",
+            "provider",
+            "provider_vm_id",
+            unique=True,
+            sqlite_where=_ONE_OWNER_PER_VM,
+            postgresql_where=_ONE_OWNER_PER_VM,
+        ),
+        # At a provider that cannot name a VM, an unclear create can only be told apart from
+        # another of the same kind if the two never overlap: one open attempt per kind.
+        Index(
+            "uq_deployments_open_serial_kind",
+            "provider",
+            "serial_kind",
+            unique=True,
+            sqlite_where=_ONE_OPEN_PER_SERIAL_KIND,
+            postgresql_where=_ONE_OPEN_PER_SERIAL_KIND,
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    provider: Mapped[str] = mapped_column(String(20))
+    region: Mapped[str] = mapped_column(String(64))
+    instance_type: Mapped[str] = mapped_column(String(128))
+    gpu_model: Mapped[str] = mapped_column(String(40), default="")
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    offer_id: Mapped[str | None] = mapped_column(String(128))
+    vm_name: Mapped[str] = mapped_column(String(64))
+    tag: Mapped[str] = mapped_column(String(64), default="")
+    # `<region>/<sku>`, set only at providers that cannot name a VM (QuantaCloud): see the index.
+    serial_kind: Mapped[str | None] = mapped_column(String(200))
+    provider_vm_id: Mapped[str | None] = mapped_column(String(128))
+    provider_status: Mapped[str | None] = mapped_column(String(40))
+    price_per_hour: Mapped[Decimal] = mapped_column(Money)
+    price_per_hour_with_fees: Mapped[Decimal] = mapped_column(Money)
+    ip: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[DeploymentStatus] = mapped_column(
+        state_column(DeploymentStatus, "deployment_status")
+    )
+    detail: Mapped[str | None] = mapped_column(String(500))
+    hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    running_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Paying as it runs (app/core/metering.py): hours are counted from `billed_from`, each
+    # `billing_hour_seconds` long (fixed at the claim); `paid_hours` of them are paid, and
+    # `charged` is what its order paid for it so far (debits less refunds, as the ledger has it).
+    billing_hour_seconds: Mapped[float] = mapped_column(Float, default=3600.0)
+    billed_from: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    paid_hours: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    charged: Mapped[Decimal] = mapped_column(Money, default=Decimal(0), server_default=text("0"))
+    # The start of an hour that could not be paid: the grace runs from here.
+    unpaid_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # When it stopped billing: our delete was accepted, or the provider was seen to end it.
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # Terminating: deletes sent so far without the provider showing it gone, and the next one.
+    delete_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    next_delete_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
