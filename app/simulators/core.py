@@ -6,7 +6,6 @@ Each provider module subclasses `ProviderSimulator` with its own wire format (pa
 shapes, status words, error bodies); everything here is provider-neutral.
 """
 
-import asyncio
 import itertools
 import random
 import time
@@ -20,25 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.simulators.billing import BillingPolicy, Span, charge
+from app.simulators.faults import FaultQueue
 from app.simulators.network import Latency
 
-FAULT_KINDS = (
-    "http_500",
-    "http_429",
-    "timeout",
-    "malformed_json",
-    "create_delay",
-    "create_error_after_commit",
-    "capacity_race",
-    "fail_after_accept",
-    "unknown_status",
-    "delete_refused",
-    "delete_delay",
-)
-# These hit the next n calls, whatever they are; the others hit creates, VM reads or deletes
-# (`delete_refused`: the provider refuses the delete as it does while a VM still boots;
-# `delete_delay`: it takes the delete, then answers `seconds` later).
-REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
 DEFAULT_BOOT_SECONDS = 3.0
 DEFAULT_BALANCE = Decimal("10000.00")
 REQUEST_LOG_SIZE = 1000  # the newest requests kept: a long demo polls forever
@@ -94,16 +77,6 @@ class SimVM:
     def hourly_price(self) -> Decimal:
         """The price it bills at per hour."""
         return self.entry.price_per_hour if self.price_per_hour is None else self.price_per_hour
-
-
-@dataclass
-class Fault:
-    """A fault waiting to hit the next `count` matching calls."""
-
-    kind: str
-    count: int
-    seconds: float
-    status: int = 500  # the status of an `http_500` fault (any 5xx)
 
 
 @dataclass
@@ -182,7 +155,7 @@ class ProviderSimulator:
         self.vms: dict[str, SimVM] = {}
         self.creates: list[CreateRecord] = []
         self.requests: deque[LoggedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
-        self.faults: list[Fault] = []
+        self.faults = FaultQueue()
         self._balance = DEFAULT_BALANCE
         self.boot_seconds = DEFAULT_BOOT_SECONDS
         self.rate_limits = True
@@ -231,7 +204,7 @@ class ProviderSimulator:
             created_at=time.time(),
             started=self.clock(),
             ip=next(self._ips),
-            fail_after_accept=self.take_fault("fail_after_accept") is not None,
+            fail_after_accept=self.faults.take("fail_after_accept") is not None,
         )
         self.vms[vm_id] = vm
         return vm
@@ -249,12 +222,6 @@ class ProviderSimulator:
         if vm.ended is None:
             vm.ended = self.clock()
 
-    async def delay_delete_answer(self) -> None:
-        """Hold the answer to a delete just taken, if a `delete_delay` fault says so."""
-        fault = self.take_fault("delete_delay")
-        if fault is not None:
-            await asyncio.sleep(fault.seconds)
-
     def deletion_progress(self, vm: SimVM) -> float | None:
         """How far through deleting (1 = gone), or None if no delete was asked for."""
         if vm.deleted is None:
@@ -268,7 +235,7 @@ class ProviderSimulator:
 
     def status_for_response(self, vm: SimVM) -> str:
         """The status to put in an API response: `vm_status`, unless `unknown_status` is queued."""
-        if self.take_fault("unknown_status") is not None:
+        if self.faults.take("unknown_status") is not None:
             return "reticulating_splines"  # a value no client has seen: must not crash one
         return self.vm_status(vm)
 
@@ -352,51 +319,6 @@ class ProviderSimulator:
         record = CreateRecord(time.time(), sku, region, name, outcome, vm_id)
         self.creates.append(record)
         return record
-
-    # --- faults ----------------------------------------------------------------------------
-
-    def add_fault(self, kind: str, count: int, seconds: float, status: int = 500) -> None:
-        """Queue a fault for the next `count` matching calls."""
-        self.faults.append(Fault(kind, count, seconds, status))
-
-    def take_fault(self, kind: str) -> Fault | None:
-        """Use up one hit of the oldest queued fault of this kind, if any."""
-        for fault in self.faults:
-            if fault.kind == kind and fault.count > 0:
-                fault.count -= 1
-                if fault.count == 0:
-                    self.faults.remove(fault)
-                return fault
-        return None
-
-    async def request_fault(self, request: Request) -> Response | None:
-        """Apply a queued request-level fault to this call: a response to send instead, or None.
-
-        `timeout` only delays: the call then proceeds, so a client with a shorter timeout sees
-        a timeout while the simulator still does the work (as a slow real API would).
-        """
-        for kind in REQUEST_FAULTS:
-            fault = self.take_fault(kind)
-            if fault is None:
-                continue
-            if kind == "timeout":
-                await asyncio.sleep(fault.seconds)
-                return None
-            if kind == "http_429":
-                limited = self.rate_limited_response(retry_after=fault.seconds or 1.0)
-                # An injected 429 uses nothing up: what is left is reported as it really is (and
-                # not at all on a call the provider does not count).
-                reported = self.rate_limit_headers(request)
-                for name in ("RateLimit", "RateLimit-Policy"):
-                    if name in reported:
-                        limited.headers[name] = reported[name]
-                    elif name in limited.headers:
-                        del limited.headers[name]
-                return limited
-            if kind == "malformed_json":
-                return Response(b'{"truncated": [1, 2', media_type="application/json")
-            return self.server_error_response(fault.status)
-        return None
 
     # --- provider wire format (overridden per provider) ------------------------------------
 
