@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from app.simulators.billing import BillingPolicy, Span, charge
 from app.simulators.faults import FaultQueue
+from app.simulators.limits import FixedWindowLimiter
 from app.simulators.network import Latency
 
 DEFAULT_BOOT_SECONDS = 3.0
@@ -100,35 +101,6 @@ class LoggedRequest:
     received_at: float
     answered_at: float | None = None
     status: int | None = None
-
-
-class FixedWindowLimiter:
-    """Counts requests per key in fixed windows, as the providers document their limits."""
-
-    def __init__(self) -> None:
-        self._windows: dict[str, tuple[float, int]] = {}
-
-    def hit(self, key: str, limit: int, window: float, now: float) -> float | None:
-        """Count one request; returns seconds until the window resets if it is over the limit."""
-        start, count = self._windows.get(key, (now, 0))
-        if now - start >= window:
-            start, count = now, 0
-        count += 1
-        self._windows[key] = (start, count)
-        if count > limit:
-            return max(0.0, window - (now - start))
-        return None
-
-    def left(self, key: str, limit: int, window: float, now: float) -> tuple[int, float]:
-        """(requests left, seconds until the window resets) for `key` now."""
-        start, count = self._windows.get(key, (now, 0))
-        if now - start >= window:
-            return limit, window
-        return max(0, limit - count), max(0.0, window - (now - start))
-
-    def clear(self) -> None:
-        """Forget every window."""
-        self._windows.clear()
 
 
 class ProviderSimulator:
@@ -341,8 +313,7 @@ class ProviderSimulator:
 
     def limit_per_ip(self, request: Request, limit: int, window: float) -> Response | None:
         """A per-source-IP fixed window (how Hyperstack and QuantaCloud count); 429 past it."""
-        ip = request.client.host if request.client else "unknown"
-        over = self.limiter.hit(f"ip:{ip}", limit, window, time.monotonic())
+        over = self.limiter.hit_per_ip(request, limit, window, time.monotonic())
         return None if over is None else self.rate_limited_response(over)
 
     def configure(self, body: dict[str, Any]) -> str | None:

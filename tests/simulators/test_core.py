@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from app.simulators.core import CatalogEntry, FixedWindowLimiter, ProviderSimulator, SimVM
+from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
+from app.simulators.limits import FixedWindowLimiter
 from app.simulators.serving import provider_app
 
 ENTRY = CatalogEntry(
