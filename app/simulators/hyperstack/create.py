@@ -6,7 +6,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.simulators.core import CatalogEntry
 from app.simulators.hyperstack.catalog import IMAGES
 from app.simulators.hyperstack.simulator import (
     HyperstackSimulator,
@@ -17,6 +16,7 @@ from app.simulators.hyperstack.simulator import (
     not_found,
     ok,
 )
+from app.simulators.vms import CatalogEntry
 
 MAX_COUNT = 20
 MAX_NAME = 50

@@ -7,7 +7,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.core import SimVM
 from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, IMAGES_BY_KEY, LOCATION_CODES
 from app.simulators.verda.simulator import (
     DYNAMIC_PRICE_FACTOR,
@@ -16,6 +15,7 @@ from app.simulators.verda.simulator import (
     error,
 )
 from app.simulators.verda.wire import authed, invalid, json_body, no_capacity
+from app.simulators.vms import SimVM
 
 REQUIRED_CREATE_FIELDS = ("instance_type", "image", "hostname", "location_code")
 ACTIONS = frozenset(
