@@ -7,8 +7,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.billing import parse_amount
-from app.simulators.core import BALANCE_PROBLEM, ProviderSimulator
+from app.simulators.billing import BALANCE_PROBLEM, parse_amount
+from app.simulators.core import ProviderSimulator
 from app.simulators.faults import FAULT_KINDS
 from app.simulators.network import Latency
 

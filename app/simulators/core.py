@@ -16,15 +16,13 @@ from typing import Any, ClassVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.simulators.billing import BillingPolicy, Span, charge
+from app.simulators.billing import BillingPolicy, Span, Wallet, bills_at
 from app.simulators.faults import FaultQueue
 from app.simulators.limits import FixedWindowLimiter
 from app.simulators.network import Latency
 from app.simulators.vms import CatalogEntry, Fleet, SimVM
 
-DEFAULT_BALANCE = Decimal("10000.00")
 REQUEST_LOG_SIZE = 1000  # the newest requests kept: a long demo polls forever
-BALANCE_PROBLEM = 'balance must be a decimal string or a number, e.g. {"balance": "123.45"}'
 
 
 @dataclass
@@ -53,7 +51,7 @@ class ProviderSimulator(Fleet):
         super().reset()
         self.requests: deque[LoggedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
         self.faults = FaultQueue()
-        self._balance = DEFAULT_BALANCE
+        self.wallet = Wallet(self.billing)
         self.rate_limits = True
         self.refused_by_limits = 0  # 429s sent because a published limit was passed
         self.limiter = FixedWindowLimiter()
@@ -89,24 +87,19 @@ class ProviderSimulator(Fleet):
     def balance(self) -> Decimal:
         """Our account's balance now, after charging every VM for its time so far."""
         self.settle()
-        return self._balance
+        return self.wallet.balance
 
     @balance.setter
     def balance(self, amount: Decimal) -> None:
         """Set the balance now: what VMs ran up before is settled, later charges come off it."""
         self.settle()
-        self._balance = amount
+        self.wallet.balance = amount
 
     def settle(self) -> None:
-        """Take from the balance what each VM owes by now beyond what it was charged (or give
-        back what it was overcharged, where the provider refunds the unused part of a block)."""
+        """Charge every VM what it owes by now (see `Wallet.settle`)."""
         now = self.clock()
         for vm in self.vms.values():
-            due = charge(vm.hourly_price, self.billable_span(vm), now, self.billing)
-            due += self.extra_charge(vm, now)
-            if due != vm.charged:
-                self._balance -= due - vm.charged
-                vm.charged = due
+            self.wallet.settle(vm, self.billable_span(vm), self.extra_charge(vm, now), now)
 
     def billable_span(self, vm: SimVM) -> Span | None:
         """When the VM bills; by default from when it runs until a delete is accepted, and
@@ -123,15 +116,8 @@ class ProviderSimulator(Fleet):
     def hourly_charge(self) -> Decimal:
         """What the VMs billing now cost per hour together."""
         now = self.clock()
-        spans = [(vm, self.billable_span(vm)) for vm in self.vms.values()]
-        return sum(
-            (
-                vm.hourly_price
-                for vm, span in spans
-                if span is not None and span.start <= now and (span.end is None or span.end > now)
-            ),
-            Decimal(0),
-        )
+        billing_now = [vm for vm in self.vms.values() if bills_at(self.billable_span(vm), now)]
+        return sum((vm.hourly_price for vm in billing_now), Decimal(0))
 
     # --- provider wire format (overridden per provider) ------------------------------------
 
