@@ -1,10 +1,4 @@
-"""What the three simulators share: catalogue and stock, VMs on a boot clock, a balance they
-charge for the VMs they run, a log of creates and of every request, fault injection,
-fixed-window rate limits, and the `/_sim` control API.
-
-Each provider module subclasses `ProviderSimulator` with its own wire format (paths, JSON
-shapes, status words, error bodies); everything here is provider-neutral.
-"""
+"""The base of each provider's simulator: a fleet with a wallet, faults, limits, a request log."""
 
 import random
 import time
@@ -37,7 +31,7 @@ class LoggedRequest:
 
 
 class ProviderSimulator(Fleet):
-    """State and behaviour common to the simulated providers."""
+    """A provider-neutral simulated provider; each subclass adds its wire format and statuses."""
 
     name: ClassVar[str]
     billing: ClassVar[BillingPolicy] = BillingPolicy(block_seconds=1.0, refund_unused=True)
