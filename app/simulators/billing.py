@@ -62,8 +62,7 @@ class Wallet:
         self.balance = balance
 
     def settle(self, vm: SimVM, span: Span | None, extra: Decimal, now: float) -> None:
-        """Take what `vm` owes at `now` (its hours over `span`, plus `extra`) beyond what it was
-        charged, or give back what it was overcharged (a refunded block)."""
+        """Bring what `vm` was charged to what it owes by `now`; the balance pays the difference."""
         due = charge(vm.hourly_price, span, now, self.policy) + extra
         if due != vm.charged:
             self.balance -= due - vm.charged

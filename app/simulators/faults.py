@@ -76,8 +76,7 @@ class FaultQueue:
             await asyncio.sleep(fault.seconds)
 
     async def request_fault(self, request: Request, answers: ProviderAnswers) -> Response | None:
-        """Apply a queued request-level fault to this call: a response to send instead, in the
-        provider's own shapes (`answers`), or None.
+        """Apply a queued request-level fault to this call: a response to send instead, or None.
 
         `timeout` only delays: the call then proceeds, so a client with a shorter timeout sees
         a timeout while the simulator still does the work (as a slow real API would).

@@ -74,8 +74,7 @@ class CreateRecord:
 
 
 class Fleet:
-    """A provider's catalogue, its stock, the VMs made from it and the log of creates; each
-    provider names the statuses (`vm_status`)."""
+    """A provider's catalogue, stock, VMs and log of creates; each provider names the statuses."""
 
     catalog_entries: ClassVar[tuple[CatalogEntry, ...]]
     ended_status: ClassVar[str]  # the provider's word for a VM it ended by itself
