@@ -1,18 +1,15 @@
-"""How a simulator charges its balance for the VMs it runs: the money arithmetic, in Decimal.
-
-Each provider bills a VM over a span of its simulated clock (from when it starts billing until a
-delete or a failure stops it) in blocks of its own length: each block begun is charged in full,
-and some providers give back the unused part of the last block once the VM is gone. The
-simulators charge lazily: whenever the balance is read (or a create checks it) every VM's charge
-so far is worked out from the clock and the difference taken from the balance.
-"""
+"""A simulator's money: our balance, and what the VMs it runs are charged from it, in Decimal."""
 
 import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
+from app.simulators.vms import SimVM
+
 MICRO = Decimal("0.000001")
 SECONDS_PER_HOUR = Decimal(3600)
+DEFAULT_BALANCE = Decimal("10000.00")
+BALANCE_PROBLEM = 'balance must be a decimal string or a number, e.g. {"balance": "123.45"}'
 
 
 @dataclass(frozen=True)
@@ -48,6 +45,28 @@ def charge(
         seconds = blocks * policy.block_seconds
     amount = price_per_hour * Decimal(str(seconds)) / SECONDS_PER_HOUR
     return amount.quantize(MICRO, rounding=ROUND_HALF_UP)
+
+
+def bills_at(span: Span | None, now: float) -> bool:
+    """Whether a VM billed over `span` is billing at `now`."""
+    return span is not None and span.start <= now and (span.end is None or span.end > now)
+
+
+class Wallet:
+    """Our account's balance at one provider, and how that provider bills its VMs."""
+
+    def __init__(self, policy: BillingPolicy, balance: Decimal = DEFAULT_BALANCE) -> None:
+        self.policy = policy
+        # As of the last `settle`: charges are worked out lazily from the clock, so whoever
+        # reads the balance settles every VM first (`ProviderSimulator.balance`).
+        self.balance = balance
+
+    def settle(self, vm: SimVM, span: Span | None, extra: Decimal, now: float) -> None:
+        """Bring what `vm` was charged to what it owes by `now`; the balance pays the difference."""
+        due = charge(vm.hourly_price, span, now, self.policy) + extra
+        if due != vm.charged:
+            self.balance -= due - vm.charged
+            vm.charged = due
 
 
 def parse_amount(value: object) -> Decimal | None:

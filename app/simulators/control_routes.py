@@ -7,8 +7,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.billing import parse_amount
-from app.simulators.core import BALANCE_PROBLEM, FAULT_KINDS, ProviderSimulator
+from app.simulators.billing import BALANCE_PROBLEM, parse_amount
+from app.simulators.core import ProviderSimulator
+from app.simulators.faults import FAULT_KINDS
 from app.simulators.network import Latency
 
 
@@ -99,7 +100,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
             return _problem(422, "status applies to http_500 faults only")
         if isinstance(status, bool) or not isinstance(status, int) or not 500 <= status <= 599:
             return _problem(422, "status must be an integer from 500 to 599")
-        sim.add_fault(kind, count, seconds, status)
+        sim.faults.add(kind, count, seconds, status)
         body = {"kind": kind, "count": count, "seconds": seconds, "status": status}
         return JSONResponse(body, status_code=201)
 

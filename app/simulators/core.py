@@ -1,121 +1,22 @@
-"""What the three simulators share: catalogue and stock, VMs on a boot clock, a balance they
-charge for the VMs they run, a log of creates and of every request, fault injection,
-fixed-window rate limits, and the `/_sim` control API.
+"""The base of each provider's simulator: a fleet with a wallet, faults, limits, a request log."""
 
-Each provider module subclasses `ProviderSimulator` with its own wire format (paths, JSON
-shapes, status words, error bodies); everything here is provider-neutral.
-"""
-
-import asyncio
-import itertools
 import random
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.simulators.billing import BillingPolicy, Span, charge
+from app.simulators.billing import BillingPolicy, Span, Wallet, bills_at
+from app.simulators.faults import FaultQueue
+from app.simulators.limits import FixedWindowLimiter
 from app.simulators.network import Latency
+from app.simulators.vms import CatalogEntry, Fleet, SimVM
 
-FAULT_KINDS = (
-    "http_500",
-    "http_429",
-    "timeout",
-    "malformed_json",
-    "create_delay",
-    "create_error_after_commit",
-    "capacity_race",
-    "fail_after_accept",
-    "unknown_status",
-    "delete_refused",
-    "delete_delay",
-)
-# These hit the next n calls, whatever they are; the others hit creates, VM reads or deletes
-# (`delete_refused`: the provider refuses the delete as it does while a VM still boots;
-# `delete_delay`: it takes the delete, then answers `seconds` later).
-REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
-DEFAULT_BOOT_SECONDS = 3.0
-DEFAULT_BALANCE = Decimal("10000.00")
 REQUEST_LOG_SIZE = 1000  # the newest requests kept: a long demo polls forever
-BALANCE_PROBLEM = 'balance must be a decimal string or a number, e.g. {"balance": "123.45"}'
-
-
-@dataclass(frozen=True)
-class CatalogEntry:
-    """One kind of machine in one region, with the provider-specific naming in `details`."""
-
-    sku: str
-    region: str
-    gpu_model: str
-    gpu_count: int
-    price_per_hour: Decimal
-    vcpus: int
-    ram_gb: int
-    disk_gb: int
-    interconnect: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """(sku, region)."""
-        return (self.sku, self.region)
-
-
-@dataclass
-class SimVM:
-    """A VM the simulator made; its status follows from the time since it was created."""
-
-    id: str
-    entry: CatalogEntry
-    name: str | None
-    tags: list[str]
-    created_at: float  # Unix seconds
-    started: float  # simulator clock seconds
-    ip: str
-    fail_after_accept: bool = False
-    deleted: float | None = None  # simulator clock seconds when a delete was accepted
-    ended: float | None = None  # simulator clock seconds when the provider ended it by itself
-    details: dict[str, Any] = field(default_factory=dict)
-    charged: Decimal = Decimal(0)  # what has been taken from the balance for it so far
-    price_per_hour: Decimal | None = None  # what it bills at, when not its catalogue price
-
-    @property
-    def stopped_billing(self) -> float | None:
-        """When it stopped billing (a delete accepted, or the provider ended it), if it has."""
-        ends = [t for t in (self.deleted, self.ended) if t is not None]
-        return min(ends) if ends else None
-
-    @property
-    def hourly_price(self) -> Decimal:
-        """The price it bills at per hour."""
-        return self.entry.price_per_hour if self.price_per_hour is None else self.price_per_hour
-
-
-@dataclass
-class Fault:
-    """A fault waiting to hit the next `count` matching calls."""
-
-    kind: str
-    count: int
-    seconds: float
-    status: int = 500  # the status of an `http_500` fault (any 5xx)
-
-
-@dataclass
-class CreateRecord:
-    """One create request as the simulator received it, and what became of it."""
-
-    received_at: float
-    sku: str | None
-    region: str | None
-    name: str | None
-    outcome: str
-    vm_id: str | None = None
 
 
 @dataclass
@@ -129,163 +30,50 @@ class LoggedRequest:
     status: int | None = None
 
 
-class FixedWindowLimiter:
-    """Counts requests per key in fixed windows, as the providers document their limits."""
-
-    def __init__(self) -> None:
-        self._windows: dict[str, tuple[float, int]] = {}
-
-    def hit(self, key: str, limit: int, window: float, now: float) -> float | None:
-        """Count one request; returns seconds until the window resets if it is over the limit."""
-        start, count = self._windows.get(key, (now, 0))
-        if now - start >= window:
-            start, count = now, 0
-        count += 1
-        self._windows[key] = (start, count)
-        if count > limit:
-            return max(0.0, window - (now - start))
-        return None
-
-    def left(self, key: str, limit: int, window: float, now: float) -> tuple[int, float]:
-        """(requests left, seconds until the window resets) for `key` now."""
-        start, count = self._windows.get(key, (now, 0))
-        if now - start >= window:
-            return limit, window
-        return max(0, limit - count), max(0.0, window - (now - start))
-
-    def clear(self) -> None:
-        """Forget every window."""
-        self._windows.clear()
-
-
-class ProviderSimulator:
-    """State and behaviour common to the simulated providers."""
+class ProviderSimulator(Fleet):
+    """A provider-neutral simulated provider; each subclass adds its wire format and statuses."""
 
     name: ClassVar[str]
-    catalog_entries: ClassVar[tuple[CatalogEntry, ...]]
     billing: ClassVar[BillingPolicy] = BillingPolicy(block_seconds=1.0, refund_unused=True)
-    ended_status: ClassVar[str]  # the provider's word for a VM it ended by itself
 
     def __init__(self) -> None:
-        self.limiter = FixedWindowLimiter()
-        # The clock VMs boot, bill and get deleted on (seconds). Tests swap in one they advance;
-        # a reset keeps it. Tokens, rate limits and cool-downs stay on the real monotonic clock.
-        self.clock: Callable[[], float] = time.monotonic
+        super().__init__()
         self.rng = random.Random()
-        self.reset()
 
     def reset(self) -> None:
         """Back to a fresh start: no stock, no VMs, no faults, default settings."""
-        self.catalog: dict[tuple[str, str], CatalogEntry] = {e.key: e for e in self.catalog_entries}
-        self.stock: dict[tuple[str, str], int] = dict.fromkeys(self.catalog, 0)
-        self.stock_changed_at: dict[tuple[str, str], float] = {}
-        self.vms: dict[str, SimVM] = {}
-        self.creates: list[CreateRecord] = []
+        super().reset()
         self.requests: deque[LoggedRequest] = deque(maxlen=REQUEST_LOG_SIZE)
-        self.faults: list[Fault] = []
-        self._balance = DEFAULT_BALANCE
-        self.boot_seconds = DEFAULT_BOOT_SECONDS
+        self.faults = FaultQueue()
+        self.wallet = Wallet(self.billing)
         self.rate_limits = True
         self.refused_by_limits = 0  # 429s sent because a published limit was passed
-        self.limiter.clear()
+        self.limiter = FixedWindowLimiter()
         # Added before every provider API answer (`latency_ms`, `jitter_ms` in the config): a
         # provider further away than the others. Bytes on the wire: `sim --latency-ms`.
         self.answer_latency = Latency(0.0)
-        self._ips = (f"203.0.113.{n}" for n in itertools.cycle(range(1, 255)))
 
-    # --- stock -----------------------------------------------------------------------------
-
-    def set_stock(self, sku: str, region: str, quantity: int) -> float:
-        """Put `quantity` machines of this kind in stock; returns when (Unix seconds)."""
-        now = time.time()
-        self.stock[(sku, region)] = quantity
-        self.stock_changed_at[(sku, region)] = now
-        self.on_stock_change(self.catalog[(sku, region)], quantity)
-        return now
-
-    def on_stock_change(self, entry: CatalogEntry, quantity: int) -> None:
-        """Hook for providers whose offers change identity with stock (QuantaCloud)."""
-
-    def in_stock(self, entry: CatalogEntry) -> int:
-        """How many of this kind are in stock."""
-        return self.stock.get(entry.key, 0)
-
-    def take_one(self, entry: CatalogEntry) -> bool:
-        """Take one machine of this kind out of stock; False when there is none."""
-        if self.stock.get(entry.key, 0) <= 0:
-            return False
-        self.stock[entry.key] -= 1
-        return True
-
-    # --- VMs -------------------------------------------------------------------------------
+    # --- VMs, with the faults and money they touch ----------------------------------------
 
     def new_vm(
         self, vm_id: str, entry: CatalogEntry, *, name: str | None, tags: list[str]
     ) -> SimVM:
         """Make a VM that starts booting now (failing instead, if a fault says so)."""
-        vm = SimVM(
-            id=vm_id,
-            entry=entry,
-            name=name,
-            tags=tags,
-            created_at=time.time(),
-            started=self.clock(),
-            ip=next(self._ips),
-            fail_after_accept=self.take_fault("fail_after_accept") is not None,
-        )
-        self.vms[vm_id] = vm
+        vm = super().new_vm(vm_id, entry, name=name, tags=tags)
+        vm.fail_after_accept = self.faults.take("fail_after_accept") is not None
         return vm
-
-    def progress(self, vm: SimVM) -> float:
-        """How far through booting the VM is: 0 at create, 1 when it runs."""
-        if self.boot_seconds <= 0:
-            return float("inf")
-        return (self.clock() - vm.started) / self.boot_seconds
 
     def end_vm(self, vm: SimVM) -> None:
         """The provider ends the VM by itself (discontinued, suspended, interrupted): it shows
         `ended_status` from now on and stops billing."""
         self.settle()
-        if vm.ended is None:
-            vm.ended = self.clock()
-
-    async def delay_delete_answer(self) -> None:
-        """Hold the answer to a delete just taken, if a `delete_delay` fault says so."""
-        fault = self.take_fault("delete_delay")
-        if fault is not None:
-            await asyncio.sleep(fault.seconds)
-
-    def deletion_progress(self, vm: SimVM) -> float | None:
-        """How far through deleting (1 = gone), or None if no delete was asked for."""
-        if vm.deleted is None:
-            return None
-        span = max(self.boot_seconds * 0.2, 0.0)
-        return float("inf") if span == 0 else (self.clock() - vm.deleted) / span
-
-    def vm_status(self, vm: SimVM) -> str:
-        """The provider's own word for the VM's status now."""
-        raise NotImplementedError
+        super().end_vm(vm)
 
     def status_for_response(self, vm: SimVM) -> str:
         """The status to put in an API response: `vm_status`, unless `unknown_status` is queued."""
-        if self.take_fault("unknown_status") is not None:
+        if self.faults.take("unknown_status") is not None:
             return "reticulating_splines"  # a value no client has seen: must not crash one
         return self.vm_status(vm)
-
-    def describe_vm(self, vm: SimVM) -> dict[str, Any]:
-        """A VM for the control API."""
-        return {
-            "id": vm.id,
-            "name": vm.name,
-            "tags": vm.tags,
-            "sku": vm.entry.sku,
-            "region": vm.entry.region,
-            "status": self.vm_status(vm),
-            "ip": vm.ip,
-            "created_at": vm.created_at,
-            "price_per_hour": str(vm.hourly_price),
-            "charged": str(vm.charged),
-        }
 
     # --- money -----------------------------------------------------------------------------
 
@@ -293,24 +81,19 @@ class ProviderSimulator:
     def balance(self) -> Decimal:
         """Our account's balance now, after charging every VM for its time so far."""
         self.settle()
-        return self._balance
+        return self.wallet.balance
 
     @balance.setter
     def balance(self, amount: Decimal) -> None:
         """Set the balance now: what VMs ran up before is settled, later charges come off it."""
         self.settle()
-        self._balance = amount
+        self.wallet.balance = amount
 
     def settle(self) -> None:
-        """Take from the balance what each VM owes by now beyond what it was charged (or give
-        back what it was overcharged, where the provider refunds the unused part of a block)."""
+        """Charge every VM what it owes by now (see `Wallet.settle`)."""
         now = self.clock()
         for vm in self.vms.values():
-            due = charge(vm.hourly_price, self.billable_span(vm), now, self.billing)
-            due += self.extra_charge(vm, now)
-            if due != vm.charged:
-                self._balance -= due - vm.charged
-                vm.charged = due
+            self.wallet.settle(vm, self.billable_span(vm), self.extra_charge(vm, now), now)
 
     def billable_span(self, vm: SimVM) -> Span | None:
         """When the VM bills; by default from when it runs until a delete is accepted, and
@@ -327,76 +110,8 @@ class ProviderSimulator:
     def hourly_charge(self) -> Decimal:
         """What the VMs billing now cost per hour together."""
         now = self.clock()
-        spans = [(vm, self.billable_span(vm)) for vm in self.vms.values()]
-        return sum(
-            (
-                vm.hourly_price
-                for vm, span in spans
-                if span is not None and span.start <= now and (span.end is None or span.end > now)
-            ),
-            Decimal(0),
-        )
-
-    # --- creates ---------------------------------------------------------------------------
-
-    def record_create(
-        self,
-        *,
-        sku: str | None,
-        region: str | None,
-        name: str | None,
-        outcome: str,
-        vm_id: str | None = None,
-    ) -> CreateRecord:
-        """Log a create request and its outcome for the control API."""
-        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id)
-        self.creates.append(record)
-        return record
-
-    # --- faults ----------------------------------------------------------------------------
-
-    def add_fault(self, kind: str, count: int, seconds: float, status: int = 500) -> None:
-        """Queue a fault for the next `count` matching calls."""
-        self.faults.append(Fault(kind, count, seconds, status))
-
-    def take_fault(self, kind: str) -> Fault | None:
-        """Use up one hit of the oldest queued fault of this kind, if any."""
-        for fault in self.faults:
-            if fault.kind == kind and fault.count > 0:
-                fault.count -= 1
-                if fault.count == 0:
-                    self.faults.remove(fault)
-                return fault
-        return None
-
-    async def request_fault(self, request: Request) -> Response | None:
-        """Apply a queued request-level fault to this call: a response to send instead, or None.
-
-        `timeout` only delays: the call then proceeds, so a client with a shorter timeout sees
-        a timeout while the simulator still does the work (as a slow real API would).
-        """
-        for kind in REQUEST_FAULTS:
-            fault = self.take_fault(kind)
-            if fault is None:
-                continue
-            if kind == "timeout":
-                await asyncio.sleep(fault.seconds)
-                return None
-            if kind == "http_429":
-                limited = self.rate_limited_response(retry_after=fault.seconds or 1.0)
-                # An injected 429 uses nothing up: what is left is reported as it really is (and
-                # not at all on a call the provider does not count).
-                reported = self.rate_limit_headers(request)
-                for name in ("RateLimit", "RateLimit-Policy"):
-                    if name in reported:
-                        limited.headers[name] = reported[name]
-                    elif name in limited.headers:
-                        del limited.headers[name]
-                return limited
-            if kind == "malformed_json":
-                return Response(b'{"truncated": [1, 2', media_type="application/json")
-            return self.server_error_response(fault.status)
-        return None
+        billing_now = [vm for vm in self.vms.values() if bills_at(self.billable_span(vm), now)]
+        return sum((vm.hourly_price for vm in billing_now), Decimal(0))
 
     # --- provider wire format (overridden per provider) ------------------------------------
 
@@ -419,8 +134,7 @@ class ProviderSimulator:
 
     def limit_per_ip(self, request: Request, limit: int, window: float) -> Response | None:
         """A per-source-IP fixed window (how Hyperstack and QuantaCloud count); 429 past it."""
-        ip = request.client.host if request.client else "unknown"
-        over = self.limiter.hit(f"ip:{ip}", limit, window, time.monotonic())
+        over = self.limiter.hit_per_ip(request, limit, window, time.monotonic())
         return None if over is None else self.rate_limited_response(over)
 
     def configure(self, body: dict[str, Any]) -> str | None:
@@ -430,6 +144,3 @@ class ProviderSimulator:
     def config_view(self) -> dict[str, Any]:
         """Provider-specific settings shown by `GET /_sim/config`."""
         return {}
-
-
-# --- the control API ---------------------------------------------------------------------

@@ -44,7 +44,7 @@ class ProviderGate:
         delay = self.sim.answer_latency.draw(self.sim.rng)
         if delay > 0:
             await asyncio.sleep(delay)
-        response = await self.sim.request_fault(request)
+        response = await self.sim.faults.request_fault(request, self.sim)
         if response is None and self.sim.rate_limits:
             response = self.sim.rate_limit(request)
             self.sim.refused_by_limits += response is not None

@@ -12,7 +12,7 @@ from app.providers.budget import Budget, RateLimit, StockRead, every_request
 from app.providers.headroom import CREATE_RESERVE, Headroom
 from app.providers.hyperstack import limits as hyperstack
 from app.providers.verda import limits as verda
-from app.simulators.core import FixedWindowLimiter
+from app.simulators.limits import FixedWindowLimiter
 
 
 class Clock:

@@ -6,10 +6,11 @@ from typing import TypeVar
 import pytest
 
 from app.simulators.billing import BillingPolicy, Span, charge, parse_amount
-from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
+from app.simulators.core import ProviderSimulator
 from app.simulators.hyperstack import HyperstackSimulator
 from app.simulators.quantacloud import QuantaCloudSimulator
 from app.simulators.verda import VerdaSimulator
+from app.simulators.vms import CatalogEntry, SimVM
 from tests.simulators.manual_clock import ManualClock
 
 START = Decimal("10000.00")

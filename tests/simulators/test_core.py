@@ -11,8 +11,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
-from app.simulators.core import CatalogEntry, FixedWindowLimiter, ProviderSimulator, SimVM
+from app.simulators.core import ProviderSimulator
+from app.simulators.limits import FixedWindowLimiter
 from app.simulators.serving import provider_app
+from app.simulators.vms import CatalogEntry, SimVM
 
 ENTRY = CatalogEntry(
     sku="8X.TEST",

@@ -243,7 +243,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
         if vm is None:
             return not_found(f"Virtual machine with id {vm_id} not found")
         if request.method == "DELETE":
-            refused = sim.take_fault("delete_refused") is not None
+            refused = sim.faults.take("delete_refused") is not None
             if vm.deleted is None and (refused or sim.vm_status(vm) in CREATING_STATUSES):
                 return bad_request(
                     f"Virtual machine {vm.id} is currently being created and cannot be deleted "
@@ -251,7 +251,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
                 )
             if vm.deleted is None:
                 vm.deleted = sim.clock()
-                await sim.delay_delete_answer()
+                await sim.faults.delay("delete_delay")
             return ok("Instance is being deleted.")
         return ok(instance=sim.instance_fields(vm))
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.simulators.core import CatalogEntry
+from app.simulators.vms import CatalogEntry
 
 REGIONS: dict[str, dict[str, Any]] = {
     "CANADA-1": {"id": 1, "country": "CA", "green_status": "GREEN"},

@@ -1,13 +1,11 @@
 """`POST /v1/core/virtual-machines`: validation, money, stock, faults, then VMs that boot."""
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.simulators.core import CatalogEntry
 from app.simulators.hyperstack.catalog import IMAGES
 from app.simulators.hyperstack.simulator import (
     HyperstackSimulator,
@@ -18,6 +16,7 @@ from app.simulators.hyperstack.simulator import (
     not_found,
     ok,
 )
+from app.simulators.vms import CatalogEntry
 
 MAX_COUNT = 20
 MAX_NAME = 50
@@ -122,7 +121,7 @@ async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
         record("insufficient_funds")
         return bad_request("Insufficient balance to create the resource")
     out_of_stock = error(409, f"Flavor {entry.sku} is out of stock in {entry.region}", "conflict")
-    if sim.take_fault("capacity_race") is not None:
+    if sim.faults.take("capacity_race") is not None:
         record("capacity_race")
         return out_of_stock
     if sim.in_stock(entry) < count:
@@ -135,13 +134,11 @@ async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
         vm = sim.new_vm(sim.next_vm_id(), entry, name=name, tags=parsed.labels)
         vm.details = dict(parsed.details)
         vms.append(vm)
-    if sim.take_fault("create_error_after_commit") is not None:
+    if sim.faults.take("create_error_after_commit") is not None:
         record("error_after_commit", vms[0].id)
         return sim.server_error_response()
     record("created", vms[0].id)
-    delay = sim.take_fault("create_delay")
-    if delay is not None:
-        await asyncio.sleep(delay.seconds)
+    await sim.faults.delay("create_delay")
     return ok(
         f"Creating {count} virtual machine(s).",
         instances=[sim.instance_fields(vm) for vm in vms],

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.providers.hyperstack.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy
-from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
+from app.simulators.core import ProviderSimulator
 from app.simulators.hyperstack.catalog import (
     CATALOG,
     DEFAULT_UNPRICED_GPUS,
@@ -22,6 +22,7 @@ from app.simulators.hyperstack.catalog import (
     OTHER_PRICE_ROWS,
     REGIONS,
 )
+from app.simulators.vms import CatalogEntry, SimVM
 
 API_KEY = SIMULATOR_CREDENTIALS["api_key"]
 RATE_LIMIT = 500  # requests per source IP per minute, all endpoints together

@@ -1,6 +1,5 @@
 """QuantaCloud's HTTP API as the simulator serves it, under `/api/v1` (see the reference notes)."""
 
-import asyncio
 import hmac
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -193,7 +192,7 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
                     retry_after=math.ceil(cooling),
                 ),
             )
-        if sim.take_fault("capacity_race") is not None:
+        if sim.faults.take("capacity_race") is not None:
             sim.start_cooldown(entry.key)
             return refuse("capacity_race", _offer_unavailable())
         if sim.balance < entry.price_per_hour:
@@ -209,15 +208,13 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
                 ),
             )
         vm = sim.new_deployment(entry, offer_id, [str(k) for k in key_ids])
-        if sim.take_fault("create_error_after_commit") is not None:
+        if sim.faults.take("create_error_after_commit") is not None:
             sim.record_create(
                 sku=sku, region=region, name=None, outcome="error_after_commit", vm_id=vm.id
             )
             return sim.server_error_response()
         sim.record_create(sku=sku, region=region, name=None, outcome="created", vm_id=vm.id)
-        delay = sim.take_fault("create_delay")
-        if delay is not None:
-            await asyncio.sleep(delay.seconds)
+        await sim.faults.delay("create_delay")
         return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
 
     async def list_deployments(request: Request) -> Response:
@@ -241,11 +238,11 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
         status = sim.vm_status(vm)
         if status in ("stopping", "terminated", "failed", "interrupted"):
             return error(400, "validation_error", f"Deployment is {status} and cannot stop.")
-        if sim.take_fault("delete_refused") is not None:
+        if sim.faults.take("delete_refused") is not None:
             return error(400, "validation_error", f"Deployment is {status} and cannot stop yet.")
         vm.deleted = sim.clock()
         answer = {"id": vm.id, "status": sim.status_for_response(vm)}
-        await sim.delay_delete_answer()
+        await sim.faults.delay("delete_delay")
         return JSONResponse(answer, status_code=202)
 
     base = "/api/v1"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.simulators.core import CatalogEntry
+from app.simulators.vms import CatalogEntry
 
 CENT = Decimal("0.01")
 

@@ -14,8 +14,9 @@ from starlette.responses import JSONResponse, Response
 
 from app.providers.quantacloud.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy, Span
-from app.simulators.core import CatalogEntry, ProviderSimulator, SimVM
+from app.simulators.core import ProviderSimulator
 from app.simulators.quantacloud.catalog import build_entries, kind_of, per_gpu_price
+from app.simulators.vms import CatalogEntry, SimVM
 
 API_KEY = SIMULATOR_CREDENTIALS["api_key"]
 RATE_LIMIT = 3000  # requests per window, per client IP (reference: 3,000 per 15 min per IP)

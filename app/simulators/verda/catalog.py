@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.simulators.core import CatalogEntry
+from app.simulators.vms import CatalogEntry
 
 LOCATIONS: tuple[dict[str, str], ...] = (
     {"code": "FIN-01", "name": "Finland 1", "country_code": "FI"},

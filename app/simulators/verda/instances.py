@@ -1,6 +1,5 @@
 """`/v1/instances`: deploy, list, get and act on instances, with the create-path faults."""
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -8,7 +7,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.core import SimVM
 from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, IMAGES_BY_KEY, LOCATION_CODES
 from app.simulators.verda.simulator import (
     DYNAMIC_PRICE_FACTOR,
@@ -17,6 +15,7 @@ from app.simulators.verda.simulator import (
     error,
 )
 from app.simulators.verda.wire import authed, invalid, json_body, no_capacity
+from app.simulators.vms import SimVM
 
 REQUIRED_CREATE_FIELDS = ("instance_type", "image", "hostname", "location_code")
 ACTIONS = frozenset(
@@ -62,20 +61,18 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         if sim.balance < entry.price_per_hour:
             record("insufficient_funds")
             return error(402, "insufficient_funds", "Not enough funds to perform this action")
-        if sim.in_stock(entry) > 0 and sim.take_fault("capacity_race") is not None:
+        if sim.in_stock(entry) > 0 and sim.faults.take("capacity_race") is not None:
             record("capacity_race")
             return no_capacity()
         if not sim.take_one(entry):
             record("no_capacity")
             return no_capacity()
         vm = make_vm(body, entry_key=(str(sku), str(region)))
-        if sim.take_fault("create_error_after_commit") is not None:
+        if sim.faults.take("create_error_after_commit") is not None:
             record("error_after_commit", vm.id)
             return sim.server_error_response()
         record("created", vm.id)
-        delay = sim.take_fault("create_delay")
-        if delay is not None:
-            await asyncio.sleep(delay.seconds)
+        await sim.faults.delay("create_delay")
         return PlainTextResponse(vm.id, 202)
 
     def validate_create(body: dict[str, Any]) -> str | None:
@@ -197,7 +194,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             return invalid("volume_ids must be a list of volume ids")
         results = [(vm_id, act(action, vm_id, volume_ids)) for vm_id in ids]
         if action in ("delete", "discontinue") and any(r == (202, "") for _, r in results):
-            await sim.delay_delete_answer()
+            await sim.faults.delay("delete_delay")
         if len(results) == 1:
             outcome = results[0][1]
             if outcome is None:
@@ -223,7 +220,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         if action in ("delete", "discontinue"):
             if status == "deleting":
                 return None
-            refused = sim.take_fault("delete_refused") is not None
+            refused = sim.faults.take("delete_refused") is not None
             if refused or status in PENDING_STATUSES:  # `ordered` is worded the same
                 return (400, "Can't discontinue a provisioning instance")
             if status == "discontinued":

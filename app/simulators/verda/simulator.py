@@ -15,8 +15,9 @@ from starlette.responses import JSONResponse, Response
 
 from app.providers.verda.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy
-from app.simulators.core import ProviderSimulator, SimVM
+from app.simulators.core import ProviderSimulator
 from app.simulators.verda.catalog import CATALOG_ENTRIES
+from app.simulators.vms import SimVM
 
 CLIENT_ID = SIMULATOR_CREDENTIALS["client_id"]
 CLIENT_SECRET = SIMULATOR_CREDENTIALS["client_secret"]
