@@ -52,107 +52,362 @@ class Settings(BaseSettings):
         extra="ignore",
     )
 
-    database_url: str = DEFAULT_DATABASE_URL
-    # Connections this process keeps open, and how many more it may open in a burst (those close
-    # again when returned to a full pool). Sized for the requests admitted at once plus the
-    # background jobs, so an admitted request does not queue for a connection.
-    db_pool_size: int = Field(default=20, ge=1, le=1000)
-    db_max_overflow: int = Field(default=10, ge=0, le=1000)
-    db_pool_timeout_seconds: float = Field(default=10.0, gt=0, le=600)
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
-    admin_api_key: SecretStr | None = None
-    fee_percent: Decimal = Field(default=Decimal("0"), ge=0, le=100)
-    fee_flat_per_hour: Decimal = Field(default=Decimal("0"), ge=0, le=1000)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # Requests served at once; past it the answer is an immediate 503 with Retry-After.
-    max_requests_in_flight: int = Field(default=16, ge=1, le=100_000)
-    # A request's head and body must arrive within this (else 408, or the connection closes);
-    # a response the client does not take for this long drops its connection.
-    request_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600)
-    response_timeout_seconds: float = Field(default=10.0, ge=0.1, le=600)
-    # Connections one client address may hold open at once; more are closed as they come.
-    max_connections_per_client: int = Field(default=64, ge=1, le=100_000)
-    # Orders one account may have waiting at once; past it, 409 too_many_orders.
-    max_waiting_orders_per_account: int = Field(default=100, ge=1, le=100_000)
-
-    mode: Literal["demo", "live"] = "demo"
-    watcher: bool = True  # poll, match and deploy in this process (false: an API-only process)
-    # Poll and match as usual, but send no create and hold nothing: each order is told what it
-    # would have taken, once per appearance of the offer, and keeps waiting.
-    dry_run: bool = False
-    sim_port: int = Field(default=8001, ge=1, le=65535)
-    sim_embedded: bool = True
-    # Demo mode with simulators started on their own by `autoprovision sim --tls`: reach them
-    # over HTTPS (trusting their certificate through `provider_ca_file`).
-    sim_tls: bool = False
-    demo_feed: bool = True
-
-    capacity_cooldown_seconds: float = Field(default=5.0, ge=0, le=3600)
-    follow_seconds: float = Field(default=3.0, ge=0.1, le=600)
-    outcome_check_seconds: float = Field(default=10.0, ge=0, le=3600)
-    waiting_refresh_seconds: float = Field(default=1.0, ge=0.05, le=60)
-    reconcile_seconds: float = Field(default=60.0, ge=1, le=3600)
-    delete_untracked_vms: bool = False
-    leader_lease_seconds: float = Field(default=10.0, ge=1, le=300)
-    # How many days of stock history (appearances and coverage) are kept and can be asked about.
-    stock_history_days: int = Field(default=90, ge=1, le=3650)
-
-    # Paying as machines run: how long a billed hour lasts (seconds; demo mode: 60 unless set),
-    # the runway (available balance / what the running machines cost an hour) below which an
-    # account gets an `account.low_balance` event, and how long a machine whose hour could not
-    # be paid keeps running for a top-up before it is terminated.
-    billing_hour_seconds: float = Field(default=3600.0, ge=1, le=86400)
-    low_balance_hours: float = Field(default=2.0, ge=0, le=8760)
-    unpaid_grace_minutes: float = Field(default=10.0, ge=0, le=1440)
-    # How often every running VM's status is read at its provider (a list call where there is
-    # one), to find machines the provider ended.
-    running_check_seconds: float = Field(default=30.0, ge=0.1, le=3600)
-
-    # How often our balance at each provider is read (also at start and after each create's
-    # outcome); 0: never, and nothing is held back for it.
-    provider_balance_seconds: float = Field(default=60.0, ge=0, le=86400)
-    # While no waiting order accepts a provider, its stock is still read this often (seconds)
-    # for the stock history; 0: not read then. Kept for `stock_history_days` days. Unless set,
-    # demo mode reads at `DEMO_HISTORY_POLL_SECONDS` instead.
-    history_poll_seconds: float = Field(default=30.0, ge=0, le=3600)
-    # Stock reads of providers whose period is not set are planned by the poll budget; false:
-    # each provider is read at its default period instead.
-    poll_plan: bool = True
-    provider_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
-    # A PEM file of certificate authorities trusted for provider APIs besides the usual ones
-    # (e.g. the simulators' `sim --tls` certificate, or a company proxy's). Verification is
-    # never turned off.
-    provider_ca_file: Path | None = None
-    provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
-
-    # Fernet keys (comma-separated, the first encrypts) for webhook secrets at rest; without
-    # one, a key is generated once into `secret_key_file`. Replicas must share the key.
-    secret_key: SecretStr | None = None
-    secret_key_file: Path = Path("autoprovision.key")
-    webhook_allow_private: bool | None = None  # loopback/private receivers; default: demo mode
-    webhook_timeout_seconds: float = Field(default=15.0, gt=0, le=60)
-    # A receiver that accepts no connection, or sends no answer's headers, is given up on sooner.
-    webhook_connect_timeout_seconds: float = Field(default=3.0, gt=0, le=60)
-    webhook_first_byte_timeout_seconds: float = Field(default=10.0, gt=0, le=60)
-    # Sends one account may have out at once (one per endpoint in any case): its receivers'
-    # stalls hold up only its own share of the dispatcher.
-    webhook_max_in_flight_per_account: int = Field(default=4, ge=1, le=64)
-    # Standard Webhooks' schedule: seconds before each attempt, the first one immediate.
-    webhook_retry_schedule: list[float] = Field(
-        default=[0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400], min_length=1
+    database_url: str = Field(
+        default=DEFAULT_DATABASE_URL,
+        description="The database. Must start with `sqlite+aiosqlite://` or "
+        "`postgresql+asyncpg://`.",
     )
-    webhook_poll_seconds: float = Field(default=0.5, ge=0.05, le=60)
-    webhook_disable_after_hours: float = Field(default=72.0, gt=0, le=24 * 30)
-    # Where people reach this service's dashboard (`https://gpus.example.com`): chat
-    # notifications link to the order there. Unset: they carry no link.
-    public_url: AnyHttpUrl | None = None
-    # The event stream (`GET /v1/events/stream`): open streams per account on each replica;
-    # seconds between heartbeat comments; seconds a client may take to accept the next bytes
-    # before it is disconnected (it resumes from Last-Event-ID).
-    stream_max_per_account: int = Field(default=5, ge=1, le=1000)
-    stream_heartbeat_seconds: float = Field(default=15.0, ge=0.1, le=300)
-    stream_send_timeout_seconds: float = Field(default=30.0, ge=0.1, le=600)
+    # Sized for the requests admitted at once plus the background jobs, so an admitted request
+    # does not queue for a connection.
+    db_pool_size: int = Field(
+        default=20, ge=1, le=1000, description="Database connections the process keeps open."
+    )
+    db_max_overflow: int = Field(
+        default=10,
+        ge=0,
+        le=1000,
+        description="Connections it may open beyond the pool in a burst (closed again when the "
+        "pool is full). Pool plus overflow should cover `MAX_REQUESTS_IN_FLIGHT` and about 10 for "
+        "the background jobs and event streams (their reads take 2 connections at most, however "
+        "many streams are open), so an admitted request never queues for a connection; on "
+        "PostgreSQL, times the replicas, it must stay under the server's `max_connections` (100 "
+        "by default).",
+    )
+    db_pool_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="How long a request waits for a free connection before it is answered `503` "
+        "(code `overloaded`, with `Retry-After`).",
+    )
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address to listen on; `0.0.0.0` for all interfaces. `serve --host` "
+        "overrides it.",
+    )
+    port: int = Field(
+        default=8000,
+        ge=1,
+        le=65535,
+        description="Port to listen on (1-65535). `serve --port` overrides it.",
+    )
+    admin_api_key: SecretStr | None = Field(
+        default=None,
+        description="Fixed admin key (at least 16 characters). Unset: one is generated at first "
+        "start and printed once.",
+    )
+    fee_percent: Decimal = Field(
+        default=Decimal("0"),
+        ge=0,
+        le=100,
+        description="Percentage (0-100) added to a provider's hourly price.",
+    )
+    fee_flat_per_hour: Decimal = Field(
+        default=Decimal("0"),
+        ge=0,
+        le=1000,
+        description="USD per hour (0-1000) added after the percentage.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="`debug`, `info`, `warning` or `error`."
+    )
+    max_requests_in_flight: int = Field(
+        default=16,
+        ge=1,
+        le=100_000,
+        description="Requests the process serves at once. Past it a request is answered at once "
+        "with `503`, code `overloaded` and `Retry-After: 1`, instead of waiting seconds in a "
+        "queue. `/healthz`, `/readyz` and `/metrics` are not counted and answer regardless. A "
+        "request counts only while the service works on it: from the end of its body to the "
+        "start of its answer, so a client that is slow to send or to read holds no place.",
+    )
+    request_timeout_seconds: float = Field(
+        default=10.0,
+        ge=0.1,
+        le=600,
+        description="A request's head and body must arrive within this many seconds. A body "
+        "that does not is answered `408`, code `request_timeout`, and its connection closed; a "
+        "head that does not (a connection opened and left silent, or a header sent a byte at a "
+        "time) has its connection closed.",
+    )
+    response_timeout_seconds: float = Field(
+        default=10.0,
+        ge=0.1,
+        le=600,
+        description="A client that takes no bytes of its answer for this long has its "
+        "connection dropped (the event stream has its own `STREAM_SEND_TIMEOUT_SECONDS`).",
+    )
+    max_connections_per_client: int = Field(
+        default=64,
+        ge=1,
+        le=100_000,
+        description="Connections one client address may hold open at once (`autoprovision "
+        "serve`); more are closed as they arrive, until some close. Behind a proxy every client "
+        "has the proxy's address: raise it there, and let the proxy bound its clients.",
+    )
+    max_waiting_orders_per_account: int = Field(
+        default=100,
+        ge=1,
+        le=100_000,
+        description="Orders one account may have `waiting` at once; one more is `409 "
+        "too_many_orders` until one deploys, expires or is cancelled.",
+    )
+
+    mode: Literal["demo", "live"] = Field(
+        default="demo",
+        description="`demo`: providers are the local simulators (credentials are ignored). "
+        "`live`: the real providers; refuses to start without credentials for at least one.",
+    )
+    watcher: bool = Field(
+        default=True,
+        description="Poll, match and deploy in this process. `false` makes an API-only process.",
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Poll and match as usual but send no create and hold nothing; each order is "
+        "told what it would have deployed, once per appearance of the offer, and keeps waiting. "
+        "Also `autoprovision serve --dry-run`.",
+    )
+    sim_port: int = Field(
+        default=8001,
+        ge=1,
+        le=65535,
+        description="Where the simulators listen (demo mode, and `autoprovision sim`).",
+    )
+    sim_embedded: bool = Field(
+        default=True,
+        description="Demo mode serves the simulators from the service's own process. `false`: "
+        "run `autoprovision sim --port $AUTOPROVISION_SIM_PORT` yourself, so they outlive a "
+        "killed service.",
+    )
+    sim_tls: bool = Field(
+        default=False,
+        description="Demo mode with simulators you started with `autoprovision sim --tls`: "
+        "reach them over HTTPS (needs `AUTOPROVISION_SIM_EMBEDDED=false` and their certificate "
+        "in `AUTOPROVISION_PROVIDER_CA_FILE`).",
+    )
+    demo_feed: bool = Field(
+        default=True,
+        description="Demo mode places the demo orders and makes stock come and go. `false`: no "
+        "demo orders, and stock only when you put it up through the simulators' control API.",
+    )
+
+    capacity_cooldown_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="After a capacity error, nothing is sent to that offer for this long.",
+    )
+    follow_seconds: float = Field(
+        default=3.0,
+        ge=0.1,
+        le=600,
+        description="How often a deployed VM's status is read until it runs; also how often "
+        "billing hours are paid and a terminate made on another replica is picked up.",
+    )
+    outcome_check_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        le=3600,
+        description="After a create with no clear answer, wait this long, then look the VM up "
+        "by name or tag.",
+    )
+    waiting_refresh_seconds: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="How often the watcher re-reads the waiting orders (it also does right "
+        "after a place or cancel).",
+    )
+    reconcile_seconds: float = Field(
+        default=60.0,
+        ge=1,
+        le=3600,
+        description="How often open holds and the providers' VMs are checked for anything left "
+        "behind.",
+    )
+    delete_untracked_vms: bool = Field(
+        default=False,
+        description="Delete VMs that carry our tag but no order owns (otherwise they are "
+        "reported in the log and the `autoprovision_untracked_vms` metric).",
+    )
+    leader_lease_seconds: float = Field(
+        default=10.0,
+        ge=1,
+        le=300,
+        description="The watcher lease replicas compete for; a survivor takes over within about "
+        "1.3 times this after the holder dies.",
+    )
+    stock_history_days: int = Field(
+        default=90,
+        ge=1,
+        le=3650,
+        description="Days of stock history kept (older closed intervals and coverage windows "
+        "are pruned hourly); the longest window the stock endpoints and the estimate accept.",
+    )
+
+    billing_hour_seconds: float = Field(
+        default=3600.0,
+        ge=1,
+        le=86400,
+        description="How long a billed hour lasts (demo mode: 60 unless set). A running machine "
+        "is paid one billing hour at a time, each as it begins; every rule of billing (the "
+        "grace, the runway, the limits, the providers' blocks) is measured in billed time, so a "
+        "shorter hour makes all of it quicker together (tests, and demo mode, where money moves "
+        "within minutes).",
+    )
+    low_balance_hours: float = Field(
+        default=2.0,
+        ge=0,
+        le=8760,
+        description="An account whose available balance pays its machines for fewer billed "
+        "hours than this gets one `account.low_balance` event (stream, webhook) per crossing, "
+        "and a banner on the dashboard.",
+    )
+    unpaid_grace_minutes: float = Field(
+        default=10.0,
+        ge=0,
+        le=1440,
+        description="A billing hour that cannot be paid: the machine runs on this long (billed "
+        "minutes) for a top-up, which pays the hour; then it is terminated with reason "
+        "`unpaid`.",
+    )
+    running_check_seconds: float = Field(
+        default=30.0,
+        ge=0.1,
+        le=3600,
+        description="How often every running VM's status is read at its provider (one list call "
+        "per provider, counted in the poll budget), to find machines the provider ended: their "
+        "orders end `lost`, billing stopped when seen.",
+    )
+
+    provider_balance_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=86400,
+        description="How often our balance at each provider is read (also at start and after "
+        "each create's outcome); before a create it must cover one hour. `0`: never read, "
+        "nothing held back.",
+    )
+    history_poll_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="While no waiting order accepts a provider, its stock is still read this "
+        "often, for the stock history (recorded with when each provider was being read, so "
+        '"not in stock" is not confused with "not looking"). `0`: a provider nobody waits for '
+        "is not read. Unset, demo mode uses `5`: the demo feed shows a machine for 4 to 12 s, "
+        "and the Stock page should fill within a minute.",
+    )
+    poll_plan: bool = Field(
+        default=True,
+        description="Providers whose `POLL_SECONDS` is not set have their stock reads planned "
+        "by the poll budget from their published limits: as often as what the limits leave "
+        "after everything else allows. `false`: each is read at its fixed default period.",
+    )
+    provider_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="Timeout of every provider call but creates.",
+    )
+    provider_ca_file: Path | None = Field(
+        default=None,
+        description="A PEM file of certificate authorities to trust for provider APIs besides "
+        "the usual ones (a company proxy's, or `autoprovision sim --tls`'s certificate). "
+        "Verification is never turned off.",
+    )
+    provider_create_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=300,
+        description="Timeout of a create call; past it the outcome is unknown and the VM is "
+        "looked up by name or tag instead of created again.",
+    )
+
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet keys, comma-separated (the first encrypts, all decrypt), that "
+        'encrypt webhook secrets at rest. Make one with `python -c "from cryptography.fernet '
+        'import Fernet; print(Fernet.generate_key().decode())"`. Replicas must share it.',
+    )
+    secret_key_file: Path = Field(
+        default=Path("autoprovision.key"),
+        description="Used when `SECRET_KEY` is unset: a key is generated into this file (mode "
+        "0600) the first time one is needed.",
+    )
+    webhook_allow_private: bool | None = Field(
+        default=None,
+        description="Allow webhook URLs on loopback and private networks, and plain `http` (for "
+        "local testing). Unset: `true` in demo mode, `false` in live mode. Metadata "
+        "(link-local) addresses are refused regardless.",
+    )
+    webhook_timeout_seconds: float = Field(
+        default=15.0, gt=0, le=60, description="How long a receiver has to answer."
+    )
+    webhook_connect_timeout_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        le=60,
+        description="How long a receiver has to accept the connection.",
+    )
+    webhook_first_byte_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=60,
+        description="How long a receiver has to send its answer's headers (and each later part "
+        "of it).",
+    )
+    webhook_max_in_flight_per_account: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Deliveries one account may have out at once (each endpoint has one at a "
+        "time), so one account's stalled receivers cannot hold up another's.",
+    )
+    webhook_retry_schedule: list[float] = Field(
+        default=[0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400],
+        min_length=1,
+        description="Seconds before each attempt (a JSON list; Standard Webhooks' schedule, the "
+        "first one immediate); +-20 % jitter is added.",
+    )
+    webhook_poll_seconds: float = Field(
+        default=0.5,
+        ge=0.05,
+        le=60,
+        description="How often the dispatcher looks for due deliveries (changes made by its own "
+        "process wake it at once).",
+    )
+    webhook_disable_after_hours: float = Field(
+        default=72.0,
+        gt=0,
+        le=24 * 30,
+        description="An endpoint with no successful delivery for this long is disabled.",
+    )
+    public_url: AnyHttpUrl | None = Field(
+        default=None,
+        description="Where people open this service's dashboard (`https://gpus.example.com`): "
+        "Slack and Discord messages link to the order there. Unset: they carry no link.",
+    )
+    stream_max_per_account: int = Field(
+        default=5,
+        ge=1,
+        le=1000,
+        description="Event streams an account may hold open on each replica; one more is a 429.",
+    )
+    stream_heartbeat_seconds: float = Field(
+        default=15.0,
+        ge=0.1,
+        le=300,
+        description="Seconds between the stream's heartbeat comments.",
+    )
+    stream_send_timeout_seconds: float = Field(
+        default=30.0,
+        ge=0.1,
+        le=600,
+        description="A stream client that takes longer than this to accept the next bytes is "
+        "disconnected (it resumes from `Last-Event-ID`).",
+    )
 
     # Each registered provider's settings by its name (credentials, base URL, poll period...),
     # read from its own AUTOPROVISION_<NAME>_* variables (see `app/providers/<name>/spec.py`)

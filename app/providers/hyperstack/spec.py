@@ -21,14 +21,35 @@ class HyperstackSettings(ProviderSettings):
     model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_HYPERSTACK_")
     credential_fields = ("api_key",)
 
-    base_url: str = "https://infrahub-api.nexgencloud.com/v1"
-    api_key: SecretStr | None = None
-    environment: str = "autoprovision-{region}"  # one per region: an environment fixes it
-    key_name: str = "autoprovision"
-    image: str = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
+    base_url: str = Field(
+        default="https://infrahub-api.nexgencloud.com/v1", description="Hyperstack API."
+    )
+    api_key: SecretStr | None = Field(default=None, description="Hyperstack API key.")
+    environment: str = Field(
+        default="autoprovision-{region}",
+        description="Environment name; `{region}` becomes the region in lower case. A "
+        "Hyperstack environment fixes the region, so the service uses (and creates when "
+        "missing) one per region.",
+    )
+    key_name: str = Field(
+        default="autoprovision",
+        description="Key pair used when an order carries no SSH key (must exist in the "
+        "environment).",
+    )
+    image: str = Field(
+        default="Ubuntu Server 22.04 LTS R535 CUDA 12.2",
+        description="OS image Hyperstack VMs boot.",
+    )
     # One stock read is two requests (flavors and stocks): 240 a minute against 500 per IP.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
-    poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
+    poll_seconds: float | None = Field(
+        default=0.5,
+        ge=0.1,
+        le=600,
+        description="Set: Hyperstack's stock is read at this fixed period (seconds) instead of "
+        "as the poll budget plans (500 requests a minute per IP; a read is two requests). The "
+        "default applies only with `AUTOPROVISION_POLL_PLAN=false`.",
+    )
 
 
 # What its simulator (`app/simulators/hyperstack/`) accepts; the simulator reads them here.

@@ -21,11 +21,20 @@ class QuantaCloudSettings(ProviderSettings):
     model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_QUANTACLOUD_")
     credential_fields = ("api_key",)
 
-    base_url: str = "https://core.quantacloud.net/api/v1"
-    api_key: SecretStr | None = None
+    base_url: str = Field(
+        default="https://core.quantacloud.net/api/v1", description="QuantaCloud API."
+    )
+    api_key: SecretStr | None = Field(default=None, description="QuantaCloud API key.")
     # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
-    poll_seconds: float | None = Field(default=0.5, ge=0.1, le=600)
+    poll_seconds: float | None = Field(
+        default=0.5,
+        ge=0.1,
+        le=600,
+        description="Set: QuantaCloud's stock is read at this fixed period (seconds) instead of "
+        "as the poll budget plans (3,000 requests per 15 minutes per IP). The default applies "
+        "only with `AUTOPROVISION_POLL_PLAN=false`.",
+    )
 
 
 # What its simulator (`app/simulators/quantacloud/`) accepts; the simulator reads them here.

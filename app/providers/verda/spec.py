@@ -20,13 +20,26 @@ class VerdaSettings(ProviderSettings):
     model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_VERDA_")
     credential_fields = ("client_id", "client_secret")
 
-    base_url: str = "https://api.verda.com/v1"
-    client_id: SecretStr | None = None
-    client_secret: SecretStr | None = None
-    image: str = "ubuntu-24.04-cuda-12.8-open-docker"
+    base_url: str = Field(default="https://api.verda.com/v1", description="Verda API.")
+    client_id: SecretStr | None = Field(
+        default=None, description="Verda OAuth2 client id (Verda console, API keys)."
+    )
+    client_secret: SecretStr | None = Field(
+        default=None, description="Verda OAuth2 client secret (Verda console, API keys)."
+    )
+    image: str = Field(
+        default="ubuntu-24.04-cuda-12.8-open-docker", description="OS image Verda VMs boot."
+    )
     # One full-list read a period: 48 a minute against its path's 60.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
-    poll_seconds: float | None = Field(default=1.25, ge=0.1, le=600)
+    poll_seconds: float | None = Field(
+        default=1.25,
+        ge=0.1,
+        le=600,
+        description="Set: Verda's stock is read at this fixed period (seconds) instead of as the "
+        "poll budget plans (its limit: 60 requests a minute on each path of "
+        "`/instance-availability`). The default applies only with `AUTOPROVISION_POLL_PLAN=false`.",
+    )
 
 
 # What its simulator (`app/simulators/verda/`) accepts; the simulator reads them here.
