@@ -181,18 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     return _server_command(arguments)
 
 
-def _server_command(argv: list[str]) -> int:
-    from pydantic import ValidationError
-
-    from app.background import LIVE_WITHOUT_CREDENTIALS
-    from app.main import announce_admin_key
-    from app.providers.registry import (
-        configured_providers,
-        variable_name,
-        with_provider_settings,
-    )
-    from app.settings import get_settings
-
+def build_parser() -> argparse.ArgumentParser:
+    """The server commands' parser (the client commands are listed in it for `--help` only)."""
     parser = argparse.ArgumentParser(
         prog="autoprovision", description=__doc__, epilog=CLIENT_EPILOG
     )
@@ -254,7 +244,22 @@ def _server_command(argv: list[str]) -> int:
     )
     for name, summary in CLIENT_COMMANDS.items():  # listed for --help; main() runs them
         commands.add_parser(name, help=summary, add_help=False)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _server_command(argv: list[str]) -> int:
+    from pydantic import ValidationError
+
+    from app.background import LIVE_WITHOUT_CREDENTIALS
+    from app.main import announce_admin_key
+    from app.providers.registry import (
+        configured_providers,
+        variable_name,
+        with_provider_settings,
+    )
+    from app.settings import get_settings
+
+    args = build_parser().parse_args(argv)
     try:
         settings = with_provider_settings(get_settings())
     except ValidationError as exc:
