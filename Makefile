@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint format migrate clean
+.PHONY: run test lint format migrate clean reference
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
@@ -20,13 +20,16 @@ test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_
 	$(BIN)/pytest
 
 lint: $(STAMP)  ## ruff and mypy
-	$(BIN)/ruff check app migrations tests bench
-	$(BIN)/ruff format --check app migrations tests bench
+	$(BIN)/ruff check app migrations tests bench scripts
+	$(BIN)/ruff format --check app migrations tests bench scripts
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix app migrations tests bench
-	$(BIN)/ruff format app migrations tests bench
+	$(BIN)/ruff check --fix app migrations tests bench scripts
+	$(BIN)/ruff format app migrations tests bench scripts
+
+reference: $(STAMP)  ## regenerate docs/reference/ from the code (settings, CLI, API, states...)
+	$(BIN)/python scripts/gen_reference.py
 
 migrate: $(STAMP)
 	$(BIN)/autoprovision migrate

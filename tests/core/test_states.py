@@ -25,7 +25,7 @@ from tests.factories import claimed, waiting_orders
 from tests.services.test_deployments import HYPER_L40S
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+STATES_PAGE = ROOT / "docs" / "reference" / "states.md"
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 
 
@@ -124,8 +124,8 @@ async def _a_webhook_delivery(engine: AsyncEngine, order_id: str) -> None:
         session.add(WebhookDelivery(id=new_id("whd"), event_id=event.id, endpoint_id=endpoint.id))
 
 
-def test_the_readme_shows_the_order_states_as_the_code_has_them() -> None:
-    assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in README.read_text()
+def test_the_docs_show_the_order_states_as_the_code_has_them() -> None:
+    assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in STATES_PAGE.read_text()
 
 
 def test_the_architecture_doc_shows_both_tables_as_the_code_has_them() -> None:
