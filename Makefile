@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+DOCS_STAMP := $(VENV)/.docs-stamp
 
-.PHONY: run test lint format migrate clean reference
+.PHONY: run test lint format migrate clean docs docs-serve reference
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
@@ -28,6 +29,18 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix app migrations tests bench scripts
 	$(BIN)/ruff format app migrations tests bench scripts
 
+# The documentation site (docs/, mkdocs.yml). Its tools are the optional extra `.[docs]`, in
+# this venv only when a docs target runs, so `make run` installs no more than before.
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)  ## build the site into site/; a broken link or a stale reference page fails it
+	$(BIN)/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP)  ## serve the site on http://127.0.0.1:8008, rebuilt as pages change
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8008
+
 reference: $(STAMP)  ## regenerate docs/reference/ from the code (settings, CLI, API, states...)
 	$(BIN)/python scripts/gen_reference.py
 
@@ -35,4 +48,4 @@ migrate: $(STAMP)
 	$(BIN)/autoprovision migrate
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site
