@@ -2,9 +2,9 @@
 event an order's timeline records.
 
 The transition tables are the one statement of what may happen: the services check every move
-against them (an illegal one is a bug and raises, it is never written), and the README's state
-section and the architecture doc's diagram are rendered from them (`mermaid`), so a test can
-hold both to the code.
+against them (an illegal one is a bug and raises, it is never written), and the docs' states
+page and the architecture doc's diagram are rendered from them (`mermaid`), so a test can hold
+both to the code.
 """
 
 from collections.abc import Mapping
