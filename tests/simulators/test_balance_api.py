@@ -16,8 +16,8 @@ from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.simulators.core import ProviderSimulator
+from tests.clock import FakeClock
 from tests.servers import serve_in_thread
-from tests.simulators.manual_clock import ManualClock
 
 MACHINES = {
     "verda": ("1H100.80S.30V", "FIN-01"),
@@ -34,10 +34,10 @@ def served() -> Iterator[tuple[str, dict[str, ProviderSimulator]]]:
 
 
 @pytest.fixture
-def clock(served: tuple[str, dict[str, ProviderSimulator]]) -> Iterator[ManualClock]:
+def clock(served: tuple[str, dict[str, ProviderSimulator]]) -> Iterator[FakeClock]:
     """One manual clock for every simulator, for this test only."""
     _, simulators = served
-    clock = ManualClock(10_000.0)
+    clock = FakeClock(10_000.0)
     for sim in simulators.values():
         sim.clock = clock
     yield clock
@@ -86,7 +86,7 @@ async def test_a_balance_set_through_control_is_what_each_adapter_reads(
 
 
 async def test_a_running_vm_costs_its_price_per_hour_until_it_is_deleted(
-    control: SimControl, adapters: dict[Provider, ProviderAdapter], clock: ManualClock
+    control: SimControl, adapters: dict[Provider, ProviderAdapter], clock: FakeClock
 ) -> None:
     for provider, adapter in adapters.items():
         offer = await offer_of(control, adapter, provider)
@@ -106,7 +106,7 @@ async def test_a_running_vm_costs_its_price_per_hour_until_it_is_deleted(
 
 
 async def test_a_create_the_charged_balance_cannot_cover_for_an_hour_is_out_of_funds(
-    control: SimControl, adapters: dict[Provider, ProviderAdapter], clock: ManualClock
+    control: SimControl, adapters: dict[Provider, ProviderAdapter], clock: FakeClock
 ) -> None:
     for provider, adapter in adapters.items():
         offer = await offer_of(control, adapter, provider)
