@@ -154,17 +154,18 @@ def test_sim_serves_the_three_simulators(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def catalogue_answers() -> list[int] | None:
+            assert process.poll() is None, "sim did not start"
             try:
-                answers = [
+                return [
                     httpx.get(f"http://127.0.0.1:{port}/{p}/_sim/catalog").status_code
                     for p in ("verda", "hyperstack", "quantacloud")
                 ]
-                break
             except httpx.TransportError:
-                assert time.monotonic() < deadline and process.poll() is None, "sim did not start"
-                time.sleep(0.1)
+                return None
+
+        answers = eventually_sync(catalogue_answers, 30, 0.1, what="sim did not start")
         assert answers == [200, 200, 200]
         token = httpx.post(
             f"http://127.0.0.1:{port}/verda/v1/oauth2/token",

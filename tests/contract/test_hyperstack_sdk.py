@@ -5,7 +5,6 @@ the wrong type or a wrong envelope in the simulator fails these tests.
 """
 
 import importlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ from starlette.routing import Mount
 
 from app.simulators.hyperstack import HyperstackSimulator, build_app
 from tests.servers import serve_in_thread
+from tests.waiting import eventually_sync
 
 # Typed as Any: the SDK's models make every field Optional and its package exports nothing
 # explicitly; what this test relies on is the SDK's validation at run time, not its types.
@@ -133,13 +133,11 @@ def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
     assert still_creating.value.status == 400
     assert "being created" in still_creating.value.data.message
 
-    deadline = time.monotonic() + 5
-    while True:
+    def active() -> Any:
         got = vms.get_vm(instance.id).instance
-        if got.status == "ACTIVE" and got.floating_ip:
-            break
-        assert time.monotonic() < deadline, got.status
-        time.sleep(0.05)
+        return got if got.status == "ACTIVE" and got.floating_ip else None
+
+    got = eventually_sync(active)
     assert got.environment.region == "NORWAY-1" and got.flavor.name == "n3-L40x1"
 
     found = vms.list_vms(search="ap-sdk", page=1, page_size=10)
@@ -147,11 +145,8 @@ def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
     assert (found.count, found.page, found.page_size) == (1, 1, 10)
 
     assert vms.delete_vm(instance.id).message == "Instance is being deleted."
-    deadline = time.monotonic() + 5
-    with pytest.raises(NotFoundException):
-        while time.monotonic() < deadline:
-            vms.get_vm(instance.id)
-            time.sleep(0.02)
+    with pytest.raises(NotFoundException):  # read until the VM is gone
+        eventually_sync(lambda: vms.get_vm(instance.id) is None, interval=0.02)
 
 
 def test_errors_parse_as_the_sdk_error_model(sim_url: str, api: Any) -> None:

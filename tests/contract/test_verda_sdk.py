@@ -20,6 +20,7 @@ from verda.startup_scripts import StartupScript
 
 from app.simulators.verda import VerdaSimulator, build_app
 from tests.servers import serve_in_thread
+from tests.waiting import eventually_sync
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNvbnRyYWN0LXRlc3Qta2V5 sdk@test"
@@ -111,10 +112,9 @@ def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: htt
         "8B300.240V",
     )
     assert created.ssh_key_ids == [key.id] and created.price_per_hour == 45.52
-    deadline = time.monotonic() + 3
-    while (current := verda.instances.get_by_id(created.id)).status != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    current = eventually_sync(
+        lambda: (shown := verda.instances.get_by_id(created.id)).status == "running" and shown
+    )
     assert current.ip is not None and current.os_volume_id is not None
     assert [i.id for i in verda.instances.get()] == [created.id]
     assert [i.id for i in verda.instances.get(status="running")] == [created.id]

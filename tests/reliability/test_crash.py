@@ -102,23 +102,24 @@ class Run:
         return self.sim.creates(provider)
 
     def wait_for_create(self, provider: str, seconds: float = 10) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.creates(provider):
-            assert time.monotonic() < deadline, f"no create reached {provider}"
-            time.sleep(0.01)
+        eventually_sync(
+            lambda: self.creates(provider), seconds, 0.01, what=f"a create at {provider}"
+        )
 
     def wait_until_running(self, service: ServiceProcess, seconds: float = 30) -> None:
         self.use(service)
-        deadline = time.monotonic() + seconds
-        for order_id in self.orders:
-            while True:
-                status = self.api.get(f"/v1/orders/{order_id}", headers=self.headers).json()[
-                    "status"
-                ]
-                if status == "running":
-                    break
-                assert time.monotonic() < deadline, f"{order_id} stuck at {status}"
-                time.sleep(0.05)
+
+        def status(order_id: str) -> str:
+            shown: str = self.api.get(f"/v1/orders/{order_id}", headers=self.headers).json()[
+                "status"
+            ]
+            return shown
+
+        eventually_sync(
+            lambda: all(status(order_id) == "running" for order_id in self.orders),
+            seconds,
+            what=lambda: {order_id: status(order_id) for order_id in self.orders},
+        )
 
     def check(self, database_url: str) -> None:
         """Exactly one live VM per order; one debit, no open hold, balance adds up."""

@@ -9,7 +9,7 @@ no request out; when it does cut one off, that delivery waits for its lease to r
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from sqlalchemy import select
 from app.storage.models import WebhookDelivery
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
+from tests.waiting import eventually_sync
 from tests.webhooks.receiver import Answer, Received, Receiver, running_receiver
 
 HOOK = "/hook"
@@ -48,19 +49,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
 
 def start_service(workdir: Path, database_url: str, sim: SimProcess) -> ServiceProcess:
     return ServiceProcess(workdir, database_url, sim, **WEBHOOK_SETTINGS)
-
-
-def wait_for(
-    what: str,
-    condition: Callable[[], bool],
-    seconds: float,
-    state: Callable[[], object] = lambda: "",
-) -> None:
-    """Poll `condition` until it holds; on timeout, fail showing `state()`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {state()}"
-        time.sleep(0.05)
 
 
 def answer_from_now_on(receiver: Receiver, answer: Answer) -> int:
@@ -164,10 +152,10 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
             running = [client.place("3.00") for _ in range(RUNNING_ORDERS)]
             extra = client.place("1.00")  # below any price: waits until cancelled
             client.stock(RUNNING_ORDERS)
-            wait_for(
-                "the orders to run",
+            eventually_sync(
                 lambda: all(client.status(o) == "running" for o in running),
-                seconds=20,
+                20,
+                what="the orders to run",
             )
             assert client.status(extra) == "waiting"
             client.cancel(extra)
@@ -181,10 +169,10 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
                 return Counter(pair_of(r, secret) for r in requests)
 
             # Down for several retries: every event refused at least twice before the kill.
-            wait_for(
-                "two refused attempts of every event",
+            eventually_sync(
                 lambda: all(tries(receiver.on(HOOK))[p] >= 2 for p in expected),
-                seconds=10,
+                10,
+                what="two refused attempts of every event",
             )
             service.kill()
             assert service.process.returncode == -9
@@ -208,25 +196,29 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
             service = start_service(tmp_path, database_url, sim)
             service.wait_until_up()
             client.use(service)
+
+            def deliveries_now() -> object:
+                return client.deliveries(endpoint["id"])
+
             # Still down: the restarted service takes the deliveries up and is refused again.
-            wait_for(
-                "a refused attempt by the restarted service of every event not cut off",
+            eventually_sync(
                 lambda: all(tries(receiver.on(HOOK)[killed:])[p] >= 1 for p in expected - cut_off),
-                seconds=10,
-                state=lambda: client.deliveries(endpoint["id"]),
+                10,
+                what=lambda: (
+                    "a refused attempt by the restarted service of every event not cut off: "
+                    f"{deliveries_now()}"
+                ),
             )
             switched = answer_from_now_on(receiver, UP)
-            wait_for(
-                "every event to arrive with the receiver up",
+            eventually_sync(
                 lambda: set(tries(receiver.on(HOOK)[switched:])) >= expected,
-                seconds=30,
-                state=lambda: client.deliveries(endpoint["id"]),
+                30,
+                what=lambda: f"every event to arrive with the receiver up: {deliveries_now()}",
             )
-            wait_for(
-                "every delivery to be recorded as succeeded",
+            eventually_sync(
                 lambda: all(d["status"] == "succeeded" for d in client.deliveries(endpoint["id"])),
-                seconds=10,
-                state=lambda: client.deliveries(endpoint["id"]),
+                10,
+                what=lambda: f"every delivery to be recorded as succeeded: {deliveries_now()}",
             )
             deliveries = client.deliveries(endpoint["id"])
             time.sleep(1)  # any further (wrong) request would show up by now

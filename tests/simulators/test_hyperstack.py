@@ -81,15 +81,15 @@ async def instance(client: httpx.AsyncClient, vm_id: int) -> dict[str, Any]:
 async def watch(client: httpx.AsyncClient, vm_id: int, until: str) -> list[str]:
     """Poll a VM until its status is `until`; every distinct status seen, in order."""
     seen: list[str] = []
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        status = (await instance(client, vm_id))["status"]
+
+    async def reached() -> bool:
+        status: str = (await instance(client, vm_id))["status"]
         if not seen or seen[-1] != status:
             seen.append(status)
-        if status == until:
-            return seen
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"never reached {until}: {seen}")
+        return status == until
+
+    await eventually(reached, interval=0.02, what=lambda: f"{until} (seen: {seen})")
+    return seen
 
 
 def age(sim: HyperstackSimulator, vm_id: int, progress: float) -> None:
@@ -367,11 +367,12 @@ class TestLifecycle:
         deleted = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
         assert deleted.json() == {"status": True, "message": "Instance is being deleted."}
         assert (await instance(client, vm_id))["status"] == "DELETING"
-        got = await client.get(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
-        deadline = time.monotonic() + 5
-        while got.status_code == 200 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+
+        async def gone() -> httpx.Response | None:
             got = await client.get(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
+            return got if got.status_code != 200 else None
+
+        got = await eventually(gone, interval=0.02)
         assert (got.status_code, got.json()["error_reason"]) == (404, "not_found")
         assert (
             await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from app.simulators.quantacloud import QuantaCloudSimulator, build_app
+from tests.waiting import eventually
 
 KEY = {"X-API-Key": "sim-key"}
 B300 = ("b300-sxm-x8", "us-east-1")
@@ -70,12 +71,11 @@ async def deployment(client: httpx.AsyncClient, dep_id: str) -> dict[str, Any]:
 
 
 async def wait_for_status(client: httpx.AsyncClient, dep_id: str, status: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
+    async def shown() -> dict[str, Any] | None:
         body = await deployment(client, dep_id)
-        if body["status"] == status or time.monotonic() > deadline:
-            return body
-        await asyncio.sleep(0.02)
+        return body if body["status"] == status else None
+
+    return await eventually(shown, interval=0.02, what=f"deployment {status}")
 
 
 async def fault(client: httpx.AsyncClient, kind: str, **extra: Any) -> None:

@@ -1,9 +1,8 @@
 """The simulated Verda over HTTP: shapes, auth, limits, lifecycle, stock, faults, control API."""
 
 import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +13,7 @@ from starlette.routing import Mount
 
 from app.core.catalogue import GPU_MODELS
 from app.simulators.verda import VerdaSimulator, build_app
+from tests.waiting import eventually
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 B300 = ("8B300.240V", "FIN-03")
@@ -66,13 +66,6 @@ def deploy_body(**overrides: Any) -> dict[str, Any]:
 
 async def fault(client: httpx.AsyncClient, kind: str, **extra: Any) -> None:
     assert (await client.post("/_sim/faults", json={"kind": kind, **extra})).status_code == 201
-
-
-async def until(check: Callable[[], Awaitable[bool]], seconds: float = 3.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 async def stock_of(client: httpx.AsyncClient, sku: str, region: str) -> int:
@@ -355,7 +348,7 @@ class TestLifecycle:
             assert (instance["ip"] is not None) == (instance["status"] == "running")
             return bool(instance["status"] == "running")
 
-        await until(running)
+        await eventually(running)
         assert seen == ["ordered", "provisioning", "running"]
 
     async def test_fail_after_accept_ends_in_error(
@@ -368,7 +361,7 @@ class TestLifecycle:
         async def failed() -> bool:
             return await self.status(client, auth, vm_id) == "error"
 
-        await until(failed)
+        await eventually(failed)
         await asyncio.sleep(0.25)
         assert await self.status(client, auth, vm_id) == "error"
 
@@ -388,7 +381,7 @@ class TestLifecycle:
         async def discontinued() -> bool:
             return await self.status(client, auth, vm_id) == "discontinued"
 
-        await until(discontinued)
+        await eventually(discontinued)
         assert (await client.get("/v1/instances", headers=auth)).json() == []
         again = await client.put("/v1/instances", json=body, headers=auth)
         assert again.status_code == 400
@@ -561,7 +554,7 @@ class TestFaults:
         async def made() -> bool:
             return len(sim.vms) == 1
 
-        await until(made)
+        await eventually(made)
         assert not task.done()
         response = await task
         assert response.status_code == 202 and response.text in sim.vms
