@@ -22,16 +22,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.main import create_app
-from app.providers.registry import simulated
 from app.settings import Settings
 from app.storage.db import create_engine, migrate
 from tests.waiting import started
 
-ADMIN_KEY = "test-admin-key-0123456789"
-SECRET_KEY = "zxQiNoixPG0eXzADaLWjtkeI4shbNSSQAMyGwVfv3jU="  # a Fernet key, for tests only
-NOWHERE_URL = "http://127.0.0.1:9"  # loopback, discard port: nothing answers
 PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgres"]
+
+# The fixtures that tests in more than one folder use, each defined once (settings first: the
+# simulators' plugin imports it, and a plugin imported before it is loaded is not rewritten).
+pytest_plugins = ["tests.fixtures.settings", "tests.fixtures.simulators"]
 
 
 _real_getaddrinfo = socket.getaddrinfo
@@ -157,23 +157,6 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    """Settings for an app on this test's database, with a known admin key and fees, and
-    credentials for every provider (so orders may accept any), at a loopback address where
-    nothing answers: no watcher runs here to read them."""
-    base = Settings(
-        _env_file=None,
-        database_url=database_url,
-        admin_api_key=ADMIN_KEY,
-        secret_key=SECRET_KEY,
-        fee_percent="5",
-        fee_flat_per_hour="0.10",
-        watcher=False,
-    )
-    return simulated(base, NOWHERE_URL)
-
-
-@pytest.fixture
 async def app(settings: Settings) -> AsyncIterator[FastAPI]:
     """The application, started (lifespan run) on this test's database."""
     application = create_app(settings)
@@ -187,9 +170,3 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         yield c
-
-
-@pytest.fixture
-def admin_headers() -> dict[str, str]:
-    """Headers that authenticate as the admin."""
-    return {"Authorization": f"Bearer {ADMIN_KEY}"}

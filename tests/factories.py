@@ -18,7 +18,7 @@ from app.services.deployments import Intent
 from app.services.stock import days as stock_days
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, StockCoverage, StockInterval
-from tests.conftest import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
@@ -137,7 +137,7 @@ async def claimed(engine: AsyncEngine, *offers: Offer) -> list[Intent]:
     return [await claim(engine, (await waiting_orders(engine, o))[0], o) for o in offers]
 
 
-# Test fees (tests/conftest.py settings): 5 % + $0.10/h.
+# Test fees (tests/fixtures/settings.py): 5 % + $0.10/h.
 TEST_FEES = Fees(percent=Decimal(5), flat_per_hour=Decimal("0.10"))
 
 

@@ -13,7 +13,7 @@ import httpx
 from app.providers.registry import simulator_environment
 from app.simulators.control import SimControl, SimControlSync, control_path
 from app.storage.db import create_engine
-from tests.conftest import ADMIN_KEY, SECRET_KEY
+from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
 from tests.waiting import eventually_sync
 

@@ -14,7 +14,7 @@ from app.cli import main
 from app.client.api import KEY_ENV, URL_ENV
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY
 from tests.servers import free_port, serve_in_thread
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}

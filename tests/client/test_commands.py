@@ -10,7 +10,7 @@ import pytest
 
 from app.cli import main
 from tests.client.conftest import Account, Autoprovision
-from tests.conftest import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY
 
 SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 ada@laptop"

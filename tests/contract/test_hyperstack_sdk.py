@@ -10,11 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
-from app.simulators.hyperstack import HyperstackSimulator, build_app
-from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync
 
 # Typed as Any: the SDK's models make every field Optional and its package exports nothing
@@ -28,32 +24,23 @@ IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB5cnVsqeu6woWI8fLxtwtQqatcnRNQyYFRM/QGmv8As sdk"
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    app = Starlette(routes=[Mount("/hyperstack", app=build_app(HyperstackSimulator()))])
-    with serve_in_thread(app) as url:
-        yield f"{url}/hyperstack"
+# The simulators are reset before each test, with quick boots.
+pytestmark = pytest.mark.usefixtures("sim_sync")
 
 
-@pytest.fixture(autouse=True)
-def fresh(sim_url: str) -> None:
-    httpx.post(f"{sim_url}/_sim/reset")
-    httpx.put(f"{sim_url}/_sim/config", json={"boot_seconds": 0.3})
-
-
-def sim(sim_url: str, method: str, path: str, body: Any = None) -> Any:
-    return httpx.request(method, f"{sim_url}/_sim/{path}", json=body).json()
+def sim(hyperstack_url: str, method: str, path: str, body: Any = None) -> Any:
+    return httpx.request(method, f"{hyperstack_url}/_sim/{path}", json=body).json()
 
 
 @pytest.fixture
-def api(sim_url: str) -> Iterator[Any]:
-    config = hyperstack.Configuration(host=f"{sim_url}/v1", api_key={"apiKey": "sim-key"})
+def api(hyperstack_url: str) -> Iterator[Any]:
+    config = hyperstack.Configuration(host=f"{hyperstack_url}/v1", api_key={"apiKey": "sim-key"})
     with hyperstack.ApiClient(config) as client:
         yield client
 
 
-def test_catalogue_reads_parse(sim_url: str, api: Any) -> None:
-    sim(sim_url, "PUT", "stock", {"sku": "n3-H100x8", "region": "CANADA-1", "quantity": 3})
+def test_catalogue_reads_parse(hyperstack_url: str, api: Any) -> None:
+    sim(hyperstack_url, "PUT", "stock", {"sku": "n3-H100x8", "region": "CANADA-1", "quantity": 3})
     regions = hyperstack.RegionApi(api).list_regions()
     assert {r.name for r in regions.regions} == {"CANADA-1", "NORWAY-1", "US-1"}
     gpus = hyperstack.GpuApi(api).list_gpus()
@@ -82,8 +69,8 @@ def test_catalogue_reads_parse(sim_url: str, api: Any) -> None:
     assert credit.credit == pytest.approx(10000) and credit.can_create_instance is True
 
 
-def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
-    sim(sim_url, "PUT", "stock", {"sku": "n3-L40x1", "region": "NORWAY-1", "quantity": 1})
+def test_create_get_list_and_delete_a_vm(hyperstack_url: str, api: Any) -> None:
+    sim(hyperstack_url, "PUT", "stock", {"sku": "n3-L40x1", "region": "NORWAY-1", "quantity": 1})
     environment = hyperstack.EnvironmentApi(api).create_environment(
         hyperstack.CreateEnvironment(name="sdk-norway-1", region="NORWAY-1")
     )
@@ -149,7 +136,7 @@ def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
         eventually_sync(lambda: vms.get_vm(instance.id) is None, interval=0.02)
 
 
-def test_errors_parse_as_the_sdk_error_model(sim_url: str, api: Any) -> None:
+def test_errors_parse_as_the_sdk_error_model(hyperstack_url: str, api: Any) -> None:
     vms = hyperstack.VirtualMachineApi(api)
     with pytest.raises(ApiException) as out_of_stock:
         vms.create_vms(
@@ -169,14 +156,14 @@ def test_errors_parse_as_the_sdk_error_model(sim_url: str, api: Any) -> None:
         vms.get_vm(999)
     assert missing.value.data.error_reason == "not_found"
 
-    wrong = hyperstack.Configuration(host=f"{sim_url}/v1", api_key={"apiKey": "nope"})
+    wrong = hyperstack.Configuration(host=f"{hyperstack_url}/v1", api_key={"apiKey": "nope"})
     with hyperstack.ApiClient(wrong) as client, pytest.raises(UnauthorizedException) as refused:
         hyperstack.FlavorApi(client).list_flavors()
     assert refused.value.data.error_reason == "unauthorized"
 
 
-def test_the_sdk_refuses_pricebook_values_sent_as_strings(sim_url: str, api: Any) -> None:
+def test_the_sdk_refuses_pricebook_values_sent_as_strings(hyperstack_url: str, api: Any) -> None:
     """Why the simulator sends numbers by default: the spec says number, and the SDK is strict."""
-    sim(sim_url, "PUT", "config", {"pricebook_string_values": True})
+    sim(hyperstack_url, "PUT", "config", {"pricebook_string_values": True})
     with pytest.raises(ValueError):
         hyperstack.PricebookApi(api).get_pricebook()

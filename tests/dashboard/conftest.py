@@ -17,11 +17,9 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from app.main import create_app
 from app.settings import Settings
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControlSync
-from tests.conftest import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY, live_settings
 from tests.servers import free_port, serve_in_thread
-from tests.watcher.conftest import live_settings
 
 CHROMIUM = os.environ.get("AUTOPROVISION_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -53,19 +51,10 @@ def browser(sqlite_template: Path) -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """The provider simulators on a real socket."""
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
-
-
 @pytest.fixture
-def sim(sim_url: str) -> Iterator[SimControlSync]:
-    """The simulators' control API, every simulator reset."""
-    with SimControlSync(sim_url) as control:
-        control.reset_all(boot_seconds=BOOT_SECONDS)
-        yield control
+def sim_boot_seconds() -> float:
+    """Long enough for the page to show "deployed" before "running"."""
+    return BOOT_SECONDS
 
 
 class Service:
@@ -91,7 +80,7 @@ class Service:
 
 @pytest.fixture
 def running_service(
-    sim: SimControlSync, sim_url: str, sqlite_template: Path, tmp_path: Path
+    sim_sync: SimControlSync, sim_url: str, sqlite_template: Path, tmp_path: Path
 ) -> Iterator[Service]:
     """The service with its watcher, on a database of this test's own."""
     database = tmp_path / "dashboard.db"

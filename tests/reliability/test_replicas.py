@@ -2,7 +2,6 @@
 replica dies the other takes over within 15 seconds."""
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,13 +15,6 @@ from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync
 
 TAKEOVER_LIMIT = 15.0
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Iterator[SimProcess]:
-    process = SimProcess(tmp_path)
-    yield process
-    process.stop()
 
 
 def leader_pid(database_url: str) -> int | None:
@@ -39,16 +31,17 @@ def vms_by_order(sim: SimControlSync) -> dict[str, int]:
 
 
 def test_two_replicas_one_vm_per_order_and_a_takeover_within_15_s(
-    backend: str, database_url: str, sim: SimProcess, tmp_path: Path
+    backend: str, database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
     if backend != "postgres":
         pytest.skip("replicas need PostgreSQL (SQLite serves one process)")
     lease = {"leader_lease_seconds": 10}  # the default: the 15 s promise is about it
     replicas = [
-        ServiceProcess(tmp_path, database_url, sim, **lease).wait_until_up() for _ in range(2)
+        ServiceProcess(tmp_path, database_url, sim_process, **lease).wait_until_up()
+        for _ in range(2)
     ]
     try:
-        control = sim.control
+        control = sim_process.control
         control.config("hyperstack", boot_seconds=0.3)
         api = httpx.Client(base_url=replicas[1].url, timeout=10)
         account = api.post("/v1/accounts", json={"name": "replicas"}, headers=ADMIN).json()

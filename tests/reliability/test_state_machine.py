@@ -61,7 +61,7 @@ import sqlite3
 import sys
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -90,14 +90,11 @@ from app.core.states import DeploymentStatus, HoldStatus, LedgerKind, OrderStatu
 from app.main import create_app
 from app.services import doorbell
 from app.settings import Settings
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl, SimControlSync
 from app.storage.db import create_engine, create_read_sessionmaker, migrate
 from app.storage.models import Account, Deployment, Hold, LedgerEntry, Order, WebhookEvent
-from tests.conftest import ADMIN_KEY
-from tests.servers import serve_in_thread
+from tests.fixtures.settings import ADMIN_KEY, live_settings
 from tests.waiting import eventually, eventually_sync
-from tests.watcher.conftest import live_settings
 
 T = TypeVar("T")
 
@@ -358,8 +355,8 @@ class ServiceMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(coroutine)
 
     def settings(self) -> Settings:
-        """tests/watcher/conftest.py's settings, with a short lease and reconcile period and a
-        longer outcome check (see HANG_SECONDS)."""
+        """tests/fixtures/settings.py's live settings, with a short lease and reconcile period
+        and a longer outcome check (see HANG_SECONDS)."""
         return live_settings(self.database_url, self.sim_url).model_copy(
             update={
                 "webhook_allow_private": True,
@@ -1038,13 +1035,6 @@ class ServiceMachine(RuleBasedStateMachine):
             f"{len(problems)} broken promise(s) after {after} ({self.restarts} restarts, "
             f"{self.cut_off} creates cut off by them):\n  - {lines}"
         )
-
-
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """The three simulators on a real socket, shared by every run (each run resets them)."""
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -9,12 +9,10 @@ no request out; when it does cut one off, that delivery waits for its lease to r
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 
 from app.storage.models import WebhookDelivery
@@ -40,15 +38,8 @@ UP = Answer(status=200)
 Pair = tuple[str, str]  # (event type, order id)
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    process = SimProcess(tmp_path_factory.mktemp("sim"))
-    yield process
-    process.stop()
-
-
-def start_service(workdir: Path, database_url: str, sim: SimProcess) -> ServiceProcess:
-    return ServiceProcess(workdir, database_url, sim, **WEBHOOK_SETTINGS)
+def start_service(workdir: Path, database_url: str, sim_process: SimProcess) -> ServiceProcess:
+    return ServiceProcess(workdir, database_url, sim_process, **WEBHOOK_SETTINGS)
 
 
 def answer_from_now_on(receiver: Receiver, answer: Answer) -> int:
@@ -65,9 +56,9 @@ def answer_from_now_on(receiver: Receiver, answer: Answer) -> int:
 class Client:
     """The account's view: orders, the endpoint and its deliveries, through the public API."""
 
-    def __init__(self, service: ServiceProcess, sim: SimProcess) -> None:
+    def __init__(self, service: ServiceProcess, sim_process: SimProcess) -> None:
         self.api = httpx.Client(base_url=service.url, timeout=10)
-        self.sim = sim.control
+        self.sim = sim_process.control
         created = self.api.post("/v1/accounts", json={"name": "webhooks"}, headers=ADMIN)
         assert created.status_code == 201, created.text
         account = created.json()
@@ -137,14 +128,14 @@ def pair_of(request: Received, secret: str) -> Pair:
 
 
 def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_down(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
     with running_receiver() as receiver:
         receiver.always(HOOK, DOWN)
-        service = start_service(tmp_path, database_url, sim)
+        service = start_service(tmp_path, database_url, sim_process)
         try:
             service.wait_until_up()
-            client = Client(service, sim)
+            client = Client(service, sim_process)
             client.reset_sim()
             endpoint = client.add_endpoint(f"{receiver.url}{HOOK}")
             secret: str = endpoint["secret"]
@@ -193,7 +184,7 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
             cut_off = {p for p in expected if webhook_ids[p] in leased}
             assert len(leased) <= 1 and len(cut_off) == len(leased), leased
 
-            service = start_service(tmp_path, database_url, sim)
+            service = start_service(tmp_path, database_url, sim_process)
             service.wait_until_up()
             client.use(service)
 

@@ -25,8 +25,8 @@ from app.watcher.poller import ProviderPoller
 from app.watcher.watcher import Watcher
 from tests.clock import FakeClock, FakeWallClock
 from tests.factories import create_account, waiting_orders
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually
-from tests.watcher.conftest import live_settings
 
 FEES = {"fee_percent": Decimal("5"), "fee_flat_per_hour": Decimal("0.10")}
 

@@ -9,8 +9,8 @@ from app.providers.registry import simulated
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import create_account
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually, polled
-from tests.watcher.conftest import live_settings
 from tests.watcher.test_watcher import VERDA_H100, h100, place, reaches
 
 
