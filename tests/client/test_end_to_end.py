@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.client.api import KEY_ENV, URL_ENV
 from app.main import create_app
 from app.simulators.control import SimControlSync
-from tests.client.conftest import Account, Autoprovision, Background, create_account
+from tests.client.cli import Account, Autoprovision, Background, create_account
 from tests.fixtures.settings import live_settings
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync

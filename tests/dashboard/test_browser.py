@@ -7,7 +7,7 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from app.simulators.control import SimControlSync
-from tests.dashboard.conftest import Api, Service
+from tests.dashboard.service import Api, Service
 from tests.waiting import eventually_sync
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.dashboard.conftest import SCREENSHOTS
+from tests.dashboard.service import SCREENSHOTS
 from tests.processes import clean_env, wait_until_up
 from tests.servers import free_port
 from tests.waiting import eventually_sync

@@ -11,7 +11,7 @@ from app.simulators.control import SimControl
 from tests.factories import create_account
 from tests.fixtures.settings import live_settings
 from tests.waiting import eventually, polled
-from tests.watcher.test_watcher import VERDA_H100, h100, place, reaches
+from tests.watcher.orders import VERDA_H100, h100, place, reaches
 
 
 @pytest.fixture
