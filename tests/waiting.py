@@ -56,17 +56,21 @@ def eventually_sync(
     seconds: float = 5.0,
     interval: float = 0.05,
     *,
+    clock: FakeClock | None = None,
     what: str | Callable[[], object] | None = None,
 ) -> T:
     """`eventually` for tests that drive other processes, threads or a browser from plain (not
     async) code."""
-    deadline = _Deadline(seconds, what)
+    deadline = _Deadline(seconds, what, clock)
     while True:
         result = check()
         if result:
             return result
         deadline.check()
-        time.sleep(interval)
+        if clock is None:
+            time.sleep(interval)
+        else:
+            clock.advance(interval)
 
 
 class _Deadline:

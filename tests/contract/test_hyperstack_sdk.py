@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.clock import FakeClock
 from tests.waiting import eventually_sync
 
 # Typed as Any: the SDK's models make every field Optional and its package exports nothing
@@ -69,7 +70,9 @@ def test_catalogue_reads_parse(hyperstack_url: str, api: Any) -> None:
     assert credit.credit == pytest.approx(10000) and credit.can_create_instance is True
 
 
-def test_create_get_list_and_delete_a_vm(hyperstack_url: str, api: Any) -> None:
+def test_create_get_list_and_delete_a_vm(
+    hyperstack_url: str, api: Any, sim_clock: FakeClock
+) -> None:
     sim(hyperstack_url, "PUT", "stock", {"sku": "n3-L40x1", "region": "NORWAY-1", "quantity": 1})
     environment = hyperstack.EnvironmentApi(api).create_environment(
         hyperstack.CreateEnvironment(name="sdk-norway-1", region="NORWAY-1")
@@ -124,7 +127,7 @@ def test_create_get_list_and_delete_a_vm(hyperstack_url: str, api: Any) -> None:
         got = vms.get_vm(instance.id).instance
         return got if got.status == "ACTIVE" and got.floating_ip else None
 
-    got = eventually_sync(active)
+    got = eventually_sync(active, clock=sim_clock)  # booted in simulated time
     assert got.environment.region == "NORWAY-1" and got.flavor.name == "n3-L40x1"
 
     found = vms.list_vms(search="ap-sdk", page=1, page_size=10)
@@ -133,7 +136,7 @@ def test_create_get_list_and_delete_a_vm(hyperstack_url: str, api: Any) -> None:
 
     assert vms.delete_vm(instance.id).message == "Instance is being deleted."
     with pytest.raises(NotFoundException):  # read until the VM is gone
-        eventually_sync(lambda: vms.get_vm(instance.id) is None, interval=0.02)
+        eventually_sync(lambda: vms.get_vm(instance.id) is None, interval=0.02, clock=sim_clock)
 
 
 def test_errors_parse_as_the_sdk_error_model(hyperstack_url: str, api: Any) -> None:

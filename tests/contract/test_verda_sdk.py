@@ -17,6 +17,8 @@ from verda.instances import Instance
 from verda.startup_scripts import StartupScript
 
 from app.simulators.control import SimControlSync
+from app.simulators.verda import VerdaSimulator
+from tests.fixtures.simulators import ServedSimulators
 from tests.waiting import eventually_sync
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
@@ -228,8 +230,15 @@ def test_balance(verda: VerdaClient, control: httpx.Client) -> None:
     assert (balance.amount, balance.currency) == (50.5, "usd")
 
 
-def test_an_expired_token_is_refreshed_by_the_sdk(verda_url: str, control: httpx.Client) -> None:
+def test_an_expired_token_is_refreshed_by_the_sdk(
+    verda_url: str, control: httpx.Client, served_simulators: ServedSimulators
+) -> None:
     control.put("/_sim/config", json={"token_ttl_seconds": 0.2}).raise_for_status()
     verda = VerdaClient("sim-client", "sim-secret", base_url=f"{verda_url}/v1")
-    time.sleep(0.25)
+    simulator = served_simulators.simulators["verda"]
+    assert isinstance(simulator, VerdaSimulator)
+    # Tokens expire on the real clock (the simulator's clock is for VMs): until the SDK's has.
+    eventually_sync(
+        lambda: all(expiry <= time.monotonic() for expiry in simulator.access_tokens.values())
+    )
     assert verda.balance.get().currency == "usd"
