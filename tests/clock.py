@@ -10,7 +10,8 @@ TICK = 2.0**-20
 
 
 class FakeClock:
-    """Monotonic seconds (like `time.monotonic`) that stand still until `advance`."""
+    """Monotonic seconds (like `time.monotonic`) that stand still until `advance` (or a write
+    to `now`): for the parts that take a clock callable, a simulator's `clock` among them."""
 
     def __init__(self, start: float = 1000.0) -> None:
         self.now = start

@@ -6,6 +6,7 @@ cloned from a migrated template made once per run, and dropped afterwards.
 """
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -22,16 +23,16 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.main import create_app
-from app.providers.registry import simulated
 from app.settings import Settings
 from app.storage.db import create_engine, migrate
 from tests.waiting import started
 
-ADMIN_KEY = "test-admin-key-0123456789"
-SECRET_KEY = "zxQiNoixPG0eXzADaLWjtkeI4shbNSSQAMyGwVfv3jU="  # a Fernet key, for tests only
-NOWHERE_URL = "http://127.0.0.1:9"  # loopback, discard port: nothing answers
 PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgres"]
+
+# The fixtures that tests in more than one folder use, each defined once (settings first: the
+# simulators' plugin imports it, and a plugin imported before it is loaded is not rewritten).
+pytest_plugins = ["tests.fixtures.settings", "tests.fixtures.simulators"]
 
 
 _real_getaddrinfo = socket.getaddrinfo
@@ -89,19 +90,29 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def _pg_database(prefix: str, template: str | None = None) -> Iterator[tuple[str, str]]:
+    """A new PostgreSQL database (a copy of `template`, if given), dropped afterwards: its name
+    and URL."""
+    base = _pg_base_url()
+    assert base is not None
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    copied = "" if template is None else f' TEMPLATE "{template}"'
+    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"{copied}'))
+    try:
+        yield name, _with_database(base, name)
+    finally:
+        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
     """The name of a migrated PostgreSQL template database for this run."""
-    base = _pg_base_url()
-    if base is None:
+    if _pg_base_url() is None:
         pytest.skip(f"PostgreSQL tests need {PG_URL_ENV}")
-    name = f"ap_template_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"'))
-    try:
-        asyncio.run(_migrate_url(_with_database(base, name)))
+    with _pg_database("ap_template") as (name, url):
+        asyncio.run(_migrate_url(url))
         yield name
-    finally:
-        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(params=BACKENDS)
@@ -122,14 +133,8 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
         yield f"sqlite+aiosqlite:///{path}"
         return
     template_name: str = request.getfixturevalue("postgres_template")
-    base = _pg_base_url()
-    assert base is not None
-    name = f"ap_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}" TEMPLATE "{template_name}"'))
-    try:
-        yield _with_database(base, name)
-    finally:
-        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with _pg_database("ap_test", template_name) as (_name, url):
+        yield url
 
 
 @pytest.fixture
@@ -138,14 +143,8 @@ def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
         return
-    base = _pg_base_url()
-    assert base is not None
-    name = f"ap_empty_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"'))
-    try:
-        yield _with_database(base, name)
-    finally:
-        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with _pg_database("ap_empty") as (_name, url):
+        yield url
 
 
 @pytest.fixture
@@ -154,23 +153,6 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(database_url)
     yield engine
     await engine.dispose()
-
-
-@pytest.fixture
-def settings(database_url: str) -> Settings:
-    """Settings for an app on this test's database, with a known admin key and fees, and
-    credentials for every provider (so orders may accept any), at a loopback address where
-    nothing answers: no watcher runs here to read them."""
-    base = Settings(
-        _env_file=None,
-        database_url=database_url,
-        admin_api_key=ADMIN_KEY,
-        secret_key=SECRET_KEY,
-        fee_percent="5",
-        fee_flat_per_hour="0.10",
-        watcher=False,
-    )
-    return simulated(base, NOWHERE_URL)
 
 
 @pytest.fixture
@@ -187,9 +169,3 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         yield c
-
-
-@pytest.fixture
-def admin_headers() -> dict[str, str]:
-    """Headers that authenticate as the admin."""
-    return {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -1,6 +1,7 @@
 """Helpers that create things through the public API, as a client would, and (for tests of
 the layers below it) through the services."""
 
+import base64
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -9,6 +10,7 @@ import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.schemas import OrderCreate
+from app.core.catalogue import Provider
 from app.core.ids import new_id
 from app.core.market import Fees
 from app.core.states import OrderStatus
@@ -18,9 +20,13 @@ from app.services.deployments import Intent
 from app.services.stock import days as stock_days
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, StockCoverage, StockInterval
-from tests.conftest import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+# An offer for the tests of the layers below the API: 1x L40S at Hyperstack, $1.10 an hour.
+HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
 
 
 class AccountHandle:
@@ -48,6 +54,12 @@ async def create_account(
     return account
 
 
+def ssh_key(key_type: str, payload: bytes = b"\x00" * 32) -> str:
+    """An OpenSSH public key line of `key_type` around `payload` (not a real key's)."""
+    blob = len(key_type).to_bytes(4, "big") + key_type.encode() + payload
+    return f"{key_type} {base64.b64encode(blob).decode()} me@laptop"
+
+
 def order_body(**overrides: Any) -> dict[str, Any]:
     """A valid order request for 8x B300, with fields replaced by `overrides`."""
     body: dict[str, Any] = {
@@ -70,6 +82,13 @@ async def place_order(
     assert response.status_code == 201, response.text
     result: dict[str, Any] = response.json()
     return result
+
+
+async def account_in_database(engine: AsyncEngine, name: str = "Ada") -> str:
+    """A new account, made through the service layer; its id."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name=name)
+        return account.id
 
 
 async def place_in_database(engine: AsyncEngine, account_id: str) -> str:
@@ -137,7 +156,7 @@ async def claimed(engine: AsyncEngine, *offers: Offer) -> list[Intent]:
     return [await claim(engine, (await waiting_orders(engine, o))[0], o) for o in offers]
 
 
-# Test fees (tests/conftest.py settings): 5 % + $0.10/h.
+# Test fees (tests/fixtures/settings.py): 5 % + $0.10/h.
 TEST_FEES = Fees(percent=Decimal(5), flat_per_hour=Decimal("0.10"))
 
 

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,9 @@ import httpx
 from app.providers.registry import simulator_environment
 from app.simulators.control import SimControl, SimControlSync, control_path
 from app.storage.db import create_engine
-from tests.conftest import ADMIN_KEY, SECRET_KEY
+from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port
+from tests.waiting import eventually_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,16 +29,17 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def wait_until_up(url: str, process: subprocess.Popen[bytes], seconds: float = 30) -> None:
     """Block until `url` answers; fail if the process exits first."""
-    deadline = time.monotonic() + seconds
-    while True:
+
+    def answers() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"process for {url} exited with {process.returncode}")
         try:
             httpx.get(url, timeout=1)
-            return
         except httpx.TransportError:
-            assert time.monotonic() < deadline, f"{url} did not come up"
-            time.sleep(0.05)
+            return False
+        return True
+
+    eventually_sync(answers, seconds, what=f"{url} did not come up")
 
 
 def control_url(sim_url: str, call: str) -> str:

@@ -3,7 +3,6 @@
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -12,6 +11,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from app.simulators.network import Certificate
+from tests.waiting import eventually_sync
 
 
 def free_port() -> int:
@@ -50,11 +50,13 @@ def serve_in_thread(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
+
+    def started() -> bool:
+        if not thread.is_alive():
             raise RuntimeError("test server did not start")
-        time.sleep(0.02)
+        return bool(server.started)
+
+    eventually_sync(started, 20, 0.02, what="test server did not start")
     try:
         yield f"{'https' if certificate else 'http'}://127.0.0.1:{port}"
     finally:

@@ -1,7 +1,6 @@
 """The `autoprovision` command: migrate, serve, and the generated admin key."""
 
 import asyncio
-import os
 import re
 import subprocess
 import sys
@@ -19,16 +18,11 @@ from app.settings import get_settings
 from app.storage.db import create_engine
 from app.storage.models import Base
 from app.support.security import hash_api_key
+from tests.processes import clean_env
 from tests.servers import free_port
 from tests.waiting import eventually_sync
 
 ADMIN_KEY_LINE = re.compile(r"Admin API key \(shown once, store it now\): (\S+)")
-
-
-def _env(database_url: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOPROVISION_")}
-    env.update({"AUTOPROVISION_DATABASE_URL": database_url, **extra})
-    return env
 
 
 async def _tables_and_admin_hashes(database_url: str) -> tuple[set[str], list[str]]:
@@ -45,7 +39,7 @@ async def _tables_and_admin_hashes(database_url: str) -> tuple[set[str], list[st
 @pytest.fixture
 def cli_database(empty_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point the in-process `autoprovision` command at an empty database."""
-    for name, value in _env(empty_database_url).items():
+    for name, value in clean_env(AUTOPROVISION_DATABASE_URL=empty_database_url).items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
     yield empty_database_url
@@ -65,9 +59,8 @@ class TestServe:
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],
             cwd=cwd,
-            env=_env(
-                database_url,
-                PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+            env=clean_env(
+                AUTOPROVISION_DATABASE_URL=database_url,
                 AUTOPROVISION_SIM_PORT=str(free_port()),
             ),
             stdout=subprocess.PIPE,
@@ -148,23 +141,24 @@ def test_sim_serves_the_three_simulators(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "app", "sim", "--port", str(port)],
         cwd=tmp_path,
-        env=_env("sqlite+aiosqlite:///unused.db", PYTHONPATH=str(Path(__file__).parent.parent)),
+        env=clean_env(AUTOPROVISION_DATABASE_URL="sqlite+aiosqlite:///unused.db"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
+
+        def catalogue_answers() -> list[int] | None:
+            assert process.poll() is None, "sim did not start"
             try:
-                answers = [
+                return [
                     httpx.get(f"http://127.0.0.1:{port}/{p}/_sim/catalog").status_code
                     for p in ("verda", "hyperstack", "quantacloud")
                 ]
-                break
             except httpx.TransportError:
-                assert time.monotonic() < deadline and process.poll() is None, "sim did not start"
-                time.sleep(0.1)
+                return None
+
+        answers = eventually_sync(catalogue_answers, 30, 0.1, what="sim did not start")
         assert answers == [200, 200, 200]
         token = httpx.post(
             f"http://127.0.0.1:{port}/verda/v1/oauth2/token",
@@ -188,7 +182,7 @@ def test_sim_over_tls_and_a_slow_network(tmp_path: Path) -> None:
         [sys.executable, "-m", "app", "sim", "--port", str(port), "--tls", "--latency-ms", "40",
          "--cert-dir", str(tmp_path / "tls")],
         cwd=tmp_path,
-        env=_env("sqlite+aiosqlite:///unused.db", PYTHONPATH=str(Path(__file__).parent.parent)),
+        env=clean_env(AUTOPROVISION_DATABASE_URL="sqlite+aiosqlite:///unused.db"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -4,7 +4,6 @@ failing line, and the simulators see only reads."""
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -18,28 +17,11 @@ from app.doctor.providers import ResponseLog, balance_verdict, clock_check
 from app.providers.diagnosis import Status
 from app.providers.registry import simulated, simulated_specs, spec_for
 from app.settings import Settings, get_settings
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControlSync
-from tests.conftest import SECRET_KEY
-from tests.servers import serve_in_thread
+from tests.fixtures.settings import SECRET_KEY
 
 PROVIDERS = [spec.name for spec in simulated_specs()]
 TIMEOUT = 1.0  # room for a loaded machine to connect; the timeout fault below outlasts it
-
-
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """The simulators on a loopback socket, shared by this module's tests."""
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
-
-
-@pytest.fixture
-def sim(sim_url: str) -> Iterator[SimControlSync]:
-    """Their control API, every simulator reset."""
-    with SimControlSync(sim_url) as control:
-        control.reset_all()
-        yield control
 
 
 @pytest.fixture
@@ -58,21 +40,21 @@ def _environment(monkeypatch: pytest.MonkeyPatch, database_url: str) -> None:
     get_settings.cache_clear()
 
 
-def _only_reads(sim: SimControlSync) -> None:
+def _only_reads(sim_sync: SimControlSync) -> None:
     for provider in PROVIDERS:
-        sent = sim.requests(provider)
+        sent = sim_sync.requests(provider)
         assert sent, f"{provider} saw no request"
         writes = [
             r for r in sent if r["method"] != "GET" and not r["path"].endswith("/oauth2/token")
         ]
         assert writes == [], provider
-        assert sim.creates(provider) == [] and sim.vms(provider) == []
+        assert sim_sync.creates(provider) == [] and sim_sync.vms(provider) == []
 
 
 def test_doctor_passes_against_the_simulators(
     database_url: str,
     sim_url: str,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -85,14 +67,14 @@ def test_doctor_passes_against_the_simulators(
     for provider in PROVIDERS:
         assert f"  ok    {provider}" in output
     assert "every check passed" in output
-    _only_reads(sim)
+    _only_reads(sim_sync)
     get_settings.cache_clear()
 
 
 def test_json_output_parses_and_matches(
     sqlite_url: str,
     sim_url: str,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -127,11 +109,11 @@ def test_an_injected_fault_is_one_clear_failing_line(
     reason: str,
     sqlite_url: str,
     sim_url: str,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    sim.fault(provider, kind, **extra)
+    sim_sync.fault(provider, kind, **extra)
     _environment(monkeypatch, sqlite_url)
     code = main(["doctor", "--sim-url", sim_url, "--timeout", str(TIMEOUT)])
     output = capsys.readouterr().out
@@ -139,13 +121,13 @@ def test_an_injected_fault_is_one_clear_failing_line(
     assert code == 1, output
     assert len(failing) == 1, output
     assert f" {provider} " in failing[0] and reason in failing[0], output
-    _only_reads(sim)
+    _only_reads(sim_sync)
     get_settings.cache_clear()
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_a_wrong_key_is_credentials_refused(
-    provider: str, sqlite_url: str, sim_url: str, sim: SimControlSync
+    provider: str, sqlite_url: str, sim_url: str, sim_sync: SimControlSync
 ) -> None:
     settings = simulated(Settings(_env_file=None, database_url=sqlite_url), sim_url)
     spec = spec_for(provider)

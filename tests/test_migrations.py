@@ -21,8 +21,7 @@ from app.storage.db import (
 )
 from app.storage.models import Deployment
 from tests.factories import claimed
-from tests.services.stock.test_days import closed, days
-from tests.services.stock.test_history import apply, interval
+from tests.services.stock.history_rows import apply, closed, days, interval
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
 HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))

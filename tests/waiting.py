@@ -10,6 +10,7 @@ from prometheus_client import REGISTRY
 from starlette.types import ASGIApp
 
 from app.providers.base import VM, ProviderAdapter, VMState
+from tests.clock import FakeClock
 
 T = TypeVar("T")
 # Bounds for a hang, not a speed claim: on a loaded machine migrating a new database or stopping
@@ -25,29 +26,75 @@ def started(app: ASGIApp) -> LifespanManager:
 
 
 async def eventually(
-    check: Callable[[], Awaitable[T | None]], seconds: float = 5.0, interval: float = 0.03
+    check: Callable[[], Awaitable[T | None]],
+    seconds: float = 5.0,
+    interval: float = 0.03,
+    *,
+    clock: FakeClock | None = None,
+    what: str | Callable[[], object] | None = None,
 ) -> T:
-    """Call `check` until it returns something truthy (and return that), or fail the test."""
-    deadline = time.monotonic() + seconds
+    """Call `check` until it returns something truthy (and return that), or fail the test.
+
+    With a `clock`, time passes on it instead: it is advanced by `interval` between calls,
+    nothing sleeps, and `seconds` is counted on it (for a simulator on an injected clock).
+    `what` names the awaited condition in the failure; a callable is called then, to show
+    the state it was left in."""
+    deadline = _Deadline(seconds, what, clock)
     while True:
         result = await check()
         if result:
             return result
-        assert time.monotonic() < deadline, f"condition not reached within {seconds} s"
-        await asyncio.sleep(interval)
+        deadline.check()
+        if clock is None:
+            await asyncio.sleep(interval)
+        else:
+            clock.advance(interval)
 
 
 def eventually_sync(
-    check: Callable[[], T | None], seconds: float = 5.0, interval: float = 0.05
+    check: Callable[[], T | None],
+    seconds: float = 5.0,
+    interval: float = 0.05,
+    *,
+    clock: FakeClock | None = None,
+    what: str | Callable[[], object] | None = None,
 ) -> T:
-    """`eventually` for tests that drive other processes from plain (not async) code."""
-    deadline = time.monotonic() + seconds
+    """`eventually` for tests that drive other processes, threads or a browser from plain (not
+    async) code."""
+    deadline = _Deadline(seconds, what, clock)
     while True:
         result = check()
         if result:
             return result
-        assert time.monotonic() < deadline, f"condition not reached within {seconds} s"
-        time.sleep(interval)
+        deadline.check()
+        if clock is None:
+            time.sleep(interval)
+        else:
+            clock.advance(interval)
+
+
+class _Deadline:
+    """When `eventually` gives up, and what it says then."""
+
+    def __init__(
+        self,
+        seconds: float,
+        what: str | Callable[[], object] | None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.clock = clock or time.monotonic
+        self.seconds = seconds
+        self.at = self.clock() + seconds
+        self.what = what
+
+    def check(self) -> None:
+        """Fail the test if the time is up."""
+        if self.clock() < self.at:
+            return
+        said = self.what() if callable(self.what) else self.what
+        if said is None:
+            raise AssertionError(f"condition not reached within {self.seconds} s")
+        raise AssertionError(f"not reached within {self.seconds} s: {said}")
 
 
 async def vm_reaches(

@@ -24,9 +24,8 @@ from app.storage.db import (
     create_sessionmaker,
     session_scope,
 )
-from tests.factories import AccountHandle, order_body, place_in_database
+from tests.factories import AccountHandle, account_in_database, order_body, place_in_database
 from tests.servers import serve_in_thread
-from tests.services.test_published_events import _account
 from tests.streams import streaming
 from tests.waiting import eventually
 
@@ -344,7 +343,7 @@ class TestReadBound:
     async def test_however_many_streams_wake_they_read_through_the_bound_and_all_get_it(
         self, engine: AsyncEngine, reads_at_once: int, expected_most: int
     ) -> None:
-        account_id = await _account(engine)
+        account_id = await account_in_database(engine)
         await place_in_database(engine, account_id)
         hub = Hub(per_account=5)
         hub.reading = bound = _CountingSemaphore(reads_at_once)

@@ -22,7 +22,7 @@ from schemathesis.core.result import Ok
 from app.core.text import QUOTE_LIMIT
 from app.main import create_app
 from app.settings import Settings
-from tests.conftest import ADMIN_KEY, SECRET_KEY
+from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.servers import serve_in_thread
 
 

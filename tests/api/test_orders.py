@@ -14,8 +14,7 @@ from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Deployment
-from tests.api.test_schemas import _key as ssh_key
-from tests.factories import create_account, force_order_status, order_body, place_order
+from tests.factories import create_account, force_order_status, order_body, place_order, ssh_key
 
 
 class TestPlaceOrder:

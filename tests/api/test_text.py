@@ -12,8 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.storage.models import Account
-from tests.api.test_schemas import _key as ssh_key
-from tests.factories import ADMIN, AccountHandle, create_account, order_body
+from tests.factories import ADMIN, AccountHandle, create_account, order_body, ssh_key
 
 PUBLIC_URL = "https://203.0.114.9/hooks"
 # NUL, BEL, ESC, DEL and the C1 "next line": none is stripped as surrounding whitespace.

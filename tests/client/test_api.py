@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.client.api import ClientError, Exit, Target, exit_code_for, refusal, unreachable
 from app.main import create_app
 from app.settings import Settings
-from tests.client.conftest import Autoprovision, create_account
+from tests.client.cli import Autoprovision, create_account
 from tests.servers import serve_in_thread
 
 B300 = ("-g", "b300", "-n", "8", "-p", "verda", "--max-price", "45")

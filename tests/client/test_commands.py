@@ -9,21 +9,12 @@ import httpx
 import pytest
 
 from app.cli import main
-from tests.client.conftest import Account, Autoprovision
-from tests.conftest import ADMIN_KEY
+from tests.client.cli import B300, Account, Autoprovision, place
+from tests.fixtures.settings import ADMIN_KEY
 
 SSH_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542 ada@laptop"
 )
-B300 = ("-g", "b300", "-n", "8", "-p", "verda", "-p", "hyperstack", "--max-price", "45.5")
-
-
-def place(autoprovision: Autoprovision, *extra: str) -> str:
-    """Place an 8x B300 order; its id."""
-    ran = autoprovision("orders", "place", *B300, *extra, "--json")
-    assert ran.code == 0, ran.err
-    order_id: str = ran.json()["id"]
-    return order_id
 
 
 class TestPlace:

@@ -13,30 +13,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.client.api import KEY_ENV, URL_ENV
 from app.main import create_app
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControlSync
-from tests.client.conftest import Account, Autoprovision, Background, create_account
+from tests.client.cli import Account, Autoprovision, Background, create_account
+from tests.fixtures.settings import live_settings
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync
-from tests.watcher.conftest import live_settings
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
 H100 = ("-g", "h100", "-n", "1", "-p", "hyperstack", "--max-price", "3.00")
-
-
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """The provider simulators on a real socket, shared by this module's tests."""
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
-
-
-@pytest.fixture
-def sim(sim_url: str) -> Iterator[SimControlSync]:
-    """The simulators, reset, with quick boots."""
-    with SimControlSync(sim_url) as control:
-        control.reset_all(boot_seconds=0.3)
-        yield control
 
 
 class Answered:
@@ -99,7 +83,7 @@ class Service:
 
 
 @pytest.fixture
-def live(database_url: str, sim_url: str, sim: SimControlSync) -> Iterator[Service]:
+def live(database_url: str, sim_url: str, sim_sync: SimControlSync) -> Iterator[Service]:
     """The service with its watcher, against the simulators, on this test's database."""
     front = Answered(create_app(live_settings(database_url, sim_url)))
     with serve_in_thread(front, lifespan="on") as url:
@@ -117,7 +101,7 @@ def signed_in(live: Service, monkeypatch: pytest.MonkeyPatch, credit: str = "100
 def test_place_then_watch_until_running_prints_the_ip(
     autoprovision: Autoprovision,
     live: Service,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     account = signed_in(live, monkeypatch)
@@ -126,7 +110,7 @@ def test_place_then_watch_until_running_prints_the_ip(
     order_id = placed.json()["id"]
     watching = Background(autoprovision, "watch", order_id, "--until", "running")
     live.watching(order_id)
-    sim.stock(*HYPER_H100, 1)
+    sim_sync.stock(*HYPER_H100, 1)
     ran = watching.result(seconds=30)
     assert ran.code == 0, ran.err
     order = httpx.get(f"{live.url}/v1/orders/{order_id}", headers=account.headers).json()
@@ -143,12 +127,12 @@ def test_place_then_watch_until_running_prints_the_ip(
 def test_watch_json_ends_with_the_running_order(
     autoprovision: Autoprovision,
     live: Service,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     signed_in(live, monkeypatch)
     order_id = autoprovision("orders", "place", *H100, "--json").json()["id"]
-    sim.stock(*HYPER_H100, 1)  # it may run before the watch starts: the read then says so
+    sim_sync.stock(*HYPER_H100, 1)  # it may run before the watch starts: the read then says so
     ran = autoprovision("watch", order_id, "--until", "running", "--json", "--timeout", "30")
     assert ran.code == 0, ran.err
     *events, order = [json.loads(line) for line in ran.lines()]
@@ -175,12 +159,12 @@ def test_a_watched_order_cancelled_meanwhile_is_exit_1(
 def test_offers_show_the_price_with_fees_and_the_orders_they_satisfy(
     autoprovision: Autoprovision,
     live: Service,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     signed_in(live, monkeypatch, credit="1")  # one hour is $2.62: the order stays waiting
     order_id = autoprovision("orders", "place", *H100, "--json").json()["id"]
-    sim.stock(*HYPER_H100, 2)
+    sim_sync.stock(*HYPER_H100, 2)
 
     def offered() -> list[dict[str, object]] | None:
         ran = autoprovision("offers", "-g", "h100", "--json")
@@ -200,7 +184,7 @@ def test_a_dropped_stream_is_resumed_after_its_last_event(
     autoprovision: Autoprovision,
     database_url: str,
     sim_url: str,
-    sim: SimControlSync,
+    sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dropping = DropFirstStream(create_app(live_settings(database_url, sim_url)))
@@ -211,7 +195,7 @@ def test_a_dropped_stream_is_resumed_after_its_last_event(
         order_id = autoprovision("orders", "place", *H100, "--json").json()["id"]
         watching = Background(autoprovision, "watch", order_id, "--until", "running", "--json")
         live.watching(order_id)
-        sim.stock(*HYPER_H100, 1)
+        sim_sync.stock(*HYPER_H100, 1)
         ran = watching.result(seconds=30)
         assert ran.code == 0, ran.err
         *events, order = [json.loads(line) for line in ran.lines()]

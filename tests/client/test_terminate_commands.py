@@ -11,8 +11,7 @@ from app.core.catalogue import Provider
 from app.providers.base import VM, Offer, VMState
 from app.services import deployments
 from app.storage.db import create_engine, create_sessionmaker, session_scope
-from tests.client.conftest import Account, Autoprovision
-from tests.client.test_commands import place
+from tests.client.cli import Account, Autoprovision, place
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-B300x8", "B300", 8, Decimal("40.00"))
 

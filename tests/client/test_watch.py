@@ -9,7 +9,7 @@ import pytest
 
 from app.client import watch
 from app.client.api import KEY_ENV, URL_ENV
-from tests.client.conftest import Autoprovision, Background
+from tests.client.cli import Autoprovision, Background
 from tests.client.fake_stream import KEY, FakeStream, order_json
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync

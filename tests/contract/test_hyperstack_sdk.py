@@ -5,17 +5,14 @@ the wrong type or a wrong envelope in the simulator fails these tests.
 """
 
 import importlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
-from app.simulators.hyperstack import HyperstackSimulator, build_app
-from tests.servers import serve_in_thread
+from tests.clock import FakeClock
+from tests.waiting import eventually_sync
 
 # Typed as Any: the SDK's models make every field Optional and its package exports nothing
 # explicitly; what this test relies on is the SDK's validation at run time, not its types.
@@ -28,32 +25,23 @@ IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB5cnVsqeu6woWI8fLxtwtQqatcnRNQyYFRM/QGmv8As sdk"
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    app = Starlette(routes=[Mount("/hyperstack", app=build_app(HyperstackSimulator()))])
-    with serve_in_thread(app) as url:
-        yield f"{url}/hyperstack"
+# The simulators are reset before each test, with quick boots.
+pytestmark = pytest.mark.usefixtures("sim_sync")
 
 
-@pytest.fixture(autouse=True)
-def fresh(sim_url: str) -> None:
-    httpx.post(f"{sim_url}/_sim/reset")
-    httpx.put(f"{sim_url}/_sim/config", json={"boot_seconds": 0.3})
-
-
-def sim(sim_url: str, method: str, path: str, body: Any = None) -> Any:
-    return httpx.request(method, f"{sim_url}/_sim/{path}", json=body).json()
+def sim(hyperstack_url: str, method: str, path: str, body: Any = None) -> Any:
+    return httpx.request(method, f"{hyperstack_url}/_sim/{path}", json=body).json()
 
 
 @pytest.fixture
-def api(sim_url: str) -> Iterator[Any]:
-    config = hyperstack.Configuration(host=f"{sim_url}/v1", api_key={"apiKey": "sim-key"})
+def api(hyperstack_url: str) -> Iterator[Any]:
+    config = hyperstack.Configuration(host=f"{hyperstack_url}/v1", api_key={"apiKey": "sim-key"})
     with hyperstack.ApiClient(config) as client:
         yield client
 
 
-def test_catalogue_reads_parse(sim_url: str, api: Any) -> None:
-    sim(sim_url, "PUT", "stock", {"sku": "n3-H100x8", "region": "CANADA-1", "quantity": 3})
+def test_catalogue_reads_parse(hyperstack_url: str, api: Any) -> None:
+    sim(hyperstack_url, "PUT", "stock", {"sku": "n3-H100x8", "region": "CANADA-1", "quantity": 3})
     regions = hyperstack.RegionApi(api).list_regions()
     assert {r.name for r in regions.regions} == {"CANADA-1", "NORWAY-1", "US-1"}
     gpus = hyperstack.GpuApi(api).list_gpus()
@@ -82,8 +70,10 @@ def test_catalogue_reads_parse(sim_url: str, api: Any) -> None:
     assert credit.credit == pytest.approx(10000) and credit.can_create_instance is True
 
 
-def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
-    sim(sim_url, "PUT", "stock", {"sku": "n3-L40x1", "region": "NORWAY-1", "quantity": 1})
+def test_create_get_list_and_delete_a_vm(
+    hyperstack_url: str, api: Any, sim_clock: FakeClock
+) -> None:
+    sim(hyperstack_url, "PUT", "stock", {"sku": "n3-L40x1", "region": "NORWAY-1", "quantity": 1})
     environment = hyperstack.EnvironmentApi(api).create_environment(
         hyperstack.CreateEnvironment(name="sdk-norway-1", region="NORWAY-1")
     )
@@ -133,13 +123,11 @@ def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
     assert still_creating.value.status == 400
     assert "being created" in still_creating.value.data.message
 
-    deadline = time.monotonic() + 5
-    while True:
+    def active() -> Any:
         got = vms.get_vm(instance.id).instance
-        if got.status == "ACTIVE" and got.floating_ip:
-            break
-        assert time.monotonic() < deadline, got.status
-        time.sleep(0.05)
+        return got if got.status == "ACTIVE" and got.floating_ip else None
+
+    got = eventually_sync(active, clock=sim_clock)  # booted in simulated time
     assert got.environment.region == "NORWAY-1" and got.flavor.name == "n3-L40x1"
 
     found = vms.list_vms(search="ap-sdk", page=1, page_size=10)
@@ -147,14 +135,11 @@ def test_create_get_list_and_delete_a_vm(sim_url: str, api: Any) -> None:
     assert (found.count, found.page, found.page_size) == (1, 1, 10)
 
     assert vms.delete_vm(instance.id).message == "Instance is being deleted."
-    deadline = time.monotonic() + 5
-    with pytest.raises(NotFoundException):
-        while time.monotonic() < deadline:
-            vms.get_vm(instance.id)
-            time.sleep(0.02)
+    with pytest.raises(NotFoundException):  # read until the VM is gone
+        eventually_sync(lambda: vms.get_vm(instance.id) is None, interval=0.02, clock=sim_clock)
 
 
-def test_errors_parse_as_the_sdk_error_model(sim_url: str, api: Any) -> None:
+def test_errors_parse_as_the_sdk_error_model(hyperstack_url: str, api: Any) -> None:
     vms = hyperstack.VirtualMachineApi(api)
     with pytest.raises(ApiException) as out_of_stock:
         vms.create_vms(
@@ -174,14 +159,14 @@ def test_errors_parse_as_the_sdk_error_model(sim_url: str, api: Any) -> None:
         vms.get_vm(999)
     assert missing.value.data.error_reason == "not_found"
 
-    wrong = hyperstack.Configuration(host=f"{sim_url}/v1", api_key={"apiKey": "nope"})
+    wrong = hyperstack.Configuration(host=f"{hyperstack_url}/v1", api_key={"apiKey": "nope"})
     with hyperstack.ApiClient(wrong) as client, pytest.raises(UnauthorizedException) as refused:
         hyperstack.FlavorApi(client).list_flavors()
     assert refused.value.data.error_reason == "unauthorized"
 
 
-def test_the_sdk_refuses_pricebook_values_sent_as_strings(sim_url: str, api: Any) -> None:
+def test_the_sdk_refuses_pricebook_values_sent_as_strings(hyperstack_url: str, api: Any) -> None:
     """Why the simulator sends numbers by default: the spec says number, and the SDK is strict."""
-    sim(sim_url, "PUT", "config", {"pricebook_string_values": True})
+    sim(hyperstack_url, "PUT", "config", {"pricebook_string_values": True})
     with pytest.raises(ValueError):
         hyperstack.PricebookApi(api).get_pricebook()

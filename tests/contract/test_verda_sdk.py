@@ -9,8 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 from verda import VerdaClient
 from verda.exceptions import APIException
 from verda.images import Image
@@ -18,31 +16,25 @@ from verda.instance_types import InstanceType
 from verda.instances import Instance
 from verda.startup_scripts import StartupScript
 
-from app.simulators.verda import VerdaSimulator, build_app
-from tests.servers import serve_in_thread
+from app.simulators.control import SimControlSync
+from app.simulators.verda import VerdaSimulator
+from tests.fixtures.simulators import ServedSimulators
+from tests.waiting import eventually_sync
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNvbnRyYWN0LXRlc3Qta2V5 sdk@test"
 
 
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    app = Starlette(routes=[Mount("/verda", app=build_app(VerdaSimulator()))])
-    with serve_in_thread(app) as url:
-        yield f"{url}/verda"
-
-
 @pytest.fixture
-def control(base_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base_url) as client:
-        client.post("/_sim/reset").raise_for_status()
-        client.put("/_sim/config", json={"boot_seconds": 0.2}).raise_for_status()
+def control(verda_url: str, sim_sync: SimControlSync) -> Iterator[httpx.Client]:
+    """The simulated Verda's control API (`/_sim`), the simulators reset."""
+    with httpx.Client(base_url=verda_url) as client:
         yield client
 
 
 @pytest.fixture
-def verda(base_url: str, control: httpx.Client) -> VerdaClient:
-    return VerdaClient("sim-client", "sim-secret", base_url=f"{base_url}/v1")
+def verda(verda_url: str, control: httpx.Client) -> VerdaClient:
+    return VerdaClient("sim-client", "sim-secret", base_url=f"{verda_url}/v1")
 
 
 def put_stock(control: httpx.Client, sku: str, region: str, quantity: int) -> None:
@@ -50,9 +42,9 @@ def put_stock(control: httpx.Client, sku: str, region: str, quantity: int) -> No
     control.put("/_sim/stock", json=body).raise_for_status()
 
 
-def test_wrong_credentials_raise_the_sdks_api_exception(base_url: str) -> None:
+def test_wrong_credentials_raise_the_sdks_api_exception(verda_url: str) -> None:
     with pytest.raises(APIException) as caught:
-        VerdaClient("sim-client", "wrong", base_url=f"{base_url}/v1")
+        VerdaClient("sim-client", "wrong", base_url=f"{verda_url}/v1")
     assert caught.value.code == "unauthorized_request"
 
 
@@ -111,10 +103,9 @@ def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: htt
         "8B300.240V",
     )
     assert created.ssh_key_ids == [key.id] and created.price_per_hour == 45.52
-    deadline = time.monotonic() + 3
-    while (current := verda.instances.get_by_id(created.id)).status != "running":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    current = eventually_sync(
+        lambda: (shown := verda.instances.get_by_id(created.id)).status == "running" and shown
+    )
     assert current.ip is not None and current.os_volume_id is not None
     assert [i.id for i in verda.instances.get()] == [created.id]
     assert [i.id for i in verda.instances.get(status="running")] == [created.id]
@@ -239,8 +230,15 @@ def test_balance(verda: VerdaClient, control: httpx.Client) -> None:
     assert (balance.amount, balance.currency) == (50.5, "usd")
 
 
-def test_an_expired_token_is_refreshed_by_the_sdk(base_url: str, control: httpx.Client) -> None:
+def test_an_expired_token_is_refreshed_by_the_sdk(
+    verda_url: str, control: httpx.Client, served_simulators: ServedSimulators
+) -> None:
     control.put("/_sim/config", json={"token_ttl_seconds": 0.2}).raise_for_status()
-    verda = VerdaClient("sim-client", "sim-secret", base_url=f"{base_url}/v1")
-    time.sleep(0.25)
+    verda = VerdaClient("sim-client", "sim-secret", base_url=f"{verda_url}/v1")
+    simulator = served_simulators.simulators["verda"]
+    assert isinstance(simulator, VerdaSimulator)
+    # Tokens expire on the real clock (the simulator's clock is for VMs): until the SDK's has.
+    eventually_sync(
+        lambda: all(expiry <= time.monotonic() for expiry in simulator.access_tokens.values())
+    )
     assert verda.balance.get().currency == "usd"

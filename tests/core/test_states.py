@@ -21,8 +21,7 @@ from app.core.states import (
 from app.services import deployments
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from tests.factories import claimed, waiting_orders
-from tests.services.test_deployments import HYPER_L40S
+from tests.factories import HYPER_L40S, claimed, waiting_orders
 
 ROOT = Path(__file__).resolve().parents[2]
 STATES_PAGE = ROOT / "docs" / "reference" / "states.md"

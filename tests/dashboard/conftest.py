@@ -4,24 +4,18 @@ They skip, saying why, when Chromium is missing; `.ci/run` installs Debian's.
 Each test leaves a screenshot in test-artifacts/screenshots/.
 """
 
-import contextlib
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from app.main import create_app
 from app.settings import Settings
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControlSync
-from tests.conftest import ADMIN_KEY
-from tests.servers import free_port, serve_in_thread
-from tests.watcher.conftest import live_settings
+from tests.dashboard.service import SCREENSHOTS, Api, Service
+from tests.fixtures.settings import live_settings
 
 CHROMIUM = os.environ.get("AUTOPROVISION_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -33,7 +27,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 BOOT_SECONDS = 4.0  # long enough for the page to show "deployed" before "running"
 
 
@@ -53,45 +46,15 @@ def browser(sqlite_template: Path) -> Iterator[Browser]:
         launched.close()
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """The provider simulators on a real socket."""
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
-
-
 @pytest.fixture
-def sim(sim_url: str) -> Iterator[SimControlSync]:
-    """The simulators' control API, every simulator reset."""
-    with SimControlSync(sim_url) as control:
-        control.reset_all(boot_seconds=BOOT_SECONDS)
-        yield control
-
-
-class Service:
-    """The service on a port of its own, which a test may stop and start again there."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.port = free_port()
-        self._running: contextlib.ExitStack | None = None
-
-    def start(self) -> str:
-        """Serve (a new process's worth of app) on the port; the URL."""
-        self._running = contextlib.ExitStack()
-        app = create_app(self.settings)
-        return self._running.enter_context(serve_in_thread(app, lifespan="on", port=self.port))
-
-    def stop(self) -> None:
-        """Stop serving: connections are closed, the port refuses."""
-        if self._running is not None:
-            self._running.close()
-            self._running = None
+def sim_boot_seconds() -> float:
+    """Long enough for the page to show "deployed" before "running"."""
+    return BOOT_SECONDS
 
 
 @pytest.fixture
 def running_service(
-    sim: SimControlSync, sim_url: str, sqlite_template: Path, tmp_path: Path
+    sim_sync: SimControlSync, sim_url: str, sqlite_template: Path, tmp_path: Path
 ) -> Iterator[Service]:
     """The service with its watcher, on a database of this test's own."""
     database = tmp_path / "dashboard.db"
@@ -107,35 +70,6 @@ def running_service(
 def service(running_service: Service) -> str:
     """The running service's URL."""
     return f"http://127.0.0.1:{running_service.port}"
-
-
-class Api:
-    """The REST API as an admin and as the test's account, to set up and check things."""
-
-    def __init__(self, url: str, credit: str = "100") -> None:
-        self.client = httpx.Client(base_url=url, timeout=10)
-        admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        created = self.client.post("/v1/accounts", json={"name": "Grace"}, headers=admin)
-        assert created.status_code == 201, created.text
-        self.account_id = created.json()["id"]
-        self.key = created.json()["api_key"]
-        self.headers = {"Authorization": f"Bearer {self.key}"}
-        topped = self.client.post(
-            f"/v1/accounts/{self.account_id}/credits", json={"amount": credit}, headers=admin
-        )
-        assert topped.status_code == 201, topped.text
-
-    def place(self, **body: Any) -> dict[str, Any]:
-        answer = self.client.post("/v1/orders", json=body, headers=self.headers)
-        assert answer.status_code == 201, answer.text
-        order: dict[str, Any] = answer.json()
-        return order
-
-    def order(self, order_id: str) -> dict[str, Any]:
-        order: dict[str, Any] = self.client.get(
-            f"/v1/orders/{order_id}", headers=self.headers
-        ).json()
-        return order
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from app.simulators.control import SimControlSync
-from tests.dashboard.conftest import Api, Service
+from tests.dashboard.service import Api, Service
 from tests.waiting import eventually_sync
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
@@ -47,7 +47,7 @@ def test_a_wrong_key_is_refused_and_the_right_one_signs_in(page: Page, api: Api)
 
 
 def test_an_order_placed_in_the_form_waits_then_deploys_and_runs_without_a_reload(
-    page: Page, api: Api, sim: SimControlSync
+    page: Page, api: Api, sim_sync: SimControlSync
 ) -> None:
     sign_in(page, api.key)
     page.get_by_label("GPU model").select_option("H100")
@@ -63,7 +63,7 @@ def test_an_order_placed_in_the_form_waits_then_deploys_and_runs_without_a_reloa
     assert order_id and api.order(order_id)["max_price_per_hour"] == "3.00"
 
     page.evaluate("window.__notReloaded = true")
-    sim.stock(*HYPER_H100, 1)
+    sim_sync.stock(*HYPER_H100, 1)
     status = row(page, order_id).locator('[data-field="status"]')
     expect(status).to_have_text("deployed", timeout=SLOW)
     expect(status).to_have_text("running", timeout=SLOW)
@@ -90,7 +90,7 @@ WATCH_STATUS = """([orderId, status]) => {
 
 
 def test_with_the_event_stream_open_a_deploy_shows_within_a_second_without_a_reload(
-    page: Page, api: Api, sim: SimControlSync
+    page: Page, api: Api, sim_sync: SimControlSync
 ) -> None:
     order = api.place(**h100(name="live"))
     sign_in(page, api.key)
@@ -98,7 +98,7 @@ def test_with_the_event_stream_open_a_deploy_shows_within_a_second_without_a_rel
     status = row(page, order["id"]).locator('[data-field="status"]')
     expect(status).to_have_text("waiting")
     page.evaluate(WATCH_STATUS, [order["id"], "deployed"])
-    sim.stock(*HYPER_H100, 1)
+    sim_sync.stock(*HYPER_H100, 1)
     expect(status).to_have_text("deployed", timeout=SLOW)
     shown_at = page.evaluate("window.__shownAt") / 1000
 
@@ -175,12 +175,12 @@ def test_a_bad_price_shows_the_apis_error_next_to_the_field(page: Page, api: Api
 
 
 def test_offers_show_prices_with_fees_and_which_orders_they_satisfy(
-    page: Page, service: str, sim: SimControlSync
+    page: Page, service: str, sim_sync: SimControlSync
 ) -> None:
     poor = Api(service, credit="1")  # matching orders stay waiting: one hour is $2.62
     poor.place(**h100(name="cheap enough"))
     poor.place(**h100(name="too cheap", max_price_per_hour="2.00"))
-    sim.stock(*HYPER_H100, 2)
+    sim_sync.stock(*HYPER_H100, 2)
     sign_in(page, poor.key)
     page.get_by_role("link", name="Offers").click()
     page.get_by_label("Filter by GPU").select_option("H100")
@@ -237,7 +237,7 @@ SSH_KEY = (
 
 
 def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
-    page: Page, service: str, sim: SimControlSync
+    page: Page, service: str, sim_sync: SimControlSync
 ) -> None:
     # $3.00 pays one hour of $2.62 and nothing more: the runway is below two hours at once.
     short = Api(service, credit="3.00")
@@ -254,7 +254,7 @@ def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
     order_id = placed.get_attribute("data-order-id")
     assert order_id and short.order(order_id)["ssh_public_key"] == SSH_KEY
 
-    sim.stock(*HYPER_H100, 1)
+    sim_sync.stock(*HYPER_H100, 1)
     expect(placed.locator('[data-field="status"]')).to_have_text("running", timeout=SLOW)
     expect(page.get_by_test_id("low-balance")).to_contain_text("Low balance", timeout=SLOW)
     placed.get_by_role("link").click()

@@ -4,16 +4,16 @@ and watch the demo orders deploy."""
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.dashboard.conftest import SCREENSHOTS
+from tests.dashboard.service import SCREENSHOTS
 from tests.processes import clean_env, wait_until_up
 from tests.servers import free_port
+from tests.waiting import eventually_sync
 
 PRINTED = re.compile(r"Open (http://\S+/) and sign in")
 DEMO_KEY = re.compile(r"Demo account API key: (\S+)")
@@ -36,11 +36,12 @@ def demo(tmp_path: Path) -> Iterator[tuple[str, str]]:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not (PRINTED.search(log.read_text()) and DEMO_KEY.search(log.read_text())):
+
+        def printed() -> bool:
             assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"nothing printed: {log.read_text()}"
-            time.sleep(0.1)
+            return bool(PRINTED.search(log.read_text()) and DEMO_KEY.search(log.read_text()))
+
+        eventually_sync(printed, 60, 0.1, what=lambda: f"nothing printed: {log.read_text()}")
         output = log.read_text()
         url, key = PRINTED.search(output), DEMO_KEY.search(output)
         assert url and key

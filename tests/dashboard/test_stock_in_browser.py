@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from app.core.clock import utcnow
 from app.storage.db import create_engine
 from app.storage.models import StockCoverage, StockInterval
-from tests.dashboard.conftest import Api
+from tests.dashboard.service import Api
 from tests.factories import coverage_window, record_history, stock_interval
 
 H = timedelta(hours=1)

@@ -21,13 +21,15 @@ from app.settings import get_settings
 from app.storage.db import create_engine, create_sessionmaker, session_scope
 from app.storage.models import StockCoverage, StockInterval
 from tests.factories import create_account
-from tests.test_cli import _env
+from tests.processes import clean_env
 
 
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Point the in-process `autoprovision` command at this test's (migrated) database."""
-    for name, value in _env(database_url, AUTOPROVISION_MODE="demo").items():
+    for name, value in clean_env(
+        AUTOPROVISION_DATABASE_URL=database_url, AUTOPROVISION_MODE="demo"
+    ).items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
     yield database_url

@@ -14,7 +14,7 @@ from app.providers.registry import simulated_specs
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
-from tests.conftest import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY
 from tests.servers import free_port, serve_in_thread
 from tests.waiting import eventually, started
 

@@ -6,8 +6,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.storage.db import create_read_sessionmaker, create_sessionmaker
-from tests.factories import place_in_database
-from tests.services.test_published_events import _account
+from tests.factories import account_in_database, place_in_database
 
 
 def _publisher(engine: AsyncEngine) -> tuple[Publisher, Hub]:
@@ -21,7 +20,7 @@ async def test_a_round_publishes_and_wakes_the_streams_of_those_accounts_only(
     engine: AsyncEngine,
 ) -> None:
     publisher, hub = _publisher(engine)
-    ada, bob = await _account(engine), await _account(engine, "Bob")
+    ada, bob = await account_in_database(engine), await account_in_database(engine, "Bob")
     ada_listens, bob_listens = hub.listen(ada), hub.listen(bob)
     await place_in_database(engine, ada)
     assert await publisher.run_once() == 1
@@ -40,7 +39,7 @@ async def test_a_replica_wakes_its_streams_for_events_another_one_published(
     two, hub_two = _publisher(engine)
     await two.start()
     await two.stop()  # only its starting position; rounds are driven below
-    ada = await _account(engine)
+    ada = await account_in_database(engine)
     listens_on_two = hub_two.listen(ada)
     await place_in_database(engine, ada)
     assert await one.run_once() == 1
@@ -57,7 +56,7 @@ async def test_a_backlog_larger_than_a_batch_is_published_in_one_round(
     publisher = Publisher(
         create_sessionmaker(engine), create_read_sessionmaker(engine), hub, batch=2
     )
-    ada = await _account(engine)
+    ada = await account_in_database(engine)
     for _ in range(5):
         await place_in_database(engine, ada)
     assert await publisher.run_once() == 5

@@ -13,17 +13,10 @@ from app.providers.headroom import CREATE_RESERVE, Headroom
 from app.providers.hyperstack import limits as hyperstack
 from app.providers.verda import limits as verda
 from app.simulators.limits import FixedWindowLimiter
+from tests.clock import FakeClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def hyperstack_budget(clock: Clock) -> Budget:
+def hyperstack_budget(clock: FakeClock) -> Budget:
     return Budget(
         hyperstack.RATE_LIMITS,
         create=hyperstack.CREATE,
@@ -32,7 +25,7 @@ def hyperstack_budget(clock: Clock) -> Budget:
     )
 
 
-def read_when_allowed(budget: Budget, clock: Clock, read: StockRead, until: float) -> int:
+def read_when_allowed(budget: Budget, clock: FakeClock, read: StockRead, until: float) -> int:
     """Send `read` each time the budget allows it until `until`; how many were sent."""
     sent = 0
     while True:
@@ -45,7 +38,7 @@ def read_when_allowed(budget: Budget, clock: Clock, read: StockRead, until: floa
 
 
 def test_reads_are_spread_evenly_over_what_the_limit_leaves() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = hyperstack_budget(clock)
     start = clock.now
     reads = read_when_allowed(budget, clock, hyperstack.STOCK_READ, until=start + 60)
@@ -67,7 +60,7 @@ def test_reads_never_stall_on_the_limit_they_are_spread_under() -> None:
     random bursts, the plan never fills the window: no gap between two reads is much longer
     than the planned one (a full window holds the reads back until its oldest requests
     leave, which is a stall of many periods)."""
-    clock = Clock()
+    clock = FakeClock()
     budget = hyperstack_budget(clock)
     rng = random.Random(7)
     until = clock.now + 300
@@ -90,7 +83,7 @@ def test_reads_never_stall_on_the_limit_they_are_spread_under() -> None:
 
 
 def test_other_requests_shrink_the_reads_share() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = hyperstack_budget(clock)
     for _ in range(200):
         budget.sent("GET", "/core/virtual-machines/1")  # status reads of creates, say
@@ -101,7 +94,7 @@ def test_other_requests_shrink_the_reads_share() -> None:
 
 
 def soak(
-    budget: Budget, clock: Clock, minutes: int, seed: int, fixed_period: float | None = None
+    budget: Budget, clock: FakeClock, minutes: int, seed: int, fixed_period: float | None = None
 ) -> tuple[int, int]:
     """Reads as the budget allows, and a burst of ten creates and their status reads at a random
     moment of every minute. Returns the 429s a fixed-window counter (the simulators') would
@@ -140,17 +133,17 @@ def soak(
 
 
 def test_creates_and_their_follow_ups_always_find_room() -> None:
-    clock = Clock()
+    clock = FakeClock()
     assert soak(hyperstack_budget(clock), clock, minutes=30, seed=1) == (0, 0)
     # The control: reading at the fixed period that spends the limit (two requests every
     # 0.24 s is 500 a minute), the same load is refused now and then.
-    clock = Clock()
+    clock = FakeClock()
     refused = soak(hyperstack_budget(clock), clock, minutes=30, seed=1, fixed_period=0.24)
     assert refused[0] > 0 and refused[1] > 0
 
 
 def test_other_requests_are_held_before_they_take_the_reads_share() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = hyperstack_budget(clock)
     budget.sent(*hyperstack.STOCK_READ[0])  # reads count in the "ip" bucket
     usable = 500 - max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
@@ -166,7 +159,7 @@ def test_other_requests_are_held_before_they_take_the_reads_share() -> None:
     assert budget.wait(hyperstack.STOCK_READ) < 1  # and the reads still have their share
 
 
-def verda_budget(clock: Clock, headroom: Headroom | None = None) -> Budget:
+def verda_budget(clock: FakeClock, headroom: Headroom | None = None) -> Budget:
     return Budget(
         verda.RATE_LIMITS,
         create=verda.CREATE,
@@ -177,7 +170,7 @@ def verda_budget(clock: Clock, headroom: Headroom | None = None) -> Budget:
 
 
 def test_verda_interleaves_the_full_list_with_the_types_waited_for() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = verda_budget(clock)
     reads = [verda.FULL_READ, verda.type_read("1H100.80S.30V"), verda.type_read("8B300.30V")]
     limiter = FixedWindowLimiter()
@@ -211,7 +204,7 @@ def test_with_more_types_than_the_project_allows_every_type_takes_its_turn() -> 
     full list, which sees every type, keeps its own path's pace; the types share the rest in
     turn. (Ranked by the project bucket every read shares, the paths late in the list were
     never read: the stock of 21 of the 30 types went unseen by their own reads.)"""
-    clock = Clock()
+    clock = FakeClock()
     budget = verda_budget(clock)
     reads = [verda.FULL_READ, *(verda.type_read(f"1T{n:02}.10V") for n in range(30))]
     limiter = FixedWindowLimiter()
@@ -236,7 +229,7 @@ def test_with_more_types_than_the_project_allows_every_type_takes_its_turn() -> 
 
 
 def test_a_follow_up_read_needs_room_but_not_its_turn() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = verda_budget(clock)
     budget.sent("GET", "/instance-availability")
     assert budget.wait(verda.FULL_READ) > 0  # not its turn yet
@@ -251,7 +244,7 @@ def test_a_follow_up_read_needs_room_but_not_its_turn() -> None:
 def test_a_follow_up_trusts_the_room_the_provider_reports_over_our_stricter_count() -> None:
     """Our sliding windows, a second longer than Verda's, can be full while Verda's own window
     has room: a follow-up then goes where Verda reports room in every bucket it counts in."""
-    clock = Clock()
+    clock = FakeClock()
     headroom = Headroom(clock=clock)
     budget = verda_budget(clock, headroom)
     for _ in range(58):
@@ -269,7 +262,7 @@ def test_a_follow_up_trusts_the_room_the_provider_reports_over_our_stricter_coun
 
 
 def test_a_follow_up_does_not_move_the_planned_turns() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = verda_budget(clock)
     h100 = verda.type_read("1H100.80S.30V")
     budget.sent(*verda.FULL_READ[0])
@@ -281,7 +274,7 @@ def test_a_follow_up_does_not_move_the_planned_turns() -> None:
     # type's next one: the two paths' reads keep alternating.
     assert budget.wait(verda.FULL_READ) < budget.wait(h100) - 0.3
     # The control: counted as a planned read, it puts both turns at the same moment.
-    clock = Clock()
+    clock = FakeClock()
     budget = verda_budget(clock)
     budget.sent(*verda.FULL_READ[0])
     clock.now += 0.5
@@ -291,7 +284,7 @@ def test_a_follow_up_does_not_move_the_planned_turns() -> None:
 
 
 def test_what_the_provider_reports_left_slows_the_reads_before_a_429() -> None:
-    clock = Clock()
+    clock = FakeClock()
     headroom = Headroom(clock=clock)
     budget = verda_budget(clock, headroom)
     budget.sent("GET", "/instance-availability/1H100.80S.30V")
@@ -306,7 +299,7 @@ def test_what_the_provider_reports_left_slows_the_reads_before_a_429() -> None:
 
 
 def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
-    clock = Clock()
+    clock = FakeClock()
     budget = Budget(
         (RateLimit(3000, 900, "per IP", every_request("ip")),),
         create=("POST", "/deployments"),
@@ -341,7 +334,7 @@ def test_rates_show_each_bucket_limit_plan_and_use_per_minute() -> None:
 
 
 def test_what_is_left_is_the_tightest_read_bucket_reported_or_counted() -> None:
-    clock = Clock()
+    clock = FakeClock()
     headroom = Headroom(clock=clock)
     budget = verda_budget(clock, headroom)
     assert budget.remaining() is None  # nothing read yet

@@ -1,6 +1,6 @@
 """The Hyperstack adapter against the simulator on a real socket: offers, VMs, typed outcomes."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -8,8 +8,6 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.core.catalogue import Interconnect, Provider
 from app.core.market import OfferKey
@@ -27,8 +25,6 @@ from app.providers.base import (
 )
 from app.providers.hyperstack import HyperstackAdapter
 from app.providers.hyperstack.adapter import keypair_name
-from app.simulators.hyperstack import HyperstackSimulator, build_app
-from tests.servers import serve_in_thread
 from tests.waiting import eventually, vm_reaches
 
 IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
@@ -40,17 +36,8 @@ TIMEOUT = 1.0  # room for a loaded machine to connect
 SLOW = 2.0  # longer than TIMEOUT
 
 
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    app = Starlette(routes=[Mount("/hyperstack", app=build_app(HyperstackSimulator()))])
-    with serve_in_thread(app) as url:
-        yield f"{url}/hyperstack"
-
-
-@pytest.fixture(autouse=True)
-def fresh_simulator(sim_url: str) -> None:
-    httpx.post(f"{sim_url}/_sim/reset").raise_for_status()
-    httpx.put(f"{sim_url}/_sim/config", json={"boot_seconds": 0.3}).raise_for_status()
+# The simulators are reset before each test, with quick boots.
+pytestmark = pytest.mark.usefixtures("sim_sync")
 
 
 @pytest.fixture
@@ -59,9 +46,11 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def make_adapter(http: httpx.AsyncClient, sim_url: str, **overrides: Any) -> HyperstackAdapter:
+def make_adapter(
+    http: httpx.AsyncClient, hyperstack_url: str, **overrides: Any
+) -> HyperstackAdapter:
     settings: dict[str, Any] = {
-        "base_url": f"{sim_url}/v1",
+        "base_url": f"{hyperstack_url}/v1",
         "api_key": SecretStr("sim-key"),
         "environment": "autoprovision-{region}",
         "key_name": "autoprovision",
@@ -73,26 +62,32 @@ def make_adapter(http: httpx.AsyncClient, sim_url: str, **overrides: Any) -> Hyp
 
 
 @pytest.fixture
-def adapter(http: httpx.AsyncClient, sim_url: str) -> HyperstackAdapter:
-    return make_adapter(http, sim_url)
+def adapter(http: httpx.AsyncClient, hyperstack_url: str) -> HyperstackAdapter:
+    return make_adapter(http, hyperstack_url)
 
 
-async def control(http: httpx.AsyncClient, sim_url: str, method: str, path: str, body: Any) -> Any:
-    response = await http.request(method, f"{sim_url}/_sim/{path}", json=body)
+async def control(
+    http: httpx.AsyncClient, hyperstack_url: str, method: str, path: str, body: Any
+) -> Any:
+    response = await http.request(method, f"{hyperstack_url}/_sim/{path}", json=body)
     assert response.status_code < 300, response.text
     return response.json()
 
 
-async def stock(http: httpx.AsyncClient, sim_url: str, sku: str, region: str, n: int) -> None:
-    await control(http, sim_url, "PUT", "stock", {"sku": sku, "region": region, "quantity": n})
+async def stock(
+    http: httpx.AsyncClient, hyperstack_url: str, sku: str, region: str, n: int
+) -> None:
+    await control(
+        http, hyperstack_url, "PUT", "stock", {"sku": sku, "region": region, "quantity": n}
+    )
 
 
-async def fault(http: httpx.AsyncClient, sim_url: str, kind: str, **extra: Any) -> None:
-    await control(http, sim_url, "POST", "faults", {"kind": kind, **extra})
+async def fault(http: httpx.AsyncClient, hyperstack_url: str, kind: str, **extra: Any) -> None:
+    await control(http, hyperstack_url, "POST", "faults", {"kind": kind, **extra})
 
 
-async def sim_vms(http: httpx.AsyncClient, sim_url: str) -> list[dict[str, Any]]:
-    return list((await http.get(f"{sim_url}/_sim/vms")).json())
+async def sim_vms(http: httpx.AsyncClient, hyperstack_url: str) -> list[dict[str, Any]]:
+    return list((await http.get(f"{hyperstack_url}/_sim/vms")).json())
 
 
 def offer(sku: str = "n3-H100x1", region: str = "CANADA-1", price: str = "2.40") -> Offer:
@@ -112,12 +107,12 @@ async def find(adapter: HyperstackAdapter) -> list[VM]:
 
 class TestOffers:
     async def test_offers_are_normalized_from_flavors_stocks_and_prices(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-H100x8", "CANADA-1", 3)
-        await stock(http, sim_url, "n3-B300-SXM6x8", "US-1", 1)
-        await stock(http, sim_url, "n3-H100x8-NVLink", "CANADA-1", 1)
-        await stock(http, sim_url, "n3-RTX-A6000x1", "NORWAY-1", 12)
+        await stock(http, hyperstack_url, "n3-H100x8", "CANADA-1", 3)
+        await stock(http, hyperstack_url, "n3-B300-SXM6x8", "US-1", 1)
+        await stock(http, hyperstack_url, "n3-H100x8-NVLink", "CANADA-1", 1)
+        await stock(http, hyperstack_url, "n3-RTX-A6000x1", "NORWAY-1", 12)
         offers = {o.key: o for o in await adapter.fetch_offers()}
         assert set(offers) == {
             ("hyperstack", "CANADA-1", "n3-H100x8"),
@@ -156,29 +151,29 @@ class TestOffers:
         )
 
     async def test_a_gpu_without_a_price_row_is_not_offered(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-A100-SXM4x8", "US-1", 2)  # unpriced by default
-        await stock(http, sim_url, "n3-H200x8", "US-1", 1)
+        await stock(http, hyperstack_url, "n3-A100-SXM4x8", "US-1", 2)  # unpriced by default
+        await stock(http, hyperstack_url, "n3-H200x8", "US-1", 1)
         skus = {o.sku: o for o in await adapter.fetch_offers()}
         assert set(skus) == {"n3-H200x8"}
         assert skus["n3-H200x8"].price_per_hour == Decimal("27.60")
 
     async def test_decimal_string_prices_give_the_same_decimals(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-L40x4", "CANADA-1", 1)
-        await control(http, sim_url, "PUT", "config", {"pricebook_string_values": True})
+        await stock(http, hyperstack_url, "n3-L40x4", "CANADA-1", 1)
+        await control(http, hyperstack_url, "PUT", "config", {"pricebook_string_values": True})
         [l40] = await adapter.fetch_offers()
         assert isinstance(l40.price_per_hour, Decimal)
         assert l40.price_per_hour == Decimal("4.00")
 
     async def test_prices_are_cached_until_refreshed(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-L40x1", "CANADA-1", 1)
+        await stock(http, hyperstack_url, "n3-L40x1", "CANADA-1", 1)
         assert len(await adapter.fetch_offers()) == 1
-        await control(http, sim_url, "PUT", "config", {"unpriced_gpus": ["L40"]})
+        await control(http, hyperstack_url, "PUT", "config", {"unpriced_gpus": ["L40"]})
         assert len(await adapter.fetch_offers()) == 1
         assert "L40" not in await adapter.refresh_prices()
         assert await adapter.fetch_offers() == []
@@ -221,9 +216,9 @@ class TestOffers:
 
 class TestVMs:
     async def test_create_get_find_delete_and_balance(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-L40x1", "NORWAY-1", 1)
+        await stock(http, hyperstack_url, "n3-L40x1", "NORWAY-1", 1)
         vm = await create(adapter, offer("n3-L40x1", "NORWAY-1", "1.00"))
         assert (vm.state, vm.name, vm.tags, vm.region, vm.sku) == (
             VMState.PENDING,
@@ -232,7 +227,7 @@ class TestVMs:
             "NORWAY-1",
             "n3-L40x1",
         )
-        [made] = await sim_vms(http, sim_url)
+        [made] = await sim_vms(http, hyperstack_url)
         assert made["id"] == vm.id
         with_ip = await eventually(lambda: _with_ip(adapter, vm.id))
         assert with_ip.state is VMState.RUNNING and with_ip.ip == made["ip"]
@@ -249,69 +244,71 @@ class TestVMs:
         assert await adapter.balance() == Decimal("9999.983333")
 
     async def test_the_region_environment_and_key_pair_are_made_once(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-RTX-A6000x2", "NORWAY-1", 2)
+        await stock(http, hyperstack_url, "n3-RTX-A6000x2", "NORWAY-1", 2)
         target = offer("n3-RTX-A6000x2", "NORWAY-1", "1.00")
         await create(adapter, target)
         await create(adapter, target, name="ap-01jd3xk9-2")
         headers = {"api_key": "sim-key"}
-        environments = (await http.get(f"{sim_url}/v1/core/environments", headers=headers)).json()
+        environments = (
+            await http.get(f"{hyperstack_url}/v1/core/environments", headers=headers)
+        ).json()
         assert [e["name"] for e in environments["environments"]] == [
             "default-CANADA-1",
             "autoprovision-norway-1",
         ]
-        keypairs = (await http.get(f"{sim_url}/v1/core/keypairs", headers=headers)).json()
+        keypairs = (await http.get(f"{hyperstack_url}/v1/core/keypairs", headers=headers)).json()
         assert [(k["name"], k["environment"]["name"]) for k in keypairs["keypairs"]] == [
             ("autoprovision", "default-CANADA-1"),
             ("autoprovision", "autoprovision-norway-1"),
         ]
 
     async def test_an_order_ssh_key_becomes_a_key_pair_of_its_own(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
         vm = await create(adapter, key=SSH_KEY)
         got = await http.get(
-            f"{sim_url}/v1/core/virtual-machines/{vm.id}", headers={"api_key": "sim-key"}
+            f"{hyperstack_url}/v1/core/virtual-machines/{vm.id}", headers={"api_key": "sim-key"}
         )
         assert got.json()["instance"]["keypair"]["name"] == keypair_name(SSH_KEY)
         assert keypair_name(SSH_KEY) == keypair_name(SSH_KEY.replace("me@laptop", "other"))
 
     async def test_a_key_pair_that_exists_nowhere_is_rejected_before_any_create(
-        self, http: httpx.AsyncClient, sim_url: str
+        self, http: httpx.AsyncClient, hyperstack_url: str
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
-        adapter = make_adapter(http, sim_url, key_name="nobody")
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
+        adapter = make_adapter(http, hyperstack_url, key_name="nobody")
         with pytest.raises(Rejected, match="nobody"):
             await create(adapter)
-        assert await control(http, sim_url, "GET", "creates", None) == []
+        assert await control(http, hyperstack_url, "GET", "creates", None) == []
 
     async def test_an_environment_name_without_region_cannot_serve_two_regions(
-        self, http: httpx.AsyncClient, sim_url: str
+        self, http: httpx.AsyncClient, hyperstack_url: str
     ) -> None:
-        adapter = make_adapter(http, sim_url, environment="one-for-all")
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
+        adapter = make_adapter(http, hyperstack_url, environment="one-for-all")
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
         await create(adapter)
         with pytest.raises(Rejected, match="region"):
             await create(adapter, offer("n3-H100x1", "NORWAY-1"))
 
     async def test_a_vm_failed_after_accept_is_failed(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
-        await fault(http, sim_url, "fail_after_accept")
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
+        await fault(http, hyperstack_url, "fail_after_accept")
         vm = await create(adapter)
         assert vm.state is VMState.PENDING
         failed = await vm_reaches(adapter, vm.id, VMState.FAILED)
         assert failed.provider_status == "ERROR"
 
     async def test_an_unknown_status_is_unknown(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
         vm = await create(adapter)
-        await fault(http, sim_url, "unknown_status")
+        await fault(http, hyperstack_url, "unknown_status")
         got = await adapter.get_vm(vm.id)
         assert got is not None and got.state is VMState.UNKNOWN
         assert got.provider_status == "reticulating_splines"
@@ -344,12 +341,12 @@ READS: dict[str, Call] = {
 
 class TestOutcomes:
     async def test_a_remembered_environment_that_vanished_is_retried_not_refused(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 2)
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 2)
         await create(adapter)
-        await control(http, sim_url, "POST", "reset", None)  # environments are gone
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
+        await control(http, hyperstack_url, "POST", "reset", None)  # environments are gone
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
         with pytest.raises(Unavailable):
             await create(adapter)
         vm = await create(adapter)  # looked up again, made again
@@ -357,10 +354,10 @@ class TestOutcomes:
 
     @pytest.fixture
     async def ready(
-        self, http: httpx.AsyncClient, sim_url: str, adapter: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
     ) -> HyperstackAdapter:
         """An adapter whose environment and key pair are known, so a create is one request."""
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 2)
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 2)
         await adapter.prepare("CANADA-1", None)
         return adapter
 
@@ -369,77 +366,77 @@ class TestOutcomes:
     async def test_a_failed_read_is_unavailable(
         self,
         http: httpx.AsyncClient,
-        sim_url: str,
+        hyperstack_url: str,
         adapter: HyperstackAdapter,
         read: Call,
         kind: str,
     ) -> None:
-        await fault(http, sim_url, kind, seconds=SLOW)
+        await fault(http, hyperstack_url, kind, seconds=SLOW)
         with pytest.raises(Unavailable):
             await read(adapter)
 
     @pytest.mark.parametrize("kind", ["http_500", "malformed_json"])
     async def test_a_create_with_a_broken_answer_is_outcome_unknown(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter, kind: str
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter, kind: str
     ) -> None:
-        await fault(http, sim_url, kind)
+        await fault(http, hyperstack_url, kind)
         with pytest.raises(OutcomeUnknown):
             await create(ready)
 
     async def test_a_create_that_times_out_is_unknown_and_then_found(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await fault(http, sim_url, "timeout", seconds=SLOW)
+        await fault(http, hyperstack_url, "timeout", seconds=SLOW)
         with pytest.raises(OutcomeUnknown):
             await create(ready)
         [found] = await eventually(lambda: find(ready))
         assert found.name == NAME and found.tags == (TAG,)
 
     async def test_a_create_answered_late_but_in_time_succeeds(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await fault(http, sim_url, "create_delay", seconds=0.1)
+        await fault(http, hyperstack_url, "create_delay", seconds=0.1)
         vm = await create(ready)
         assert vm.state is VMState.PENDING
 
     async def test_a_create_answered_too_late_is_unknown_and_then_found(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await fault(http, sim_url, "create_delay", seconds=SLOW)
+        await fault(http, hyperstack_url, "create_delay", seconds=SLOW)
         with pytest.raises(OutcomeUnknown):
             await create(ready)
         [found] = await find(ready)
-        assert [found.id] == [v["id"] for v in await sim_vms(http, sim_url)]
+        assert [found.id] == [v["id"] for v in await sim_vms(http, hyperstack_url)]
 
     async def test_a_500_after_the_vm_was_made_is_unknown_and_finds_exactly_that_vm(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await fault(http, sim_url, "create_error_after_commit")
+        await fault(http, hyperstack_url, "create_error_after_commit")
         with pytest.raises(OutcomeUnknown):
             await create(ready)
         found = await find(ready)
-        assert [v.id for v in found] == [v["id"] for v in await sim_vms(http, sim_url)]
+        assert [v.id for v in found] == [v["id"] for v in await sim_vms(http, hyperstack_url)]
         assert len(found) == 1
 
     async def test_a_capacity_race_is_no_capacity(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await fault(http, sim_url, "capacity_race")
+        await fault(http, hyperstack_url, "capacity_race")
         with pytest.raises(NoCapacity) as raised:
             await create(ready)
         assert raised.value.status_code == 409
 
     async def test_no_stock_is_no_capacity(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 0)
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 0)
         with pytest.raises(NoCapacity):
             await create(ready)
 
     async def test_too_little_credit_is_insufficient_funds(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await control(http, sim_url, "PUT", "config", {"balance": "1"})
+        await control(http, hyperstack_url, "PUT", "config", {"balance": "1"})
         with pytest.raises(ProviderOutOfFunds):
             await create(ready)
 
@@ -447,18 +444,18 @@ class TestOutcomes:
         "setting", [{"image": "Windows 95"}, {"image": ""}], ids=["unknown image", "no image"]
     )
     async def test_a_request_the_provider_refuses_is_rejected(
-        self, http: httpx.AsyncClient, sim_url: str, setting: dict[str, str]
+        self, http: httpx.AsyncClient, hyperstack_url: str, setting: dict[str, str]
     ) -> None:
-        await stock(http, sim_url, "n3-H100x1", "CANADA-1", 1)
-        adapter = make_adapter(http, sim_url, **setting)
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
+        adapter = make_adapter(http, hyperstack_url, **setting)
         with pytest.raises(Rejected) as raised:
             await create(adapter)
         assert raised.value.status_code in (400, 404)
 
     async def test_rate_limits_are_rate_limited_without_a_retry_after(
-        self, http: httpx.AsyncClient, sim_url: str, ready: HyperstackAdapter
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
     ) -> None:
-        await fault(http, sim_url, "http_429", count=2)
+        await fault(http, hyperstack_url, "http_429", count=2)
         with pytest.raises(RateLimited) as on_read:
             await ready.fetch_offers()
         with pytest.raises(RateLimited) as on_create:
@@ -466,9 +463,9 @@ class TestOutcomes:
         assert on_read.value.retry_after is None and on_create.value.retry_after is None
 
     async def test_a_wrong_key_is_auth_failed_and_never_shown(
-        self, http: httpx.AsyncClient, sim_url: str
+        self, http: httpx.AsyncClient, hyperstack_url: str
     ) -> None:
-        adapter = make_adapter(http, sim_url, api_key=SecretStr("hs-secret-do-not-log"))
+        adapter = make_adapter(http, hyperstack_url, api_key=SecretStr("hs-secret-do-not-log"))
         for call in (adapter.fetch_offers(), create(adapter), adapter.balance()):
             with pytest.raises(AuthFailed) as raised:
                 await call

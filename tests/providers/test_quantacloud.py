@@ -1,7 +1,7 @@
 """The QuantaCloud adapter against the QuantaCloud simulator on a real socket."""
 
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -9,8 +9,6 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import SecretStr
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.core.catalogue import Interconnect, Provider
 from app.core.market import OfferKey
@@ -27,8 +25,7 @@ from app.providers.base import (
     VMState,
 )
 from app.providers.quantacloud import QuantaCloudAdapter
-from app.simulators.quantacloud import QuantaCloudSimulator, build_app
-from tests.servers import serve_in_thread
+from app.simulators.control import SimControlSync
 from tests.waiting import eventually, vm_reaches
 
 B300 = ("b300-sxm-x8", "us-east-1")
@@ -39,23 +36,18 @@ TIMEOUT = 1.0  # room for a loaded machine to connect; the faults below outlast 
 PUBLIC_KEY = "ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"k" * 32).decode()
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    app = Starlette(routes=[Mount("/quantacloud", app=build_app(QuantaCloudSimulator()))])
-    with serve_in_thread(app) as url:
-        yield f"{url}/quantacloud"
+# The simulators are reset before each test, with quick boots.
+pytestmark = pytest.mark.usefixtures("sim_sync")
 
 
 @pytest.fixture
-async def control(server: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server) as client:
+async def control(
+    quantacloud_url: str, sim_sync: SimControlSync
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The simulator's control API (`/_sim`), every simulator reset first (before a class's
+    autouse fixture sets it up)."""
+    async with httpx.AsyncClient(base_url=quantacloud_url) as client:
         yield client
-
-
-@pytest.fixture(autouse=True)
-async def fresh_simulator(control: httpx.AsyncClient) -> None:
-    assert (await control.post("/_sim/reset")).status_code == 200
-    await control.put("/_sim/config", json={"boot_seconds": 0.2})
 
 
 @pytest.fixture
@@ -64,10 +56,12 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def make_adapter(http: httpx.AsyncClient, server: str, key: str = "sim-key") -> QuantaCloudAdapter:
+def make_adapter(
+    http: httpx.AsyncClient, quantacloud_url: str, key: str = "sim-key"
+) -> QuantaCloudAdapter:
     return QuantaCloudAdapter(
         http,
-        base_url=f"{server}/api/v1",
+        base_url=f"{quantacloud_url}/api/v1",
         api_key=SecretStr(key),
         timeout=TIMEOUT,
         create_timeout=TIMEOUT,
@@ -75,8 +69,8 @@ def make_adapter(http: httpx.AsyncClient, server: str, key: str = "sim-key") -> 
 
 
 @pytest.fixture
-def adapter(http: httpx.AsyncClient, server: str) -> QuantaCloudAdapter:
-    return make_adapter(http, server)
+def adapter(http: httpx.AsyncClient, quantacloud_url: str) -> QuantaCloudAdapter:
+    return make_adapter(http, quantacloud_url)
 
 
 async def stock(control: httpx.AsyncClient, kind: tuple[str, str], quantity: int = 1) -> None:
@@ -451,10 +445,10 @@ class TestCreateOutcomes:
 
 class TestCredentials:
     async def test_a_wrong_key_is_auth_failed_and_never_shown(
-        self, http: httpx.AsyncClient, server: str, control: httpx.AsyncClient
+        self, http: httpx.AsyncClient, quantacloud_url: str, control: httpx.AsyncClient
     ) -> None:
         secret = "wrong-key-do-not-print"
-        adapter = make_adapter(http, server, key=secret)
+        adapter = make_adapter(http, quantacloud_url, key=secret)
         await stock(control, RTX)
         offer = await offer_of(adapter, RTX)  # the catalogue is public
         calls = [

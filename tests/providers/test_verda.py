@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -13,8 +13,6 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.core.catalogue import Interconnect, Provider
 from app.providers.base import (
@@ -34,9 +32,10 @@ from app.providers.headroom import parse_rate_limit
 from app.providers.http import Connections
 from app.providers.verda import VerdaAdapter
 from app.providers.verda.parse import gpu_model
-from app.simulators.verda import VerdaSimulator, build_app
+from app.simulators.control import SimControlSync
+from app.simulators.verda import VerdaSimulator
 from tests.clock import TICK, FakeClock
-from tests.servers import serve_in_thread
+from tests.fixtures.simulators import ServedSimulators
 from tests.waiting import eventually, vm_reaches
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
@@ -49,28 +48,24 @@ B300 = ("8B300.240V", "FIN-03")
 TLS = ssl.create_default_context()  # built once: each client building its own costs ~30 ms
 
 
-@pytest.fixture(scope="module")
-def sim() -> VerdaSimulator:
-    return VerdaSimulator()
+# The simulators are reset before each test, with quick boots.
+pytestmark = pytest.mark.usefixtures("sim_sync")
 
 
 @pytest.fixture(scope="module")
-def base_url(sim: VerdaSimulator) -> Iterator[str]:
-    app = Starlette(routes=[Mount("/verda", app=build_app(sim))])
-    with serve_in_thread(app) as url:
-        yield f"{url}/verda"
+def sim(served_simulators: ServedSimulators) -> VerdaSimulator:
+    """The served Verda simulator itself (its tokens, keys and requests)."""
+    simulator = served_simulators.simulators["verda"]
+    assert isinstance(simulator, VerdaSimulator)
+    return simulator
 
 
 @pytest.fixture
-async def control(base_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=base_url, verify=TLS) as client:
+async def control(verda_url: str, sim_sync: SimControlSync) -> AsyncIterator[httpx.AsyncClient]:
+    """The simulator's control API (`/_sim`), every simulator reset first (before a class's
+    autouse fixture sets it up)."""
+    async with httpx.AsyncClient(base_url=verda_url, verify=TLS) as client:
         yield client
-
-
-@pytest.fixture(autouse=True)
-async def fresh_simulator(control: httpx.AsyncClient) -> None:
-    assert (await control.post("/_sim/reset")).status_code == 200
-    await control.put("/_sim/config", json={"boot_seconds": 0.3})
 
 
 @pytest.fixture
@@ -94,7 +89,7 @@ async def fetches_started(fetches: list[httpx.Request], count: int) -> bool:
 
 def make_adapter(
     http: Connections,
-    base_url: str,
+    verda_url: str,
     *,
     secret: str = "sim-secret",
     image: str = IMAGE,
@@ -103,7 +98,7 @@ def make_adapter(
 ) -> VerdaAdapter:
     return VerdaAdapter(
         http,
-        base_url=f"{base_url}/v1",
+        base_url=f"{verda_url}/v1",
         client_id=SecretStr("sim-client"),
         client_secret=SecretStr(secret),
         image=image,
@@ -114,14 +109,14 @@ def make_adapter(
 
 
 @pytest.fixture
-async def adapter(http: httpx.AsyncClient, base_url: str) -> VerdaAdapter:
-    return make_adapter(http, base_url)
+async def adapter(http: httpx.AsyncClient, verda_url: str) -> VerdaAdapter:
+    return make_adapter(http, verda_url)
 
 
 @pytest.fixture
-async def impatient(http: httpx.AsyncClient, base_url: str) -> VerdaAdapter:
+async def impatient(http: httpx.AsyncClient, verda_url: str) -> VerdaAdapter:
     """An adapter whose calls time out after `TIMEOUT`, for the tests of timeouts."""
-    return make_adapter(http, base_url, timeout=TIMEOUT)
+    return make_adapter(http, verda_url, timeout=TIMEOUT)
 
 
 async def stock(control: httpx.AsyncClient, sku: str, region: str, quantity: int) -> None:
@@ -421,7 +416,7 @@ class TestReadFaults:
         assert caught.value.retry_after == 7
 
     async def test_a_used_up_limit_is_held_back_instead_of_asking_for_a_429(
-        self, adapter: VerdaAdapter, base_url: str, sim: VerdaSimulator
+        self, adapter: VerdaAdapter, verda_url: str, sim: VerdaSimulator
     ) -> None:
         for _ in range(60):  # Verda's limit for one method and path: 60 a minute
             await adapter.balance()
@@ -436,16 +431,16 @@ class TestReadFaults:
         token = await adapter._api.token()
         async with httpx.AsyncClient(verify=TLS) as raw:
             answer = await raw.get(
-                f"{base_url}/v1/balance", headers={"Authorization": f"Bearer {token}"}
+                f"{verda_url}/v1/balance", headers={"Authorization": f"Bearer {token}"}
             )
         assert answer.status_code == 429
 
-    async def test_answers_report_what_is_left(self, adapter: VerdaAdapter, base_url: str) -> None:
+    async def test_answers_report_what_is_left(self, adapter: VerdaAdapter, verda_url: str) -> None:
         await adapter.balance()
         token = await adapter._api.token()
         async with httpx.AsyncClient(verify=TLS) as raw:
             answer = await raw.get(
-                f"{base_url}/v1/balance", headers={"Authorization": f"Bearer {token}"}
+                f"{verda_url}/v1/balance", headers={"Authorization": f"Bearer {token}"}
             )
         assert answer.headers["RateLimit-Policy"] == '"project";q=500;w=60, "endpoint";q=60;w=60'
         assert parse_rate_limit(answer.headers["RateLimit"]).keys() == {"project", "endpoint"}
@@ -559,10 +554,10 @@ class TestCreateOutcomes:
         await adapter.delete_vm(vm.id)
 
     async def test_a_wrong_request_is_rejected(
-        self, http: httpx.AsyncClient, base_url: str, adapter: VerdaAdapter
+        self, http: httpx.AsyncClient, verda_url: str, adapter: VerdaAdapter
     ) -> None:
         with pytest.raises(Rejected) as caught:
-            await make_adapter(http, base_url, image="no-such-image").create_vm(
+            await make_adapter(http, verda_url, image="no-such-image").create_vm(
                 offer_for(*B300), name=NAME, tag=TAG, ssh_public_key=None
             )
         assert caught.value.status_code == 400
@@ -574,10 +569,10 @@ class TestCreateOutcomes:
 
 class TestAuth:
     async def test_wrong_credentials_are_auth_failed_and_never_shown(
-        self, http: httpx.AsyncClient, base_url: str, control: httpx.AsyncClient
+        self, http: httpx.AsyncClient, verda_url: str, control: httpx.AsyncClient
     ) -> None:
         await stock(control, *B300, 1)
-        wrong = make_adapter(http, base_url, secret="hunter2-very-secret")
+        wrong = make_adapter(http, verda_url, secret="hunter2-very-secret")
         with pytest.raises(AuthFailed) as on_read:
             await wrong.fetch_offers()
         with pytest.raises(AuthFailed) as on_create:
@@ -594,7 +589,7 @@ class TestAuth:
         assert sim.grants == ["client_credentials"]
 
     async def test_past_its_refresh_point_a_token_is_replaced_off_the_requests_path(
-        self, base_url: str, control: httpx.AsyncClient, sim: VerdaSimulator
+        self, verda_url: str, control: httpx.AsyncClient, sim: VerdaSimulator
     ) -> None:
         # Token fetches wait at a gate the test opens; the adapter's clock moves by hand.
         gate, fetches = asyncio.Event(), []
@@ -609,7 +604,7 @@ class TestAuth:
 
         clock = FakeClock()
         async with httpx.AsyncClient(event_hooks={"request": [held]}, verify=TLS) as http:
-            adapter = make_adapter(http, base_url, clock=clock)
+            adapter = make_adapter(http, verda_url, clock=clock)
             gate.set()
             await adapter.balance()
             assert sim.grants == ["client_credentials"]
@@ -657,11 +652,11 @@ def opened_by(request: str) -> float:
 
 class TestConnections:
     async def test_a_create_after_a_stock_read_opens_no_connection_and_fetches_no_token(
-        self, base_url: str, control: httpx.AsyncClient, sim: VerdaSimulator
+        self, verda_url: str, control: httpx.AsyncClient, sim: VerdaSimulator
     ) -> None:
         await stock(control, *B300, 3)
         async with httpx.AsyncClient(verify=TLS) as http:
-            adapter = make_adapter(http, base_url)
+            adapter = make_adapter(http, verda_url)
             await adapter.fetch_offers()  # a token, then the read: the connection is warm
             before, grants = opened_by("create"), list(sim.grants)
             await create(adapter)
@@ -673,12 +668,12 @@ class TestConnections:
             assert opened_by("create") == before + 1
 
     async def test_creates_sent_at_once_each_find_a_warm_connection_in_lanes(
-        self, base_url: str, control: httpx.AsyncClient
+        self, verda_url: str, control: httpx.AsyncClient
     ) -> None:
         await stock(control, *B300, 3)
         async with contextlib.AsyncExitStack() as stack:
             lanes = [await stack.enter_async_context(httpx.AsyncClient(verify=TLS)) for _ in "abc"]
-            adapter = make_adapter(lanes, base_url)
+            adapter = make_adapter(lanes, verda_url)
             for _ in lanes:  # reads take the lanes in turn: each keeps a connection open
                 await adapter.fetch_offers()
             before = opened_by("create")

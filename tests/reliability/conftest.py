@@ -1,5 +1,11 @@
-"""Reliability tests share the simulators and live-mode settings of the watcher tests."""
+"""Reliability tests run the service in live mode against the simulators, as the watcher's do."""
 
-from tests.watcher.conftest import settings, sim, sim_url
+import pytest
 
-__all__ = ["settings", "sim", "sim_url"]
+from app.settings import Settings
+
+
+@pytest.fixture
+def settings(live_mode_settings: Settings) -> Settings:
+    """Live mode pointed at the simulators, with everything tuned to be quick."""
+    return live_mode_settings

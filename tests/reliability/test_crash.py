@@ -6,13 +6,11 @@ The simulators run in their own process and outlive the service, as a real provi
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
@@ -27,13 +25,6 @@ MACHINES = {
     "verda": ("1H100.80S.30V", "FIN-01", "H100"),
 }
 KILL_RUNS = 20
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    process = SimProcess(tmp_path_factory.mktemp("sim"))
-    yield process
-    process.stop()
 
 
 def stock_reads(service: ServiceProcess) -> Counter[str]:
@@ -61,8 +52,8 @@ def read_twice_since(service: ServiceProcess, before: Counter[str]) -> None:
 class Run:
     """One account, some orders, and the checks that must hold for them."""
 
-    def __init__(self, service: ServiceProcess, sim: SimProcess) -> None:
-        self.sim = sim.control
+    def __init__(self, service: ServiceProcess, sim_process: SimProcess) -> None:
+        self.sim = sim_process.control
         self.api = httpx.Client(base_url=service.url, timeout=10)
         self.use(service)
         account = self.api.post("/v1/accounts", json={"name": "crash"}, headers=ADMIN).json()
@@ -102,23 +93,24 @@ class Run:
         return self.sim.creates(provider)
 
     def wait_for_create(self, provider: str, seconds: float = 10) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.creates(provider):
-            assert time.monotonic() < deadline, f"no create reached {provider}"
-            time.sleep(0.01)
+        eventually_sync(
+            lambda: self.creates(provider), seconds, 0.01, what=f"a create at {provider}"
+        )
 
     def wait_until_running(self, service: ServiceProcess, seconds: float = 30) -> None:
         self.use(service)
-        deadline = time.monotonic() + seconds
-        for order_id in self.orders:
-            while True:
-                status = self.api.get(f"/v1/orders/{order_id}", headers=self.headers).json()[
-                    "status"
-                ]
-                if status == "running":
-                    break
-                assert time.monotonic() < deadline, f"{order_id} stuck at {status}"
-                time.sleep(0.05)
+
+        def status(order_id: str) -> str:
+            shown: str = self.api.get(f"/v1/orders/{order_id}", headers=self.headers).json()[
+                "status"
+            ]
+            return shown
+
+        eventually_sync(
+            lambda: all(status(order_id) == "running" for order_id in self.orders),
+            seconds,
+            what=lambda: {order_id: status(order_id) for order_id in self.orders},
+        )
 
     def check(self, database_url: str) -> None:
         """Exactly one live VM per order; one debit, no open hold, balance adds up."""
@@ -163,17 +155,17 @@ class Run:
 
 
 def test_killed_while_a_create_is_in_flight(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
-    run = Run(service, sim)
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
+    run = Run(service, sim_process)
     run.reset_sim()
     run.place("hyperstack")
     run.fault("hyperstack", "create_delay", seconds=3)  # the VM is made, the answer waits
     run.stock("hyperstack")
     run.wait_for_create("hyperstack")
     service.kill()
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     try:
         run.wait_until_running(service)
         run.check(database_url)
@@ -183,17 +175,17 @@ def test_killed_while_a_create_is_in_flight(
 
 
 def test_killed_after_the_answer_to_a_create_was_lost(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
-    run = Run(service, sim)
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
+    run = Run(service, sim_process)
     run.reset_sim()
     run.place("verda")
     run.fault("verda", "create_error_after_commit")  # the VM is made, the answer is a 500
     run.stock("verda")
     run.wait_for_create("verda")
     service.kill()
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     try:
         run.wait_until_running(service)
         run.check(database_url)
@@ -202,12 +194,14 @@ def test_killed_after_the_answer_to_a_create_was_lost(
         service.terminate()
 
 
-def test_killed_at_random_moments(database_url: str, sim: SimProcess, tmp_path: Path) -> None:
+def test_killed_at_random_moments(
+    database_url: str, sim_process: SimProcess, tmp_path: Path
+) -> None:
     rng = random.Random(20261129)
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     try:
         for round_number in range(KILL_RUNS):
-            run = Run(service, sim)
+            run = Run(service, sim_process)
             run.reset_sim()
             before = stock_reads(service)
             for provider in MACHINES:
@@ -220,7 +214,7 @@ def test_killed_at_random_moments(database_url: str, sim: SimProcess, tmp_path: 
                 run.stock(provider, quantity=2)  # room for a (wrong) second VM to show up
             time.sleep(rng.uniform(0.0, 0.8))
             service.kill()
-            service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+            service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
             run.wait_until_running(service)
             try:
                 run.check(database_url)
@@ -231,12 +225,12 @@ def test_killed_at_random_moments(database_url: str, sim: SimProcess, tmp_path: 
 
 
 def test_sigterm_lets_a_create_in_flight_finish(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
     service = ServiceProcess(
-        tmp_path, database_url, sim, provider_create_timeout_seconds=5
+        tmp_path, database_url, sim_process, provider_create_timeout_seconds=5
     ).wait_until_up()
-    run = Run(service, sim)
+    run = Run(service, sim_process)
     run.reset_sim()
     order_id = run.place("hyperstack")
     run.fault("hyperstack", "create_delay", seconds=1.5)
@@ -252,12 +246,12 @@ def test_sigterm_lets_a_create_in_flight_finish(
 
 
 def test_killed_between_two_unclear_creates_of_one_unnamed_kind(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
     """QuantaCloud's VMs carry no name: A's create makes a VM and answers 500, B is placed for
     the same kind, the service is killed and restarted. Each order ends on its own VM."""
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
-    run = Run(service, sim)
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
+    run = Run(service, sim_process)
     run.reset_sim()
     body = {"gpu_model": "L40S", "gpu_count": 1, "providers": ["quantacloud"],
             "max_price_per_hour": "2.00"}  # fmt: skip
@@ -269,7 +263,7 @@ def test_killed_between_two_unclear_creates_of_one_unnamed_kind(
     second = run.api.post("/v1/orders", json=body, headers=run.headers).json()["id"]
     run.orders = {first: "quantacloud", second: "quantacloud"}
     service.kill()
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     try:
         run.wait_until_running(service)
         creates = run.creates("quantacloud")

@@ -8,13 +8,11 @@ the delete, so killing it is exactly "killed after the intent, before the delete
 """
 
 import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 
 from app.core.states import LedgerKind
@@ -25,13 +23,6 @@ from tests.waiting import eventually_sync
 
 HYPER_H100 = ("n3-H100x1", "CANADA-1")  # $2.40/h: no fees here
 DELETE = ("DELETE", "/v1/core/virtual-machines/")
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    process = SimProcess(tmp_path_factory.mktemp("sim"))
-    yield process
-    process.stop()
 
 
 class Account:
@@ -63,10 +54,10 @@ class Account:
         )
 
 
-def deletes(sim: SimProcess, vm_id: str) -> list[dict[str, Any]]:
+def deletes(sim_process: SimProcess, vm_id: str) -> list[dict[str, Any]]:
     return [
         r
-        for r in sim.control.requests("hyperstack")
+        for r in sim_process.control.requests("hyperstack")
         if (r["method"], r["path"]) == (DELETE[0], DELETE[1] + vm_id)
     ]
 
@@ -82,34 +73,34 @@ def refunded_once(database_url: str, order_id: str, amount: str) -> None:
 
 
 def running_machine(
-    tmp_path: Path, database_url: str, sim: SimProcess
+    tmp_path: Path, database_url: str, sim_process: SimProcess
 ) -> tuple[ServiceProcess, Account, str]:
-    sim.control.reset_all(boot_seconds=0.3)
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    sim_process.control.reset_all(boot_seconds=0.3)
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     account = Account(service)
-    sim.control.stock("hyperstack", *HYPER_H100, 1)
+    sim_process.control.stock("hyperstack", *HYPER_H100, 1)
     running = account.reaches("running")
     return service, account, running["deployment"]["provider_vm_id"]
 
 
 def test_killed_after_the_intent_and_before_the_delete(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
-    service, account, vm_id = running_machine(tmp_path, database_url, sim)
+    service, account, vm_id = running_machine(tmp_path, database_url, sim_process)
     service.kill()
-    api_only = ServiceProcess(tmp_path, database_url, sim, watcher="false").wait_until_up()
+    api_only = ServiceProcess(tmp_path, database_url, sim_process, watcher="false").wait_until_up()
     account.use(api_only)
     answer = account.api.post(f"/v1/orders/{account.order_id}/terminate", headers=account.headers)
     assert (answer.status_code, answer.json()["status"]) == (202, "terminating")
     api_only.kill()
-    assert deletes(sim, vm_id) == []  # the intent is committed, nothing was sent
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    assert deletes(sim_process, vm_id) == []  # the intent is committed, nothing was sent
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     account.use(service)
     try:
         ended = account.reaches("terminated")
-        assert len(deletes(sim, vm_id)) == 1  # the positive control: the restart sent it
+        assert len(deletes(sim_process, vm_id)) == 1  # the positive control: the restart sent it
         assert all(vm["id"] != vm_id or vm["status"] in ("DELETING", "DELETED")
-                   for vm in sim.control.vms("hyperstack"))  # fmt: skip
+                   for vm in sim_process.control.vms("hyperstack"))  # fmt: skip
         # Hyperstack bills per minute begun; the kill and restart took well under a minute.
         assert ended["charged_usd"] == "0.04"
         refunded_once(database_url, account.order_id, "2.36")
@@ -118,23 +109,23 @@ def test_killed_after_the_intent_and_before_the_delete(
 
 
 def test_killed_while_the_delete_is_in_flight(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
-    service, account, vm_id = running_machine(tmp_path, database_url, sim)
-    sim.control.fault("hyperstack", "delete_delay", seconds=3)  # taken, the answer waits
+    service, account, vm_id = running_machine(tmp_path, database_url, sim_process)
+    sim_process.control.fault("hyperstack", "delete_delay", seconds=3)  # taken, the answer waits
     answer = account.api.post(f"/v1/orders/{account.order_id}/terminate", headers=account.headers)
     assert answer.status_code == 202
-    eventually_sync(lambda: deletes(sim, vm_id), seconds=10)
+    eventually_sync(lambda: deletes(sim_process, vm_id), seconds=10)
     service.kill()
     started = time.time()
-    service = ServiceProcess(tmp_path, database_url, sim).wait_until_up()
+    service = ServiceProcess(tmp_path, database_url, sim_process).wait_until_up()
     account.use(service)
     try:
         ended = account.reaches("terminated")
         assert ended["charged_usd"] == "0.04"
         refunded_once(database_url, account.order_id, "2.36")
         # The restart asked again (the first answer never came): harmless, it was gone.
-        first, again = deletes(sim, vm_id)
+        first, again = deletes(sim_process, vm_id)
         assert first["received_at"] < started <= again["received_at"]
     finally:
         service.terminate()

@@ -60,9 +60,8 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -91,13 +90,11 @@ from app.core.states import DeploymentStatus, HoldStatus, LedgerKind, OrderStatu
 from app.main import create_app
 from app.services import doorbell
 from app.settings import Settings
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl, SimControlSync
 from app.storage.db import create_engine, create_read_sessionmaker, migrate
 from app.storage.models import Account, Deployment, Hold, LedgerEntry, Order, WebhookEvent
-from tests.conftest import ADMIN_KEY
-from tests.servers import serve_in_thread
-from tests.watcher.conftest import live_settings
+from tests.fixtures.settings import ADMIN_KEY, live_settings
+from tests.waiting import eventually, eventually_sync
 
 T = TypeVar("T")
 
@@ -358,8 +355,8 @@ class ServiceMachine(RuleBasedStateMachine):
         return self.loop.run_until_complete(coroutine)
 
     def settings(self) -> Settings:
-        """tests/watcher/conftest.py's settings, with a short lease and reconcile period and a
-        longer outcome check (see HANG_SECONDS)."""
+        """tests/fixtures/settings.py's live settings, with a short lease and reconcile period
+        and a longer outcome check (see HANG_SECONDS)."""
         return live_settings(self.database_url, self.sim_url).model_copy(
             update={
                 "webhook_allow_private": True,
@@ -450,20 +447,26 @@ class ServiceMachine(RuleBasedStateMachine):
 
     def _assert_no_lock_left(self, within: float = 5.0) -> None:
         """Make sure the killed service left no SQLite lock behind (see KilledProcess)."""
-        deadline = time.monotonic() + within
-        while True:
+        failure: list[sqlite3.OperationalError] = []
+
+        def unlocked() -> bool:
             probe = sqlite3.connect(self.db_path, timeout=0.05, isolation_level=None)
             try:
                 probe.execute("BEGIN IMMEDIATE")
                 probe.execute("ROLLBACK")
-                return
+                return True
             except sqlite3.OperationalError as exc:
-                assert time.monotonic() < deadline, (
-                    f"the crashed service still locks the file: {exc}"
-                )
+                failure[:] = [exc]
+                return False
             finally:
                 probe.close()
-            time.sleep(0.01)
+
+        eventually_sync(
+            unlocked,
+            within,
+            0.01,
+            what=lambda: f"the crashed service still locks the file: {failure[0]}",
+        )
 
     def _close(self) -> None:
         """Release everything this run holds (the service stopped cleanly, if still running)."""
@@ -592,13 +595,14 @@ class ServiceMachine(RuleBasedStateMachine):
 
     async def _create_in_flight(self, *, within: float) -> None:
         """Return once the running service has a create call in flight (or after `within` s)."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+
+        async def in_flight() -> bool:
             background = self.app.state.background if self.app is not None else None
             watcher = background.watcher if background is not None else None
-            if watcher is not None and watcher.deployer.in_flight:
-                return
-            await asyncio.sleep(0.005)
+            return watcher is not None and bool(watcher.deployer.in_flight)
+
+        with contextlib.suppress(AssertionError):  # none by then: the step goes on anyway
+            await eventually(in_flight, within, 0.005)
 
     def _offer(self, order: str, provider: str) -> SimOffer:
         (offer,) = [o for o in KINDS[self.placed[order].gpu_model] if o.provider == provider]
@@ -636,20 +640,22 @@ class ServiceMachine(RuleBasedStateMachine):
         for offer in OFFERS:
             await self._stock(offer, 0)
         await asyncio.sleep(STALE_SECONDS)  # older reads are no longer acted on
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while True:
+        unsettled: list[str] = []
+
+        async def settled() -> bool:
             db = await self._db()
-            unsettled = [
+            unsettled[:] = [
                 f"{d.order_id} attempt {d.attempt} is {d.status}"
                 for d in db.deployments
                 if d.status
                 in (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN, DeploymentStatus.DEPLOYED)
             ]
-            if not unsettled:
-                break
-            if time.monotonic() > deadline:
-                return [f"not settled after {SETTLE_SECONDS:.0f} s: {'; '.join(unsettled)}"]
-            await asyncio.sleep(0.1)
+            return not unsettled
+
+        try:
+            await eventually(settled, SETTLE_SECONDS, 0.1)
+        except AssertionError:
+            return [f"not settled after {SETTLE_SECONDS:.0f} s: {'; '.join(unsettled)}"]
         sims = await self._sims()
         db = await self._db()
         problems = self._check(sims, db)
@@ -670,11 +676,14 @@ class ServiceMachine(RuleBasedStateMachine):
             for vm in sims.vms.get(UNNAMED, [])
             if vm["status"] not in GONE and (UNNAMED, str(vm["id"])) not in recorded
         }
-        deadline = time.monotonic() + CREATE_TIMEOUT + OUTCOME_CHECK + self.reconcile_seconds + 1
-        while not all(self.reports.mention(vm_id) for _p, vm_id in unowned):
-            if time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.1)
+
+        async def all_reported() -> bool:
+            return all(self.reports.mention(vm_id) for _p, vm_id in unowned)
+
+        with contextlib.suppress(AssertionError):  # the ones not reported by then are returned
+            await eventually(
+                all_reported, CREATE_TIMEOUT + OUTCOME_CHECK + self.reconcile_seconds + 1, 0.1
+            )
         return {key for key in unowned if self.reports.mention(key[1])}
 
     async def _problems(self) -> list[str]:
@@ -1026,13 +1035,6 @@ class ServiceMachine(RuleBasedStateMachine):
             f"{len(problems)} broken promise(s) after {after} ({self.restarts} restarts, "
             f"{self.cut_off} creates cut off by them):\n  - {lines}"
         )
-
-
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    """The three simulators on a real socket, shared by every run (each run resets them)."""
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -9,17 +9,16 @@ no request out; when it does cut one off, that delivery waits for its lease to r
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 
 from app.storage.models import WebhookDelivery
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
+from tests.waiting import eventually_sync
 from tests.webhooks.receiver import Answer, Received, Receiver, running_receiver
 
 HOOK = "/hook"
@@ -39,28 +38,8 @@ UP = Answer(status=200)
 Pair = tuple[str, str]  # (event type, order id)
 
 
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    process = SimProcess(tmp_path_factory.mktemp("sim"))
-    yield process
-    process.stop()
-
-
-def start_service(workdir: Path, database_url: str, sim: SimProcess) -> ServiceProcess:
-    return ServiceProcess(workdir, database_url, sim, **WEBHOOK_SETTINGS)
-
-
-def wait_for(
-    what: str,
-    condition: Callable[[], bool],
-    seconds: float,
-    state: Callable[[], object] = lambda: "",
-) -> None:
-    """Poll `condition` until it holds; on timeout, fail showing `state()`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {state()}"
-        time.sleep(0.05)
+def start_service(workdir: Path, database_url: str, sim_process: SimProcess) -> ServiceProcess:
+    return ServiceProcess(workdir, database_url, sim_process, **WEBHOOK_SETTINGS)
 
 
 def answer_from_now_on(receiver: Receiver, answer: Answer) -> int:
@@ -77,9 +56,9 @@ def answer_from_now_on(receiver: Receiver, answer: Answer) -> int:
 class Client:
     """The account's view: orders, the endpoint and its deliveries, through the public API."""
 
-    def __init__(self, service: ServiceProcess, sim: SimProcess) -> None:
+    def __init__(self, service: ServiceProcess, sim_process: SimProcess) -> None:
         self.api = httpx.Client(base_url=service.url, timeout=10)
-        self.sim = sim.control
+        self.sim = sim_process.control
         created = self.api.post("/v1/accounts", json={"name": "webhooks"}, headers=ADMIN)
         assert created.status_code == 201, created.text
         account = created.json()
@@ -149,14 +128,14 @@ def pair_of(request: Received, secret: str) -> Pair:
 
 
 def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_down(
-    database_url: str, sim: SimProcess, tmp_path: Path
+    database_url: str, sim_process: SimProcess, tmp_path: Path
 ) -> None:
     with running_receiver() as receiver:
         receiver.always(HOOK, DOWN)
-        service = start_service(tmp_path, database_url, sim)
+        service = start_service(tmp_path, database_url, sim_process)
         try:
             service.wait_until_up()
-            client = Client(service, sim)
+            client = Client(service, sim_process)
             client.reset_sim()
             endpoint = client.add_endpoint(f"{receiver.url}{HOOK}")
             secret: str = endpoint["secret"]
@@ -164,10 +143,10 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
             running = [client.place("3.00") for _ in range(RUNNING_ORDERS)]
             extra = client.place("1.00")  # below any price: waits until cancelled
             client.stock(RUNNING_ORDERS)
-            wait_for(
-                "the orders to run",
+            eventually_sync(
                 lambda: all(client.status(o) == "running" for o in running),
-                seconds=20,
+                20,
+                what="the orders to run",
             )
             assert client.status(extra) == "waiting"
             client.cancel(extra)
@@ -181,10 +160,10 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
                 return Counter(pair_of(r, secret) for r in requests)
 
             # Down for several retries: every event refused at least twice before the kill.
-            wait_for(
-                "two refused attempts of every event",
+            eventually_sync(
                 lambda: all(tries(receiver.on(HOOK))[p] >= 2 for p in expected),
-                seconds=10,
+                10,
+                what="two refused attempts of every event",
             )
             service.kill()
             assert service.process.returncode == -9
@@ -205,28 +184,32 @@ def test_no_webhook_is_lost_when_the_service_is_killed_while_the_receiver_is_dow
             cut_off = {p for p in expected if webhook_ids[p] in leased}
             assert len(leased) <= 1 and len(cut_off) == len(leased), leased
 
-            service = start_service(tmp_path, database_url, sim)
+            service = start_service(tmp_path, database_url, sim_process)
             service.wait_until_up()
             client.use(service)
+
+            def deliveries_now() -> object:
+                return client.deliveries(endpoint["id"])
+
             # Still down: the restarted service takes the deliveries up and is refused again.
-            wait_for(
-                "a refused attempt by the restarted service of every event not cut off",
+            eventually_sync(
                 lambda: all(tries(receiver.on(HOOK)[killed:])[p] >= 1 for p in expected - cut_off),
-                seconds=10,
-                state=lambda: client.deliveries(endpoint["id"]),
+                10,
+                what=lambda: (
+                    "a refused attempt by the restarted service of every event not cut off: "
+                    f"{deliveries_now()}"
+                ),
             )
             switched = answer_from_now_on(receiver, UP)
-            wait_for(
-                "every event to arrive with the receiver up",
+            eventually_sync(
                 lambda: set(tries(receiver.on(HOOK)[switched:])) >= expected,
-                seconds=30,
-                state=lambda: client.deliveries(endpoint["id"]),
+                30,
+                what=lambda: f"every event to arrive with the receiver up: {deliveries_now()}",
             )
-            wait_for(
-                "every delivery to be recorded as succeeded",
+            eventually_sync(
                 lambda: all(d["status"] == "succeeded" for d in client.deliveries(endpoint["id"])),
-                seconds=10,
-                state=lambda: client.deliveries(endpoint["id"]),
+                10,
+                what=lambda: f"every delivery to be recorded as succeeded: {deliveries_now()}",
             )
             deliveries = client.deliveries(endpoint["id"])
             time.sleep(1)  # any further (wrong) request would show up by now

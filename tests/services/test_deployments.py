@@ -34,11 +34,10 @@ from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower
 from app.watcher.match import Assignment
 from tests.clock import FakeWallClock
-from tests.factories import claim, claimed, waiting_orders
+from tests.factories import HYPER_L40S, claim, claimed, waiting_orders
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
 QUANTA_H100 = Offer(Provider("quantacloud"), "us-east-1", "h100-sxm-x1", "H100", 1, Decimal("2.00"))
-HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
 
 
 def _vm(vm_id: str, provider: Provider = Provider("hyperstack")) -> VM:

@@ -9,19 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.clock import utcnow
 from app.core.states import OrderEventKind
-from app.services import account_events, accounts, published_events, timeline
+from app.services import account_events, published_events, timeline
 from app.services.timeline import Line
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import AccountEvent, OrderEvent, PublishedEvent
-from tests.factories import place_in_database
+from tests.factories import account_in_database, place_in_database
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
-
-
-async def _account(engine: AsyncEngine, name: str = "Ada") -> str:
-    async with session_scope(create_sessionmaker(engine)) as session:
-        account, _key = await accounts.create_account(session, name=name)
-        return account.id
 
 
 async def _line(engine: AsyncEngine, order_id: str, kind: OrderEventKind) -> None:
@@ -47,7 +41,7 @@ async def _stream(engine: AsyncEngine, account_id: str) -> list[published_events
 async def test_each_line_is_published_once_in_time_order_with_its_stream_type(
     engine: AsyncEngine,
 ) -> None:
-    account_id = await _account(engine)
+    account_id = await account_in_database(engine)
     order_id = await place_in_database(engine, account_id)
     for kind in (
         OrderEventKind.NO_CAPACITY,
@@ -82,7 +76,7 @@ async def test_each_line_is_published_once_in_time_order_with_its_stream_type(
 
 
 async def test_the_database_refuses_a_second_copy_of_a_line(engine: AsyncEngine) -> None:
-    account_id = await _account(engine)
+    account_id = await account_in_database(engine)
     await place_in_database(engine, account_id)
     await _publish(engine)
     (published,) = await _stream(engine, account_id)
@@ -105,7 +99,7 @@ async def test_the_database_refuses_a_second_copy_of_a_line(engine: AsyncEngine)
 async def test_a_batch_cut_short_keeps_the_time_order_of_both_kinds_of_line(
     engine: AsyncEngine,
 ) -> None:
-    account_id = await _account(engine)
+    account_id = await account_in_database(engine)
     order_id = await place_in_database(engine, account_id)  # o1
     await _account_event(engine, account_id, "a2")
     await _line(engine, order_id, OrderEventKind.NO_CAPACITY)  # o3
@@ -134,7 +128,7 @@ async def test_on_postgresql_one_replica_publishes_at_a_time(
 ) -> None:
     if backend != "postgres":
         pytest.skip("SQLite has one writer (one process) by itself")
-    account_id = await _account(engine)
+    account_id = await account_in_database(engine)
     await place_in_database(engine, account_id)
     sessionmaker = create_sessionmaker(engine)
     async with session_scope(sessionmaker) as first:
@@ -150,7 +144,7 @@ async def test_on_postgresql_one_replica_publishes_at_a_time(
 async def test_events_older_than_the_cut_off_are_pruned_and_ids_never_come_back(
     engine: AsyncEngine,
 ) -> None:
-    account_id = await _account(engine)
+    account_id = await account_in_database(engine)
     await place_in_database(engine, account_id)
     await _publish(engine)
     (first,) = await _stream(engine, account_id)

@@ -1,6 +1,6 @@
 """Every simulator in one app, reached through the adapters the service builds."""
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -9,21 +9,12 @@ from app.core.catalogue import Provider
 from app.providers.base import VMState
 from app.providers.registry import build_adapters, simulated, with_provider_settings
 from app.settings import Settings
-from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
-from tests.servers import serve_in_thread
-
-
-@pytest.fixture(scope="module")
-def sim_url() -> Iterator[str]:
-    with serve_in_thread(create_simulator_app()) as url:
-        yield url
 
 
 @pytest.fixture
-async def http(sim_url: str) -> AsyncIterator[httpx.AsyncClient]:
+async def http(sim_url: str, sim: SimControl) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=sim_url) as client:
-        await SimControl(client).reset_all(boot_seconds=0.2)
         yield client
 
 

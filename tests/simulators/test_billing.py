@@ -11,7 +11,7 @@ from app.simulators.hyperstack import HyperstackSimulator
 from app.simulators.quantacloud import QuantaCloudSimulator
 from app.simulators.verda import VerdaSimulator
 from app.simulators.vms import CatalogEntry, SimVM
-from tests.simulators.manual_clock import ManualClock
+from tests.clock import FakeClock
 
 START = Decimal("10000.00")
 S = TypeVar("S", bound=ProviderSimulator)
@@ -19,7 +19,7 @@ S = TypeVar("S", bound=ProviderSimulator)
 
 def simulator(kind: type[S], boot_seconds: float = 0.0) -> S:
     sim = kind()
-    sim.clock = ManualClock()
+    sim.clock = FakeClock()
     sim.boot_seconds = boot_seconds
     return sim
 
@@ -32,7 +32,7 @@ def run(sim: ProviderSimulator, entry: CatalogEntry | None = None) -> SimVM:
 
 def advance(sim: ProviderSimulator, seconds: float) -> None:
     clock = sim.clock
-    assert isinstance(clock, ManualClock)
+    assert isinstance(clock, FakeClock)
     clock.advance(seconds)
 
 

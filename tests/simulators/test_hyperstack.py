@@ -1,19 +1,17 @@
 """The Hyperstack simulator over HTTP: shapes, auth, limits, lifecycle, stock and faults."""
 
 import asyncio
-import time
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.core.catalogue import GPU_MODELS
 from app.simulators.hyperstack import HyperstackSimulator, build_app
 from app.simulators.hyperstack.simulator import stock_bucket
+from tests.clock import FakeClock
+from tests.fixtures.simulators import in_process, mounted
 from tests.waiting import eventually
 
 KEY = {"api_key": "sim-key"}
@@ -21,21 +19,7 @@ IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB5cnVsqeu6woWI8fLxtwtQqatcnRNQyYFRM/QGmv8As me"
 
 
-@pytest.fixture
-def sim() -> HyperstackSimulator:
-    return HyperstackSimulator()
-
-
-@pytest.fixture
-def app(sim: HyperstackSimulator) -> Starlette:
-    return Starlette(routes=[Mount("/hyperstack", app=build_app(sim))])
-
-
-@pytest.fixture
-async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sim/hyperstack") as c:
-        yield c
+sim, client = in_process(HyperstackSimulator, build_app)
 
 
 async def set_stock(client: httpx.AsyncClient, sku: str, region: str, quantity: int) -> None:
@@ -78,23 +62,24 @@ async def instance(client: httpx.AsyncClient, vm_id: int) -> dict[str, Any]:
     return dict(response.json()["instance"])
 
 
-async def watch(client: httpx.AsyncClient, vm_id: int, until: str) -> list[str]:
-    """Poll a VM until its status is `until`; every distinct status seen, in order."""
+async def watch(client: httpx.AsyncClient, clock: FakeClock, vm_id: int, until: str) -> list[str]:
+    """Read a VM as simulated time passes until its status is `until`; every distinct status
+    seen, in order."""
     seen: list[str] = []
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        status = (await instance(client, vm_id))["status"]
+
+    async def reached() -> bool:
+        status: str = (await instance(client, vm_id))["status"]
         if not seen or seen[-1] != status:
             seen.append(status)
-        if status == until:
-            return seen
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"never reached {until}: {seen}")
+        return status == until
+
+    await eventually(reached, interval=0.02, clock=clock, what=lambda: f"{until} (seen: {seen})")
+    return seen
 
 
 def age(sim: HyperstackSimulator, vm_id: int, progress: float) -> None:
     """Move a VM's boot clock to `progress` (1 = booted) without waiting."""
-    sim.vms[str(vm_id)].started = time.monotonic() - progress * sim.boot_seconds
+    sim.vms[str(vm_id)].started = sim.clock() - progress * sim.boot_seconds
 
 
 class TestAuth:
@@ -326,11 +311,13 @@ class TestCreate:
 
 
 class TestLifecycle:
-    async def test_a_vm_goes_creating_build_active(self, client: httpx.AsyncClient) -> None:
+    async def test_a_vm_goes_creating_build_active(
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
+    ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.5})
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
         vm_id = (await create(client)).json()["instances"][0]["id"]
-        assert await watch(client, vm_id, "ACTIVE") == ["CREATING", "BUILD", "ACTIVE"]
+        assert await watch(client, fake_clock, vm_id, "ACTIVE") == ["CREATING", "BUILD", "ACTIVE"]
 
     async def test_the_floating_ip_comes_a_little_after_active(
         self, client: httpx.AsyncClient, sim: HyperstackSimulator
@@ -350,28 +337,33 @@ class TestLifecycle:
         ]
         assert (await instance(client, vm_id))["floating_ip_status"] == "ATTACHED"
 
-    async def test_fail_after_accept_ends_in_error(self, client: httpx.AsyncClient) -> None:
+    async def test_fail_after_accept_ends_in_error(
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
+    ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.2})
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
         await client.post("/_sim/faults", json={"kind": "fail_after_accept"})
         response = await create(client)
         assert response.status_code == 200
-        seen = await watch(client, response.json()["instances"][0]["id"], "ERROR")
+        seen = await watch(client, fake_clock, response.json()["instances"][0]["id"], "ERROR")
         assert "ACTIVE" not in seen
 
-    async def test_a_deleted_vm_is_deleting_then_gone(self, client: httpx.AsyncClient) -> None:
+    async def test_a_deleted_vm_is_deleting_then_gone(
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
+    ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.5})
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
         vm_id = (await create(client)).json()["instances"][0]["id"]
-        await watch(client, vm_id, "ACTIVE")
+        await watch(client, fake_clock, vm_id, "ACTIVE")
         deleted = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
         assert deleted.json() == {"status": True, "message": "Instance is being deleted."}
         assert (await instance(client, vm_id))["status"] == "DELETING"
-        got = await client.get(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
-        deadline = time.monotonic() + 5
-        while got.status_code == 200 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+
+        async def gone() -> httpx.Response | None:
             got = await client.get(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
+            return got if got.status_code != 200 else None
+
+        got = await eventually(gone, interval=0.02, clock=fake_clock)
         assert (got.status_code, got.json()["error_reason"]) == (404, "not_found")
         assert (
             await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
@@ -379,7 +371,7 @@ class TestLifecycle:
         assert (await client.get("/_sim/vms")).json() == []
 
     async def test_a_vm_being_created_cannot_be_deleted_yet(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.5})
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
@@ -388,7 +380,7 @@ class TestLifecycle:
         assert refused.status_code == 400
         assert "currently being created" in refused.json()["message"]
         assert (await instance(client, vm_id))["status"] in ("CREATING", "BUILD")
-        await watch(client, vm_id, "ACTIVE")  # once created, the same delete is taken
+        await watch(client, fake_clock, vm_id, "ACTIVE")  # once created, the same delete is taken
         taken = await client.delete(f"/v1/core/virtual-machines/{vm_id}", headers=KEY)
         assert taken.status_code == 200
 
@@ -506,7 +498,7 @@ class TestFaults:
 
 class TestRateLimit:
     async def test_500_requests_a_minute_per_ip_then_429_without_retry_after(
-        self, client: httpx.AsyncClient, app: Starlette
+        self, client: httpx.AsyncClient, sim: HyperstackSimulator
     ) -> None:
         codes = [
             (await client.get("/v1/core/regions", headers=KEY)).status_code for _ in range(500)
@@ -514,6 +506,6 @@ class TestRateLimit:
         assert set(codes) == {200}
         over = await client.get("/v1/pricebook", headers=KEY)
         assert over.status_code == 429 and "retry-after" not in over.headers
-        other_ip = httpx.ASGITransport(app=app, client=("192.0.2.7", 5000))
+        other_ip = httpx.ASGITransport(app=mounted(sim, build_app), client=("192.0.2.7", 5000))
         async with httpx.AsyncClient(transport=other_ip, base_url="http://sim/hyperstack") as c:
             assert (await c.get("/v1/core/regions", headers=KEY)).status_code == 200

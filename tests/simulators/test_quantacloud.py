@@ -1,18 +1,17 @@
 """The QuantaCloud simulator over HTTP: the wire format of the reference notes, and `/_sim`."""
 
-import asyncio
 import base64
 import hashlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.simulators.quantacloud import QuantaCloudSimulator, build_app
+from tests.clock import FakeClock
+from tests.fixtures.simulators import in_process
+from tests.waiting import eventually
 
 KEY = {"X-API-Key": "sim-key"}
 B300 = ("b300-sxm-x8", "us-east-1")
@@ -21,17 +20,7 @@ BLOB = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + bytes(range(32))).decod
 PUBLIC_KEY = f"ssh-ed25519 {BLOB} me@laptop"
 
 
-@pytest.fixture
-def sim() -> QuantaCloudSimulator:
-    return QuantaCloudSimulator()
-
-
-@pytest.fixture
-async def client(sim: QuantaCloudSimulator) -> AsyncIterator[httpx.AsyncClient]:
-    app = Starlette(routes=[Mount("/quantacloud", app=build_app(sim))])
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sim/quantacloud") as c:
-        yield c
+sim, client = in_process(QuantaCloudSimulator, build_app)
 
 
 async def stock(client: httpx.AsyncClient, kind: tuple[str, str], quantity: int) -> None:
@@ -69,13 +58,16 @@ async def deployment(client: httpx.AsyncClient, dep_id: str) -> dict[str, Any]:
     return body
 
 
-async def wait_for_status(client: httpx.AsyncClient, dep_id: str, status: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
+async def wait_for_status(
+    client: httpx.AsyncClient, clock: FakeClock, dep_id: str, status: str
+) -> dict[str, Any]:
+    """Read the deployment as simulated time passes until it shows `status`."""
+
+    async def shown() -> dict[str, Any] | None:
         body = await deployment(client, dep_id)
-        if body["status"] == status or time.monotonic() > deadline:
-            return body
-        await asyncio.sleep(0.02)
+        return body if body["status"] == status else None
+
+    return await eventually(shown, interval=0.02, clock=clock, what=f"deployment {status}")
 
 
 async def fault(client: httpx.AsyncClient, kind: str, **extra: Any) -> None:
@@ -310,14 +302,20 @@ class TestCreate:
             "no_capacity",
         ]
 
-    async def test_the_cool_down_passes(self, client: httpx.AsyncClient) -> None:
+    async def test_the_cool_down_passes(
+        self, client: httpx.AsyncClient, sim: QuantaCloudSimulator
+    ) -> None:
         await client.put("/_sim/config", json={"cooldown_seconds": 0.05})
         await stock(client, B300, 1)
         await fault(client, "capacity_race")
         offer = await offer_id(client, B300)
         assert (await deploy(client, offer)).status_code == 400
         assert (await deploy(client, offer)).status_code == 503
-        await asyncio.sleep(0.06)
+
+        async def cooled() -> bool:  # cool-downs run on the real clock, not the simulator's
+            return sim.cooling_for(B300) is None
+
+        await eventually(cooled)
         assert (await deploy(client, offer)).status_code == 202
 
     async def test_insufficient_balance_is_402_with_both_amounts(
@@ -407,7 +405,7 @@ class TestCreateFaults:
 
 class TestLifecycle:
     async def test_a_deployment_boots_and_gets_its_connection_once_active(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.2})
         await stock(client, B300, 1)
@@ -422,24 +420,26 @@ class TestLifecycle:
             "us-east-1",
         )
         assert booting["createdAt"].endswith("Z") and booting["priceHourly"] == 45.52
-        assert (await wait_for_status(client, dep_id, "connecting"))["connection"] is None
-        active = await wait_for_status(client, dep_id, "active")
+        assert (await wait_for_status(client, fake_clock, dep_id, "connecting"))[
+            "connection"
+        ] is None
+        active = await wait_for_status(client, fake_clock, dep_id, "active")
         assert active["status"] == "active" and active["failure_code"] is None
         assert active["connection"]["ssh_port"] == 22 and active["connection"]["public_ip"]
 
     async def test_fail_after_accept_ends_failed_with_a_code(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.2})
         await stock(client, RTX, 1)
         await fault(client, "fail_after_accept")
         dep_id = (await deploy(client, await offer_id(client, RTX))).json()["id"]
-        failed = await wait_for_status(client, dep_id, "failed")
+        failed = await wait_for_status(client, fake_clock, dep_id, "failed")
         assert failed["status"] == "failed" and failed["failure_code"]
         assert failed["connection"] is None
 
     async def test_stop_walks_to_terminated_and_a_second_stop_cannot(
-        self, client: httpx.AsyncClient
+        self, client: httpx.AsyncClient, fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.2})
         await stock(client, RTX, 1)
@@ -448,7 +448,9 @@ class TestLifecycle:
         assert stopped.status_code == 202 and stopped.json()["status"] == "stopping"
         again = await client.post(f"/api/v1/deployments/{dep_id}/stop", headers=KEY)
         assert again.status_code == 400 and again.json()["error"]["code"] == "validation_error"
-        assert (await wait_for_status(client, dep_id, "terminated"))["status"] == "terminated"
+        assert (await wait_for_status(client, fake_clock, dep_id, "terminated"))[
+            "status"
+        ] == "terminated"
 
     async def test_a_refused_stop_fault_refuses_one_stop(self, client: httpx.AsyncClient) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0})

@@ -1,35 +1,24 @@
 """The simulated Verda over HTTP: shapes, auth, limits, lifecycle, stock, faults, control API."""
 
 import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.core.catalogue import GPU_MODELS
 from app.simulators.verda import VerdaSimulator, build_app
+from tests.clock import FakeClock
+from tests.fixtures.simulators import in_process
+from tests.waiting import eventually
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
 B300 = ("8B300.240V", "FIN-03")
 
 
-@pytest.fixture
-def sim() -> VerdaSimulator:
-    return VerdaSimulator()
-
-
-@pytest.fixture
-async def client(sim: VerdaSimulator) -> AsyncIterator[httpx.AsyncClient]:
-    app = Starlette(routes=[Mount("/verda", app=build_app(sim))])
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sim/verda") as c:
-        yield c
+sim, client = in_process(VerdaSimulator, build_app)
 
 
 async def token_response(client: httpx.AsyncClient, **overrides: str) -> httpx.Response:
@@ -66,13 +55,6 @@ def deploy_body(**overrides: Any) -> dict[str, Any]:
 
 async def fault(client: httpx.AsyncClient, kind: str, **extra: Any) -> None:
     assert (await client.post("/_sim/faults", json={"kind": kind, **extra})).status_code == 201
-
-
-async def until(check: Callable[[], Awaitable[bool]], seconds: float = 3.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 async def stock_of(client: httpx.AsyncClient, sku: str, region: str) -> int:
@@ -139,8 +121,11 @@ class TestAuth:
         headers = {"Authorization": f"Bearer {body['access_token']}"}
         assert body["expires_in"] == 0.05
         assert (await client.get("/v1/balance", headers=headers)).status_code == 200
-        await asyncio.sleep(0.08)
-        assert (await client.get("/v1/balance", headers=headers)).status_code == 401
+
+        async def refused() -> bool:  # tokens expire on the real clock, not the simulator's
+            return (await client.get("/v1/balance", headers=headers)).status_code == 401
+
+        assert await eventually(refused)
 
     async def test_a_bad_token_lifetime_is_refused(self, client: httpx.AsyncClient) -> None:
         response = await client.put("/_sim/config", json={"token_ttl_seconds": 0})
@@ -342,7 +327,7 @@ class TestLifecycle:
         return status
 
     async def test_ordered_then_provisioning_then_running_with_an_ip(
-        self, client: httpx.AsyncClient, auth: dict[str, str]
+        self, client: httpx.AsyncClient, auth: dict[str, str], fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.3})
         vm_id = await self.create(client, auth)
@@ -355,11 +340,11 @@ class TestLifecycle:
             assert (instance["ip"] is not None) == (instance["status"] == "running")
             return bool(instance["status"] == "running")
 
-        await until(running)
+        await eventually(running, clock=fake_clock)
         assert seen == ["ordered", "provisioning", "running"]
 
     async def test_fail_after_accept_ends_in_error(
-        self, client: httpx.AsyncClient, auth: dict[str, str]
+        self, client: httpx.AsyncClient, auth: dict[str, str], fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.2})
         await fault(client, "fail_after_accept")
@@ -368,16 +353,16 @@ class TestLifecycle:
         async def failed() -> bool:
             return await self.status(client, auth, vm_id) == "error"
 
-        await until(failed)
-        await asyncio.sleep(0.25)
+        await eventually(failed, clock=fake_clock)
+        fake_clock.advance(0.25)  # past the boot: still in error
         assert await self.status(client, auth, vm_id) == "error"
 
     async def test_delete_goes_deleting_then_discontinued_and_leaves_the_list(
-        self, client: httpx.AsyncClient, auth: dict[str, str]
+        self, client: httpx.AsyncClient, auth: dict[str, str], fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0.05})
         vm_id = await self.create(client, auth)
-        await asyncio.sleep(0.06)
+        fake_clock.advance(0.06)  # booted
         body = {"action": "delete", "id": [vm_id], "delete_permanently": True}
         deleted = await client.put("/v1/instances", json=body, headers=auth)
         assert deleted.status_code == 202
@@ -388,18 +373,18 @@ class TestLifecycle:
         async def discontinued() -> bool:
             return await self.status(client, auth, vm_id) == "discontinued"
 
-        await until(discontinued)
+        await eventually(discontinued, clock=fake_clock)
         assert (await client.get("/v1/instances", headers=auth)).json() == []
         again = await client.put("/v1/instances", json=body, headers=auth)
         assert again.status_code == 400
         assert again.json()["message"] == "Can't discontinue a discontinued instance"
 
     async def test_a_provisioning_instance_cannot_be_deleted(
-        self, client: httpx.AsyncClient, auth: dict[str, str]
+        self, client: httpx.AsyncClient, auth: dict[str, str], fake_clock: FakeClock
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 1.0})
         vm_id = await self.create(client, auth)
-        await asyncio.sleep(0.25)
+        fake_clock.advance(0.25)  # past "ordered", far from running
         assert await self.status(client, auth, vm_id) == "provisioning"
         body = {"action": "delete", "id": vm_id}
         response = await client.put("/v1/instances", json=body, headers=auth)
@@ -561,7 +546,7 @@ class TestFaults:
         async def made() -> bool:
             return len(sim.vms) == 1
 
-        await until(made)
+        await eventually(made)
         assert not task.done()
         response = await task
         assert response.status_code == 202 and response.text in sim.vms

@@ -3,16 +3,14 @@ in tests/contract/test_verda_sdk.py): what a create refers to by id, and how it 
 does not know."""
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from app.providers.verda.spec import VerdaSettings
 from app.simulators.verda import VerdaSimulator, build_app
+from tests.fixtures.simulators import in_process
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh0ZXN0a2V5 me@laptop"
 SCRIPT = "#!/bin/bash\necho hello > /root/hello\n"
@@ -23,20 +21,16 @@ CUDA_12_8 = "77777777-4f48-4249-82b3-f199fb9b701b"
 OUR_DEFAULT: str = VerdaSettings.model_fields["image"].default  # the adapter's configured image
 
 
-@pytest.fixture
-def sim() -> VerdaSimulator:
-    return VerdaSimulator()
+sim, api = in_process(VerdaSimulator, build_app)
 
 
 @pytest.fixture
-async def client(sim: VerdaSimulator) -> AsyncIterator[httpx.AsyncClient]:
-    app = Starlette(routes=[Mount("/verda", app=build_app(sim))])
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://sim/verda") as c:
-        body = {"grant_type": "client_credentials", "client_id": "sim-client"}
-        token = await c.post("/v1/oauth2/token", json={**body, "client_secret": "sim-secret"})
-        c.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
-        yield c
+async def client(api: httpx.AsyncClient) -> httpx.AsyncClient:
+    """The simulated Verda's API, with a bearer token."""
+    body = {"grant_type": "client_credentials", "client_id": "sim-client"}
+    token = await api.post("/v1/oauth2/token", json={**body, "client_secret": "sim-secret"})
+    api.headers["Authorization"] = f"Bearer {token.json()['access_token']}"
+    return api
 
 
 async def add_key(client: httpx.AsyncClient, name: str = "laptop") -> str:

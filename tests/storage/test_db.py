@@ -25,7 +25,7 @@ from app.storage.db import (
     session_scope,
 )
 from app.storage.models import Base
-from tests.conftest import ADMIN_KEY, SECRET_KEY
+from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.waiting import eventually, started
 
 

@@ -1,74 +1,13 @@
 """The watcher's time rules, in memory: a FakeAdapter for the provider and a clock the test
 moves, with the test handing it each stock read as a poll would. Nothing sleeps."""
 
-import asyncio
-from collections.abc import AsyncIterator
-from decimal import Decimal
-
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import OrderStatus
-from app.providers import fake, registry
-from app.providers.base import NoCapacity, Offer
-from app.providers.fake import Create, FakeAdapter
-from app.settings import Settings
-from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.storage.models import Order
-from app.watcher.watcher import STALE_AFTER_PERIODS, Watcher
-from tests.clock import TICK, FakeClock
-from tests.factories import waiting_orders
-
-COOLDOWN = 5.0
-PRICE = Decimal("20.00")
-D0 = Decimal(0)
-# No fees: the orders `waiting_orders` places accept exactly the offer's own price.
-SETTINGS = {"capacity_cooldown_seconds": COOLDOWN, "fee_percent": D0, "fee_flat_per_hour": D0}
-
-
-class InMemory:
-    """A watcher (not started: no loops run) on this test's database and a FakeAdapter."""
-
-    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
-        self.engine = engine
-        self.fake = FakeAdapter()
-        self.clock = FakeClock()
-        self.offer = self.fake.offer(price=PRICE)
-        self.watcher = Watcher(
-            settings=settings.model_copy(update=SETTINGS),
-            adapters={self.fake.provider: self.fake},
-            sessionmaker=create_sessionmaker(engine),
-            read_sessionmaker=create_read_sessionmaker(engine),
-            clock=self.clock,
-        )
-        self.max_age = self.watcher.periods[self.fake.provider] * STALE_AFTER_PERIODS
-
-    async def order(self) -> str:
-        (order_id,) = await waiting_orders(engine=self.engine, offer=self.offer, credit=100)
-        await self.watcher.refresh_waiting()
-        return order_id
-
-    async def poll(self, *offers: Offer) -> None:
-        """One stock read that starts and lands now, then the creates it sent, answered."""
-        await self.watcher.on_offers(self.fake.provider, list(offers), self.clock())
-        await self.settle()
-
-    async def settle(self) -> None:
-        """Wait for the creates in flight (the fake answers at once), then re-read the orders."""
-        await asyncio.gather(*self.watcher.deployer.in_flight)
-        await self.watcher.refresh_waiting()
-
-    async def status(self, order_id: str) -> OrderStatus:
-        async with session_scope(create_sessionmaker(self.engine)) as session:
-            order = await session.get(Order, order_id)
-            assert order is not None
-            return order.status
-
-
-@pytest.fixture
-async def memory(engine: AsyncEngine, settings: Settings) -> AsyncIterator[InMemory]:
-    with registry.offering(fake.SPEC):
-        yield InMemory(engine, settings)
+from app.providers.base import NoCapacity
+from app.providers.fake import Create
+from tests.clock import TICK
+from tests.watcher.in_memory import COOLDOWN, InMemory
 
 
 async def test_an_offer_that_answered_no_capacity_is_skipped_until_its_cooldown_passes(

@@ -10,9 +10,9 @@ from prometheus_client import REGISTRY
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually, polled
-from tests.watcher.conftest import live_settings
-from tests.watcher.test_watcher import HYPER_H100, h100, place
+from tests.watcher.orders import HYPER_H100, h100, place
 
 
 @pytest.fixture

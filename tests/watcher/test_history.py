@@ -18,35 +18,25 @@ from app.providers.base import Offer
 from app.providers.fake import FakeAdapter
 from app.settings import Settings
 from app.simulators.control import SimControl
-from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import StockCoverage, StockInterval
 from app.watcher.history import WRITE_EVERY_SECONDS
 from app.watcher.poller import ProviderPoller
-from app.watcher.watcher import Watcher
-from tests.clock import FakeClock, FakeWallClock
+from tests.clock import FakeWallClock
 from tests.factories import create_account, waiting_orders
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually
-from tests.watcher.conftest import live_settings
+from tests.watcher.in_memory import OnFakeAdapter
 
 FEES = {"fee_percent": Decimal("5"), "fee_flat_per_hour": Decimal("0.10")}
 
 
-class Recorder:
+class Recorder(OnFakeAdapter):
     """A watcher (not started) on a FakeAdapter, its reads handed over by the test."""
 
     def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
-        self.engine = engine
-        self.fake = FakeAdapter()
-        self.clock = FakeClock()
         self.wall = FakeWallClock()
-        self.watcher = Watcher(
-            settings=settings.model_copy(update=FEES),
-            adapters={self.fake.provider: self.fake},
-            sessionmaker=create_sessionmaker(engine),
-            read_sessionmaker=create_read_sessionmaker(engine),
-            clock=self.clock,
-            wall_clock=self.wall,
-        )
+        super().__init__(engine, settings, FEES, self.wall)
         self.period = self.watcher.periods[self.fake.provider]
 
     async def read(self, *offers: Offer, after: float = 0.0, period: float | None = None) -> None:

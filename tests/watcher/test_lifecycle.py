@@ -21,7 +21,7 @@ from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account
 from tests.waiting import eventually
-from tests.watcher.test_watcher import HYPER_H100, VERDA_H100, h100, order, place, reaches
+from tests.watcher.orders import HYPER_H100, VERDA_H100, h100, order, place, reaches
 
 QUANTA_H100 = ("quantacloud", "h100-sxm-x1", "us-midwest-4")  # $2.46/h -> $2.68 with fees
 MACHINES = {"hyperstack": HYPER_H100, "verda": VERDA_H100, "quantacloud": QUANTA_H100}

@@ -9,9 +9,9 @@ from app.providers.registry import simulated
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import create_account
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually, polled
-from tests.watcher.conftest import live_settings
-from tests.watcher.test_watcher import VERDA_H100, h100, place, reaches
+from tests.watcher.orders import VERDA_H100, h100, place, reaches
 
 
 @pytest.fixture

@@ -2,28 +2,18 @@
 a FakeAdapter's balance and the test handing the watcher each stock read."""
 
 import logging
-from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import OrderEventKind, OrderStatus
-from app.providers import fake, registry
 from app.providers.base import Unavailable
-from app.settings import Settings
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import OrderEvent
 from app.watcher.watcher import NOTES_EVERY_SECONDS
 from tests.factories import waiting_orders
-from tests.watcher.test_clock import PRICE, InMemory
-
-
-@pytest.fixture
-async def memory(engine: AsyncEngine, settings: Settings) -> AsyncIterator[InMemory]:
-    with registry.offering(fake.SPEC):
-        yield InMemory(engine, settings)
+from tests.watcher.in_memory import PRICE, InMemory
 
 
 async def place(memory: InMemory, count: int = 1) -> list[str]:

@@ -9,9 +9,9 @@ import pytest
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, create_account
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually
-from tests.watcher.conftest import live_settings
-from tests.watcher.test_watcher import HYPER_H100, VERDA_H100, h100, order, place
+from tests.watcher.orders import HYPER_H100, VERDA_H100, h100, order, place
 
 
 @pytest.fixture

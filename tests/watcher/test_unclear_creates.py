@@ -16,9 +16,9 @@ import pytest
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
+from tests.fixtures.settings import live_settings
 from tests.waiting import eventually
-from tests.watcher.conftest import live_settings
-from tests.watcher.test_watcher import account_view, events, place, reaches
+from tests.watcher.orders import account_view, events, place, reaches
 
 L40S = ("quantacloud", "l40s-x1", "us-east-1")  # $0.99/h -> $1.14 with 5% + $0.10
 PRICE = Decimal("1.14")

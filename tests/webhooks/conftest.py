@@ -6,19 +6,15 @@ from collections.abc import Iterator
 import pytest
 
 from app.settings import Settings
-from app.simulators.control import SimControl
-from tests.watcher.conftest import live_settings, sim, sim_url
 from tests.webhooks.receiver import Receiver, running_receiver
 
 QUICK_SCHEDULE = [0, 0.3, 0.3, 0.3, 0.3, 0.3]
 
-__all__ = ["receiver", "settings", "sim", "sim_url"]
-
 
 @pytest.fixture
-def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:
+def settings(live_mode_settings: Settings) -> Settings:
     """Live mode against the simulators; receivers on loopback allowed; retries in tenths."""
-    return live_settings(database_url, sim_url).model_copy(
+    return live_mode_settings.model_copy(
         update={
             "webhook_allow_private": True,
             "webhook_retry_schedule": QUICK_SCHEDULE,

@@ -14,10 +14,10 @@ from app.simulators.control import SimControl
 from app.webhooks.chat import DISCORD_MAX_CHARS, chat_body
 from tests.factories import create_account
 from tests.waiting import eventually
-from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
+from tests.watcher.orders import HYPER_H100, h100, place, reaches
 from tests.webhooks.chat_apps import DISCORD_OK, SLACK_OK, discord_refusal, slack_refusal
+from tests.webhooks.endpoints import add_endpoint, arrived, cancelled_order, deliveries
 from tests.webhooks.receiver import Answer, Receiver
-from tests.webhooks.test_delivery import add_endpoint, arrived, cancelled_order, deliveries
 
 PUBLIC_URL = "https://gpus.example.com"
 

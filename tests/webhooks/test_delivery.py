@@ -16,27 +16,9 @@ from app.storage.models import WebhookEndpoint
 from app.webhooks import sender as sender_module
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
-from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
+from tests.watcher.orders import HYPER_H100, h100, place, reaches
+from tests.webhooks.endpoints import add_endpoint, arrived, cancelled_order, deliveries
 from tests.webhooks.receiver import Answer, Receiver
-
-
-async def add_endpoint(
-    client: httpx.AsyncClient, account: AccountHandle, url: str, **extra: Any
-) -> dict[str, Any]:
-    response = await client.post(
-        "/v1/webhook-endpoints", json={"url": url, **extra}, headers=account.headers
-    )
-    assert response.status_code == 201, response.text
-    endpoint: dict[str, Any] = response.json()
-    return endpoint
-
-
-async def arrived(receiver: Receiver, path: str, count: int, seconds: float = 5) -> list[Any]:
-    async def check() -> list[Any] | None:
-        got = receiver.on(path)
-        return got if len(got) >= count else None
-
-    return await eventually(check, seconds)
 
 
 async def order_event_times(
@@ -44,17 +26,6 @@ async def order_event_times(
 ) -> dict[str, datetime]:
     answer = await client.get(f"/v1/orders/{order_id}/events", headers=account.headers)
     return {e["kind"]: datetime.fromisoformat(e["created_at"]) for e in answer.json()}
-
-
-async def deliveries(
-    client: httpx.AsyncClient, account: AccountHandle, endpoint_id: str
-) -> list[dict[str, Any]]:
-    answer = await client.get(
-        f"/v1/webhook-endpoints/{endpoint_id}/deliveries", headers=account.headers
-    )
-    assert answer.status_code == 200, answer.text
-    data: list[dict[str, Any]] = answer.json()["data"]
-    return data
 
 
 class TestPromptDelivery:
@@ -112,14 +83,6 @@ class TestOrderEvents:
         tampered = request.body.replace("café".encode(), b"cafe")
         with pytest.raises(WebhookVerificationError):
             Webhook(endpoint["secret"]).verify(tampered, request.headers)
-
-
-async def cancelled_order(client: httpx.AsyncClient, account: AccountHandle) -> str:
-    """Place an order that cannot match and cancel it: one order.cancelled event."""
-    order_id = await place(client, account, h100(providers=["quantacloud"]))
-    answer = await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
-    assert answer.status_code == 200, answer.text
-    return order_id
 
 
 class TestRetries:

@@ -14,9 +14,9 @@ from app.api.schemas import MAX_SSH_KEY_LENGTH
 from app.support.security import ssh_key_fingerprint
 from tests.factories import create_account
 from tests.waiting import eventually
-from tests.watcher.test_watcher import h100, place
+from tests.watcher.orders import h100, place
+from tests.webhooks.endpoints import add_endpoint, arrived
 from tests.webhooks.receiver import Receiver
-from tests.webhooks.test_delivery import add_endpoint, arrived
 
 needs_ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="no ssh-keygen")
 

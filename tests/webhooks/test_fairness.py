@@ -13,8 +13,8 @@ import pytest
 from app.settings import Settings
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
+from tests.webhooks.endpoints import add_endpoint, arrived, cancelled_order, deliveries
 from tests.webhooks.receiver import Receiver
-from tests.webhooks.test_delivery import add_endpoint, arrived, cancelled_order, deliveries
 
 TARPIT_ACCOUNTS = 4
 ENDPOINTS_PER_ACCOUNT = 20  # the most an account may have

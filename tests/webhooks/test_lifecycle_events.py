@@ -11,9 +11,9 @@ from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, create_account
 from tests.waiting import eventually
-from tests.watcher.test_watcher import HYPER_H100, h100, place, reaches
+from tests.watcher.orders import HYPER_H100, h100, place, reaches
+from tests.webhooks.endpoints import add_endpoint, arrived
 from tests.webhooks.receiver import Receiver
-from tests.webhooks.test_delivery import add_endpoint, arrived
 
 
 @pytest.fixture

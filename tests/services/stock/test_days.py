@@ -6,7 +6,6 @@ from dataclasses import replace
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Interconnect, Provider
@@ -17,34 +16,13 @@ from app.services.stock import history as stock_history
 from app.services.stock import reads as stock_reads
 from app.services.stock.history import Interval, Window
 from app.services.stock.views import WaitOut
-from app.stock.days import day_of, decode, dollars
+from app.stock.days import day_of
 from app.stock.stats import Stock, estimate, price_curve, spans_of
 from app.stock.summary import summarise_key
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import StockDay
-from tests.services.stock.test_history import T0, apply, at, interval, window
+from tests.services.stock.history_rows import T0, apply, at, closed, days, interval, window
 
 FEES = Fees(Decimal(5), Decimal("0.10"))
-
-
-async def days(engine: AsyncEngine) -> dict[tuple[str, int], list[tuple[float, float, Decimal]]]:
-    """(region, day) -> the pieces kept for it, as (start, end) seconds after T0 and price."""
-    async with session_scope(create_sessionmaker(engine)) as session:
-        rows = (await session.execute(select(StockDay))).scalars().all()
-    base = T0.timestamp()
-    return {
-        (row.region, row.day): sorted(
-            (start - base, end - base, dollars(price)) for start, end, price in decode(row.spans)
-        )
-        for row in rows
-    }
-
-
-def closed(seen: float, gone: float, price: str = "2.59", region: str = "FIN-01") -> Interval:
-    """An interval of KEY's SKU at `region`, in stock from `seen` to `gone` seconds after T0."""
-    row = replace(interval(seen, price), region=region, gone_at=at(gone))
-    row.last_seen_at = at(gone - 1)
-    return row
 
 
 async def test_an_interval_joins_its_day_when_it_closes_and_once(engine: AsyncEngine) -> None:

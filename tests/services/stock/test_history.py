@@ -1,7 +1,6 @@
 """Stock history rows: batches written by id, takeover, retention, one open interval per key."""
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -11,51 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.ids import new_id
 from app.services.stock import history as stock_history
-from app.services.stock.history import Changes, Interval, Window
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import StockCoverage, StockInterval
-
-T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
-KEY = ("verda", "FIN-01", "1H100.80S.30V")
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-def interval(seen: float, price: str = "2.59", available: int | None = 2) -> Interval:
-    provider, region, sku = KEY
-    return Interval(
-        id=new_id("stk"),
-        provider=provider,
-        region=region,
-        sku=sku,
-        gpu_model="H100",
-        gpu_count=1,
-        interconnect="pcie",
-        disk_gb=100,
-        disk_fixed=False,
-        price_per_hour=Decimal(price),
-        fee_percent=Decimal("5"),
-        fee_flat_per_hour=Decimal("0.10"),
-        price_per_hour_with_fees=Decimal(price) * Decimal("1.05") + Decimal("0.10"),
-        first_seen_at=at(seen),
-        last_seen_at=at(seen),
-        max_available=available,
-    )
-
-
-def window(read: float, period: float = 1.0, provider: str = "verda") -> Window:
-    return Window(new_id("cov"), provider, period, at(read), at(read))
-
-
-async def apply(engine: AsyncEngine, *rows: Interval | Window) -> None:
-    changes = Changes(
-        intervals=[replace(r) for r in rows if isinstance(r, Interval)],
-        windows=[replace(r) for r in rows if isinstance(r, Window)],
-    )
-    async with session_scope(create_sessionmaker(engine)) as session:
-        await stock_history.apply(session, changes)
+from tests.services.stock.history_rows import apply, at, interval, window
 
 
 async def intervals(engine: AsyncEngine) -> list[StockInterval]:

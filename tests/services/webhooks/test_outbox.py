@@ -17,8 +17,8 @@ from app.services.webhooks.outbox import Outcome
 from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from tests.conftest import SECRET_KEY
 from tests.factories import place_in_database
+from tests.fixtures.settings import SECRET_KEY
 
 STANDARD: list[float] = [0, 5, 300, 1800, 7200, 18000, 36000, 50400, 72000, 86400]
 
