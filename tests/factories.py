@@ -15,8 +15,8 @@ from app.core.ids import new_id
 from app.core.market import Fees
 from app.core.states import OrderStatus
 from app.providers.base import Offer
-from app.services import accounts, deployments, ledger, orders
-from app.services.deployments import Intent
+from app.services import accounts, attempts, ledger, orders
+from app.services.attempts import Intent
 from app.services.stock import days as stock_days
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, StockCoverage, StockInterval
@@ -144,7 +144,7 @@ async def waiting_orders(
 async def claim(engine: AsyncEngine, order_id: str, offer: Offer) -> Intent:
     """Claim a waiting order for `offer` at its price, committed, as a deploy pass does."""
     async with session_scope(create_sessionmaker(engine)) as session:
-        intent = await deployments.claim(
+        intent = await attempts.claim(
             session, order_id=order_id, offer=offer, price_with_fees=offer.price_per_hour
         )
     assert intent is not None

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.catalogue import Provider
 from app.core.ids import new_id
 from app.providers.base import VM, Offer, VMState
-from app.services import deployments
+from app.services import attempts
 from app.services.stock import history as stock_history
 from app.storage.db import (
     alembic_config,
@@ -19,7 +19,7 @@ from app.storage.db import (
     foreign_keys_checked_after,
     session_scope,
 )
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 from tests.factories import claimed
 from tests.services.stock.history_rows import apply, closed, days, interval
 
@@ -42,11 +42,11 @@ async def _to_revision(engine: AsyncEngine, action: str, revision: str) -> None:
 async def test_the_one_owner_rule_is_not_added_over_a_vm_two_orders_share(
     engine: AsyncEngine,
 ) -> None:
-    first, second = [i.deployment_id for i in await claimed(engine, HYPER_L40S, HYPER_L40S)]
+    first, second = [i.attempt_id for i in await claimed(engine, HYPER_L40S, HYPER_L40S)]
     async with session_scope(create_sessionmaker(engine)) as session:
-        for deployment_id, vm_id in ((first, "vm-1"), (second, "vm-2")):
+        for attempt_id, vm_id in ((first, "vm-1"), (second, "vm-2")):
             vm = VM(Provider("hyperstack"), vm_id, VMState.PENDING, "BUILD")
-            await deployments.settle_created(session, deployment_id=deployment_id, vm=vm)
+            await attempts.settle_created(session, attempt_id=attempt_id, vm=vm)
     await _to_revision(engine, "downgrade", "0007")
     async with engine.begin() as connection:  # what the bug this revision fixes left behind
         await connection.execute(
@@ -65,7 +65,7 @@ async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_se
     engine: AsyncEngine,
 ) -> None:
     other_kind = Offer(Provider("quantacloud"), "us-east-1", "h100-sxm-x1", "H100", 1, Decimal(2))
-    older, younger = [i.deployment_id for i in await claimed(engine, QUANTA_L40S, other_kind)]
+    older, younger = [i.attempt_id for i in await claimed(engine, QUANTA_L40S, other_kind)]
     await _to_revision(engine, "downgrade", "0007")
     async with engine.begin() as connection:  # two open attempts of one kind, as before
         await connection.execute(
@@ -73,7 +73,7 @@ async def test_attempts_left_open_of_one_unnamed_kind_migrate_with_the_oldest_se
         )
     await _to_revision(engine, "upgrade", "head")
     async with session_scope(create_sessionmaker(engine)) as session:
-        kinds = {d.id: d.serial_kind for d in (await session.execute(select(Deployment))).scalars()}
+        kinds = {d.id: d.serial_kind for d in (await session.execute(select(Attempt))).scalars()}
     assert kinds == {older: "us-east-1/l40s-x1", younger: None}
 
 

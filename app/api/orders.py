@@ -34,8 +34,8 @@ ORDER_ESTIMATE_WINDOW = timedelta(days=7)
 
 
 async def _present(session: SessionDep, items: list[Order]) -> list[OrderOut]:
-    deployments = await orders.latest_deployments(session, order_ids=[o.id for o in items])
-    return [OrderOut.present(order, deployments.get(order.id)) for order in items]
+    attempts = await orders.latest_attempts(session, order_ids=[o.id for o in items])
+    return [OrderOut.present(order, attempts.get(order.id)) for order in items]
 
 
 @router.post("", status_code=201, response_model=OrderOut)

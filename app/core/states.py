@@ -37,7 +37,7 @@ class OrderStatus(StrEnum):
         return OrderStatus.TERMINATING in ORDER_TRANSITIONS[self]
 
 
-class DeploymentStatus(StrEnum):
+class AttemptStatus(StrEnum):
     """Where one create attempt is."""
 
     CREATING = "creating"  # intent committed, create call in flight
@@ -53,32 +53,32 @@ class DeploymentStatus(StrEnum):
     @property
     def is_open(self) -> bool:
         """Its create may still make, or have made, a VM nobody has recorded yet."""
-        return self in (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
+        return self in (AttemptStatus.CREATING, AttemptStatus.UNKNOWN)
 
     @property
     def owns_vm(self) -> bool:
         """The provider accepted its create and the VM is not gone: the VM is its order's."""
         return self in (
-            DeploymentStatus.DEPLOYED,
-            DeploymentStatus.RUNNING,
-            DeploymentStatus.TERMINATING,
+            AttemptStatus.DEPLOYED,
+            AttemptStatus.RUNNING,
+            AttemptStatus.TERMINATING,
         )
 
     @property
     def is_ended(self) -> bool:
         """Its VM ran and is over (deleted by us or ended by the provider): nothing bills."""
-        return self in (DeploymentStatus.TERMINATED, DeploymentStatus.LOST)
+        return self in (AttemptStatus.TERMINATED, AttemptStatus.LOST)
 
     @property
     def is_followed(self) -> bool:
         """The follower still looks at it: open, or deployed and not running yet."""
-        return self.is_open or self is DeploymentStatus.DEPLOYED
+        return self.is_open or self is AttemptStatus.DEPLOYED
 
 
-OPEN_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.is_open)
-VM_OWNING_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.owns_vm)
-FOLLOWED_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.is_followed)
-ENDED_DEPLOYMENTS = tuple(s for s in DeploymentStatus if s.is_ended)
+OPEN_ATTEMPTS = tuple(s for s in AttemptStatus if s.is_open)
+VM_OWNING_ATTEMPTS = tuple(s for s in AttemptStatus if s.owns_vm)
+FOLLOWED_ATTEMPTS = tuple(s for s in AttemptStatus if s.is_followed)
+ENDED_ATTEMPTS = tuple(s for s in AttemptStatus if s.is_ended)
 
 
 class TerminateReason(StrEnum):
@@ -179,32 +179,32 @@ ORDER_TRANSITIONS: Mapping[OrderStatus, Mapping[OrderStatus, str]] = {
     OrderStatus.LOST: {},
 }
 
-DEPLOYMENT_TRANSITIONS: Mapping[DeploymentStatus, Mapping[DeploymentStatus, str]] = {
-    DeploymentStatus.CREATING: {
-        DeploymentStatus.DEPLOYED: "the provider accepted the create",
-        DeploymentStatus.NOT_CREATED: "the provider refused it (capacity, limits, request)",
-        DeploymentStatus.UNKNOWN: "no clear answer (timeout, 5xx, the process died)",
+ATTEMPT_TRANSITIONS: Mapping[AttemptStatus, Mapping[AttemptStatus, str]] = {
+    AttemptStatus.CREATING: {
+        AttemptStatus.DEPLOYED: "the provider accepted the create",
+        AttemptStatus.NOT_CREATED: "the provider refused it (capacity, limits, request)",
+        AttemptStatus.UNKNOWN: "no clear answer (timeout, 5xx, the process died)",
     },
-    DeploymentStatus.UNKNOWN: {
-        DeploymentStatus.DEPLOYED: "the look-up found the VM it made",
-        DeploymentStatus.NOT_CREATED: "the look-up found none",
+    AttemptStatus.UNKNOWN: {
+        AttemptStatus.DEPLOYED: "the look-up found the VM it made",
+        AttemptStatus.NOT_CREATED: "the look-up found none",
     },
-    DeploymentStatus.DEPLOYED: {
-        DeploymentStatus.RUNNING: "the VM runs, with an IP",
-        DeploymentStatus.FAILED: "the provider failed the VM before it ran",
-        DeploymentStatus.TERMINATING: "its order is terminating (delete intent committed)",
+    AttemptStatus.DEPLOYED: {
+        AttemptStatus.RUNNING: "the VM runs, with an IP",
+        AttemptStatus.FAILED: "the provider failed the VM before it ran",
+        AttemptStatus.TERMINATING: "its order is terminating (delete intent committed)",
     },
-    DeploymentStatus.RUNNING: {
-        DeploymentStatus.TERMINATING: "its order is terminating (delete intent committed)",
-        DeploymentStatus.LOST: "the provider ended the VM",
+    AttemptStatus.RUNNING: {
+        AttemptStatus.TERMINATING: "its order is terminating (delete intent committed)",
+        AttemptStatus.LOST: "the provider ended the VM",
     },
-    DeploymentStatus.TERMINATING: {
-        DeploymentStatus.TERMINATED: "the provider shows the VM gone",
+    AttemptStatus.TERMINATING: {
+        AttemptStatus.TERMINATED: "the provider shows the VM gone",
     },
-    DeploymentStatus.NOT_CREATED: {},
-    DeploymentStatus.FAILED: {},
-    DeploymentStatus.TERMINATED: {},
-    DeploymentStatus.LOST: {},
+    AttemptStatus.NOT_CREATED: {},
+    AttemptStatus.FAILED: {},
+    AttemptStatus.TERMINATED: {},
+    AttemptStatus.LOST: {},
 }
 
 
@@ -269,10 +269,10 @@ def check_order_move(before: OrderStatus, after: OrderStatus) -> None:
         raise IllegalTransition(f"an order cannot go from {before} to {after}")
 
 
-def check_deployment_move(befores: tuple[DeploymentStatus, ...], after: DeploymentStatus) -> None:
+def check_attempt_move(befores: tuple[AttemptStatus, ...], after: AttemptStatus) -> None:
     """Raise IllegalTransition unless an attempt may go from each of `befores` to `after`."""
     for before in befores:
-        if after not in DEPLOYMENT_TRANSITIONS[before]:
+        if after not in ATTEMPT_TRANSITIONS[before]:
             raise IllegalTransition(f"a create attempt cannot go from {before} to {after}")
 
 

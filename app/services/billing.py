@@ -17,17 +17,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import metering
 from app.core.money import format_money, format_usd
-from app.core.states import DeploymentStatus, OrderEventKind, WebhookEventType
+from app.core.states import AttemptStatus, OrderEventKind, WebhookEventType
 from app.providers.registry import spec_for
 from app.services import account_events, ledger, timeline
 from app.services.limits import format_time
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Account, Deployment, Order
+from app.storage.models import Account, Attempt, Order
 
 # Attempts whose machine bills: accepted and not ended (a create accepted at a provider that
 # bills from then on, or a VM that runs). Being deleted: no new hour is paid.
-BILLED = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+BILLED = (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING)
 LOW_BALANCE = "low_balance"
 
 
@@ -35,7 +35,7 @@ LOW_BALANCE = "low_balance"
 class Machine:
     """A billed machine, as the meter decides about it."""
 
-    deployment_id: str
+    attempt_id: str
     order_id: str
     account_id: str
     provider: str
@@ -58,27 +58,27 @@ class Machine:
 async def billed_machines(session: AsyncSession) -> list[Machine]:
     """Every machine that bills now, oldest first."""
     rows = await session.execute(
-        select(Deployment, Order)
-        .join(Order, Order.id == Deployment.order_id)
-        .where(Deployment.status.in_(BILLED), Deployment.billed_from.is_not(None))
-        .order_by(Deployment.created_at, Deployment.id)
+        select(Attempt, Order)
+        .join(Order, Order.id == Attempt.order_id)
+        .where(Attempt.status.in_(BILLED), Attempt.billed_from.is_not(None))
+        .order_by(Attempt.created_at, Attempt.id)
     )
     machines = []
-    for deployment, order in rows:
-        assert deployment.billed_from is not None  # the query's condition
+    for attempt, order in rows:
+        assert attempt.billed_from is not None  # the query's condition
         machines.append(
             Machine(
-                deployment_id=deployment.id,
+                attempt_id=attempt.id,
                 order_id=order.id,
                 account_id=order.account_id,
-                provider=deployment.provider,
-                price=deployment.price_per_hour_with_fees,
-                billed_from=deployment.billed_from,
-                running_at=deployment.running_at,
-                paid_hours=deployment.paid_hours,
-                hour_seconds=deployment.billing_hour_seconds,
-                unpaid_since=deployment.unpaid_since,
-                charged=deployment.charged,
+                provider=attempt.provider,
+                price=attempt.price_per_hour_with_fees,
+                billed_from=attempt.billed_from,
+                running_at=attempt.running_at,
+                paid_hours=attempt.paid_hours,
+                hour_seconds=attempt.billing_hour_seconds,
+                unpaid_since=attempt.unpaid_since,
+                charged=attempt.charged,
                 max_runtime_hours=order.max_runtime_hours,
                 max_total_usd=order.max_total_usd,
             )
@@ -105,18 +105,18 @@ async def pay_next_hour(session: AsyncSession, machine: Machine, *, now: datetim
         async with session.begin_nested():
             moved = (
                 await session.execute(
-                    update(Deployment)
+                    update(Attempt)
                     .where(
-                        Deployment.id == machine.deployment_id,
-                        Deployment.status.in_(BILLED),
-                        Deployment.paid_hours == machine.paid_hours,
+                        Attempt.id == machine.attempt_id,
+                        Attempt.status.in_(BILLED),
+                        Attempt.paid_hours == machine.paid_hours,
                     )
                     .values(
                         paid_hours=hour,
-                        charged=Deployment.charged + machine.price,
+                        charged=Attempt.charged + machine.price,
                         unpaid_since=None,
                     )
-                    .returning(Deployment.id)
+                    .returning(Attempt.id)
                     .execution_options(synchronize_session=False)
                 )
             ).first()
@@ -127,7 +127,7 @@ async def pay_next_hour(session: AsyncSession, machine: Machine, *, now: datetim
                 account_id=machine.account_id,
                 amount=machine.price,
                 order_id=machine.order_id,
-                deployment_id=machine.deployment_id,
+                attempt_id=machine.attempt_id,
                 billing_hour=hour,
             )
             if entry is None:
@@ -152,14 +152,14 @@ async def mark_unpaid(session: AsyncSession, machine: Machine, *, grace_ends: da
     """The next hour could not be paid: the grace runs from its start. Said once per hour."""
     moved = (
         await session.execute(
-            update(Deployment)
+            update(Attempt)
             .where(
-                Deployment.id == machine.deployment_id,
-                Deployment.paid_hours == machine.paid_hours,
-                Deployment.unpaid_since.is_(None),
+                Attempt.id == machine.attempt_id,
+                Attempt.paid_hours == machine.paid_hours,
+                Attempt.unpaid_since.is_(None),
             )
             .values(unpaid_since=machine.paid_until)
-            .returning(Deployment.id)
+            .returning(Attempt.id)
             .execution_options(synchronize_session=False)
         )
     ).first()
@@ -189,37 +189,35 @@ class Settled:
     charged: Decimal
 
 
-async def settle_end(
-    session: AsyncSession, deployment: Deployment, *, ended_at: datetime
-) -> Settled:
+async def settle_end(session: AsyncSession, attempt: Attempt, *, ended_at: datetime) -> Settled:
     """Refund the paid time the machine did not use, rounded the way its provider bills."""
     refunded = metering.refund(
-        deployment.price_per_hour_with_fees,
-        paid_hours=deployment.paid_hours,
-        billed_seconds=metering.billed_seconds(deployment.billed_from, ended_at),
-        hour_seconds=deployment.billing_hour_seconds,
-        unit=spec_for(deployment.provider).billing,
+        attempt.price_per_hour_with_fees,
+        paid_hours=attempt.paid_hours,
+        billed_seconds=metering.billed_seconds(attempt.billed_from, ended_at),
+        hour_seconds=attempt.billing_hour_seconds,
+        unit=spec_for(attempt.provider).billing,
     )
     if refunded > 0:
         account_id = await session.scalar(
-            select(Order.account_id).where(Order.id == deployment.order_id)
+            select(Order.account_id).where(Order.id == attempt.order_id)
         )
         assert account_id is not None  # foreign key
         await ledger.refund(
             session,
             account_id=account_id,
             amount=refunded,
-            order_id=deployment.order_id,
-            deployment_id=deployment.id,
-            note=f"unused part of what was paid for VM {deployment.provider_vm_id}",
+            order_id=attempt.order_id,
+            attempt_id=attempt.id,
+            note=f"unused part of what was paid for VM {attempt.provider_vm_id}",
         )
         await session.execute(
-            update(Deployment)
-            .where(Deployment.id == deployment.id)
-            .values(charged=Deployment.charged - refunded)
+            update(Attempt)
+            .where(Attempt.id == attempt.id)
+            .values(charged=Attempt.charged - refunded)
             .execution_options(synchronize_session=False)
         )
-    return Settled(refunded, deployment.charged - refunded)
+    return Settled(refunded, attempt.charged - refunded)
 
 
 async def spend_by_account(
@@ -227,9 +225,9 @@ async def spend_by_account(
 ) -> dict[str, Decimal]:
     """What each account's machines (accepted, not ended) cost an hour together."""
     statement = (
-        select(Order.account_id, func.sum(Deployment.price_per_hour_with_fees))
-        .join(Order, Order.id == Deployment.order_id)
-        .where(Deployment.status.in_(BILLED))
+        select(Order.account_id, func.sum(Attempt.price_per_hour_with_fees))
+        .join(Order, Order.id == Attempt.order_id)
+        .where(Attempt.status.in_(BILLED))
         .group_by(Order.account_id)
     )
     if account_ids is not None:

@@ -17,10 +17,10 @@ from app.core.clock import utcnow
 from app.core.errors import Conflict, InsufficientFunds, NotFound
 from app.core.ids import new_id
 from app.core.money import format_usd
-from app.core.states import OPEN_DEPLOYMENTS, HoldStatus, LedgerKind
+from app.core.states import OPEN_ATTEMPTS, HoldStatus, LedgerKind
 from app.core.text import quote
 from app.services import account_events
-from app.storage.models import Account, Deployment, Hold, LedgerEntry
+from app.storage.models import Account, Attempt, Hold, LedgerEntry
 from app.storage.types import Money, UTCDateTime
 
 # Built once: on the deploy path, building and keying a statement costs more than running it.
@@ -80,7 +80,7 @@ def _record(
     after: tuple[Decimal, Decimal],
     hold: Hold | None = None,
     order_id: str | None = None,
-    deployment_id: str | None = None,
+    attempt_id: str | None = None,
     billing_hour: int | None = None,
     note: str | None = None,
 ) -> LedgerEntry:
@@ -94,7 +94,7 @@ def _record(
         held_after=after[1],
         hold_id=hold.id if hold else None,
         order_id=order_id if order_id is not None else (hold.order_id if hold else None),
-        deployment_id=deployment_id,
+        attempt_id=attempt_id,
         billing_hour=billing_hour,
         note=note,
         created_at=utcnow(),
@@ -130,7 +130,7 @@ async def refund(
     account_id: str,
     amount: Decimal,
     order_id: str,
-    deployment_id: str,
+    attempt_id: str,
     note: str,
 ) -> LedgerEntry:
     """Give back money spent on one machine of an order (a VM that failed before it ran, or the
@@ -142,7 +142,7 @@ async def refund(
         amount=amount,
         kind=LedgerKind.REFUND,
         order_id=order_id,
-        deployment_id=deployment_id,
+        attempt_id=attempt_id,
         note=note,
     )
 
@@ -154,7 +154,7 @@ def _add_money(
     amount: Decimal,
     kind: LedgerKind,
     order_id: str | None = None,
-    deployment_id: str | None = None,
+    attempt_id: str | None = None,
     note: str | None = None,
 ) -> LedgerEntry:
     after = _change_account(connection, account_id=account_id, balance_delta=amount)
@@ -167,7 +167,7 @@ def _add_money(
         amount=amount,
         after=after,
         order_id=order_id,
-        deployment_id=deployment_id,
+        attempt_id=attempt_id,
         note=note,
     )
 
@@ -238,11 +238,11 @@ async def debit_hold(
     *,
     hold_id: str,
     amount: Decimal | None = None,
-    deployment_id: str | None = None,
+    attempt_id: str | None = None,
     billing_hour: int | None = None,
 ) -> LedgerEntry:
     """Spend a hold: debit `amount` (default: all of it) and free the rest of it (the first
-    billing hour of the machine `deployment_id`, when given)."""
+    billing hour of the machine `attempt_id`, when given)."""
     hold = await _close_hold(session, hold_id=hold_id, status=HoldStatus.DEBITED)
     spent = hold.amount if amount is None else amount
     if not Decimal(0) < spent <= hold.amount:
@@ -263,7 +263,7 @@ async def debit_hold(
         amount=spent,
         after=after,
         hold=hold,
-        deployment_id=deployment_id,
+        attempt_id=attempt_id,
         billing_hour=billing_hour,
     )
 
@@ -274,7 +274,7 @@ async def debit_hour(
     account_id: str,
     amount: Decimal,
     order_id: str,
-    deployment_id: str,
+    attempt_id: str,
     billing_hour: int,
 ) -> LedgerEntry | None:
     """Pay one billing hour of a machine from the available balance; None (nothing written)
@@ -286,7 +286,7 @@ async def debit_hour(
         account_id=account_id,
         amount=amount,
         order_id=order_id,
-        deployment_id=deployment_id,
+        attempt_id=attempt_id,
         billing_hour=billing_hour,
     )
 
@@ -297,7 +297,7 @@ def _debit_available(
     account_id: str,
     amount: Decimal,
     order_id: str,
-    deployment_id: str,
+    attempt_id: str,
     billing_hour: int,
 ) -> LedgerEntry | None:
     after = _change_account(
@@ -312,7 +312,7 @@ def _debit_available(
         amount=amount,
         after=after,
         order_id=order_id,
-        deployment_id=deployment_id,
+        attempt_id=attempt_id,
         billing_hour=billing_hour,
         note=f"billing hour {billing_hour}",
     )
@@ -354,8 +354,8 @@ async def release_stray_holds(session: AsyncSession) -> list[str]:
     Claims write a hold and its attempt in one commit and every settle closes both, so this
     finds nothing unless something went wrong; it exists so that a hold can never stay open.
     """
-    in_flight = select(Deployment.hold_id).where(
-        Deployment.hold_id.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
+    in_flight = select(Attempt.hold_id).where(
+        Attempt.hold_id.is_not(None), Attempt.status.in_(OPEN_ATTEMPTS)
     )
     stray = (
         (

@@ -7,7 +7,7 @@ from app.core.clock import utcnow
 from app.core.money import format_usd
 from app.core.states import OrderEventKind
 from app.services.timeline import Line
-from app.storage.models import Deployment, Order
+from app.storage.models import Attempt, Order
 
 
 def format_time(moment: datetime) -> str:
@@ -17,21 +17,21 @@ def format_time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def terminates_at(order: Order, deployment: Deployment) -> tuple[datetime, str] | None:
+def terminates_at(order: Order, attempt: Attempt) -> tuple[datetime, str] | None:
     """When the order's limits end this machine, and which limit does."""
     return metering.terminates_at(
-        running_at=deployment.running_at,
-        billed_from=deployment.billed_from,
-        hour_seconds=deployment.billing_hour_seconds,
-        price_per_hour=deployment.price_per_hour_with_fees,
+        running_at=attempt.running_at,
+        billed_from=attempt.billed_from,
+        hour_seconds=attempt.billing_hour_seconds,
+        price_per_hour=attempt.price_per_hour_with_fees,
         max_runtime_hours=order.max_runtime_hours,
         max_total=order.max_total_usd,
     )
 
 
-def limits_line(order: Order, deployment: Deployment) -> Line | None:
+def limits_line(order: Order, attempt: Attempt) -> Line | None:
     """`Terminates at 14:00:00 UTC (max runtime 12 h).`, or None without a limit that applies."""
-    end = terminates_at(order, deployment)
+    end = terminates_at(order, attempt)
     if end is None:
         return None
     moment, limit = end

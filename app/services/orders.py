@@ -25,7 +25,7 @@ from app.services import timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Account, Deployment, Order, OrderEvent
+from app.storage.models import Account, Attempt, Order, OrderEvent
 
 
 def describe_request(order: Order) -> str:
@@ -260,8 +260,8 @@ async def update_limits(
             f"order {order_id} is {order.status}: its limits can no longer change",
             code="order_ended",
         )
-    deployment = (await latest_deployments(session, order_ids=[order.id])).get(order.id)
-    machine = deployment if deployment is not None and deployment.status.owns_vm else None
+    attempt = (await latest_attempts(session, order_ids=[order.id])).get(order.id)
+    machine = attempt if attempt is not None and attempt.status.owns_vm else None
     total = changes.get("max_total_usd")
     if machine is not None and total is not None and total < machine.charged:
         raise _field_error(
@@ -307,16 +307,14 @@ async def list_events(session: AsyncSession, *, account_id: str, order_id: str) 
     return list((await session.execute(statement)).scalars())
 
 
-async def latest_deployments(
-    session: AsyncSession, *, order_ids: Sequence[str]
-) -> dict[str, Deployment]:
+async def latest_attempts(session: AsyncSession, *, order_ids: Sequence[str]) -> dict[str, Attempt]:
     """The newest deployment attempt of each order that has one."""
     if not order_ids:
         return {}
     statement = (
-        select(Deployment)
-        .where(Deployment.order_id.in_(order_ids))
-        .order_by(Deployment.order_id, Deployment.attempt)
+        select(Attempt)
+        .where(Attempt.order_id.in_(order_ids))
+        .order_by(Attempt.order_id, Attempt.number)
     )
     return {d.order_id: d for d in (await session.execute(statement)).scalars()}
 

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.providers.registry import display_name, offered_providers
 from app.services.views import BalanceReadOut, ProviderStatusOut, StockReadOut
-from app.storage.models import Deployment, OfferSnapshot, ProviderBalance
+from app.storage.models import Attempt, OfferSnapshot, ProviderBalance
 
 
 async def keep_balance(
@@ -34,9 +34,9 @@ async def report(
     snapshots = {s.provider: s for s in (await session.scalars(select(OfferSnapshot)))}
     balances = {b.provider: b for b in (await session.scalars(select(ProviderBalance)))}
     counted = await session.execute(
-        select(Deployment.provider, func.count())
-        .where(Deployment.created_at >= now - timedelta(hours=1))
-        .group_by(Deployment.provider)
+        select(Attempt.provider, func.count())
+        .where(Attempt.created_at >= now - timedelta(hours=1))
+        .group_by(Attempt.provider)
     )
     creates = {str(row[0]): int(row[1]) for row in counted}
     result = []

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
 from app.core.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind
-from app.services.orders import latest_deployments
+from app.services.orders import latest_attempts
 from app.services.views import OrderSnapshotOut
 from app.storage.models import AccountEvent, Order, OrderEvent, PublishedEvent
 
@@ -66,14 +66,14 @@ async def publish_pending(session: AsyncSession, *, limit: int = PUBLISH_BATCH) 
     order_ids = sorted({line.order_id for line in lines if line.order_id is not None})
     found = await session.execute(select(Order).where(Order.id.in_(order_ids)))
     orders = {order.id: order for order in found.scalars()}
-    deployments = await latest_deployments(session, order_ids=order_ids)
+    attempts = await latest_attempts(session, order_ids=order_ids)
     now = utcnow()
     rows = []
     for line in lines:
         order_json = None
         if line.order_id is not None:
             order = orders[line.order_id]
-            snapshot = OrderSnapshotOut.present(order, deployments.get(order.id))
+            snapshot = OrderSnapshotOut.present(order, attempts.get(order.id))
             order_json = snapshot.model_dump(mode="json")
         event_type = _event_type(line)
         rows.append(

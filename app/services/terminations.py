@@ -21,20 +21,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.errors import Conflict
 from app.core.money import format_usd
 from app.core.states import (
-    OPEN_DEPLOYMENTS,
-    DeploymentStatus,
+    OPEN_ATTEMPTS,
+    AttemptStatus,
     OrderEventKind,
     OrderStatus,
     TerminateReason,
     WebhookEventType,
-    check_deployment_move,
+    check_attempt_move,
     check_order_move,
 )
 from app.providers.registry import display_name
-from app.services import billing, deployments, orders, timeline
+from app.services import attempts, billing, orders, timeline
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Deployment, Order
+from app.storage.models import Attempt, Order
 
 WHY = {
     TerminateReason.REQUESTED: "asked for by you",
@@ -117,13 +117,13 @@ async def _start(
 
 async def _start_deleting(session: AsyncSession, order_id: str, *, now: datetime) -> bool:
     """The order's attempts that own a VM (not being deleted yet) start being deleted."""
-    befores = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
-    check_deployment_move(befores, DeploymentStatus.TERMINATING)
+    befores = (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING)
+    check_attempt_move(befores, AttemptStatus.TERMINATING)
     moved = await session.execute(
-        update(Deployment)
-        .where(Deployment.order_id == order_id, Deployment.status.in_(befores))
-        .values(status=DeploymentStatus.TERMINATING, next_delete_at=now, updated_at=now)
-        .returning(Deployment.id)
+        update(Attempt)
+        .where(Attempt.order_id == order_id, Attempt.status.in_(befores))
+        .values(status=AttemptStatus.TERMINATING, next_delete_at=now, updated_at=now)
+        .returning(Attempt.id)
         .execution_options(synchronize_session=False)
     )
     return moved.first() is not None
@@ -134,19 +134,19 @@ async def adopt(session: AsyncSession, *, now: datetime) -> list[str]:
     being deleted; if it made none, the order is terminated. Returns the orders terminated."""
     rows = (
         await session.execute(
-            select(Order.id, Deployment.status)
-            .outerjoin(Deployment, Deployment.order_id == Order.id)
+            select(Order.id, Attempt.status)
+            .outerjoin(Attempt, Attempt.order_id == Order.id)
             .where(Order.status == OrderStatus.TERMINATING)
         )
     ).all()
-    statuses: dict[str, set[DeploymentStatus | None]] = {}
+    statuses: dict[str, set[AttemptStatus | None]] = {}
     for order_id, status in rows:
         statuses.setdefault(order_id, set()).add(status)
     ended = []
     for order_id, seen in statuses.items():
-        if seen & {DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING}:
+        if seen & {AttemptStatus.DEPLOYED, AttemptStatus.RUNNING}:
             await _start_deleting(session, order_id, now=now)
-        elif not seen & {*OPEN_DEPLOYMENTS, DeploymentStatus.TERMINATING}:
+        elif not seen & {*OPEN_ATTEMPTS, AttemptStatus.TERMINATING}:
             await _end_order(session, order_id, now=now, machine=None)
             ended.append(order_id)
     await session.flush()
@@ -155,16 +155,16 @@ async def adopt(session: AsyncSession, *, now: datetime) -> list[str]:
 
 async def deletes_due(
     session: AsyncSession, *, now: datetime, providers: list[str]
-) -> list[Deployment]:
+) -> list[Attempt]:
     """Attempts at `providers` being deleted whose next delete is due, oldest first."""
     statement = (
-        select(Deployment)
+        select(Attempt)
         .where(
-            Deployment.status == DeploymentStatus.TERMINATING,
-            Deployment.provider.in_(providers),
-            or_(Deployment.next_delete_at.is_(None), Deployment.next_delete_at <= now),
+            Attempt.status == AttemptStatus.TERMINATING,
+            Attempt.provider.in_(providers),
+            or_(Attempt.next_delete_at.is_(None), Attempt.next_delete_at <= now),
         )
-        .order_by(Deployment.next_delete_at, Deployment.id)
+        .order_by(Attempt.next_delete_at, Attempt.id)
     )
     return list((await session.execute(statement)).scalars())
 
@@ -172,41 +172,41 @@ async def deletes_due(
 async def next_delete_due(session: AsyncSession, *, providers: list[str]) -> datetime | None:
     """When the next delete of a machine terminating at `providers` is due (None: none is)."""
     return await session.scalar(
-        select(func.min(Deployment.next_delete_at)).where(
-            Deployment.status == DeploymentStatus.TERMINATING,
-            Deployment.provider.in_(providers),
+        select(func.min(Attempt.next_delete_at)).where(
+            Attempt.status == AttemptStatus.TERMINATING,
+            Attempt.provider.in_(providers),
         )
     )
 
 
-async def note_running(session: AsyncSession, *, deployment_id: str, now: datetime) -> None:
+async def note_running(session: AsyncSession, *, attempt_id: str, now: datetime) -> None:
     """A terminating machine not seen running before is running: it bills from `now`."""
     await session.execute(
-        update(Deployment)
+        update(Attempt)
         .where(
-            Deployment.id == deployment_id,
-            Deployment.status == DeploymentStatus.TERMINATING,
-            Deployment.billed_from.is_(None),
+            Attempt.id == attempt_id,
+            Attempt.status == AttemptStatus.TERMINATING,
+            Attempt.billed_from.is_(None),
         )
         .values(
             billed_from=now,
-            running_at=func.coalesce(Deployment.running_at, now),
+            running_at=func.coalesce(Attempt.running_at, now),
         )
         .execution_options(synchronize_session=False)
     )
 
 
 async def note_delete_accepted(
-    session: AsyncSession, *, deployment_id: str, now: datetime, check_in: timedelta
+    session: AsyncSession, *, attempt_id: str, now: datetime, check_in: timedelta
 ) -> None:
     """The provider took the delete (billing stops at the first time it did), or is still
     deleting: look again in `check_in`."""
     await session.execute(
-        update(Deployment)
-        .where(Deployment.id == deployment_id, Deployment.status == DeploymentStatus.TERMINATING)
+        update(Attempt)
+        .where(Attempt.id == attempt_id, Attempt.status == AttemptStatus.TERMINATING)
         .values(
-            ended_at=func.coalesce(Deployment.ended_at, now),
-            delete_attempts=Deployment.delete_attempts + 1,
+            ended_at=func.coalesce(Attempt.ended_at, now),
+            delete_attempts=Attempt.delete_attempts + 1,
             next_delete_at=now + check_in,
             updated_at=now,
         )
@@ -215,31 +215,27 @@ async def note_delete_accepted(
 
 
 async def note_delete_failed(
-    session: AsyncSession, *, deployment_id: str, now: datetime, retry_in: timedelta, message: str
+    session: AsyncSession, *, attempt_id: str, now: datetime, retry_in: timedelta, message: str
 ) -> None:
     """The delete failed or was refused: try again in `retry_in`; say why on the timeline,
     once per reason."""
     detail = message[:500]
     noted = (
         await session.execute(
-            update(Deployment)
-            .where(
-                Deployment.id == deployment_id, Deployment.status == DeploymentStatus.TERMINATING
-            )
+            update(Attempt)
+            .where(Attempt.id == attempt_id, Attempt.status == AttemptStatus.TERMINATING)
             .values(
-                delete_attempts=Deployment.delete_attempts + 1,
+                delete_attempts=Attempt.delete_attempts + 1,
                 next_delete_at=now + retry_in,
                 updated_at=now,
             )
-            .returning(Deployment.order_id, Deployment.detail)
+            .returning(Attempt.order_id, Attempt.detail)
             .execution_options(synchronize_session=False)
         )
     ).first()
     if noted is None or noted.detail == detail:
         return
-    await session.execute(
-        update(Deployment).where(Deployment.id == deployment_id).values(detail=detail)
-    )
+    await session.execute(update(Attempt).where(Attempt.id == attempt_id).values(detail=detail))
     await timeline.write(
         session,
         Line(noted.order_id, OrderEventKind.DELETE_RETRY, f"{message}: the delete is sent again."),
@@ -256,84 +252,84 @@ class Ended:
 
 
 async def settle_terminated(
-    session: AsyncSession, *, deployment_id: str, now: datetime
+    session: AsyncSession, *, attempt_id: str, now: datetime
 ) -> Ended | None:
     """The provider shows the VM gone: the attempt and the order are terminated, the unused
     part of the hour paid comes back. None when someone settled it already."""
-    deployment = await _end_machine(
+    attempt = await _end_machine(
         session,
-        deployment_id,
-        allowed=(DeploymentStatus.TERMINATING,),
-        status=DeploymentStatus.TERMINATED,
+        attempt_id,
+        allowed=(AttemptStatus.TERMINATING,),
+        status=AttemptStatus.TERMINATED,
         ended_at=now,
     )
-    if deployment is None:
+    if attempt is None:
         return None
-    return await _end_order(session, deployment.order_id, now=now, machine=deployment)
+    return await _end_order(session, attempt.order_id, now=now, machine=attempt)
 
 
 async def settle_lost(
-    session: AsyncSession, *, deployment_id: str, seen_at: datetime, reported: str
+    session: AsyncSession, *, attempt_id: str, seen_at: datetime, reported: str
 ) -> Ended | None:
     """The provider ended a running VM by itself: billing stops at `seen_at`, the unused part
     comes back, the order is lost. None when the attempt is not running any more."""
-    deployment = await _end_machine(
+    attempt = await _end_machine(
         session,
-        deployment_id,
-        allowed=(DeploymentStatus.RUNNING,),
-        status=DeploymentStatus.LOST,
+        attempt_id,
+        allowed=(AttemptStatus.RUNNING,),
+        status=AttemptStatus.LOST,
         ended_at=seen_at,
         detail=reported,
     )
-    if deployment is None:
+    if attempt is None:
         return None
-    await deployments.move_order(
-        session, deployment.order_id, expected=OrderStatus.RUNNING, status=OrderStatus.LOST
+    await attempts.move_order(
+        session, attempt.order_id, expected=OrderStatus.RUNNING, status=OrderStatus.LOST
     )
-    settled = await billing.settle_end(session, deployment, ended_at=seen_at)
-    name = display_name(deployment.provider)
+    settled = await billing.settle_end(session, attempt, ended_at=seen_at)
+    name = display_name(attempt.provider)
     await timeline.write(
         session,
         Line(
-            deployment.order_id,
+            attempt.order_id,
             OrderEventKind.LOST,
-            f"{name} ended VM {deployment.provider_vm_id} ({reported}): billing stopped; "
+            f"{name} ended VM {attempt.provider_vm_id} ({reported}): billing stopped; "
             f"refunded {format_usd(settled.refunded)}, {format_usd(settled.charged)} charged "
             "for it in all.",
         ),
     )
-    await outbox.emit(session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_LOST)
+    await outbox.emit(session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_LOST)
     await session.flush()
-    return Ended(deployment.order_id, format_usd(settled.refunded), format_usd(settled.charged))
+    return Ended(attempt.order_id, format_usd(settled.refunded), format_usd(settled.charged))
 
 
 async def _end_machine(
     session: AsyncSession,
-    deployment_id: str,
+    attempt_id: str,
     *,
-    allowed: tuple[DeploymentStatus, ...],
-    status: DeploymentStatus,
+    allowed: tuple[AttemptStatus, ...],
+    status: AttemptStatus,
     ended_at: datetime,
     detail: str | None = None,
-) -> Deployment | None:
+) -> Attempt | None:
     """Move the attempt to its end (compare-and-set); billing stopped at `ended_at` unless a
     delete taken earlier stopped it already."""
     extra = {} if detail is None else {"detail": detail[:500]}
-    return await deployments.move_attempt(
+    return await attempts.move_attempt(
         session,
-        deployment_id,
+        attempt_id,
         allowed=allowed,
         status=status,
-        ended_at=func.coalesce(Deployment.ended_at, ended_at),
+        ended_at=func.coalesce(Attempt.ended_at, ended_at),
         **extra,
     )
 
 
 async def _end_order(
-    session: AsyncSession, order_id: str, *, now: datetime, machine: Deployment | None
+    session: AsyncSession, order_id: str, *, now: datetime, machine: Attempt | None
 ) -> Ended:
     """A terminating order is terminated: its machine (if it had one) is settled."""
-    await deployments.move_order(
+    await attempts.move_order(
         session, order_id, expected=OrderStatus.TERMINATING, status=OrderStatus.TERMINATED
     )
     if machine is None:

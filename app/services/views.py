@@ -5,11 +5,18 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+)
 
 from app.core import metering
 from app.core.money import format_money
-from app.core.states import DeploymentStatus, OrderStatus, TerminateReason
+from app.core.states import AttemptStatus, OrderStatus, TerminateReason
 from app.providers.registry import spec_for
 from app.services.limits import terminates_at
 from app.support.security import ssh_key_fingerprint
@@ -25,12 +32,13 @@ class DeploymentOut(BaseModel):
 
     provider: str
     region: str
-    instance_type: str
+    # the attempt's `sku`, under the name the API has always given it
+    instance_type: str = Field(validation_alias=AliasChoices("instance_type", "sku"))
     provider_vm_id: str | None
     price_per_hour: MoneyOut
     price_per_hour_with_fees: MoneyOut
     ip: str | None
-    status: DeploymentStatus
+    status: AttemptStatus
     created_at: datetime
 
 
@@ -78,26 +86,24 @@ class _OrderFields(BaseModel):
         return value or []
 
     @classmethod
-    def present(cls, order: Any, deployment: Any | None) -> Self:
-        """The order with its latest deployment attempt, if it has one."""
+    def present(cls, order: Any, attempt: Any | None) -> Self:
+        """The order with its latest create attempt, if it has one."""
         out = cls.model_validate(order)
-        if deployment is None:
+        if attempt is None:
             return out
-        out.deployment = DeploymentOut.model_validate(deployment)
-        out.running_since = deployment.running_at
-        out.charged_usd = deployment.charged
-        out.ended_at = deployment.ended_at
-        hour = deployment.billing_hour_seconds
-        if deployment.billed_from is not None:
-            out.paid_until = metering.paid_until(
-                deployment.billed_from, deployment.paid_hours, hour
-            )
-        if deployment.status in (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING):
-            end = terminates_at(order, deployment)
+        out.deployment = DeploymentOut.model_validate(attempt)
+        out.running_since = attempt.running_at
+        out.charged_usd = attempt.charged
+        out.ended_at = attempt.ended_at
+        hour = attempt.billing_hour_seconds
+        if attempt.billed_from is not None:
+            out.paid_until = metering.paid_until(attempt.billed_from, attempt.paid_hours, hour)
+        if attempt.status in (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING):
+            end = terminates_at(order, attempt)
             out.terminates_at = None if end is None else end[0]
-        if deployment.status is DeploymentStatus.RUNNING and deployment.ip:
-            user = spec_for(deployment.provider).ssh_user
-            out.ssh_command = f"ssh {user}@{deployment.ip}"
+        if attempt.status is AttemptStatus.RUNNING and attempt.ip:
+            user = spec_for(attempt.provider).ssh_user
+            out.ssh_command = f"ssh {user}@{attempt.ip}"
         return out
 
 
@@ -114,9 +120,9 @@ class OrderSnapshotOut(_OrderFields):
     ssh_key_fingerprint: str | None = None
 
     @classmethod
-    def present(cls, order: Any, deployment: Any | None) -> Self:
+    def present(cls, order: Any, attempt: Any | None) -> Self:
         """The order with its latest deployment attempt, and its key's fingerprint."""
-        out = super().present(order, deployment)
+        out = super().present(order, attempt)
         out.ssh_key_fingerprint = ssh_key_fingerprint(order.ssh_public_key)
         return out
 

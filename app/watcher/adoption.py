@@ -22,16 +22,16 @@ from datetime import datetime
 
 from app.core.market import VM, VMState
 from app.providers.base import PROVIDER_CLOCK_SKEW
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 
 
 @dataclass(frozen=True)
-class DeploymentView:
+class AttemptView:
     """What the decision needs of one create attempt."""
 
     id: str
     order_id: str
-    attempt: int  # its number among the order's attempts
+    number: int  # among its order's attempts
     region: str
     sku: str
     vm_name: str
@@ -39,17 +39,17 @@ class DeploymentView:
     status: str
 
 
-def view(deployment: Deployment) -> DeploymentView:
+def view(attempt: Attempt) -> AttemptView:
     """What the decision needs of an attempt row."""
-    return DeploymentView(
-        id=deployment.id,
-        order_id=deployment.order_id,
-        attempt=deployment.attempt,
-        region=deployment.region,
-        sku=deployment.instance_type,
-        vm_name=deployment.vm_name,
-        created_at=deployment.created_at,
-        status=deployment.status,
+    return AttemptView(
+        id=attempt.id,
+        order_id=attempt.order_id,
+        number=attempt.number,
+        region=attempt.region,
+        sku=attempt.sku,
+        vm_name=attempt.vm_name,
+        created_at=attempt.created_at,
+        status=attempt.status,
     )
 
 
@@ -76,23 +76,23 @@ class Wait:
 Decision = Adopt | NotCreated | Wait
 
 
-def could_have_made(deployment: DeploymentView, vm: VM, *, finds_vms_by_name: bool) -> bool:
+def could_have_made(attempt: AttemptView, vm: VM, *, finds_vms_by_name: bool) -> bool:
     """Whether `vm` may be what `deployment`'s create made, by all the listing says of it."""
     if finds_vms_by_name:
-        return vm.name == deployment.vm_name
-    if vm.region is not None and vm.region.lower() != deployment.region.lower():
+        return vm.name == attempt.vm_name
+    if vm.region is not None and vm.region.lower() != attempt.region.lower():
         return False
-    if vm.sku is not None and vm.sku.lower() != deployment.sku.lower():
+    if vm.sku is not None and vm.sku.lower() != attempt.sku.lower():
         return False
-    return vm.created_at is None or vm.created_at >= deployment.created_at - PROVIDER_CLOCK_SKEW
+    return vm.created_at is None or vm.created_at >= attempt.created_at - PROVIDER_CLOCK_SKEW
 
 
 def decide(
-    deployment: DeploymentView,
+    attempt: AttemptView,
     found: list[VM],
     *,
     owned: set[str],
-    rivals: list[DeploymentView],
+    rivals: list[AttemptView],
     finds_vms_by_name: bool,
 ) -> Decision:
     """Resolve `deployment` from the provider's VMs, the VM ids attempts own, and the other
@@ -102,7 +102,7 @@ def decide(
         for vm in found
         if vm.state is not VMState.GONE
         and vm.id not in owned
-        and could_have_made(deployment, vm, finds_vms_by_name=finds_vms_by_name)
+        and could_have_made(attempt, vm, finds_vms_by_name=finds_vms_by_name)
     ]
     if not candidates:
         return NotCreated()
@@ -113,23 +113,23 @@ def decide(
         return Adopt(candidates[0])
     for vm in candidates:
         for rival in rivals:
-            if rival.id != deployment.id and could_have_made(rival, vm, finds_vms_by_name=False):
+            if rival.id != attempt.id and could_have_made(rival, vm, finds_vms_by_name=False):
                 return Wait(
                     f"VM {vm.id} could also be what the create for {rival.order_id} made, whose "
                     "answer is not in yet: deciding once it is"
                 )
-    chosen = min(candidates, key=lambda vm: _distance(deployment, vm))
+    chosen = min(candidates, key=lambda vm: _distance(attempt, vm))
     return Adopt(chosen, tuple(vm for vm in candidates if vm is not chosen))
 
 
-def _distance(deployment: DeploymentView, vm: VM) -> tuple[int, float]:
+def _distance(attempt: AttemptView, vm: VM) -> tuple[int, float]:
     if vm.created_at is None:
         return (1, 0.0)
-    return (0, abs((vm.created_at - deployment.created_at).total_seconds()))
+    return (0, abs((vm.created_at - attempt.created_at).total_seconds()))
 
 
 def possible_owners(
-    vm: VM, recorded: list[DeploymentView], *, finds_vms_by_name: bool
-) -> list[DeploymentView]:
+    vm: VM, recorded: list[AttemptView], *, finds_vms_by_name: bool
+) -> list[AttemptView]:
     """The attempts `vm` may have come from (for the report of a VM no order owns)."""
     return [d for d in recorded if could_have_made(d, vm, finds_vms_by_name=finds_vms_by_name)]

@@ -23,8 +23,8 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.registry import display_name, spec_for
-from app.services import deployments, timeline
-from app.services.deployments import Intent, KindBusy, VMAlreadyOwned
+from app.services import attempts, timeline
+from app.services.attempts import Intent, KindBusy, VMAlreadyOwned
 from app.services.timeline import Line
 from app.storage.db import session_scope
 from app.storage.one_hop import OneHopWriter
@@ -48,7 +48,7 @@ class Deployer:
         on_settled: Callable[[], None],
         pause_provider: Callable[[Provider, float], None],
         on_outcome: Callable[[Provider], None] = lambda _provider: None,
-        billing_hour_seconds: float = deployments.DEFAULT_HOUR_SECONDS,
+        billing_hour_seconds: float = attempts.DEFAULT_HOUR_SECONDS,
     ) -> None:
         self.adapters = adapters
         self.sessionmaker = sessionmaker
@@ -72,7 +72,7 @@ class Deployer:
         try:
             return await self.writer.run(
                 functools.partial(
-                    deployments.claim_all,
+                    attempts.claim_all,
                     claims=claims,
                     billing_hour_seconds=self.billing_hour_seconds,
                 )
@@ -91,16 +91,16 @@ class Deployer:
 
     def launch(self, intent: Intent, taken: Taken) -> None:
         """Send the create in the background; creates for different orders go out together."""
-        task = asyncio.create_task(self.send(intent, taken), name=f"create {intent.deployment_id}")
+        task = asyncio.create_task(self.send(intent, taken), name=f"create {intent.attempt_id}")
         self.in_flight.add(task)
-        self.in_flight_ids.add(intent.deployment_id)
+        self.in_flight_ids.add(intent.attempt_id)
         if not spec_for(intent.offer.provider).finds_vms_by_name:
-            self.serial_in_flight[intent.deployment_id] = intent.offer.key
+            self.serial_in_flight[intent.attempt_id] = intent.offer.key
 
         def done(finished: asyncio.Task[None]) -> None:
             self.in_flight.discard(finished)
-            self.in_flight_ids.discard(intent.deployment_id)
-            self.serial_in_flight.pop(intent.deployment_id, None)
+            self.in_flight_ids.discard(intent.attempt_id)
+            self.serial_in_flight.pop(intent.attempt_id, None)
 
         task.add_done_callback(done)
 
@@ -175,16 +175,14 @@ class Deployer:
             CREATES.labels(str(provider), "created").inc()
             async with session_scope(self.sessionmaker) as session:
                 try:
-                    await deployments.settle_created(
-                        session, deployment_id=intent.deployment_id, vm=vm
-                    )
+                    await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
                 except VMAlreadyOwned:
                     # Only a wrong adoption elsewhere could get here; the VM stays with its
                     # owner and this attempt is looked up like any unclear create.
                     log.error("%s answered %s with VM %s, owned already", provider, intent, vm.id)
-                    await deployments.mark_unknown(
+                    await attempts.mark_unknown(
                         session,
-                        deployment_id=intent.deployment_id,
+                        attempt_id=intent.attempt_id,
                         message=f"{display_name(provider)} answered with VM {vm.id}, which "
                         "another order already owns",
                     )
@@ -198,9 +196,9 @@ class Deployer:
     ) -> None:
         CREATES.labels(str(intent.offer.provider), kind).inc()
         async with session_scope(self.sessionmaker) as session:
-            await deployments.settle_not_created(
+            await attempts.settle_not_created(
                 session,
-                deployment_id=intent.deployment_id,
+                attempt_id=intent.attempt_id,
                 kind=kind,
                 message=message,
                 fail_order=fail_order,
@@ -209,9 +207,7 @@ class Deployer:
     async def _unknown(self, intent: Intent, message: str) -> None:
         CREATES.labels(str(intent.offer.provider), "unknown").inc()
         async with session_scope(self.sessionmaker) as session:
-            await deployments.mark_unknown(
-                session, deployment_id=intent.deployment_id, message=message
-            )
+            await attempts.mark_unknown(session, attempt_id=intent.attempt_id, message=message)
 
     async def drain(self, timeout: float) -> None:
         """Wait (bounded) for creates in flight to get their answers."""

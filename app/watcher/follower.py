@@ -10,13 +10,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.core.states import FOLLOWED_DEPLOYMENTS, DeploymentStatus, OrderEventKind
+from app.core.states import FOLLOWED_ATTEMPTS, AttemptStatus, OrderEventKind
 from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
 from app.providers.registry import display_name, spec_for
-from app.services import deployments, timeline
+from app.services import attempts, timeline
 from app.services.timeline import Line
 from app.storage.db import session_scope
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 from app.support.metrics import DEPLOY_TO_RUNNING_SECONDS
 from app.watcher import adoption
 
@@ -51,60 +51,60 @@ class Follower:
     async def tick(self) -> None:
         """Look at every attempt not settled yet: follow it to running, or resolve it."""
         async with session_scope(self.read_sessionmaker) as session:
-            open_attempts = await deployments.deployments_in(session, statuses=FOLLOWED_DEPLOYMENTS)
-        by_provider: dict[str, list[Deployment]] = defaultdict(list)
-        for deployment in open_attempts:
-            by_provider[deployment.provider].append(deployment)
+            open_attempts = await attempts.attempts_in(session, statuses=FOLLOWED_ATTEMPTS)
+        by_provider: dict[str, list[Attempt]] = defaultdict(list)
+        for attempt in open_attempts:
+            by_provider[attempt.provider].append(attempt)
         await asyncio.gather(*(self._follow(p, items) for p, items in by_provider.items()))
 
-    async def _follow(self, provider: str, open_attempts: list[Deployment]) -> None:
+    async def _follow(self, provider: str, open_attempts: list[Attempt]) -> None:
         adapter = self.adapters.get(Provider(provider))
         if adapter is None:
             return  # no credentials for it now; the attempts wait for a process that has them
         # One provider at a time, in order: kind to its rate limits.
-        for deployment in open_attempts:
+        for attempt in open_attempts:
             try:
-                await self._follow_one(adapter, deployment)
+                await self._follow_one(adapter, attempt)
             except ProviderError as exc:
-                log.info("following %s: %s", deployment.id, exc)
+                log.info("following %s: %s", attempt.id, exc)
 
-    async def _follow_one(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
+    async def _follow_one(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
         now = self.clock()
-        age = now - deployment.created_at
-        if deployment.status == DeploymentStatus.DEPLOYED and deployment.provider_vm_id:
-            await self._check_vm(adapter, deployment)
-        elif deployment.status == DeploymentStatus.UNKNOWN and (
-            now - deployment.updated_at >= self.outcome_check
+        age = now - attempt.created_at
+        if attempt.status == AttemptStatus.DEPLOYED and attempt.provider_vm_id:
+            await self._check_vm(adapter, attempt)
+        elif attempt.status == AttemptStatus.UNKNOWN and (
+            now - attempt.updated_at >= self.outcome_check
         ):
             # The consistency window runs from when the answer was given up on (updated_at),
             # not from the create: a provider may make the VM late, after our timeout.
-            await self._resolve(adapter, deployment)
+            await self._resolve(adapter, attempt)
         elif (
-            deployment.status == DeploymentStatus.CREATING
-            and deployment.id not in self.in_flight()
+            attempt.status == AttemptStatus.CREATING
+            and attempt.id not in self.in_flight()
             and age >= self.create_timeout
         ):
             # Past the create timeout no process can still be waiting on this create (ours
             # would have it in flight): it was cut off by a crash or a lost lease.
             async with session_scope(self.sessionmaker) as session:
-                await deployments.mark_unknown(
+                await attempts.mark_unknown(
                     session,
-                    deployment_id=deployment.id,
+                    attempt_id=attempt.id,
                     message="The create's answer was never recorded (the service stopped?)",
                 )
 
-    async def _check_vm(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
-        assert deployment.provider_vm_id is not None
-        vm = await adapter.get_vm(deployment.provider_vm_id)
+    async def _check_vm(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
+        assert attempt.provider_vm_id is not None
+        vm = await adapter.get_vm(attempt.provider_vm_id)
         name = display_name(adapter.provider)
         if vm is not None and vm.state is VMState.RUNNING and vm.ip:
             async with session_scope(self.sessionmaker) as session:
-                settled = await deployments.settle_running(
-                    session, deployment_id=deployment.id, vm=vm, now=self.clock()
+                settled = await attempts.settle_running(
+                    session, attempt_id=attempt.id, vm=vm, now=self.clock()
                 )
             if settled:
-                booted = (self.clock() - deployment.created_at).total_seconds()
-                DEPLOY_TO_RUNNING_SECONDS.labels(deployment.provider).observe(booted)
+                booted = (self.clock() - attempt.created_at).total_seconds()
+                DEPLOY_TO_RUNNING_SECONDS.labels(attempt.provider).observe(booted)
             return
         if vm is not None and vm.state not in (VMState.FAILED, VMState.SUSPENDED, VMState.GONE):
             return  # still booting (or a status we do not know: wait and see)
@@ -114,48 +114,48 @@ class Follower:
         else:
             reason = f"{name} lost the VM before it ran"
         async with session_scope(self.sessionmaker) as session:
-            await deployments.settle_failed_before_running(
-                session, deployment_id=deployment.id, reason=reason
+            await attempts.settle_failed_before_running(
+                session, attempt_id=attempt.id, reason=reason
             )
 
-    async def _resolve(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
+    async def _resolve(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
         """Look up the VM an unclear create may have made: adopt it, release the order, or
         wait while another attempt could have made the same VM (see `adoption`)."""
         provider = adapter.provider
         offer = Offer(
             provider=provider,
-            region=deployment.region,
-            sku=deployment.instance_type,
-            gpu_model=deployment.gpu_model,
-            gpu_count=deployment.gpu_count,
-            price_per_hour=deployment.price_per_hour,
-            offer_id=deployment.offer_id,
+            region=attempt.region,
+            sku=attempt.sku,
+            gpu_model=attempt.gpu_model,
+            gpu_count=attempt.gpu_count,
+            price_per_hour=attempt.price_per_hour,
+            offer_id=attempt.offer_id,
         )
         found = await adapter.find_vms(
-            name=deployment.vm_name,
-            tag=deployment.tag,
+            name=attempt.vm_name,
+            tag=attempt.tag,
             offer=offer,
-            not_before=deployment.created_at,
+            not_before=attempt.created_at,
         )
         # Read after the listing: an attempt that settles in between owns its VM by now.
         async with session_scope(self.sessionmaker) as session:
-            others = await deployments.ownership_at(session, provider=str(provider))
+            others = await attempts.ownership_at(session, provider=str(provider))
             decision = adoption.decide(
-                adoption.view(deployment),
+                adoption.view(attempt),
                 found,
                 owned={d.provider_vm_id for d in others if d.provider_vm_id},
                 rivals=[adoption.view(d) for d in others if d.status.is_open],
                 finds_vms_by_name=spec_for(provider).finds_vms_by_name,
             )
             if isinstance(decision, adoption.Wait):
-                await deployments.note_unresolved(
-                    session, deployment_id=deployment.id, message=decision.reason
+                await attempts.note_unresolved(
+                    session, attempt_id=attempt.id, message=decision.reason
                 )
                 return
             if isinstance(decision, adoption.NotCreated):
-                await deployments.settle_not_created(
+                await attempts.settle_not_created(
                     session,
-                    deployment_id=deployment.id,
+                    attempt_id=attempt.id,
                     kind=OrderEventKind.NOT_CREATED,
                     message=f"Looked it up at {display_name(provider)}: no VM came of the "
                     "create; keeps waiting.",
@@ -163,10 +163,10 @@ class Follower:
                 self.on_settled()
                 return
             try:
-                adopted = await deployments.settle_created(
-                    session, deployment_id=deployment.id, vm=decision.vm
+                adopted = await attempts.settle_created(
+                    session, attempt_id=attempt.id, vm=decision.vm
                 )
-            except deployments.VMAlreadyOwned:
+            except attempts.VMAlreadyOwned:
                 log.warning("%s VM %s is another order's by now", provider, decision.vm.id)
                 return  # looked at again next tick, with that VM owned
             if adopted:
@@ -179,7 +179,7 @@ class Follower:
                 await timeline.write(
                     session,
                     Line(
-                        deployment.order_id,
+                        attempt.order_id,
                         OrderEventKind.ADOPTED,
                         f"Found the VM the unclear create made ({decision.vm.id}): it is this "
                         f"order's{others_note}.",

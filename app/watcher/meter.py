@@ -52,7 +52,7 @@ class Meter:
             try:
                 terminated |= await self._bill(machine)
             except Exception:
-                log.exception("billing %s failed", machine.deployment_id)
+                log.exception("billing %s failed", machine.attempt_id)
         async with session_scope(self.sessionmaker) as session:
             await billing.mark_low_balances(
                 session, now=self.clock(), threshold_hours=self.low_balance_hours

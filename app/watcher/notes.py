@@ -7,7 +7,7 @@ from app.core.market import OrderWants
 from app.core.money import format_usd
 from app.core.states import OrderEventKind
 from app.providers.registry import display_name
-from app.services.deployments import describe_offer
+from app.services.attempts import describe_offer
 from app.services.timeline import Line
 from app.watcher.match import Assignment, MatchResult
 

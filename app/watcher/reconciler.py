@@ -8,13 +8,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.core.states import DeploymentStatus
+from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.providers.registry import display_name, spec_for
-from app.services import deployments, ledger
-from app.services.deployments import VM_TAG_PREFIX
+from app.services import attempts, ledger
+from app.services.attempts import VM_TAG_PREFIX
 from app.storage.db import session_scope
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 from app.support.metrics import UNTRACKED_VMS
 from app.watcher.adoption import possible_owners, view
 
@@ -54,15 +54,15 @@ class Reconciler:
             except ProviderError as exc:
                 log.info("untracked-VM sweep of %s skipped: %s", provider, exc)
 
-    async def _recorded(self, provider: Provider) -> list[Deployment]:
+    async def _recorded(self, provider: Provider) -> list[Attempt]:
         async with session_scope(self.sessionmaker) as session:
-            return await deployments.recorded_at(session, provider=str(provider))
+            return await attempts.recorded_at(session, provider=str(provider))
 
     async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
         """The VMs no attempt owns, leaving out young ones a create in flight may still claim."""
         return self._untracked(vms, await self._recorded(provider))
 
-    def _untracked(self, vms: list[VM], recorded: list[Deployment]) -> list[VM]:
+    def _untracked(self, vms: list[VM], recorded: list[Attempt]) -> list[VM]:
         owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
         resolving = {a.vm_name for a in recorded if a.status.is_open}
         young = self.clock() - self.grace
@@ -79,7 +79,7 @@ class Reconciler:
         vms = await adapter.list_vms()
         recorded = await self._recorded(provider)
         owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
-        released = {a.vm_name for a in recorded if a.status == DeploymentStatus.NOT_CREATED}
+        released = {a.vm_name for a in recorded if a.status == AttemptStatus.NOT_CREATED}
         await self._delete_ended(provider, adapter, vms, recorded)
         for vm in vms:
             # Its attempt was looked up, nothing was found and it was released (hold and all):
@@ -110,7 +110,7 @@ class Reconciler:
         provider: Provider,
         adapter: ProviderAdapter,
         vms: list[VM],
-        recorded: list[Deployment],
+        recorded: list[Attempt],
     ) -> None:
         """Delete again VMs whose order is terminated or lost but that the provider still has
         (a delete that did not stick, a lost VM left failed or suspended); report those that
@@ -150,17 +150,17 @@ async def _deleted(adapter: ProviderAdapter, vm: VM) -> bool:
     return True
 
 
-def _may_belong_to(provider: Provider, vm: VM, recorded: list[Deployment]) -> str:
+def _may_belong_to(provider: Provider, vm: VM, recorded: list[Attempt]) -> str:
     """`; it may be ...` naming the attempts without a VM of their own that could have made it."""
     unowned = [
         view(a)
         for a in recorded
-        if (a.status.is_open or a.status is DeploymentStatus.NOT_CREATED) and not a.provider_vm_id
+        if (a.status.is_open or a.status is AttemptStatus.NOT_CREATED) and not a.provider_vm_id
     ]
     owners = possible_owners(vm, unowned, finds_vms_by_name=spec_for(provider).finds_vms_by_name)
     if not owners:
         return ""
-    shown = ", ".join(f"attempt {a.attempt} of {a.order_id} ({a.status})" for a in owners[-5:])
+    shown = ", ".join(f"attempt {a.number} of {a.order_id} ({a.status})" for a in owners[-5:])
     return f"; it may be what this create made: {shown}"
 
 

@@ -11,11 +11,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.core.states import DeploymentStatus
+from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
-from app.services import deployments, terminations
+from app.services import attempts, terminations
 from app.storage.db import session_scope
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 
 log = logging.getLogger(__name__)
 ENDED = frozenset({VMState.FAILED, VMState.GONE, VMState.SUSPENDED, VMState.DELETING})
@@ -41,15 +41,13 @@ class RunningWatch:
     async def tick(self) -> None:
         """Read every running VM's status; end the orders of those the provider ended."""
         async with session_scope(self.read_sessionmaker) as session:
-            running = await deployments.deployments_in(
-                session, statuses=(DeploymentStatus.RUNNING,)
-            )
-        by_provider: dict[str, list[Deployment]] = defaultdict(list)
-        for deployment in running:
-            by_provider[deployment.provider].append(deployment)
+            running = await attempts.attempts_in(session, statuses=(AttemptStatus.RUNNING,))
+        by_provider: dict[str, list[Attempt]] = defaultdict(list)
+        for attempt in running:
+            by_provider[attempt.provider].append(attempt)
         await asyncio.gather(*(self._provider(p, items) for p, items in by_provider.items()))
 
-    async def _provider(self, provider: str, running: list[Deployment]) -> None:
+    async def _provider(self, provider: str, running: list[Attempt]) -> None:
         adapter = self.adapters.get(Provider(provider))
         if adapter is None:
             return
@@ -58,26 +56,24 @@ class RunningWatch:
         except ProviderError as exc:
             log.info("watching %s's running VMs: %s", provider, exc)
             return
-        for deployment in running:
+        for attempt in running:
             try:
-                await self._check(adapter, deployment, listed.get(deployment.provider_vm_id or ""))
+                await self._check(adapter, attempt, listed.get(attempt.provider_vm_id or ""))
             except ProviderError as exc:
-                log.info("watching %s: %s", deployment.id, exc)
+                log.info("watching %s: %s", attempt.id, exc)
 
-    async def _check(self, adapter: ProviderAdapter, deployment: Deployment, vm: VM | None) -> None:
-        assert deployment.provider_vm_id is not None  # a running attempt recorded its VM
+    async def _check(self, adapter: ProviderAdapter, attempt: Attempt, vm: VM | None) -> None:
+        assert attempt.provider_vm_id is not None  # a running attempt recorded its VM
         if vm is None:  # not in the list: a list may lag, the VM's own answer does not
-            vm = await adapter.get_vm(deployment.provider_vm_id)
+            vm = await adapter.get_vm(attempt.provider_vm_id)
         if vm is not None and vm.state not in ENDED:
             return
         reported = "not found" if vm is None else vm.provider_status
         async with session_scope(self.sessionmaker) as session:
             ended = await terminations.settle_lost(
-                session, deployment_id=deployment.id, seen_at=self.clock(), reported=reported
+                session, attempt_id=attempt.id, seen_at=self.clock(), reported=reported
             )
         if ended is not None:
-            log.warning(
-                "%s ended VM %s (%s)", adapter.provider, deployment.provider_vm_id, reported
-            )
+            log.warning("%s ended VM %s (%s)", adapter.provider, attempt.provider_vm_id, reported)
             if vm is not None and vm.state in STILL_THERE:
                 await adapter.delete_vm(vm.id)  # best effort: the reconciler deletes it too

@@ -20,7 +20,7 @@ from app.providers.base import ProviderAdapter, ProviderError, VMState
 from app.providers.registry import display_name
 from app.services import terminations
 from app.storage.db import session_scope
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 
 log = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 1.0  # a delete refused (still booting) or failed is sent again after this,
@@ -61,39 +61,39 @@ class Terminator:
             due = await terminations.deletes_due(
                 session, now=self.clock(), providers=self._providers
             )
-        by_provider: dict[str, list[Deployment]] = defaultdict(list)
-        for deployment in due:
-            by_provider[deployment.provider].append(deployment)
+        by_provider: dict[str, list[Attempt]] = defaultdict(list)
+        for attempt in due:
+            by_provider[attempt.provider].append(attempt)
         await asyncio.gather(*(self._provider(p, items) for p, items in by_provider.items()))
         async with session_scope(self.read_sessionmaker) as session:
             soonest = await terminations.next_delete_due(session, providers=self._providers)
         return None if soonest is None else max(0.0, (soonest - self.clock()).total_seconds())
 
-    async def _provider(self, provider: str, due: list[Deployment]) -> None:
+    async def _provider(self, provider: str, due: list[Attempt]) -> None:
         adapter = self.adapters[Provider(provider)]
-        for deployment in due:
+        for attempt in due:
             try:
-                await self._delete(adapter, deployment)
+                await self._delete(adapter, attempt)
             except Exception:
-                log.exception("deleting %s failed", deployment.id)
+                log.exception("deleting %s failed", attempt.id)
 
-    async def _delete(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
-        assert deployment.provider_vm_id is not None  # only attempts that own a VM terminate
-        if deployment.ended_at is not None and await self._check(adapter, deployment):
+    async def _delete(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
+        assert attempt.provider_vm_id is not None  # only attempts that own a VM terminate
+        if attempt.ended_at is not None and await self._check(adapter, attempt):
             return  # the delete was taken before: it is gone now, or on its way
-        if deployment.billed_from is None:
-            await self._note_if_running(adapter, deployment)
+        if attempt.billed_from is None:
+            await self._note_if_running(adapter, attempt)
         name = display_name(adapter.provider)
         try:
-            await adapter.delete_vm(deployment.provider_vm_id)
+            await adapter.delete_vm(attempt.provider_vm_id)
         except ProviderError as exc:
             async with session_scope(self.sessionmaker) as session:
                 await terminations.note_delete_failed(
                     session,
-                    deployment_id=deployment.id,
+                    attempt_id=attempt.id,
                     now=self.clock(),
-                    retry_in=retry_after(deployment.delete_attempts),
-                    message=f"{name} did not take the delete of VM {deployment.provider_vm_id} "
+                    retry_in=retry_after(attempt.delete_attempts),
+                    message=f"{name} did not take the delete of VM {attempt.provider_vm_id} "
                     f"({exc.message})",
                 )
             return
@@ -101,53 +101,49 @@ class Terminator:
         async with session_scope(self.sessionmaker) as session:
             await terminations.note_delete_accepted(
                 session,
-                deployment_id=deployment.id,
+                attempt_id=attempt.id,
                 now=accepted_at,
                 check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
             )
-        await self._check(adapter, deployment)
+        await self._check(adapter, attempt)
 
-    async def _note_if_running(self, adapter: ProviderAdapter, deployment: Deployment) -> None:
+    async def _note_if_running(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
         """A machine terminated before we saw it run may run by now (Hyperstack refuses the
         delete until it has been created): its provider bills it from then, so it is paid from
         when this sees it running, not refunded whole."""
-        assert deployment.provider_vm_id is not None
+        assert attempt.provider_vm_id is not None
         try:
-            vm = await adapter.get_vm(deployment.provider_vm_id)
+            vm = await adapter.get_vm(attempt.provider_vm_id)
         except ProviderError:
             return
         if vm is not None and vm.state is VMState.RUNNING:
             async with session_scope(self.sessionmaker) as session:
-                await terminations.note_running(
-                    session, deployment_id=deployment.id, now=self.clock()
-                )
+                await terminations.note_running(session, attempt_id=attempt.id, now=self.clock())
 
-    async def _check(self, adapter: ProviderAdapter, deployment: Deployment) -> bool:
+    async def _check(self, adapter: ProviderAdapter, attempt: Attempt) -> bool:
         """After a delete was taken: settle the machine if the provider shows it gone. True
         when it is gone or still being deleted (nothing to send); False when the delete has
         to go again (the VM is there as before, or its status could not be read)."""
-        assert deployment.provider_vm_id is not None
+        assert attempt.provider_vm_id is not None
         try:
-            vm = await adapter.get_vm(deployment.provider_vm_id)
+            vm = await adapter.get_vm(attempt.provider_vm_id)
         except ProviderError as exc:
-            log.info("after deleting %s: %s", deployment.id, exc)
+            log.info("after deleting %s: %s", attempt.id, exc)
             return False
         if vm is not None and vm.state is not VMState.GONE:
             if vm.state is VMState.DELETING:
-                await self._check_again(deployment)
+                await self._check_again(attempt)
                 return True
             return False
         async with session_scope(self.sessionmaker) as session:
-            await terminations.settle_terminated(
-                session, deployment_id=deployment.id, now=self.clock()
-            )
+            await terminations.settle_terminated(session, attempt_id=attempt.id, now=self.clock())
         return True
 
-    async def _check_again(self, deployment: Deployment) -> None:
+    async def _check_again(self, attempt: Attempt) -> None:
         async with session_scope(self.sessionmaker) as session:
             await terminations.note_delete_accepted(
                 session,
-                deployment_id=deployment.id,
+                attempt_id=attempt.id,
                 now=self.clock(),
                 check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
             )

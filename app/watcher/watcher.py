@@ -20,8 +20,8 @@ from app.core.market import Fees, OfferKey
 from app.core.states import OrderStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import enabled_providers, planned_providers, poll_periods
-from app.services import deployments, orders, provider_status
-from app.services.deployments import Intent
+from app.services import attempts, orders, provider_status
+from app.services.attempts import Intent
 from app.services.stock import history as stock_history
 from app.settings import Settings
 from app.storage.db import session_scope
@@ -260,7 +260,7 @@ class Watcher:
         """Catch up with the waiting orders and their accounts' balances."""
         async with session_scope(self.read_sessionmaker) as session:
             await self.waiting.refresh(session)
-            self.unresolved_kinds = await deployments.open_serial_kinds(session)
+            self.unresolved_kinds = await attempts.open_serial_kinds(session)
         self.notes.keep_only(self.waiting.orders.keys())
         if self.would_deploy is not None:
             self.would_deploy.keep_only(self.waiting.orders.keys())

@@ -13,7 +13,7 @@ from app.core.clock import utcnow
 from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Deployment
+from app.storage.models import Attempt
 from tests.factories import create_account, force_order_status, order_body, place_order, ssh_key
 
 
@@ -271,13 +271,13 @@ class TestListAndGet:
         await force_order_status(engine, placed["id"], OrderStatus.DEPLOYED)
         async with session_scope(create_sessionmaker(engine)) as session:
             session.add(
-                Deployment(
+                Attempt(
                     id=new_id("dep"),
                     order_id=placed["id"],
-                    attempt=1,
+                    number=1,
                     provider="verda",
                     region="FIN-01",
-                    instance_type="8B300.240V",
+                    sku="8B300.240V",
                     vm_name=f"ap-{placed['id']}-1",
                     provider_vm_id="vm-123",
                     price_per_hour=Decimal("41.52"),

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.catalogue import Provider
 from app.core.states import OrderStatus
 from app.providers.base import VM, Offer, VMState
-from app.services import deployments
+from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
 from tests.factories import ADMIN, AccountHandle, create_account, force_order_status, place_order
 
@@ -27,15 +27,15 @@ async def running(
     order_id = (await place_order(client, account, **order))["id"]
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        intent = await deployments.claim(
+        intent = await attempts.claim(
             session, order_id=order_id, offer=OFFER, price_with_fees=OFFER.price_per_hour
         )
     assert intent is not None
     vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
     async with session_scope(maker) as session:
-        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
     async with session_scope(maker) as session:
-        await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=vm)
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
     return account, order_id
 
 

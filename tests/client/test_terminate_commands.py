@@ -9,7 +9,7 @@ import pytest
 
 from app.core.catalogue import Provider
 from app.providers.base import VM, Offer, VMState
-from app.services import deployments
+from app.services import attempts
 from app.storage.db import create_engine, create_sessionmaker, session_scope
 from tests.client.cli import Account, Autoprovision, place
 
@@ -24,15 +24,15 @@ def runs(database_url: str, order_id: str) -> None:
         maker = create_sessionmaker(engine)
         try:
             async with session_scope(maker) as session:
-                intent = await deployments.claim(
+                intent = await attempts.claim(
                     session, order_id=order_id, offer=OFFER, price_with_fees=Decimal("40.00")
                 )
             assert intent is not None
             vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
             async with session_scope(maker) as session:
-                await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+                await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
             async with session_scope(maker) as session:
-                await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=vm)
+                await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
         finally:
             await engine.dispose()
 

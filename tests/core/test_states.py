@@ -9,16 +9,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.ids import new_id
 from app.core.states import (
-    DEPLOYMENT_TRANSITIONS,
+    ATTEMPT_TRANSITIONS,
     ORDER_TRANSITIONS,
-    DeploymentStatus,
+    AttemptStatus,
     IllegalTransition,
     OrderStatus,
-    check_deployment_move,
+    check_attempt_move,
     check_order_move,
     mermaid,
 )
-from app.services import deployments
+from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, WebhookDelivery, WebhookEndpoint, WebhookEvent
 from tests.factories import HYPER_L40S, claimed, waiting_orders
@@ -30,9 +30,9 @@ ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 
 def test_every_state_has_a_row_and_moves_only_to_known_states() -> None:
     assert set(ORDER_TRANSITIONS) == set(OrderStatus)
-    assert set(DEPLOYMENT_TRANSITIONS) == set(DeploymentStatus)
+    assert set(ATTEMPT_TRANSITIONS) == set(AttemptStatus)
     reasons = [r for moves in ORDER_TRANSITIONS.values() for r in moves.values()]
-    reasons += [r for moves in DEPLOYMENT_TRANSITIONS.values() for r in moves.values()]
+    reasons += [r for moves in ATTEMPT_TRANSITIONS.values() for r in moves.values()]
     for reason in reasons:
         assert reason and ":" not in reason and ";" not in reason  # Mermaid labels
 
@@ -45,20 +45,20 @@ def test_status_groups_follow_from_the_tables() -> None:
     assert {s for s in OrderStatus if s.can_terminate} == {
         OrderStatus.DEPLOYING, OrderStatus.DEPLOYED, OrderStatus.RUNNING
     }  # fmt: skip
-    assert {s for s in DeploymentStatus if s.is_open} == {
-        DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN
+    assert {s for s in AttemptStatus if s.is_open} == {
+        AttemptStatus.CREATING, AttemptStatus.UNKNOWN
     }  # fmt: skip
-    assert {s for s in DeploymentStatus if s.owns_vm} == {
-        DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING, DeploymentStatus.TERMINATING
+    assert {s for s in AttemptStatus if s.owns_vm} == {
+        AttemptStatus.DEPLOYED, AttemptStatus.RUNNING, AttemptStatus.TERMINATING
     }  # fmt: skip
     # A VM stays its attempt's until the provider shows it gone: only then may it end.
-    for status in DeploymentStatus:
+    for status in AttemptStatus:
         if status.is_ended:
-            assert all(before.owns_vm for before, moves in DEPLOYMENT_TRANSITIONS.items()
+            assert all(before.owns_vm for before, moves in ATTEMPT_TRANSITIONS.items()
                        if status in moves)  # fmt: skip
-    for status in DeploymentStatus:  # only an open attempt can still come to own a VM
+    for status in AttemptStatus:  # only an open attempt can still come to own a VM
         if not status.is_open and not status.owns_vm:
-            assert DeploymentStatus.DEPLOYED not in DEPLOYMENT_TRANSITIONS[status]
+            assert AttemptStatus.DEPLOYED not in ATTEMPT_TRANSITIONS[status]
 
 
 def test_a_move_the_table_does_not_allow_raises() -> None:
@@ -66,8 +66,8 @@ def test_a_move_the_table_does_not_allow_raises() -> None:
     with pytest.raises(IllegalTransition, match="from running to waiting"):
         check_order_move(OrderStatus.RUNNING, OrderStatus.WAITING)
     with pytest.raises(IllegalTransition, match="from not_created to deployed"):
-        check_deployment_move((DeploymentStatus.UNKNOWN, DeploymentStatus.NOT_CREATED),
-                              DeploymentStatus.DEPLOYED)  # fmt: skip
+        check_attempt_move((AttemptStatus.UNKNOWN, AttemptStatus.NOT_CREATED),
+                              AttemptStatus.DEPLOYED)  # fmt: skip
 
 
 async def test_an_illegal_move_is_never_written(engine: AsyncEngine) -> None:
@@ -75,14 +75,14 @@ async def test_an_illegal_move_is_never_written(engine: AsyncEngine) -> None:
     maker = create_sessionmaker(engine)
     with pytest.raises(IllegalTransition):
         async with session_scope(maker) as session:
-            await deployments.move_order(
+            await attempts.move_order(
                 session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.RUNNING
             )
     async with session_scope(maker) as session:
         order = await session.get(Order, order_id)
         assert order is not None and order.status is OrderStatus.WAITING
         # Positive control: the same function makes a move the table allows.
-        assert await deployments.move_order(
+        assert await attempts.move_order(
             session, order_id, expected=OrderStatus.WAITING, status=OrderStatus.CANCELLED
         )
 
@@ -130,4 +130,4 @@ def test_the_docs_show_the_order_states_as_the_code_has_them() -> None:
 def test_the_architecture_doc_shows_both_tables_as_the_code_has_them() -> None:
     doc = ARCHITECTURE.read_text()
     assert f"```mermaid\n{mermaid(ORDER_TRANSITIONS)}\n```" in doc
-    assert f"```mermaid\n{mermaid(DEPLOYMENT_TRANSITIONS)}\n```" in doc
+    assert f"```mermaid\n{mermaid(ATTEMPT_TRANSITIONS)}\n```" in doc

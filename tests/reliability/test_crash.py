@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
 from app.core.states import HoldStatus, LedgerKind
-from app.storage.models import Deployment, Hold, LedgerEntry, Order
+from app.storage.models import Attempt, Hold, LedgerEntry, Order
 from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync
@@ -145,9 +145,7 @@ class Run:
         )
         assert open_holds == []
         spent = sum((e.amount for e in entries if e.kind == LedgerKind.DEBIT), Decimal(0))
-        attempts = query(
-            database_url, select(Deployment.status).where(Deployment.order_id.in_(ids))
-        )
+        attempts = query(database_url, select(Attempt.status).where(Attempt.order_id.in_(ids)))
         assert not {"creating", "unknown"} & {row.status for row in attempts}
         balance = self.api.get("/v1/account", headers=self.headers).json()
         assert Decimal(balance["balance"]) == Decimal(100) - spent
@@ -241,7 +239,7 @@ def test_sigterm_lets_a_create_in_flight_finish(
     assert service.process.returncode in (0, -15)
     (status,) = query(database_url, select(Order.status).where(Order.id == order_id))
     assert status.status == "deployed"
-    attempts = query(database_url, select(Deployment.status).where(Deployment.order_id == order_id))
+    attempts = query(database_url, select(Attempt.status).where(Attempt.order_id == order_id))
     assert [a.status for a in attempts] == ["deployed"]
 
 
@@ -271,9 +269,7 @@ def test_killed_between_two_unclear_creates_of_one_unnamed_kind(
         owned = dict(
             query(
                 database_url,
-                select(Deployment.order_id, Deployment.provider_vm_id).where(
-                    Deployment.status == "running"
-                ),
+                select(Attempt.order_id, Attempt.provider_vm_id).where(Attempt.status == "running"),
             )
         )
         assert owned == {first: creates[0]["vm_id"], second: creates[1]["vm_id"]}

@@ -44,12 +44,12 @@ from sqlalchemy import Connection, select
 from app.core import metering
 from app.core.catalogue import Provider
 from app.core.errors import AppError
-from app.core.states import DeploymentStatus, LedgerKind, OrderStatus, TerminateReason
+from app.core.states import AttemptStatus, LedgerKind, OrderStatus, TerminateReason
 from app.providers.base import Offer, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import FakeAdapter
 from app.providers.registry import spec_for
-from app.services import accounts, deployments, ledger, orders, terminations
-from app.services.deployments import Intent
+from app.services import accounts, attempts, ledger, orders, terminations
+from app.services.attempts import Intent
 from app.services.orders import NewOrder
 from app.storage.db import (
     create_engine,
@@ -57,7 +57,7 @@ from app.storage.db import (
     create_sessionmaker,
     session_scope,
 )
-from app.storage.models import Account, Deployment, LedgerEntry, Order
+from app.storage.models import Account, Attempt, LedgerEntry, Order
 from app.watcher.meter import Meter
 from app.watcher.running import RunningWatch
 from app.watcher.terminator import Terminator
@@ -174,20 +174,20 @@ class LifecycleMachine(RuleBasedStateMachine):
                 offer, name=intent.vm_name, tag=intent.tag, ssh_public_key=None
             )
             async with session_scope(self.maker) as session:
-                await deployments.settle_created(
-                    session, deployment_id=intent.deployment_id, vm=vm, now=self.clock()
+                await attempts.settle_created(
+                    session, attempt_id=intent.attempt_id, vm=vm, now=self.clock()
                 )
             self.order_ids.append(order.id)
             if provider == "hyperstack":  # QuantaCloud's stay booting: billed from the create
                 running = fake.advance(vm.id, VMState.RUNNING, ip="192.0.2.10")
                 async with session_scope(self.maker) as session:
-                    await deployments.settle_running(
-                        session, deployment_id=intent.deployment_id, vm=running, now=self.clock()
+                    await attempts.settle_running(
+                        session, attempt_id=intent.attempt_id, vm=running, now=self.clock()
                     )
 
     async def _claim(self, order_id: str, offer: Offer) -> Intent | None:
         def claim(sync: Connection) -> Intent | None:
-            return deployments.claim_on(
+            return attempts.claim_on(
                 sync,
                 order_id=order_id,
                 offer=offer,
@@ -278,14 +278,14 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _vm_of(self, index: int) -> tuple[FakeAdapter, str] | None:
         if index >= len(self.order_ids):
             return None
-        deployment = self.run(self._deployment(self.order_ids[index]))
-        if deployment is None or deployment.provider_vm_id is None:
+        attempt = self.run(self._attempt(self.order_ids[index]))
+        if attempt is None or attempt.provider_vm_id is None:
             return None
-        return self.fakes[Provider(deployment.provider)], deployment.provider_vm_id
+        return self.fakes[Provider(attempt.provider)], attempt.provider_vm_id
 
-    async def _deployment(self, order_id: str) -> Deployment | None:
+    async def _attempt(self, order_id: str) -> Attempt | None:
         async with session_scope(self.reader) as session:
-            found = await session.execute(select(Deployment).where(Deployment.order_id == order_id))
+            found = await session.execute(select(Attempt).where(Attempt.order_id == order_id))
             return found.scalars().first()
 
     async def _order_status(self, index: int) -> OrderStatus | None:
@@ -297,9 +297,9 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # --- promises --------------------------------------------------------------------------
 
-    async def _tables(self) -> tuple[list[Deployment], list[LedgerEntry], Account, list[Order]]:
+    async def _tables(self) -> tuple[list[Attempt], list[LedgerEntry], Account, list[Order]]:
         async with session_scope(self.reader) as session:
-            found = list((await session.execute(select(Deployment))).scalars())
+            found = list((await session.execute(select(Attempt))).scalars())
             entries = list((await session.execute(select(LedgerEntry))).scalars())
             account = await session.get(Account, self.account_id)
             placed = list((await session.execute(select(Order))).scalars())
@@ -317,7 +317,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert total == account.balance >= 0
         assert account.held == 0
         for machine in machines:
-            mine = [e for e in entries if e.deployment_id == machine.id]
+            mine = [e for e in entries if e.attempt_id == machine.id]
             hours = sorted(e.billing_hour or 0 for e in mine if e.kind == LedgerKind.DEBIT)
             assert hours == list(range(1, machine.paid_hours + 1)), (machine.id, hours)
             refunds = [e.amount for e in mine if e.kind == LedgerKind.REFUND]
@@ -325,7 +325,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             paid = sum((e.amount for e in mine if e.kind == LedgerKind.DEBIT), Decimal(0))
             assert machine.charged == paid - sum(refunds, Decimal(0))
             order = statuses[machine.order_id]
-            if machine.status is DeploymentStatus.TERMINATED:
+            if machine.status is AttemptStatus.TERMINATED:
                 assert order.status is OrderStatus.TERMINATED
                 assert machine.ended_at is not None
                 expected = metering.refund(
@@ -336,7 +336,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                     unit=spec_for(machine.provider).billing,
                 )
                 assert sum(refunds, Decimal(0)) == expected
-            if machine.status is DeploymentStatus.LOST:
+            if machine.status is AttemptStatus.LOST:
                 assert order.status is OrderStatus.LOST
         owners = {(m.provider, m.provider_vm_id): m.status for m in machines}
         for fake in self.fakes.values():
@@ -353,7 +353,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         terminating = {o.id for o in placed if o.status is OrderStatus.TERMINATING}
         now = self.clock()
         for machine in machines:
-            if machine.status not in (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING):
+            if machine.status not in (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING):
                 continue
             assert machine.billed_from is not None
             until = metering.paid_until(machine.billed_from, machine.paid_hours, HOUR)

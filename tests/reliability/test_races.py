@@ -14,7 +14,7 @@ from app.providers.registry import build_adapters
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.storage.models import Account, Deployment
+from app.storage.models import Account, Attempt
 from app.watcher.watcher import Watcher
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
 from tests.waiting import eventually, polled
@@ -149,5 +149,5 @@ async def test_two_watchers_polling_at_once_still_give_each_order_one_vm(
         await eventually(burst_served, seconds=10)
     assert await vms_per_order(sim) == dict.fromkeys(ids, 1)
     async with session_scope(create_sessionmaker(engine)) as session:
-        attempts = await session.scalar(select(func.count()).select_from(Deployment))
+        attempts = await session.scalar(select(func.count()).select_from(Attempt))
         assert attempts == len(await sim.creates("hyperstack"))

@@ -86,13 +86,13 @@ from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.core.money import price_with_fees
-from app.core.states import DeploymentStatus, HoldStatus, LedgerKind, OrderStatus, WebhookEventType
+from app.core.states import AttemptStatus, HoldStatus, LedgerKind, OrderStatus, WebhookEventType
 from app.main import create_app
 from app.services import doorbell
 from app.settings import Settings
 from app.simulators.control import SimControl, SimControlSync
 from app.storage.db import create_engine, create_read_sessionmaker, migrate
-from app.storage.models import Account, Deployment, Hold, LedgerEntry, Order, WebhookEvent
+from app.storage.models import Account, Attempt, Hold, LedgerEntry, Order, WebhookEvent
 from tests.fixtures.settings import ADMIN_KEY, live_settings
 from tests.waiting import eventually, eventually_sync
 
@@ -116,7 +116,7 @@ PROVIDERS = ("verda", "hyperstack", "quantacloud")
 UNNAMED = "quantacloud"  # its VMs carry no name: see the module docstring
 # The simulators' words for a VM on its way out.
 GONE = {"deleting", "discontinued", "DELETING", "DELETED", "stopping", "terminated"}
-VM_NAME = re.compile(r"^ap-([0-9a-z]+)-(\d+)$")  # app.services.deployments.vm_name
+VM_NAME = re.compile(r"^ap-([0-9a-z]+)-(\d+)$")  # app.services.attempts.vm_name
 TAG = re.compile(r"(?:^|=)ap-order-([0-9a-z]+)$")  # Hyperstack label / Verda `autoprovision=...`
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
@@ -217,7 +217,7 @@ class Placed:
 # Every account has a webhook endpoint, so every order change writes an outbox event; nothing
 # listens there, so deliveries fail and wait, which the invariants do not look at.
 DEAD_RECEIVER = "http://127.0.0.1:9/hooks"
-ACCEPTED = (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING, DeploymentStatus.FAILED)
+ACCEPTED = (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING, AttemptStatus.FAILED)
 
 
 @dataclass
@@ -225,7 +225,7 @@ class DbView:
     """One consistent read of the tables the invariants look at."""
 
     orders: dict[str, Order]
-    deployments: list[Deployment]
+    attempts: list[Attempt]
     holds: list[Hold]
     ledger: list[LedgerEntry]
     accounts: list[Account]
@@ -645,10 +645,10 @@ class ServiceMachine(RuleBasedStateMachine):
         async def settled() -> bool:
             db = await self._db()
             unsettled[:] = [
-                f"{d.order_id} attempt {d.attempt} is {d.status}"
-                for d in db.deployments
+                f"{d.order_id} attempt {d.number} is {d.status}"
+                for d in db.attempts
                 if d.status
-                in (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN, DeploymentStatus.DEPLOYED)
+                in (AttemptStatus.CREATING, AttemptStatus.UNKNOWN, AttemptStatus.DEPLOYED)
             ]
             return not unsettled
 
@@ -701,12 +701,12 @@ class ServiceMachine(RuleBasedStateMachine):
     async def _db(self) -> DbView:
         async with self.reader() as session, session.begin():  # one snapshot
             orders = {o.id: o for o in (await session.execute(select(Order))).scalars()}
-            deployments = list((await session.execute(select(Deployment))).scalars())
+            attempts = list((await session.execute(select(Attempt))).scalars())
             holds = list((await session.execute(select(Hold))).scalars())
             ledger = list((await session.execute(select(LedgerEntry))).scalars())
             accounts = list((await session.execute(select(Account))).scalars())
             events = list((await session.execute(select(WebhookEvent))).scalars())
-        return DbView(orders, deployments, holds, ledger, accounts, events)
+        return DbView(orders, attempts, holds, ledger, accounts, events)
 
     def _check(self, sims: SimView, db: DbView) -> list[str]:
         return [
@@ -754,8 +754,8 @@ class ServiceMachine(RuleBasedStateMachine):
                 live[order_id].append((provider, str(vm["id"]), shown))
         accepted = {
             d.order_id: (d.provider, str(d.provider_vm_id))
-            for d in db.deployments
-            if d.status in (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+            for d in db.attempts
+            if d.status in (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING)
         }
         for order_id, found in sorted(live.items()):
             shown = ", ".join(text for _provider, _id, text in found)
@@ -783,7 +783,7 @@ class ServiceMachine(RuleBasedStateMachine):
     def _recorded(db: DbView) -> dict[tuple[str, str], set[str]]:
         """(provider, VM id) -> the orders whose attempts record that VM, whatever their status."""
         owners: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for d in db.deployments:
+        for d in db.attempts:
             if d.provider_vm_id:
                 owners[(d.provider, str(d.provider_vm_id))].add(d.order_id)
         return owners
@@ -824,9 +824,7 @@ class ServiceMachine(RuleBasedStateMachine):
         of that kind, and none of a kind no order placed in this run accepts there."""
         problems = []
         sent = Counter((c["sku"], c["region"]) for c in creates if c["outcome"] != "rejected")
-        attempts = Counter(
-            (d.instance_type, d.region) for d in db.deployments if d.provider == UNNAMED
-        )
+        attempts = Counter((d.sku, d.region) for d in db.attempts if d.provider == UNNAMED)
         for kind, count in sorted(sent.items()):
             if count > attempts[kind]:
                 problems.append(
@@ -839,9 +837,9 @@ class ServiceMachine(RuleBasedStateMachine):
 
     def _check_orders(self, db: DbView) -> list[str]:
         problems = []
-        attempts: dict[str, list[Deployment]] = defaultdict(list)
-        for deployment in db.deployments:
-            attempts[deployment.order_id].append(deployment)
+        attempts: dict[str, list[Attempt]] = defaultdict(list)
+        for attempt in db.attempts:
+            attempts[attempt.order_id].append(attempt)
         known = set(OrderStatus)
         for order_id, placed in self.placed.items():
             order = db.orders.get(order_id)
@@ -869,15 +867,15 @@ class ServiceMachine(RuleBasedStateMachine):
             for attempt in mine:
                 if attempt.price_per_hour_with_fees > placed.max_price:
                     problems.append(
-                        f"{order_id} attempt {attempt.attempt} at "
+                        f"{order_id} attempt {attempt.number} at "
                         f"{attempt.price_per_hour_with_fees}/h is above its max {placed.max_price}"
                     )
             by_status = Counter(a.status for a in mine)
-            in_flight = by_status[DeploymentStatus.CREATING] + by_status[DeploymentStatus.UNKNOWN]
+            in_flight = by_status[AttemptStatus.CREATING] + by_status[AttemptStatus.UNKNOWN]
             shape = (
                 in_flight,
-                by_status[DeploymentStatus.DEPLOYED],
-                by_status[DeploymentStatus.RUNNING],
+                by_status[AttemptStatus.DEPLOYED],
+                by_status[AttemptStatus.RUNNING],
             )
             expected = SHAPES.get(status, (0, 0, 0))
             if shape != expected:
@@ -895,7 +893,7 @@ class ServiceMachine(RuleBasedStateMachine):
         written = Counter((e.order_id, e.type) for e in db.events)
         accepted: Counter[str] = Counter()
         ran: Counter[str] = Counter()
-        for d in db.deployments:
+        for d in db.attempts:
             if d.status in ACCEPTED:
                 accepted[d.order_id] += 1
             if d.running_at is not None:
@@ -921,8 +919,8 @@ class ServiceMachine(RuleBasedStateMachine):
         open_holds = {h.id: h for h in db.holds if h.status == HoldStatus.OPEN}
         in_flight_holds = {
             d.hold_id
-            for d in db.deployments
-            if d.status in (DeploymentStatus.CREATING, DeploymentStatus.UNKNOWN)
+            for d in db.attempts
+            if d.status in (AttemptStatus.CREATING, AttemptStatus.UNKNOWN)
         }
         for hold_id, hold in open_holds.items():
             if hold_id not in in_flight_holds:
@@ -992,8 +990,8 @@ class ServiceMachine(RuleBasedStateMachine):
         problems = []
         owned = {
             (d.provider, str(d.provider_vm_id)): d
-            for d in db.deployments
-            if d.status in (DeploymentStatus.DEPLOYED, DeploymentStatus.RUNNING)
+            for d in db.attempts
+            if d.status in (AttemptStatus.DEPLOYED, AttemptStatus.RUNNING)
         }
         seen = set()
         for provider, vms in sims.vms.items():
@@ -1008,10 +1006,10 @@ class ServiceMachine(RuleBasedStateMachine):
                         f"{provider} VM {vm['id']} {vm['name']} ({vm['status']}) is owned by no "
                         f"accepted attempt; {self._describe(order_id, db) if order_id else ''}"
                     )
-        for key, deployment in owned.items():
+        for key, attempt in owned.items():
             if key not in seen:
                 problems.append(
-                    f"{deployment.order_id} attempt {deployment.attempt} owns {key[0]} VM "
+                    f"{attempt.order_id} attempt {attempt.number} owns {key[0]} VM "
                     f"{key[1]}, which is not live at the simulator"
                 )
         return problems
@@ -1019,11 +1017,10 @@ class ServiceMachine(RuleBasedStateMachine):
     def _describe(self, order_id: str, db: DbView) -> str:
         order = db.orders.get(order_id)
         attempts = sorted(
-            (d for d in db.deployments if d.order_id == order_id), key=lambda d: d.attempt
+            (d for d in db.attempts if d.order_id == order_id), key=lambda d: d.number
         )
         shown = ", ".join(
-            f"#{d.attempt} {d.provider} {d.instance_type} {d.status} vm={d.provider_vm_id} "
-            f"({d.detail or ''})"
+            f"#{d.number} {d.provider} {d.sku} {d.status} vm={d.provider_vm_id} ({d.detail or ''})"
             for d in attempts
         )
         status = order.status if order is not None else "missing"

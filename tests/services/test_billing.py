@@ -15,10 +15,10 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import LedgerKind
 from app.providers.base import VM, Offer, VMState
-from app.services import billing, deployments, ledger
+from app.services import attempts, billing, ledger
 from app.services.billing import Machine, Payment
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Account, AccountEvent, Deployment, LedgerEntry, Order
+from app.storage.models import Account, AccountEvent, Attempt, LedgerEntry, Order
 from tests.factories import claimed
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))
@@ -30,12 +30,12 @@ async def running(engine: AsyncEngine) -> tuple[str, str]:
     vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
     async with session_scope(maker) as session:
-        await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=vm)
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
         order = await session.get(Order, intent.order_id)
         assert order is not None
-        return intent.deployment_id, order.account_id
+        return intent.attempt_id, order.account_id
 
 
 async def machine(engine: AsyncEngine) -> Machine:
@@ -44,11 +44,11 @@ async def machine(engine: AsyncEngine) -> Machine:
     return found
 
 
-async def debits(engine: AsyncEngine, deployment_id: str) -> list[int]:
+async def debits(engine: AsyncEngine, attempt_id: str) -> list[int]:
     async with session_scope(create_sessionmaker(engine)) as session:
         rows = await session.execute(
             select(LedgerEntry.billing_hour).where(
-                LedgerEntry.deployment_id == deployment_id, LedgerEntry.kind == LedgerKind.DEBIT
+                LedgerEntry.attempt_id == attempt_id, LedgerEntry.kind == LedgerKind.DEBIT
             )
         )
         return sorted(hour or 0 for (hour,) in rows)
@@ -57,13 +57,13 @@ async def debits(engine: AsyncEngine, deployment_id: str) -> list[int]:
 async def test_the_database_refuses_a_second_payment_of_one_hour_and_a_second_refund(
     engine: AsyncEngine,
 ) -> None:
-    deployment_id, account_id = await running(engine)
+    attempt_id, account_id = await running(engine)
     insert = text(
         "INSERT INTO ledger_entries (id, account_id, kind, amount, balance_after, held_after, "
         "deployment_id, billing_hour, created_at) VALUES (:id, :account, :kind, 1000000, 0, 0, "
         ":deployment, :hour, CURRENT_TIMESTAMP)"
     )
-    values = {"account": account_id, "deployment": deployment_id}
+    values = {"account": account_id, "deployment": attempt_id}
     with pytest.raises(IntegrityError):
         async with engine.begin() as connection:  # hour 1 was paid at deploy
             await connection.execute(insert, {**values, "id": "led_x1", "kind": "debit", "hour": 1})
@@ -78,7 +78,7 @@ async def test_the_database_refuses_a_second_payment_of_one_hour_and_a_second_re
 
 
 async def test_an_hour_is_paid_once_however_many_try_at_once(engine: AsyncEngine) -> None:
-    deployment_id, _ = await running(engine)
+    attempt_id, _ = await running(engine)
     seen = await machine(engine)
     now = seen.paid_until + timedelta(seconds=1)
 
@@ -88,7 +88,7 @@ async def test_an_hour_is_paid_once_however_many_try_at_once(engine: AsyncEngine
 
     outcomes = await asyncio.gather(pay(), pay(), pay())
     assert sorted(o.value for o in outcomes) == ["moved", "moved", "paid"]
-    assert await debits(engine, deployment_id) == [1, 2]
+    assert await debits(engine, attempt_id) == [1, 2]
     after = await machine(engine)
     assert (after.paid_hours, after.charged) == (2, Decimal("60.00"))
 
@@ -96,7 +96,7 @@ async def test_an_hour_is_paid_once_however_many_try_at_once(engine: AsyncEngine
 async def test_an_hour_the_balance_cannot_pay_writes_nothing_and_is_said_once(
     engine: AsyncEngine,
 ) -> None:
-    deployment_id, account_id = await running(engine)
+    attempt_id, account_id = await running(engine)
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:  # $70 left: hours 2 and 3 are paid
         for _ in range(2):
@@ -108,12 +108,12 @@ async def test_an_hour_the_balance_cannot_pay_writes_nothing_and_is_said_once(
         grace = seen.paid_until + timedelta(minutes=10)
         assert await billing.mark_unpaid(session, seen, grace_ends=grace)
         assert not await billing.mark_unpaid(session, seen, grace_ends=grace)  # once
-    assert await debits(engine, deployment_id) == [1, 2, 3]
+    assert await debits(engine, attempt_id) == [1, 2, 3]
     async with session_scope(maker) as session:
         account = await session.get(Account, account_id)
         assert account is not None and account.balance == Decimal("10.00")
         marked = await session.scalar(
-            select(func.count()).select_from(Deployment).where(Deployment.unpaid_since.is_not(None))
+            select(func.count()).select_from(Attempt).where(Attempt.unpaid_since.is_not(None))
         )
         assert marked == 1
         # A top-up pays the hour, and the mark goes.

@@ -11,27 +11,27 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.errors import Conflict
 from app.core.states import (
-    DeploymentStatus,
+    AttemptStatus,
     LedgerKind,
     OrderEventKind,
     OrderStatus,
     TerminateReason,
 )
 from app.providers.base import VM, Offer, VMState
-from app.services import deployments, terminations
+from app.services import attempts, terminations
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Deployment, LedgerEntry, Order
+from app.storage.models import Attempt, LedgerEntry, Order
 from tests.factories import claimed, waiting_orders
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))
 VM_1 = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
 
 
-async def state(engine: AsyncEngine, order_id: str) -> tuple[OrderStatus, DeploymentStatus | None]:
+async def state(engine: AsyncEngine, order_id: str) -> tuple[OrderStatus, AttemptStatus | None]:
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await session.get(Order, order_id)
         attempt = (
-            await session.execute(select(Deployment).where(Deployment.order_id == order_id))
+            await session.execute(select(Attempt).where(Attempt.order_id == order_id))
         ).scalar_one_or_none()
     assert order is not None
     return order.status, None if attempt is None else attempt.status
@@ -61,21 +61,21 @@ async def test_a_create_in_flight_is_adopted_once_it_settles(engine: AsyncEngine
     # The intent is committed; the create is still open, so nothing can be deleted yet.
     assert await state(engine, intent.order_id) == (
         OrderStatus.TERMINATING,
-        DeploymentStatus.CREATING,
+        AttemptStatus.CREATING,
     )
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
         assert await terminations.adopt(session, now=utcnow()) == []
-        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=VM_1)
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=VM_1)
     assert await state(engine, intent.order_id) == (
         OrderStatus.TERMINATING,
-        DeploymentStatus.DEPLOYED,
+        AttemptStatus.DEPLOYED,
     )
     async with session_scope(maker) as session:
         assert await terminations.adopt(session, now=utcnow()) == []
     assert await state(engine, intent.order_id) == (
         OrderStatus.TERMINATING,
-        DeploymentStatus.TERMINATING,
+        AttemptStatus.TERMINATING,
     )
 
 
@@ -86,9 +86,9 @@ async def test_a_create_that_made_nothing_ends_the_order_with_nothing_charged(
     await terminate(engine, intent.order_id)
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        await deployments.settle_not_created(
+        await attempts.settle_not_created(
             session,
-            deployment_id=intent.deployment_id,
+            attempt_id=intent.attempt_id,
             kind=OrderEventKind.NO_CAPACITY,
             message="gone",
         )
@@ -96,7 +96,7 @@ async def test_a_create_that_made_nothing_ends_the_order_with_nothing_charged(
         assert await terminations.adopt(session, now=utcnow()) == [intent.order_id]
     assert await state(engine, intent.order_id) == (
         OrderStatus.TERMINATED,
-        DeploymentStatus.NOT_CREATED,
+        AttemptStatus.NOT_CREATED,
     )
     async with session_scope(maker) as session:
         kinds = (await session.execute(select(LedgerEntry.kind))).scalars().all()
@@ -107,21 +107,21 @@ async def test_an_end_is_settled_and_refunded_once(engine: AsyncEngine) -> None:
     (intent,) = await claimed(engine, OFFER)
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=VM_1)
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=VM_1)
     async with session_scope(maker) as session:
-        await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=VM_1)
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=VM_1)
     await terminate(engine, intent.order_id)
     async with session_scope(maker) as session:
         ended = await terminations.settle_terminated(
-            session, deployment_id=intent.deployment_id, now=utcnow()
+            session, attempt_id=intent.attempt_id, now=utcnow()
         )
     assert ended is not None and ended.refunded == "$29.50"  # one minute used of $30
     async with session_scope(maker) as session:
         again = await terminations.settle_terminated(
-            session, deployment_id=intent.deployment_id, now=utcnow()
+            session, attempt_id=intent.attempt_id, now=utcnow()
         )
         lost = await terminations.settle_lost(
-            session, deployment_id=intent.deployment_id, seen_at=utcnow(), reported="gone"
+            session, attempt_id=intent.attempt_id, seen_at=utcnow(), reported="gone"
         )
     assert (again, lost) == (None, None)
     async with session_scope(maker) as session:
@@ -137,5 +137,5 @@ async def test_an_end_is_settled_and_refunded_once(engine: AsyncEngine) -> None:
     assert refunds == [Decimal("29.50")]
     assert await state(engine, intent.order_id) == (
         OrderStatus.TERMINATED,
-        DeploymentStatus.TERMINATED,
+        AttemptStatus.TERMINATED,
     )

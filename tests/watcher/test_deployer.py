@@ -7,12 +7,12 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
-from app.core.states import DeploymentStatus, LedgerKind, OrderStatus
+from app.core.states import AttemptStatus, LedgerKind, OrderStatus
 from app.providers.base import VM, Offer, VMState
 from app.providers.budget import Budget, MachineKey, StockRead
-from app.services import deployments
+from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Deployment, LedgerEntry, Order
+from app.storage.models import Attempt, LedgerEntry, Order
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment
@@ -82,7 +82,7 @@ async def test_a_create_answered_with_a_vm_another_order_owns_is_looked_up_not_r
     async with session_scope(create_sessionmaker(engine)) as session:
         rows = {
             d.order_id: (d.status, d.provider_vm_id, d.detail or "")
-            for d in (await session.execute(select(Deployment))).scalars()
+            for d in (await session.execute(select(Attempt))).scalars()
         }
         statuses = dict((await session.execute(select(Order.id, Order.status))).all())
         debits = await session.scalar(
@@ -90,8 +90,8 @@ async def test_a_create_answered_with_a_vm_another_order_owns_is_looked_up_not_r
             .select_from(LedgerEntry)
             .where(LedgerEntry.kind == LedgerKind.DEBIT)
         )
-    assert rows[owner][:2] == (DeploymentStatus.DEPLOYED, "vm-1")
-    assert rows[late][:2] == (DeploymentStatus.UNKNOWN, None)  # looked up like an unclear one
+    assert rows[owner][:2] == (AttemptStatus.DEPLOYED, "vm-1")
+    assert rows[late][:2] == (AttemptStatus.UNKNOWN, None)  # looked up like an unclear one
     assert "vm-1" in rows[late][2] and "another order already owns" in rows[late][2]
     assert statuses == {owner: OrderStatus.DEPLOYED, late: OrderStatus.DEPLOYING}
     assert debits == 1  # one VM, one debit
@@ -108,5 +108,5 @@ async def test_a_create_answered_with_its_own_vm_is_recorded(engine: AsyncEngine
     async with session_scope(create_sessionmaker(engine)) as session:
         order = await session.get(Order, order_id)
         assert order is not None and order.status == OrderStatus.DEPLOYED
-        recorded = await deployments.deployments_in(session, statuses=(DeploymentStatus.DEPLOYED,))
+        recorded = await attempts.attempts_in(session, statuses=(AttemptStatus.DEPLOYED,))
     assert [d.provider_vm_id for d in recorded] == ["vm-2"]

@@ -410,14 +410,14 @@ class TestDisk:
         )
         await sim.stock(*VERDA_H100, 1)  # one unit: the older order would take it at $2.82
         running = await reaches(client, handle, enough, "running")
-        deployment = running["deployment"]
-        assert (deployment["price_per_hour"], deployment["price_per_hour_with_fees"]) == (
+        attempt = running["deployment"]
+        assert (attempt["price_per_hour"], attempt["price_per_hour_with_fees"]) == (
             "2.59",
             "2.96",
         )
         assert (await order(client, handle, short))["status"] == "waiting"
         (create,) = await sim.creates("verda")
-        assert create["vm_id"] == deployment["provider_vm_id"]
+        assert create["vm_id"] == attempt["provider_vm_id"]
         (vm,) = await sim.vms("verda")
         assert vm["os_volume_size"] == 500
         entries = [e for e in await ledger(client, handle) if e["order_id"] == enough]

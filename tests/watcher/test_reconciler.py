@@ -15,7 +15,7 @@ from app.core.clock import utcnow
 from app.core.states import HoldStatus, OrderEventKind
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import build_adapters
-from app.services import accounts, deployments, ledger, terminations
+from app.services import accounts, attempts, ledger, terminations
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
@@ -103,8 +103,8 @@ async def test_quantacloud_deployments_are_reported_but_never_deleted(
     )
     await reconciler(engine, adapters, delete=True, later=PAST_GRACE).tick()
     assert _untracked("quantacloud") == 1
-    (deployment,) = await sim.vms("quantacloud")
-    assert deployment["status"] not in ("stopping", "terminated")
+    (attempt,) = await sim.vms("quantacloud")
+    assert attempt["status"] not in ("stopping", "terminated")
 
 
 def _untracked(provider: str) -> float:
@@ -117,9 +117,9 @@ async def test_a_vm_made_after_its_attempt_was_released_is_deleted(
     offer = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("2.40"))
     (intent,) = await claimed(engine, offer)
     async with session_scope(create_sessionmaker(engine)) as session:
-        await deployments.settle_not_created(
+        await attempts.settle_not_created(
             session,
-            deployment_id=intent.deployment_id,
+            attempt_id=intent.attempt_id,
             kind=OrderEventKind.NOT_CREATED,
             message="none",
         )
@@ -151,7 +151,7 @@ async def test_a_vm_no_order_owns_is_reported_past_the_grace_naming_its_possible
     offer = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.14"))
     (intent,) = await claimed(engine, offer)
     async with session_scope(create_sessionmaker(engine)) as session:
-        await deployments.mark_unknown(session, deployment_id=intent.deployment_id, message="500")
+        await attempts.mark_unknown(session, attempt_id=intent.attempt_id, message="500")
     await sim.stock("quantacloud", "l40s-x1", "us-east-1", 1)
     (live,) = [
         o for o in await adapters[Provider("quantacloud")].fetch_offers() if o.sku == "l40s-x1"
@@ -185,12 +185,12 @@ async def test_a_vm_an_ended_order_still_finds_is_deleted_again_or_reported(
     vm = await adapter.create_vm(offer, name=intent.vm_name, tag=intent.tag, ssh_public_key=None)
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        await deployments.settle_created(session, deployment_id=intent.deployment_id, vm=vm)
-        await deployments.settle_running(session, deployment_id=intent.deployment_id, vm=vm)
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
     await sim.end_vm("hyperstack", vm.id)
     async with session_scope(maker) as session:
         await terminations.settle_lost(
-            session, deployment_id=intent.deployment_id, seen_at=utcnow(), reported="SUSPENDED"
+            session, attempt_id=intent.attempt_id, seen_at=utcnow(), reported="SUSPENDED"
         )
     await sim.fault("hyperstack", "delete_refused")
     with caplog.at_level(logging.WARNING, logger="app.watcher.reconciler"):

@@ -54,15 +54,15 @@ class TestDeploy:
         assert await sim.creates("hyperstack") == []  # nothing in stock: nothing sent
         await sim.stock(*HYPER_H100, 1)
         running = await reaches(client, account, order_id, "running")
-        deployment = running["deployment"]
-        assert (deployment["provider"], deployment["region"], deployment["instance_type"]) == (
+        attempt = running["deployment"]
+        assert (attempt["provider"], attempt["region"], attempt["instance_type"]) == (
             "hyperstack",
             "CANADA-1",
             "n3-H100x1",
         )
-        assert deployment["price_per_hour"] == "2.40"
-        assert deployment["price_per_hour_with_fees"] == "2.62"
-        assert deployment["ip"] and deployment["status"] == "running"
+        assert attempt["price_per_hour"] == "2.40"
+        assert attempt["price_per_hour_with_fees"] == "2.62"
+        assert attempt["ip"] and attempt["status"] == "running"
         (create,) = await sim.creates("hyperstack")
         assert create["outcome"] == "created"
         assert create["name"] == vm_name(order_id)

@@ -24,7 +24,7 @@ from app.services.doorbell import ring_after_commit
 from app.services.views import OrderSnapshotOut
 from app.services.webhooks import endpoint_health
 from app.storage.models import (
-    Deployment,
+    Attempt,
     Order,
     WebhookAttempt,
     WebhookDelivery,
@@ -52,16 +52,16 @@ async def emit(session: AsyncSession, *, order_id: str, event_type: WebhookEvent
         return
     order = await session.get(Order, order_id, populate_existing=True)
     assert order is not None  # it was joined just above
-    deployment = (
+    attempt = (
         await session.execute(
-            select(Deployment)
-            .where(Deployment.order_id == order_id)
-            .order_by(Deployment.attempt.desc())
+            select(Attempt)
+            .where(Attempt.order_id == order_id)
+            .order_by(Attempt.number.desc())
             .limit(1)
             .execution_options(populate_existing=True)
         )
     ).scalar_one_or_none()
-    data = OrderSnapshotOut.present(order, deployment).model_dump(mode="json")
+    data = OrderSnapshotOut.present(order, attempt).model_dump(mode="json")
     await _write(session, order.account_id, order_id, event_type, data, targets)
 
 

@@ -11,7 +11,7 @@ from app.storage.models.events import (
     WebhookEvent,
 )
 from app.storage.models.money import Account, AdminKey, Hold, LedgerEntry
-from app.storage.models.orders import Deployment, Order, OrderEvent
+from app.storage.models.orders import Attempt, Order, OrderEvent
 from app.storage.models.stock import (
     OfferSnapshot,
     ProviderBalance,
@@ -24,8 +24,8 @@ __all__ = [
     "Account",
     "AccountEvent",
     "AdminKey",
+    "Attempt",
     "Base",
-    "Deployment",
     "Hold",
     "IdempotencyKey",
     "Lease",

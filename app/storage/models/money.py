@@ -85,7 +85,7 @@ class LedgerEntry(Base):
         # back once, whatever crashes and replicas do.
         Index(
             "uq_ledger_entries_billed_hour",
-            "deployment_id",
+            "attempt_id",
             "billing_hour",
             unique=True,
             sqlite_where=_BILLED_HOUR,
@@ -93,7 +93,7 @@ class LedgerEntry(Base):
         ),
         Index(
             "uq_ledger_entries_attempt_refund",
-            "deployment_id",
+            "attempt_id",
             unique=True,
             sqlite_where=_REFUND_OF_ATTEMPT,
             postgresql_where=_REFUND_OF_ATTEMPT,
@@ -110,7 +110,9 @@ class LedgerEntry(Base):
     order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"))
     # The create attempt (machine) a debit or refund is for, and which of its billing hours a
     # debit pays (1 is paid at deploy).
-    deployment_id: Mapped[str | None] = mapped_column(ForeignKey("deployments.id"))
+    attempt_id: Mapped[str | None] = mapped_column(
+        "deployment_id", ForeignKey("deployments.id"), key="attempt_id"
+    )
     billing_hour: Mapped[int | None] = mapped_column(Integer)
     note: Mapped[str | None] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -19,9 +19,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.clock import utcnow
 from app.core.states import (
-    OPEN_DEPLOYMENTS,
-    VM_OWNING_DEPLOYMENTS,
-    DeploymentStatus,
+    OPEN_ATTEMPTS,
+    VM_OWNING_ATTEMPTS,
+    AttemptStatus,
     OrderEventKind,
     OrderStatus,
     TerminateReason,
@@ -88,20 +88,20 @@ class OrderEvent(Base):
     published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
 
-def _status_in(statuses: tuple[DeploymentStatus, ...]) -> str:
+def _status_in(statuses: tuple[AttemptStatus, ...]) -> str:
     return "status IN ({})".format(", ".join(f"'{s}'" for s in statuses))
 
 
-_ONE_OPEN_PER_SERIAL_KIND = text(f"serial_kind IS NOT NULL AND {_status_in(OPEN_DEPLOYMENTS)}")
-_ONE_OWNER_PER_VM = text(f"provider_vm_id IS NOT NULL AND {_status_in(VM_OWNING_DEPLOYMENTS)}")
+_ONE_OPEN_PER_SERIAL_KIND = text(f"serial_kind IS NOT NULL AND {_status_in(OPEN_ATTEMPTS)}")
+_ONE_OWNER_PER_VM = text(f"provider_vm_id IS NOT NULL AND {_status_in(VM_OWNING_ATTEMPTS)}")
 
 
-class Deployment(Base):
+class Attempt(Base):
     """One attempt to create a VM for an order, with the deterministic name it was sent with."""
 
     __tablename__ = "deployments"
     __table_args__ = (
-        UniqueConstraint("order_id", "attempt"),
+        UniqueConstraint("order_id", "number"),
         Index("ix_deployments_status", "status"),
         # Money rule: a VM belongs to one order. A second live attempt recording a VM another
         # already owns is refused, and the code reads the refusal as "not this attempt's VM".
@@ -127,10 +127,13 @@ class Deployment(Base):
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     order_id: Mapped[str] = mapped_column(ForeignKey("orders.id"), index=True)
-    attempt: Mapped[int] = mapped_column(Integer)
+    # Its number among its order's attempts (the `attempts` counter when it was claimed).
+    number: Mapped[int] = mapped_column("attempt", Integer, key="number")
     provider: Mapped[str] = mapped_column(String(20))
     region: Mapped[str] = mapped_column(String(64))
-    instance_type: Mapped[str] = mapped_column(String(128))
+    # The offer's SKU (Verda's instance type, Hyperstack's flavor); the API shows it as
+    # `instance_type`, the column's name.
+    sku: Mapped[str] = mapped_column("instance_type", String(128), key="sku")
     gpu_model: Mapped[str] = mapped_column(String(40), default="")
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)
     offer_id: Mapped[str | None] = mapped_column(String(128))
@@ -143,9 +146,7 @@ class Deployment(Base):
     price_per_hour: Mapped[Decimal] = mapped_column(Money)
     price_per_hour_with_fees: Mapped[Decimal] = mapped_column(Money)
     ip: Mapped[str | None] = mapped_column(String(64))
-    status: Mapped[DeploymentStatus] = mapped_column(
-        state_column(DeploymentStatus, "deployment_status")
-    )
+    status: Mapped[AttemptStatus] = mapped_column(state_column(AttemptStatus, "deployment_status"))
     detail: Mapped[str | None] = mapped_column(String(500))
     hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

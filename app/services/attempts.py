@@ -27,12 +27,12 @@ from app.core.ids import new_id
 from app.core.market import VM, Offer, OfferKey
 from app.core.money import format_usd
 from app.core.states import (
-    OPEN_DEPLOYMENTS,
-    DeploymentStatus,
+    OPEN_ATTEMPTS,
+    AttemptStatus,
     OrderEventKind,
     OrderStatus,
     WebhookEventType,
-    check_deployment_move,
+    check_attempt_move,
     check_order_move,
 )
 from app.providers.registry import display_name, spec_for
@@ -40,10 +40,10 @@ from app.services import ledger, timeline
 from app.services.limits import format_time, limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
-from app.storage.models import Deployment, Order
+from app.storage.models import Attempt, Order
 from app.storage.types import UTCDateTime
 
-COLUMNS = Deployment.__table__.columns
+COLUMNS = Attempt.__table__.columns
 DEFAULT_HOUR_SECONDS = 3600.0
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _orders = cast(Table, Order.__table__)
@@ -60,7 +60,7 @@ _CLAIM = (
     )
 )
 check_order_move(OrderStatus.WAITING, OrderStatus.DEPLOYING)  # what _CLAIM does, checked once
-_INSERT_DEPLOYMENT = insert(cast(Table, Deployment.__table__))
+_INSERT_ATTEMPT = insert(cast(Table, Attempt.__table__))
 
 
 class KindBusy(Exception):
@@ -75,9 +75,9 @@ class VMAlreadyOwned(Exception):
 class Intent:
     """A committed create attempt: everything the create call needs."""
 
-    deployment_id: str
+    attempt_id: str
     order_id: str
-    attempt: int
+    number: int
     vm_name: str
     tag: str
     offer: Offer
@@ -87,9 +87,9 @@ class Intent:
     created_at: datetime
 
 
-def vm_name(order_id: str, attempt: int) -> str:
+def vm_name(order_id: str, number: int) -> str:
     """The VM name an attempt is created with: `ap-<order token>-<attempt>` (<= 50 chars)."""
-    return f"ap-{order_id.partition('_')[2]}-{attempt}"
+    return f"ap-{order_id.partition('_')[2]}-{number}"
 
 
 VM_TAG_PREFIX = "ap-order-"
@@ -178,11 +178,11 @@ def claim_on(
     claimed = connection.execute(_CLAIM, {"order_id": order_id, "now": now}).first()
     if claimed is None:
         return None
-    account_id, ssh_public_key, min_disk_gb, attempt = claimed
+    account_id, ssh_public_key, min_disk_gb, number = claimed
     hold = ledger.place_hold_on(
         connection, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
-    deployment = Deployment(
+    attempt = Attempt(
         id=new_id("dep"),
         provider_vm_id=None,
         provider_status=None,
@@ -190,21 +190,21 @@ def claim_on(
         detail=None,
         running_at=None,
         order_id=order_id,
-        attempt=attempt,
+        number=number,
         provider=str(offer.provider),
         region=offer.region,
-        instance_type=offer.sku,
+        sku=offer.sku,
         gpu_model=offer.gpu_model,
         gpu_count=offer.gpu_count,
         offer_id=offer.offer_id,
-        vm_name=vm_name(order_id, attempt),
+        vm_name=vm_name(order_id, number),
         tag=vm_tag(order_id),
         serial_kind=None
         if spec_for(offer.provider).finds_vms_by_name
         else serial_kind(offer.region, offer.sku),
         price_per_hour=offer.price_per_hour,
         price_per_hour_with_fees=price_with_fees,
-        status=DeploymentStatus.CREATING,
+        status=AttemptStatus.CREATING,
         hold_id=hold.id,
         created_at=now,
         updated_at=now,
@@ -219,10 +219,10 @@ def claim_on(
     )
     # Plain INSERTs: this commit is on the path from stock read to create call.
     try:
-        connection.execute(_INSERT_DEPLOYMENT, {c.key: getattr(deployment, c.key) for c in COLUMNS})
+        connection.execute(_INSERT_ATTEMPT, {c.key: getattr(attempt, c.key) for c in COLUMNS})
     except IntegrityError as exc:
         if "serial_kind" in str(exc.orig):
-            raise KindBusy(deployment.serial_kind) from exc
+            raise KindBusy(attempt.serial_kind) from exc
         raise
     timeline.write_on(
         connection,
@@ -233,11 +233,11 @@ def claim_on(
         ),
     )
     return Intent(
-        deployment_id=deployment.id,
+        attempt_id=attempt.id,
         order_id=order_id,
-        attempt=attempt,
-        vm_name=deployment.vm_name,
-        tag=deployment.tag,
+        number=number,
+        vm_name=attempt.vm_name,
+        tag=attempt.tag,
         offer=offer,
         price_with_fees=price_with_fees,
         ssh_public_key=ssh_public_key,
@@ -248,26 +248,26 @@ def claim_on(
 
 async def move_attempt(
     session: AsyncSession,
-    deployment_id: str,
+    attempt_id: str,
     *,
-    allowed: tuple[DeploymentStatus, ...],
-    status: DeploymentStatus,
+    allowed: tuple[AttemptStatus, ...],
+    status: AttemptStatus,
     **values: object,
-) -> Deployment | None:
+) -> Attempt | None:
     """Compare-and-set a deployment's status; the row as it is after, or None if not allowed."""
-    check_deployment_move(allowed, status)
+    check_attempt_move(allowed, status)
     moved = (
         await session.execute(
-            update(Deployment)
-            .where(Deployment.id == deployment_id, Deployment.status.in_(allowed))
+            update(Attempt)
+            .where(Attempt.id == attempt_id, Attempt.status.in_(allowed))
             .values(status=status, updated_at=utcnow(), **values)
-            .returning(Deployment.id)
+            .returning(Attempt.id)
             .execution_options(synchronize_session=False)
         )
     ).first()
     if moved is None:
         return None
-    return await session.get(Deployment, deployment_id, populate_existing=True)
+    return await session.get(Attempt, attempt_id, populate_existing=True)
 
 
 async def move_order(
@@ -288,7 +288,7 @@ async def move_order(
 
 
 async def settle_created(
-    session: AsyncSession, *, deployment_id: str, vm: VM, now: datetime | None = None
+    session: AsyncSession, *, attempt_id: str, vm: VM, now: datetime | None = None
 ) -> bool:
     """The provider accepted the create: the order is deployed and its first hour is paid
     (where the provider bills from the accepted create, the hour begins now).
@@ -299,43 +299,43 @@ async def settle_created(
     now = now or utcnow()
     try:
         async with session.begin_nested():
-            deployment = await move_attempt(
+            attempt = await move_attempt(
                 session,
-                deployment_id,
-                allowed=OPEN_DEPLOYMENTS,
-                status=DeploymentStatus.DEPLOYED,
+                attempt_id,
+                allowed=OPEN_ATTEMPTS,
+                status=AttemptStatus.DEPLOYED,
                 provider_vm_id=vm.id,
                 provider_status=vm.provider_status[:40],
                 paid_hours=1,
-                charged=Deployment.price_per_hour_with_fees,
+                charged=Attempt.price_per_hour_with_fees,
             )
     except IntegrityError as exc:
         if "provider_vm_id" not in str(exc.orig) and "live_provider_vm" not in str(exc.orig):
             raise
         raise VMAlreadyOwned(vm.id) from exc
-    if deployment is None:
+    if attempt is None:
         return False
-    if spec_for(deployment.provider).billing.from_accepted:
-        deployment.billed_from = now
+    if spec_for(attempt.provider).billing.from_accepted:
+        attempt.billed_from = now
     deployed = await move_order(
-        session, deployment.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
+        session, attempt.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
     )
-    if deployment.hold_id is not None:
+    if attempt.hold_id is not None:
         await ledger.debit_hold(
-            session, hold_id=deployment.hold_id, deployment_id=deployment.id, billing_hour=1
+            session, hold_id=attempt.hold_id, attempt_id=attempt.id, billing_hour=1
         )
     if deployed:
         await outbox.emit(
-            session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_DEPLOYED
+            session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_DEPLOYED
         )
     await timeline.write(
         session,
         Line(
-            deployment.order_id,
+            attempt.order_id,
             OrderEventKind.DEPLOYED,
-            f"{display_name(deployment.provider)} accepted the create: VM "
+            f"{display_name(attempt.provider)} accepted the create: VM "
             f"{vm.id} is starting; first hour charged "
-            f"({format_usd(deployment.price_per_hour_with_fees)}).",
+            f"({format_usd(attempt.price_per_hour_with_fees)}).",
         ),
     )
     await session.flush()
@@ -345,53 +345,53 @@ async def settle_created(
 async def settle_not_created(
     session: AsyncSession,
     *,
-    deployment_id: str,
+    attempt_id: str,
     kind: OrderEventKind,
     message: str,
     fail_order: bool = False,
 ) -> bool:
     """No VM came of the attempt: release the hold; the order waits again (or fails)."""
-    deployment = await move_attempt(
+    attempt = await move_attempt(
         session,
-        deployment_id,
-        allowed=OPEN_DEPLOYMENTS,
-        status=DeploymentStatus.NOT_CREATED,
+        attempt_id,
+        allowed=OPEN_ATTEMPTS,
+        status=AttemptStatus.NOT_CREATED,
         detail=message[:500],
     )
-    if deployment is None:
+    if attempt is None:
         return False
-    if deployment.hold_id is not None:
-        await ledger.release_hold(session, hold_id=deployment.hold_id)
+    if attempt.hold_id is not None:
+        await ledger.release_hold(session, hold_id=attempt.hold_id)
     moved = await move_order(
         session,
-        deployment.order_id,
+        attempt.order_id,
         expected=OrderStatus.DEPLOYING,
         status=OrderStatus.FAILED if fail_order else OrderStatus.WAITING,
     )
-    await timeline.write(session, Line(deployment.order_id, kind, message))
+    await timeline.write(session, Line(attempt.order_id, kind, message))
     if moved and fail_order:
         await outbox.emit(
-            session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_FAILED
+            session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_FAILED
         )
     await session.flush()
     return True
 
 
-async def mark_unknown(session: AsyncSession, *, deployment_id: str, message: str) -> bool:
+async def mark_unknown(session: AsyncSession, *, attempt_id: str, message: str) -> bool:
     """The create got no clear answer: keep the order deploying until the VM is looked up."""
-    deployment = await move_attempt(
+    attempt = await move_attempt(
         session,
-        deployment_id,
-        allowed=(DeploymentStatus.CREATING,),
-        status=DeploymentStatus.UNKNOWN,
+        attempt_id,
+        allowed=(AttemptStatus.CREATING,),
+        status=AttemptStatus.UNKNOWN,
         detail=message[:500],
     )
-    if deployment is None:
+    if attempt is None:
         return False
     await timeline.write(
         session,
         Line(
-            deployment.order_id,
+            attempt.order_id,
             OrderEventKind.OUTCOME_UNKNOWN,
             f"{message}: checking whether the VM exists before anything else is sent.",
         ),
@@ -401,31 +401,31 @@ async def mark_unknown(session: AsyncSession, *, deployment_id: str, message: st
 
 
 async def settle_running(
-    session: AsyncSession, *, deployment_id: str, vm: VM, now: datetime | None = None
+    session: AsyncSession, *, attempt_id: str, vm: VM, now: datetime | None = None
 ) -> bool:
     """The VM runs: record its IP; the order is running, and its first hour begins (unless its
     provider bills from the accepted create)."""
     now = now or utcnow()
-    deployment = await move_attempt(
+    attempt = await move_attempt(
         session,
-        deployment_id,
-        allowed=(DeploymentStatus.DEPLOYED,),
-        status=DeploymentStatus.RUNNING,
+        attempt_id,
+        allowed=(AttemptStatus.DEPLOYED,),
+        status=AttemptStatus.RUNNING,
         ip=vm.ip,
         provider_status=vm.provider_status[:40],
         running_at=now,
     )
-    if deployment is None:
+    if attempt is None:
         return False
-    if deployment.billed_from is None:
-        deployment.billed_from = now
+    if attempt.billed_from is None:
+        attempt.billed_from = now
     running = await move_order(
-        session, deployment.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
+        session, attempt.order_id, expected=OrderStatus.DEPLOYED, status=OrderStatus.RUNNING
     )
-    order = await session.get(Order, deployment.order_id)
+    order = await session.get(Order, attempt.order_id)
     assert order is not None  # foreign key
     paid = metering.paid_until(
-        deployment.billed_from, deployment.paid_hours, deployment.billing_hour_seconds
+        attempt.billed_from, attempt.paid_hours, attempt.billing_hour_seconds
     )
     lines = [
         Line(
@@ -434,42 +434,42 @@ async def settle_running(
             f"Running at {vm.ip}; paid until {format_time(paid)}.",
         )
     ]
-    limits = limits_line(order, deployment)
+    limits = limits_line(order, attempt)
     if limits is not None:
         lines.append(limits)
     await timeline.write(session, *lines)
     if running:
         await outbox.emit(
-            session, order_id=deployment.order_id, event_type=WebhookEventType.ORDER_RUNNING
+            session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_RUNNING
         )
     await session.flush()
     return True
 
 
 async def settle_failed_before_running(
-    session: AsyncSession, *, deployment_id: str, reason: str
+    session: AsyncSession, *, attempt_id: str, reason: str
 ) -> bool:
     """The provider failed the VM before it ran (we deleted it): refund; the order waits again."""
-    deployment = await move_attempt(
+    attempt = await move_attempt(
         session,
-        deployment_id,
-        allowed=(DeploymentStatus.DEPLOYED,),
-        status=DeploymentStatus.FAILED,
+        attempt_id,
+        allowed=(AttemptStatus.DEPLOYED,),
+        status=AttemptStatus.FAILED,
         detail=reason[:500],
     )
-    if deployment is None:
+    if attempt is None:
         return False
-    order = await session.get(Order, deployment.order_id)
+    order = await session.get(Order, attempt.order_id)
     assert order is not None  # foreign key
     await ledger.refund(
         session,
         account_id=order.account_id,
-        amount=deployment.charged,
+        amount=attempt.charged,
         order_id=order.id,
-        deployment_id=deployment.id,
-        note=f"VM {deployment.provider_vm_id} failed before it ran",
+        attempt_id=attempt.id,
+        note=f"VM {attempt.provider_vm_id} failed before it ran",
     )
-    deployment.charged = Decimal(0)
+    attempt.charged = Decimal(0)
     await move_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
     await timeline.write(
         session,
@@ -477,64 +477,62 @@ async def settle_failed_before_running(
             order.id,
             OrderEventKind.VM_FAILED,
             f"{reason}: deleted it and refunded "
-            f"{format_usd(deployment.price_per_hour_with_fees)}; keeps waiting.",
+            f"{format_usd(attempt.price_per_hour_with_fees)}; keeps waiting.",
         ),
     )
     await session.flush()
     return True
 
 
-async def deployments_in(
-    session: AsyncSession, *, statuses: tuple[DeploymentStatus, ...]
-) -> list[Deployment]:
+async def attempts_in(
+    session: AsyncSession, *, statuses: tuple[AttemptStatus, ...]
+) -> list[Attempt]:
     """Attempts in these states, oldest first."""
     statement = (
-        select(Deployment)
-        .where(Deployment.status.in_(statuses))
-        .order_by(Deployment.created_at, Deployment.id)
+        select(Attempt).where(Attempt.status.in_(statuses)).order_by(Attempt.created_at, Attempt.id)
     )
     return list((await session.execute(statement)).scalars())
 
 
-async def ownership_at(session: AsyncSession, *, provider: str) -> list[Deployment]:
+async def ownership_at(session: AsyncSession, *, provider: str) -> list[Attempt]:
     """The attempts at `provider` that are open or have recorded a VM, in one statement (so
     one snapshot: an attempt cannot settle between reading the open ones and the owned VMs)."""
-    statement = select(Deployment).where(
-        Deployment.provider == provider,
-        or_(Deployment.status.in_(OPEN_DEPLOYMENTS), Deployment.provider_vm_id.is_not(None)),
+    statement = select(Attempt).where(
+        Attempt.provider == provider,
+        or_(Attempt.status.in_(OPEN_ATTEMPTS), Attempt.provider_vm_id.is_not(None)),
     )
     return list((await session.execute(statement)).scalars())
 
 
-async def recorded_at(session: AsyncSession, *, provider: str) -> list[Deployment]:
+async def recorded_at(session: AsyncSession, *, provider: str) -> list[Attempt]:
     """Every attempt ever made at `provider`."""
-    rows = await session.execute(select(Deployment).where(Deployment.provider == provider))
+    rows = await session.execute(select(Attempt).where(Attempt.provider == provider))
     return list(rows.scalars())
 
 
 async def open_serial_kinds(session: AsyncSession) -> set[OfferKey]:
     """(provider, region, sku) of every open attempt at providers that cannot name VMs."""
     rows = await session.execute(
-        select(Deployment.provider, Deployment.region, Deployment.instance_type).where(
-            Deployment.serial_kind.is_not(None), Deployment.status.in_(OPEN_DEPLOYMENTS)
+        select(Attempt.provider, Attempt.region, Attempt.sku).where(
+            Attempt.serial_kind.is_not(None), Attempt.status.in_(OPEN_ATTEMPTS)
         )
     )
     return {OfferKey(provider, region, sku) for provider, region, sku in rows}
 
 
-async def note_unresolved(session: AsyncSession, *, deployment_id: str, message: str) -> bool:
+async def note_unresolved(session: AsyncSession, *, attempt_id: str, message: str) -> bool:
     """An unclear create cannot be resolved yet: say why on the timeline, once per reason."""
     detail = message[:500]
     noted = (
         await session.execute(
-            update(Deployment)
+            update(Attempt)
             .where(
-                Deployment.id == deployment_id,
-                Deployment.status == DeploymentStatus.UNKNOWN,
-                or_(Deployment.detail.is_(None), Deployment.detail != detail),
+                Attempt.id == attempt_id,
+                Attempt.status == AttemptStatus.UNKNOWN,
+                or_(Attempt.detail.is_(None), Attempt.detail != detail),
             )
             .values(detail=detail)  # not updated_at: the look-ups go on at the same pace
-            .returning(Deployment.order_id)
+            .returning(Attempt.order_id)
             .execution_options(synchronize_session=False)
         )
     ).first()

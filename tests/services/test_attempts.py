@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
-from app.core.states import DeploymentStatus, LedgerKind, OrderEventKind, OrderStatus
+from app.core.states import AttemptStatus, LedgerKind, OrderEventKind, OrderStatus
 from app.providers import fake, registry
 from app.providers.base import (
     VM,
@@ -24,11 +24,11 @@ from app.providers.base import (
     VMState,
 )
 from app.providers.fake import Create, FakeAdapter
-from app.services import accounts, deployments
+from app.services import accounts, attempts
 from app.services import orders as orders_service
-from app.services.deployments import KindBusy, VMAlreadyOwned
+from app.services.attempts import KindBusy, VMAlreadyOwned
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.storage.models import Deployment, LedgerEntry, Order
+from app.storage.models import Attempt, LedgerEntry, Order
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower
@@ -56,16 +56,14 @@ async def test_a_vm_owned_by_one_attempt_is_refused_to_another(engine: AsyncEngi
     second = two.order_id
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        assert await deployments.settle_created(session, deployment_id=one.deployment_id,
+        assert await attempts.settle_created(session, attempt_id=one.attempt_id,
                                                 vm=_vm("vm-1"))  # fmt: skip
     async with session_scope(maker) as session:
         with pytest.raises(VMAlreadyOwned):
-            await deployments.settle_created(
-                session, deployment_id=two.deployment_id, vm=_vm("vm-1")
-            )
+            await attempts.settle_created(session, attempt_id=two.attempt_id, vm=_vm("vm-1"))
         # The refusal leaves the unit of work usable: nothing of it was written.
-        attempt = await session.get(Deployment, two.deployment_id, populate_existing=True)
-        assert attempt is not None and attempt.status == DeploymentStatus.CREATING
+        attempt = await session.get(Attempt, two.attempt_id, populate_existing=True)
+        assert attempt is not None and attempt.status == AttemptStatus.CREATING
     assert await _status(engine, second) == OrderStatus.DEPLOYING
     async with session_scope(maker) as session:
         debits = await session.scalar(
@@ -76,9 +74,7 @@ async def test_a_vm_owned_by_one_attempt_is_refused_to_another(engine: AsyncEngi
     assert debits == 0
     # Positive control: the same attempt records a VM of its own.
     async with session_scope(maker) as session:
-        assert await deployments.settle_created(
-            session, deployment_id=two.deployment_id, vm=_vm("vm-2")
-        )
+        assert await attempts.settle_created(session, attempt_id=two.attempt_id, vm=_vm("vm-2"))
     assert await _status(engine, second) == OrderStatus.DEPLOYED
 
 
@@ -88,10 +84,10 @@ async def test_the_same_vm_id_at_another_provider_is_another_vm(
     one, two = await claimed(engine, HYPER_L40S, QUANTA_L40S)
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        await deployments.settle_created(session, deployment_id=one.deployment_id, vm=_vm("42"))
+        await attempts.settle_created(session, attempt_id=one.attempt_id, vm=_vm("42"))
     async with session_scope(maker) as session:  # the same id at another provider
-        assert await deployments.settle_created(
-            session, deployment_id=two.deployment_id, vm=_vm("42", Provider("quantacloud"))
+        assert await attempts.settle_created(
+            session, attempt_id=two.attempt_id, vm=_vm("42", Provider("quantacloud"))
         )
 
 
@@ -103,15 +99,15 @@ async def test_one_open_attempt_per_kind_where_vms_have_no_name(engine: AsyncEng
         await claim(engine, second, QUANTA_L40S)
     assert await _status(engine, second) == OrderStatus.WAITING  # rolled back, hold and all
     async with session_scope(maker) as session:
-        await deployments.mark_unknown(session, deployment_id=one.deployment_id, message="500")
+        await attempts.mark_unknown(session, attempt_id=one.attempt_id, message="500")
     with pytest.raises(KindBusy):  # unclear is still open
         await claim(engine, second, QUANTA_L40S)
     async with session_scope(maker) as session:
-        busy = await deployments.open_serial_kinds(session)
+        busy = await attempts.open_serial_kinds(session)
     assert busy == {("quantacloud", "us-east-1", "l40s-x1")}
     async with session_scope(maker) as session:
-        await deployments.settle_created(
-            session, deployment_id=one.deployment_id, vm=_vm("dep_1", Provider("quantacloud"))
+        await attempts.settle_created(
+            session, attempt_id=one.attempt_id, vm=_vm("dep_1", Provider("quantacloud"))
         )
     two = await claim(engine, second, QUANTA_L40S)  # resolved: the kind is free again
     assert two.order_id == second
@@ -178,11 +174,11 @@ class DeployPath:
             clock=clock,
         )
 
-    async def attempt(self, order_id: str) -> Deployment:
+    async def attempt(self, order_id: str) -> Attempt:
         """The order's one create attempt, as stored."""
         async with session_scope(create_sessionmaker(self.engine)) as session:
             (attempt,) = (
-                await session.scalars(select(Deployment).where(Deployment.order_id == order_id))
+                await session.scalars(select(Attempt).where(Attempt.order_id == order_id))
             ).all()
             return attempt
 
@@ -331,10 +327,10 @@ async def test_a_create_whose_answer_was_never_recorded_is_unclear_after_the_cre
     claimed_at = (await path.attempt(order_id)).created_at
     clock.set(claimed_at + timedelta(seconds=CREATE_TIMEOUT) - MICROSECOND)
     await follower.tick()
-    assert (await path.attempt(order_id)).status == DeploymentStatus.CREATING
+    assert (await path.attempt(order_id)).status == AttemptStatus.CREATING
     clock.advance(MICROSECOND.total_seconds())
     await follower.tick()
-    assert (await path.attempt(order_id)).status == DeploymentStatus.UNKNOWN
+    assert (await path.attempt(order_id)).status == AttemptStatus.UNKNOWN
     assert (await path.state(order_id))[1][-1] == "outcome_unknown"
 
 
@@ -347,6 +343,6 @@ async def test_a_create_still_in_flight_here_is_not_called_unclear_however_long_
     attempt = await path.attempt(order_id)
     clock = FakeWallClock(attempt.created_at + timedelta(seconds=10 * CREATE_TIMEOUT))
     await path.follower_on(clock, in_flight=frozenset({attempt.id})).tick()
-    assert (await path.attempt(order_id)).status == DeploymentStatus.CREATING
+    assert (await path.attempt(order_id)).status == AttemptStatus.CREATING
     await path.follower_on(clock).tick()  # the same, not in flight: given up on
-    assert (await path.attempt(order_id)).status == DeploymentStatus.UNKNOWN
+    assert (await path.attempt(order_id)).status == AttemptStatus.UNKNOWN
