@@ -1,19 +1,30 @@
-# The two commands a new user needs: `make run` and `make test`. Both create .venv on first use.
+# The two commands a new user needs: `make run` and `make test`. Both create .venv on first use:
+# `make run` installs the runtime dependencies only; `make test` and `make lint` add the dev extra
+# (pytest, playwright, ruff, mypy, the providers' clients) to the same .venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# One stamp per set of dependencies installed into .venv, each remade when pyproject.toml changes.
+RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test lint format migrate clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-run: $(STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+# Everything: the runtime dependencies and the dev extra.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(RUNTIME_STAMP) $(STAMP)
+
+run: $(RUNTIME_STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
 	$(BIN)/autoprovision serve
 
 test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_DATABASE_URL is set)
@@ -28,7 +39,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix app migrations tests bench
 	$(BIN)/ruff format app migrations tests bench
 
-migrate: $(STAMP)
+migrate: $(RUNTIME_STAMP)
 	$(BIN)/autoprovision migrate
 
 clean:
