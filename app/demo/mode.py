@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import socket
@@ -51,12 +52,31 @@ def demo_orders() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+# Set in the embedded server's task only: its uvicorn logs through the same "uvicorn.error"
+# logger as the main server, so without this every "Started server process" and "Shutting
+# down" line of the process would be printed twice.
+_IN_EMBEDDED_SERVER = contextvars.ContextVar("in_embedded_server", default=False)
+
+
+class _EmbeddedLifecycleFilter(logging.Filter):
+    """Drops the embedded server's own informational lines; its warnings and errors pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _IN_EMBEDDED_SERVER.get()
+
+
 class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server inside another one: it must leave the process's signals alone."""
+    """A uvicorn server inside another one: it must leave the process's signals alone, and
+    its start and stop are the main server's to announce."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def serve_quietly(self, sockets: list[socket.socket]) -> None:
+        """`serve`, with this task's informational uvicorn lines left out."""
+        _IN_EMBEDDED_SERVER.set(True)  # in this task's own copy of the context
+        await self.serve(sockets=sockets)
 
 
 class EmbeddedSimulators:
@@ -66,6 +86,7 @@ class EmbeddedSimulators:
         self.port = port
         self.server: _EmbeddedServer | None = None
         self.task: asyncio.Task[None] | None = None
+        self._quiet = _EmbeddedLifecycleFilter()
 
     async def start(self) -> None:
         """Bind the port (failing clearly if it is taken) and serve."""
@@ -84,7 +105,8 @@ class EmbeddedSimulators:
             create_simulator_app(), log_config=None, lifespan="off", access_log=False
         )
         self.server = _EmbeddedServer(config)
-        self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="simulators")
+        logging.getLogger("uvicorn.error").addFilter(self._quiet)
+        self.task = asyncio.create_task(self.server.serve_quietly([sock]), name="simulators")
         while not self.server.started:
             if self.task.done():
                 self.task.result()
@@ -95,6 +117,7 @@ class EmbeddedSimulators:
         if self.server is not None and self.task is not None:
             self.server.should_exit = True
             await asyncio.wait({self.task}, timeout=5)
+        logging.getLogger("uvicorn.error").removeFilter(self._quiet)
 
 
 async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> str:

@@ -1,6 +1,7 @@
 """Demo mode: simulators in-process, a demo account with credit, demo orders, a stock feed."""
 
 import asyncio
+import logging
 import re
 from typing import Any
 
@@ -8,7 +9,7 @@ import httpx
 import pytest
 
 from app.background import ConfigurationError
-from app.demo.mode import StockFeed, demo_orders
+from app.demo.mode import EmbeddedSimulators, StockFeed, demo_orders
 from app.main import create_app
 from app.providers.registry import simulated_specs
 from app.settings import Settings
@@ -122,3 +123,22 @@ async def test_demo_mode_records_the_stock_feed_in_the_history(
             page = await eventually(recorded, seconds=45, interval=0.5)
     assert {w["provider"] for w in page["coverage"]} == {s.name for s in simulated_specs()}
     assert not any(i["generated"] for i in page["data"])
+
+
+async def test_the_embedded_simulators_leave_the_server_lines_to_the_main_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="uvicorn.error")
+    simulators = EmbeddedSimulators(free_port())
+    await simulators.start()
+    try:
+        async with SimControl(base_url=f"http://127.0.0.1:{simulators.port}") as sim:
+            assert await sim.catalog(sim.providers()[0])  # they serve
+        # Control: the main server's lines, on the same logger and level, still pass.
+        logging.getLogger("uvicorn.error").info("Started server process [%d]", 1)
+    finally:
+        await simulators.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
+    assert lines == ["Started server process [1]"]
+    logging.getLogger("uvicorn.error").info("after the simulators stopped")
+    assert caplog.records[-1].getMessage() == "after the simulators stopped"
