@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 # The client commands (app/client) need none of the server: it is imported only where a server
 # command runs, so `autoprovision orders list` starts in a tenth of the time.
@@ -29,7 +29,25 @@ CLIENT_EPILOG = (
 )
 
 
-def _serve(settings: Settings) -> None:
+def _serve(settings: Settings) -> int:
+    from app.storage.db import DatabaseInUse, lock_sqlite_file
+
+    # Before anything is printed or migrated: a second process on the same SQLite file says
+    # so in one line and stops, instead of announcing itself and failing in its lifespan.
+    try:
+        sqlite_lock = lock_sqlite_file(settings.database_url)
+    except DatabaseInUse as exc:
+        sys.stderr.write(f"autoprovision: {exc}\n")
+        return 1
+    try:
+        _serve_holding(settings, sqlite_lock)
+    finally:
+        if sqlite_lock is not None:
+            sqlite_lock.close()
+    return 0
+
+
+def _serve_holding(settings: Settings, sqlite_lock: TextIO | None) -> None:
     import uvicorn
 
     from app.api.connections import guarded_protocol
@@ -54,7 +72,7 @@ def _serve(settings: Settings) -> None:
         )
     sys.stdout.flush()
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, sqlite_lock=sqlite_lock),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
@@ -269,7 +287,7 @@ def _server_command(argv: list[str]) -> int:
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         if args.dry_run:
             overrides["dry_run"] = True
-        _serve(settings.model_copy(update=overrides))
+        return _serve(settings.model_copy(update=overrides))
     elif args.command == "sim":
         return _sim(args, settings)
     elif args.command == "migrate":

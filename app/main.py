@@ -5,6 +5,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TextIO
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -76,9 +77,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the database (migrating it first), start the jobs; undo it all on shutdown."""
     settings: Settings = app.state.settings
     with contextlib.ExitStack() as held:
-        sqlite_lock = lock_sqlite_file(settings.database_url)
-        if sqlite_lock is not None:
-            held.callback(sqlite_lock.close)
+        if app.state.sqlite_lock is None:  # else `autoprovision serve` took it already
+            sqlite_lock = lock_sqlite_file(settings.database_url)
+            if sqlite_lock is not None:
+                held.callback(sqlite_lock.close)
         engine = create_engine(
             settings.database_url,
             pool_size=settings.db_pool_size,
@@ -121,8 +123,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await engine.dispose()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """A new application for `settings` (default: from the environment)."""
+def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None = None) -> FastAPI:
+    """A new application for `settings` (default: from the environment). `sqlite_lock`: the
+    SQLite file's lock, when the caller took it already (else the lifespan takes it)."""
     app = FastAPI(
         title="autoprovision",
         version="0.1.0",
@@ -141,6 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestBody, timeout_seconds=settings.request_timeout_seconds)
     app.add_middleware(SendDeadline, timeout_seconds=settings.response_timeout_seconds)
     app.state.background = None
+    app.state.sqlite_lock = sqlite_lock
     for router in (
         health.router,
         metrics.router,

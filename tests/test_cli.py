@@ -120,6 +120,44 @@ class TestServe:
         finally:
             self._stop(again)
 
+    def test_a_second_serve_on_the_same_sqlite_file_says_so_in_one_line_and_exits(
+        self, tmp_path: Path
+    ) -> None:
+        path = (tmp_path / "shared.db").resolve()
+        database_url = f"sqlite+aiosqlite:///{path}"
+        first, output, port = self._start(database_url, tmp_path)
+        try:
+            assert f"listening on http://127.0.0.1:{port}" in output, output  # control
+            second = subprocess.run(
+                [sys.executable, "-m", "app", "serve", "--port", str(free_port())],
+                cwd=tmp_path,
+                env=_env(
+                    database_url,
+                    PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+                    AUTOPROVISION_SIM_PORT=str(free_port()),
+                ),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert second.returncode == 1, second
+            assert second.stdout == ""  # no "listening", no admin key line, no uvicorn line
+            assert second.stderr == (
+                f"autoprovision: another autoprovision process is already using {path}: SQLite "
+                "serves one process only (stop the other one, or use PostgreSQL to run several "
+                "replicas)\n"
+            )
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        finally:
+            self._stop(first)
+        # Control: with the first one stopped, the same command starts.
+        again, output, port = self._start(database_url, tmp_path)
+        try:
+            assert f"listening on http://127.0.0.1:{port}" in output, output
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        finally:
+            self._stop(again)
+
 
 def test_admin_key_reset_replaces_the_old_key(
     cli_database: str, capsys: pytest.CaptureFixture[str]
