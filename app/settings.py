@@ -127,7 +127,8 @@ class Settings(BaseSettings):
     provider_create_timeout_seconds: float = Field(default=30.0, gt=0, le=300)
 
     # Fernet keys (comma-separated, the first encrypts) for webhook secrets at rest; without
-    # one, a key is generated once into `secret_key_file`. Replicas must share the key.
+    # one, a key is generated once into `secret_key_file`. Replicas must share the key. Demo
+    # mode derives the demo account's API key from the first key, so it survives restarts.
     secret_key: SecretStr | None = None
     secret_key_file: Path = Path("autoprovision.key")
     webhook_allow_private: bool | None = None  # loopback/private receivers; default: demo mode

@@ -123,3 +123,31 @@ def test_the_files_a_first_run_leaves_are_ignored_by_git(
     assert not_ignored == []
     # Control: git does tell a file it would not ignore.
     assert subprocess.run(["git", "check-ignore", "-q", "--no-index", "x.py"], cwd=ROOT).returncode
+
+
+def test_a_restart_keeps_the_demo_key_and_the_dashboard_signed_in(
+    first_run: FirstRun, workdir: Path, tmp_path: Path
+) -> None:
+    key = first_run.demo_key()
+    account = httpx.get(f"{first_run.url}/v1/account", headers={"Authorization": f"Bearer {key}"})
+    assert account.status_code == 200 and account.json()["name"] == "demo"
+    first_run.stop()
+
+    again = FirstRun(workdir)  # the same directory: the same database and secret key file
+    try:
+        again.wait_until_up()
+        assert again.demo_key() == key, "the same key is printed again"
+        headers = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{again.url}/v1/account", headers=headers).status_code == 200
+        wrong = {"Authorization": f"Bearer {key[:-1]}{'A' if key[-1] != 'A' else 'B'}"}
+        assert httpx.get(f"{again.url}/v1/account", headers=wrong).status_code == 401
+    finally:
+        again.stop()
+
+    # Control: a new clone (a new database) has a demo key of its own.
+    (tmp_path / "other").mkdir()
+    other = FirstRun(tmp_path / "other")
+    try:
+        assert other.wait_until_up().demo_key() != key
+    finally:
+        other.stop()

@@ -1,10 +1,12 @@
 """Demo mode: the simulators in-process, a demo account, demo orders and a stock feed."""
 
 import asyncio
+import base64
 import contextlib
 import contextvars
 import logging
 import random
+import shlex
 import socket
 import ssl
 import sys
@@ -15,6 +17,7 @@ from typing import Any
 import httpx
 import uvicorn
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.schemas import OrderCreate
@@ -22,15 +25,17 @@ from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.providers.registry import display_name, simulated_specs
 from app.services import ledger, orders
+from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.storage.models import Account, Order
-from app.support.security import generate_api_key, hash_api_key
+from app.support.security import ACCOUNT_KEY_PREFIX, hash_api_key
 
 log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
+DEMO_KEY_PURPOSE = "autoprovision demo account API key"
 
 
 def demo_orders() -> list[dict[str, Any]]:
@@ -120,20 +125,33 @@ class EmbeddedSimulators:
         logging.getLogger("uvicorn.error").removeFilter(self._quiet)
 
 
-async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> str:
-    """The demo account (made on first use) with credit; returns a fresh API key for it."""
+def demo_api_key(box: SecretBox, account_id: str) -> str:
+    """The demo account's API key: derived from the secret key and the account's id, so the
+    same database (and secret key) gives the same key at every start. Only its hash is
+    stored, as for every account."""
+    derived = base64.urlsafe_b64encode(box.derive(DEMO_KEY_PURPOSE, account_id)).decode()
+    return ACCOUNT_KEY_PREFIX + derived.rstrip("=")
+
+
+async def prepare_demo_account(
+    session: AsyncSession, *, secret_box: SecretBox, with_orders: bool
+) -> str:
+    """The demo account (made on first use) with credit; returns its API key."""
     account = (
         await session.execute(select(Account).where(Account.name == DEMO_ACCOUNT_NAME))
     ).scalar_one_or_none()
-    api_key = generate_api_key()
     if account is None:
+        account_id = new_id("acct")
         account = Account(
-            id=new_id("acct"), name=DEMO_ACCOUNT_NAME, api_key_hash=hash_api_key(api_key)
+            id=account_id,
+            name=DEMO_ACCOUNT_NAME,
+            api_key_hash=hash_api_key(demo_api_key(secret_box, account_id)),
         )
         session.add(account)
         await session.flush()
-    else:
-        account.api_key_hash = hash_api_key(api_key)  # only the hash is kept: a new key per start
+    api_key = demo_api_key(secret_box, account.id)
+    # Unchanged unless the secret key changed (or the key was an older, random one).
+    account.api_key_hash = hash_api_key(api_key)
     if account.balance - account.held < DEMO_CREDIT / 2:
         await ledger.credit(session, account_id=account.id, amount=DEMO_CREDIT, note="demo credit")
     if with_orders:
@@ -157,14 +175,22 @@ async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> s
 
 
 def announce_demo(api_key: str, settings: Settings) -> None:
-    """Tell the person at the console how to try the demo."""
+    """Tell the person at the console how to try the demo, and how to start it over."""
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{host}:{settings.port}"
+    database = make_url(settings.database_url)
+    file = database.database if database.drivername.startswith("sqlite") else None
+    if file and file != ":memory:":  # the file and its -wal and -shm companions
+        start_over = f"stop the service, then `rm {shlex.quote(file)}*`"
+    else:
+        start_over = "stop the service and give it a new, empty database"
     sys.stdout.write(
         f"\n  Demo mode: providers are simulated on {settings.sim_url}.\n"
         f"  Demo account API key: {api_key}\n"
         f"  Open {url}/ and sign in with it to watch the demo orders deploy.\n"
-        f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
+        f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n"
+        "  The key is the same at every start on this database. To start the demo over: "
+        f"{start_over}.\n\n"
     )
     sys.stdout.flush()
 

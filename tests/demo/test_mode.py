@@ -7,15 +7,22 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
 from app.background import ConfigurationError
-from app.demo.mode import EmbeddedSimulators, StockFeed, demo_orders
+from app.demo.mode import (
+    EmbeddedSimulators,
+    StockFeed,
+    demo_api_key,
+    demo_orders,
+)
 from app.main import create_app
 from app.providers.registry import simulated_specs
+from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port, serve_in_thread
 from tests.waiting import eventually, started
 
@@ -29,6 +36,7 @@ def demo_settings(database_url: str, **overrides: Any) -> Settings:
         "mode": "demo",
         "sim_port": free_port(),
         "demo_feed": True,
+        "secret_key": SECRET_KEY,
         **overrides,
     }
     return Settings(_env_file=None, **values)
@@ -54,22 +62,27 @@ async def test_demo_mode_starts_the_simulators_a_funded_account_and_demo_orders(
                 assert await sim.catalog(provider)
 
 
-async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
+async def test_a_restart_on_the_same_database_keeps_the_demo_key(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    keys = []
+    keys, listed = [], []
     for _ in range(2):
-        app = create_app(demo_settings(database_url, demo_feed=True))
+        app = create_app(demo_settings(database_url))
         async with started(app):
             match = DEMO_KEY.search(capsys.readouterr().out)
-            assert match
+            assert match, "the demo key is printed at every start"
             keys.append(match.group(1))
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                headers = {"Authorization": f"Bearer {keys[-1]}"}
+                # The key printed at the first start works after the restart.
+                headers = {"Authorization": f"Bearer {keys[0]}"}
                 listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
-    assert keys[0] != keys[1]
-    assert len(listed) == len(demo_orders())
+                wrong = {"Authorization": f"Bearer {keys[0][:-4]}xxxx"}
+                assert (await client.get("/v1/orders", headers=wrong)).status_code == 401
+    assert keys[0] == keys[1]
+    assert keys[0].startswith("ap_live_") and len(keys[0]) == len("ap_live_") + 43
+    # One set of demo orders: those still waiting are not placed again.
+    assert sorted(o["name"] for o in listed) == sorted(o["name"] for o in demo_orders())
 
 
 async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:
@@ -142,3 +155,14 @@ async def test_the_embedded_simulators_leave_the_server_lines_to_the_main_server
     assert lines == ["Started server process [1]"]
     logging.getLogger("uvicorn.error").info("after the simulators stopped")
     assert caplog.records[-1].getMessage() == "after the simulators stopped"
+
+
+def test_the_demo_key_comes_from_the_secret_key_and_the_account() -> None:
+    box = SecretBox([SECRET_KEY])
+    other = Fernet.generate_key().decode()
+    key = demo_api_key(box, "acct_one")
+    assert demo_api_key(SecretBox([SECRET_KEY]), "acct_one") == key  # control: the same again
+    assert demo_api_key(SecretBox([SECRET_KEY, other]), "acct_one") == key  # the first seals
+    assert demo_api_key(box, "acct_two") != key  # another database's demo account
+    assert demo_api_key(SecretBox([other]), "acct_one") != key  # another secret key
+    assert SECRET_KEY.rstrip("=") not in key
