@@ -91,6 +91,7 @@ class Background:
                     session,
                     secret_box=self.secret_boxes.get(),
                     with_orders=settings.demo_feed,
+                    max_waiting=settings.max_waiting_orders_per_account,
                 )
             announce_demo(api_key, settings)
             if settings.demo_feed:

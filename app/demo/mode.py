@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.schemas import OrderCreate
+from app.core.errors import TooManyOrders
 from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.providers.registry import display_name, simulated_specs
@@ -134,9 +135,14 @@ def demo_api_key(box: SecretBox, account_id: str) -> str:
 
 
 async def prepare_demo_account(
-    session: AsyncSession, *, secret_box: SecretBox, with_orders: bool
+    session: AsyncSession, *, secret_box: SecretBox, with_orders: bool, max_waiting: int
 ) -> str:
-    """The demo account (made on first use) with credit; returns its API key."""
+    """The demo account (made on first use) with credit; returns its API key.
+
+    `with_orders`: each demo order of which no copy is waiting is placed (again), so every
+    start shows the demo orders deploying; those still waiting are not placed twice.
+    `max_waiting`: the account's limit of waiting orders, which this too stays within.
+    """
     account = (
         await session.execute(select(Account).where(Account.name == DEMO_ACCOUNT_NAME))
     ).scalar_one_or_none()
@@ -155,23 +161,37 @@ async def prepare_demo_account(
     if account.balance - account.held < DEMO_CREDIT / 2:
         await ledger.credit(session, account_id=account.id, amount=DEMO_CREDIT, note="demo credit")
     if with_orders:
-        waiting = await session.scalar(
-            select(Order.id)
-            .where(Order.account_id == account.id, Order.status == OrderStatus.WAITING)
-            .limit(1)
-        )
-        if waiting is None:
-            simulated = {str(spec.provider) for spec in simulated_specs()}
-            for body in demo_orders():
-                request = OrderCreate.model_validate(body).new_order()
-                await orders.place_order(
-                    session,
-                    account_id=account.id,
-                    request=request,
-                    enabled=simulated,
-                    max_waiting=len(demo_orders()),
-                )
+        await _place_demo_orders(session, account.id, max_waiting=max_waiting)
     return api_key
+
+
+async def _place_demo_orders(session: AsyncSession, account_id: str, *, max_waiting: int) -> None:
+    """Place each demo order that has no copy waiting (by its name)."""
+    waiting = set(
+        (
+            await session.scalars(
+                select(Order.name).where(
+                    Order.account_id == account_id, Order.status == OrderStatus.WAITING
+                )
+            )
+        ).all()
+    )
+    simulated = {str(spec.provider) for spec in simulated_specs()}
+    for body in demo_orders():
+        if body["name"] in waiting:
+            continue
+        request = OrderCreate.model_validate(body).new_order()
+        try:
+            await orders.place_order(
+                session,
+                account_id=account_id,
+                request=request,
+                enabled=simulated,
+                max_waiting=max_waiting,
+            )
+        except TooManyOrders:
+            log.warning("the demo account has %d orders waiting: no more demo orders", max_waiting)
+            return
 
 
 def announce_demo(api_key: str, settings: Settings) -> None:

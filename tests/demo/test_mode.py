@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.background import ConfigurationError
 from app.demo.mode import (
@@ -15,6 +17,7 @@ from app.demo.mode import (
     StockFeed,
     demo_api_key,
     demo_orders,
+    prepare_demo_account,
 )
 from app.main import create_app
 from app.providers.registry import simulated_specs
@@ -22,6 +25,8 @@ from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Order
 from tests.conftest import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port, serve_in_thread
 from tests.waiting import eventually, started
@@ -83,6 +88,33 @@ async def test_a_restart_on_the_same_database_keeps_the_demo_key(
     assert keys[0].startswith("ap_live_") and len(keys[0]) == len("ap_live_") + 43
     # One set of demo orders: those still waiting are not placed again.
     assert sorted(o["name"] for o in listed) == sorted(o["name"] for o in demo_orders())
+
+
+async def test_a_restart_places_again_the_demo_orders_no_longer_waiting(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = create_app(demo_settings(database_url))
+    async with started(app):
+        key = DEMO_KEY.search(capsys.readouterr().out)
+        assert key
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            placed = (await client.get("/v1/orders", headers=headers)).json()["data"]
+            ended = [o for o in placed if "max too low" not in o["name"]]
+            for order in ended:  # as if they had deployed and ended; one is left waiting
+                answer = await client.post(f"/v1/orders/{order['id']}/cancel", headers=headers)
+                assert answer.status_code == 200, answer.text
+    first_ids = {o["id"] for o in placed}
+    app = create_app(demo_settings(database_url))
+    async with started(app):
+        assert DEMO_KEY.search(capsys.readouterr().out)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
+    new = [o for o in listed if o["id"] not in first_ids]
+    assert sorted(o["name"] for o in new) == sorted(o["name"] for o in ended)
+    assert len(ended) == len(demo_orders()) - 1  # control: the waiting one is not placed twice
 
 
 async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:
@@ -166,3 +198,20 @@ def test_the_demo_key_comes_from_the_secret_key_and_the_account() -> None:
     assert demo_api_key(box, "acct_two") != key  # another database's demo account
     assert demo_api_key(SecretBox([other]), "acct_one") != key  # another secret key
     assert SECRET_KEY.rstrip("=") not in key
+
+
+async def test_the_demo_orders_stay_within_the_accounts_limit(engine: AsyncEngine) -> None:
+    sessionmaker = create_sessionmaker(engine)
+    box = SecretBox([SECRET_KEY])
+
+    async def prepare(max_waiting: int) -> int:
+        async with session_scope(sessionmaker) as session:
+            await prepare_demo_account(
+                session, secret_box=box, with_orders=True, max_waiting=max_waiting
+            )
+        async with session_scope(sessionmaker) as session:
+            return len((await session.scalars(select(Order.name))).all())
+
+    assert await prepare(2) == 2  # the start goes on; two are placed
+    assert await prepare(100) == len(demo_orders())  # control: the rest, once there is room
+    assert await prepare(100) == len(demo_orders())  # and none twice
