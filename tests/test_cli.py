@@ -1,5 +1,6 @@
 """The `autoprovision` command: migrate, serve, and the generated admin key."""
 
+import argparse
 import asyncio
 import os
 import re
@@ -13,7 +14,7 @@ import httpx
 import pytest
 from sqlalchemy import inspect, text
 
-from app.cli import main
+from app.cli import CLIENT_COMMANDS, SERVER_COMMANDS, build_parser, main
 from app.providers.http import provider_tls
 from app.settings import get_settings
 from app.storage.db import create_engine
@@ -260,3 +261,45 @@ def test_sim_over_tls_and_a_slow_network(tmp_path: Path) -> None:
 def test_sim_refuses_a_negative_latency(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "--latency-ms", "-5"]) == 2
     assert "--latency-ms and --jitter-ms must be 0 or more" in capsys.readouterr().err
+
+
+class TestHelp:
+    def _help(self, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+        with pytest.raises(SystemExit) as exited:  # argparse's own --help
+            main([*argv, "--help"])
+        assert exited.value.code == 0
+        return capsys.readouterr().out
+
+    def test_it_lists_the_server_and_the_client_commands_apart(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        out = self._help(capsys)
+        assert out.startswith("usage: autoprovision [-h] COMMAND ...\n")
+        server, client = out.split("Run the service")[1].split("Talk to a running service")
+        for name in SERVER_COMMANDS:
+            assert re.search(rf"^  {name} ", server, re.MULTILINE), name
+            assert not re.search(rf"^  {name} ", client, re.MULTILINE), name
+        for name in CLIENT_COMMANDS:
+            assert re.search(rf"^  {name} ", client, re.MULTILINE), name
+            assert not re.search(rf"^  {name} ", server, re.MULTILINE), name
+        assert "{serve,migrate" not in out  # argparse's one-line list of choices is gone
+        assert max(len(line) for line in out.splitlines()) <= 88
+
+    def test_every_command_is_listed_in_one_of_the_two_groups(self) -> None:
+        commands = next(
+            action
+            for action in build_parser()._actions
+            if isinstance(action, argparse._SubParsersAction)
+        )
+        assert set(commands.choices) == set(SERVER_COMMANDS) | set(CLIENT_COMMANDS)
+        assert not set(SERVER_COMMANDS) & set(CLIENT_COMMANDS)
+
+    def test_a_command_s_help_names_it(self, capsys: pytest.CaptureFixture[str]) -> None:
+        out = self._help(capsys, "serve")
+        assert out.startswith("usage: autoprovision serve [-h]"), out
+        assert "Migrate the database, then serve the API" in out
+
+    def test_no_command_at_all_prints_the_help(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main([]) == 2
+        out = capsys.readouterr().out
+        assert "Run the service" in out and "Talk to a running service" in out
