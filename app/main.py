@@ -25,7 +25,7 @@ from app.api import (
 from app.api.errors import install_error_handlers
 from app.api.limits import InFlightLimit, RequestBody, SendDeadline
 from app.background import Background, create_scheduler
-from app.dashboard import install_dashboard
+from app.dashboard import install_api_docs, install_dashboard
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.providers.registry import with_provider_settings
@@ -133,6 +133,9 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
         lifespan=lifespan,
         # Starlette's slash redirect builds its Location from the Host header: a plain 404.
         redirect_slashes=False,
+        # /docs is served from the package (install_api_docs), not from a CDN; no ReDoc.
+        docs_url=None,
+        redoc_url=None,
     )
     # Each provider's settings are loaded here, once (and refused here if they are wrong).
     app.state.settings = with_provider_settings(settings or get_settings())
@@ -161,4 +164,5 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
     ):
         app.include_router(router)
     install_dashboard(app)
+    install_api_docs(app)
     return app

@@ -1,9 +1,11 @@
-"""The dashboard: static HTML, CSS and JavaScript that call the same REST API as any client."""
+"""The dashboard: static HTML, CSS and JavaScript that call the same REST API as any client;
+and the interactive API docs at `/docs`, drawn by the Swagger UI vendored beside it."""
 
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 DASHBOARD_DIR = Path(__file__).resolve().parent
@@ -28,7 +30,42 @@ async def dashboard() -> FileResponse:
     return FileResponse(DASHBOARD_DIR / "index.html", headers=SECURITY_HEADERS)
 
 
+API_DOCS_URL = "/docs"
+SWAGGER_UI = "/assets/vendor/swagger-ui"
+# No "validate this document" badge: it is an image from validator.swagger.io, given the
+# document's URL. Everything /docs loads comes from this service.
+SWAGGER_UI_PARAMETERS = {"validatorUrl": None}
+
+
 def install_dashboard(app: FastAPI) -> None:
     """Serve the page at `/` and its files under `/assets/`."""
     app.include_router(router)
     app.mount("/assets", StaticFiles(directory=DASHBOARD_DIR / "assets"), name="assets")
+
+
+def install_api_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs (the app is made with docs_url=None, so FastAPI adds none itself),
+    from the files under /assets/vendor/swagger-ui/ instead of a CDN: it works offline.
+    FastAPI's own page, as documented in "Custom Docs UI Static Assets"."""
+    openapi_url = app.openapi_url
+    oauth2_redirect_url = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+    if openapi_url is None:  # no OpenAPI document: nothing to show
+        return
+
+    async def swagger_ui_html(request: Request) -> HTMLResponse:
+        root_path = request.scope.get("root_path", "").rstrip("/")
+        return get_swagger_ui_html(
+            openapi_url=root_path + openapi_url,
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=root_path + oauth2_redirect_url,
+            swagger_js_url=f"{root_path}{SWAGGER_UI}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root_path}{SWAGGER_UI}/swagger-ui.css",
+            swagger_favicon_url=f"{root_path}{SWAGGER_UI}/favicon-32x32.png",
+            swagger_ui_parameters={**SWAGGER_UI_PARAMETERS, **(app.swagger_ui_parameters or {})},
+        )
+
+    async def swagger_ui_redirect(request: Request) -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    app.add_route(API_DOCS_URL, swagger_ui_html, include_in_schema=False)
+    app.add_route(oauth2_redirect_url, swagger_ui_redirect, include_in_schema=False)

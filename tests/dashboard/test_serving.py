@@ -1,5 +1,7 @@
 """The dashboard is served by the service itself, under a strict content security policy."""
 
+import re
+
 import httpx
 
 
@@ -14,3 +16,23 @@ async def test_the_dashboard_page_is_served_with_a_strict_policy(
     script = await client.get("/assets/dashboard.js")
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
+
+
+async def test_the_api_docs_load_swagger_ui_from_the_service(client: httpx.AsyncClient) -> None:
+    page = await client.get("/docs")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    linked = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
+    assert sorted(linked) == [
+        "/assets/vendor/swagger-ui/favicon-32x32.png",
+        "/assets/vendor/swagger-ui/swagger-ui-bundle.js",
+        "/assets/vendor/swagger-ui/swagger-ui.css",
+    ]
+    assert "http://" not in page.text and "https://" not in page.text
+    assert '"validatorUrl": null' in page.text  # no badge from validator.swagger.io
+    for path, kind in zip(sorted(linked), ("image/png", "javascript", "text/css"), strict=True):
+        asset = await client.get(path)
+        assert asset.status_code == 200 and kind in asset.headers["content-type"], path
+    assert (await client.get("/openapi.json")).json()["info"]["title"] == "autoprovision"
+    assert (await client.get("/docs/oauth2-redirect")).status_code == 200
+    assert (await client.get("/redoc")).status_code == 404  # no second UI, from a CDN
