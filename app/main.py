@@ -25,7 +25,7 @@ from app.api import (
 from app.api.errors import install_error_handlers
 from app.api.limits import InFlightLimit, RequestBody, SendDeadline
 from app.background import Background, create_scheduler
-from app.dashboard import install_api_docs, install_dashboard
+from app.dashboard import api_description, install_api_docs, install_dashboard
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.providers.registry import with_provider_settings
@@ -126,10 +126,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None = None) -> FastAPI:
     """A new application for `settings` (default: from the environment). `sqlite_lock`: the
     SQLite file's lock, when the caller took it already (else the lifespan takes it)."""
+    # Each provider's settings are loaded here, once (and refused here if they are wrong).
+    settings = with_provider_settings(settings or get_settings())
+    docs_url = str(settings.docs_url) if settings.docs_url is not None else None
     app = FastAPI(
         title="autoprovision",
         version="0.1.0",
         summary="Waits for scarce GPU machines and deploys one the moment stock appears.",
+        description=api_description(docs_url),
         lifespan=lifespan,
         # Starlette's slash redirect builds its Location from the Host header: a plain 404.
         redirect_slashes=False,
@@ -137,10 +141,8 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
         docs_url=None,
         redoc_url=None,
     )
-    # Each provider's settings are loaded here, once (and refused here if they are wrong).
-    app.state.settings = with_provider_settings(settings or get_settings())
+    app.state.settings = settings
     install_error_handlers(app)
-    settings = app.state.settings
     # Added first, so innermost: the bound counts a request from its body's end to its
     # response's start, and a slow sender or reader holds no place in it.
     app.add_middleware(InFlightLimit, limit=settings.max_requests_in_flight)

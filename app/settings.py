@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     # Where people reach this service's dashboard (`https://gpus.example.com`): chat
     # notifications link to the order there. Unset: they carry no link.
     public_url: AnyHttpUrl | None = None
+    # Where this service's documentation (the site `make docs` builds from docs/) is hosted,
+    # e.g. `https://docs.example.com/autoprovision/`: the dashboard's footer and the API's
+    # OpenAPI description link to it. Unset: they point at docs/ in the repository instead.
+    docs_url: AnyHttpUrl | None = None
     # The event stream (`GET /v1/events/stream`): open streams per account on each replica;
     # seconds between heartbeat comments; seconds a client may take to accept the next bytes
     # before it is disconnected (it resumes from Last-Event-ID).

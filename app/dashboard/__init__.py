@@ -1,11 +1,12 @@
 """The dashboard: static HTML, CSS and JavaScript that call the same REST API as any client;
 and the interactive API docs at `/docs`, drawn by the Swagger UI vendored beside it."""
 
+import html
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 DASHBOARD_DIR = Path(__file__).resolve().parent
@@ -22,15 +23,44 @@ SECURITY_HEADERS = {
 }
 
 router = APIRouter(include_in_schema=False)
+API_DOCS_URL = "/docs"
+
+
+FOOTER_SLOT = (
+    "<!-- footer: the documentation links, filled in by app/dashboard (AUTOPROVISION_DOCS_URL) -->"
+)
+
+
+def docs_footer(docs_url: str | None) -> str:
+    """The page's footer: the documentation (at `docs_url`, else where it is in the
+    repository) and the API's interactive docs."""
+    if docs_url is None:
+        manual = (
+            "Documentation: <code>docs/</code> in the repository (<code>make docs</code> "
+            "builds it into <code>site/</code>)"
+        )
+    else:
+        manual = f'<a href="{html.escape(docs_url)}" data-testid="docs-link">Documentation</a>'
+    api = f'<a href="{API_DOCS_URL}" data-testid="api-docs-link">API reference</a>'
+    return f'<footer class="site-footer">{manual} · {api}</footer>'
+
+
+def api_description(docs_url: str | None) -> str:
+    """The OpenAPI document's description (Markdown): where the documentation is."""
+    if docs_url is None:
+        return "Documentation: `docs/` in the repository (`make docs` builds it into `site/`)."
+    return f"Documentation: [{docs_url}]({docs_url})"
 
 
 @router.get("/")
-async def dashboard() -> FileResponse:
-    """The dashboard's one page."""
-    return FileResponse(DASHBOARD_DIR / "index.html", headers=SECURITY_HEADERS)
+async def dashboard(request: Request) -> HTMLResponse:
+    """The dashboard's one page, its footer linking to the documentation."""
+    page = (DASHBOARD_DIR / "index.html").read_text()
+    docs_url = request.app.state.settings.docs_url
+    footer = docs_footer(str(docs_url) if docs_url is not None else None)
+    return HTMLResponse(page.replace(FOOTER_SLOT, footer), headers=SECURITY_HEADERS)
 
 
-API_DOCS_URL = "/docs"
 SWAGGER_UI = "/assets/vendor/swagger-ui"
 # No "validate this document" badge: it is an image from validator.swagger.io, given the
 # document's URL. Everything /docs loads comes from this service.

@@ -1,5 +1,6 @@
 """The interactive API docs (/docs) render in a browser that reaches nothing beyond this
-machine: Swagger UI comes from the package, not from a CDN."""
+machine: Swagger UI comes from the package, not from a CDN. The dashboard's footer links to
+them and to the documentation site (AUTOPROVISION_DOCS_URL)."""
 
 import shutil
 from collections.abc import Iterator
@@ -17,11 +18,13 @@ from tests.dashboard.conftest import SCREENSHOTS
 from tests.servers import serve_in_thread
 
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
+HOSTED_DOCS = "https://docs.example.com/autoprovision/"
 
 
 @pytest.fixture
 def service(sqlite_template: Path, tmp_path: Path) -> Iterator[str]:
-    """The service, no watcher (the docs need none), on a database of its own."""
+    """The service, no watcher (the docs need none), on a database of its own; its
+    documentation said to be hosted at HOSTED_DOCS."""
     database = tmp_path / "docs.db"
     shutil.copyfile(sqlite_template, database)
     settings = Settings(
@@ -30,6 +33,7 @@ def service(sqlite_template: Path, tmp_path: Path) -> Iterator[str]:
         admin_api_key=ADMIN_KEY,
         secret_key=SECRET_KEY,
         watcher=False,
+        docs_url=HOSTED_DOCS,
     )
     with serve_in_thread(create_app(settings), lifespan="on") as url:
         yield url
@@ -98,3 +102,19 @@ def test_control_fastapis_default_docs_stay_blank_with_no_network(offline: Offli
         assert any(u.startswith("https://cdn.jsdelivr.net/") for u in offline.blocked)
         assert page.locator(".opblock").count() == 0
         assert page.locator("#swagger-ui").inner_text() == ""
+
+
+def test_the_dashboards_footer_links_to_the_docs(offline: Offline, service: str) -> None:
+    page = offline.context.new_page()
+    page.goto(service)
+    expect(page.get_by_label("API key")).to_be_visible()  # the sign-in page
+    footer = page.locator("footer")
+    expect(footer).to_be_visible()  # on the first screen, no scrolling
+    assert footer.bounding_box()["y"] + footer.bounding_box()["height"] <= 900  # type: ignore[index]
+    expect(footer.get_by_role("link", name="Documentation")).to_have_attribute("href", HOSTED_DOCS)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / "signin_footer.png")
+    footer.get_by_role("link", name="API reference").click()
+    expect(page.locator(".opblock").first).to_be_visible()  # Swagger UI, offline
+    expect(page.get_by_role("link", name=HOSTED_DOCS)).to_be_visible()  # its description
+    assert offline.blocked == []
