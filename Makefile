@@ -1,20 +1,31 @@
-# The two commands a new user needs: `make run` and `make test`. Both create .venv on first use.
+# The two commands a new user needs: `make run` and `make test`. Both create .venv on first use:
+# `make run` installs the runtime dependencies only; `make test` and `make lint` add the dev extra
+# (pytest, playwright, ruff, mypy, the providers' clients) to the same .venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# One stamp per set of dependencies installed into .venv, each remade when pyproject.toml changes.
+RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 DOCS_STAMP := $(VENV)/.docs-stamp
 
 .PHONY: run test lint format migrate clean docs docs-serve reference
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-run: $(STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME_STAMP)
+
+# Everything: the runtime dependencies and the dev extra.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(RUNTIME_STAMP) $(STAMP)
+
+run: $(RUNTIME_STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
 	$(BIN)/autoprovision serve
 
 test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_DATABASE_URL is set)
@@ -31,7 +42,7 @@ format: $(STAMP)
 
 # The documentation site (docs/, mkdocs.yml). Its tools are the optional extra `.[docs]`, in
 # this venv only when a docs target runs, so `make run` installs no more than before.
-$(DOCS_STAMP): $(STAMP) pyproject.toml
+$(DOCS_STAMP): $(RUNTIME_STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[docs]'
 	touch $(DOCS_STAMP)
 
@@ -44,7 +55,7 @@ docs-serve: $(DOCS_STAMP)  ## serve the site on http://127.0.0.1:8008, rebuilt a
 reference: $(STAMP)  ## regenerate docs/reference/ from the code (settings, CLI, API, states...)
 	$(BIN)/python scripts/gen_reference.py
 
-migrate: $(STAMP)
+migrate: $(RUNTIME_STAMP)
 	$(BIN)/autoprovision migrate
 
 clean:

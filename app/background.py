@@ -87,7 +87,12 @@ class Background:
                 await self.simulators.start()
             providers = simulated(settings, settings.sim_url)
             async with session_scope(self.sessionmaker) as session:
-                api_key = await prepare_demo_account(session, with_orders=settings.demo_feed)
+                api_key = await prepare_demo_account(
+                    session,
+                    secret_box=self.secret_boxes.get(),
+                    with_orders=settings.demo_feed,
+                    max_waiting=settings.max_waiting_orders_per_account,
+                )
             announce_demo(api_key, settings)
             if settings.demo_feed:
                 feed = StockFeed(settings.sim_url, verify=provider_tls(settings.provider_ca_file))

@@ -6,30 +6,159 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 # The client commands (app/client) need none of the server: it is imported only where a server
 # command runs, so `autoprovision orders list` starts in a tenth of the time.
 if TYPE_CHECKING:
     from app.settings import Settings
 
+# The commands that run the service, on this machine, with its settings and database.
+SERVER_COMMANDS = {
+    "serve": "migrate the database, then serve the API and the dashboard (in demo mode, the "
+    "simulated providers too)",
+    "migrate": "apply database migrations and exit",
+    "sim": "run the three provider simulators on their own",
+    "admin-key": "make a new admin API key (--reset) and print it",
+    "doctor": "check, reading only, everything a live deploy needs; exit 1 on a failure",
+    "demo-history": "demo mode only: add generated stock history for the simulated providers",
+}
+# The commands that talk to a running service over its REST API (app/client).
 CLIENT_COMMANDS = {
-    "orders": "place, list, get, cancel or terminate an order, set its limits, or read its "
-    "events (see `orders --help`)",
+    "orders": "place, list, get, cancel or terminate an order, set its limits, or read its events",
     "offers": "what the providers have in stock now, priced with fees",
     "account": "your balance, what is held, what is available and how long it pays your machines",
     "watch": "follow events as they happen; `watch ORDER --until running` waits for its IP",
 }
+DESCRIPTION = "Waits for scarce GPU machines and deploys one the moment matching stock appears."
 CLIENT_EPILOG = (
-    "The client commands (orders, offers, account, watch) talk to a running service: "
-    "--url or AUTOPROVISION_API_URL (default http://127.0.0.1:8000), --key or "
-    "AUTOPROVISION_API_KEY, --json for scripts. Exit codes: 0 done, 1 refused or the order "
-    "failed, 2 bad input, 3 service unreachable. `autoprovision watch --help` and so on."
+    "`autoprovision COMMAND --help` tells more about each command. The client commands take "
+    "--url (or AUTOPROVISION_API_URL; default http://127.0.0.1:8000), --key (or "
+    "AUTOPROVISION_API_KEY) and --json for scripts. Exit codes: 0 done, 1 refused or the order "
+    "failed, 2 bad input, 3 service unreachable."
 )
+HELP_WIDTH = 88
+PROG = "autoprovision"
 
 
-def _serve(settings: Settings) -> None:
+def _listing(commands: dict[str, str]) -> str:
+    """Commands and their summaries in two columns, for --help."""
+    column = max(len(name) for name in {**SERVER_COMMANDS, **CLIENT_COMMANDS}) + 2
+    return "\n".join(
+        textwrap.fill(
+            summary,
+            width=HELP_WIDTH - 2,  # argparse indents a group's text by two
+            initial_indent=name.ljust(column),
+            subsequent_indent=" " * column,
+        )
+        for name, summary in commands.items()
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `autoprovision` command line. Its help lists the server commands and the client
+    commands apart (argparse lists subcommands as one group, so the two lists are text); the
+    client commands are only named here: `main` hands them to app.client.commands."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage="%(prog)s [-h] COMMAND ...",
+        description=DESCRIPTION,
+        epilog="\n".join(textwrap.wrap(CLIENT_EPILOG, width=HELP_WIDTH)),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument_group(
+        "Run the service (on this machine, with its settings and database)",
+        _listing(SERVER_COMMANDS),
+    )
+    parser.add_argument_group(
+        "Talk to a running service (over its REST API)", _listing(CLIENT_COMMANDS)
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS, prog=PROG
+    )
+
+    def server_command(name: str) -> argparse.ArgumentParser:
+        summary = SERVER_COMMANDS[name]
+        return commands.add_parser(
+            name, help=summary, description=summary[0].upper() + summary[1:] + "."
+        )
+
+    serve = server_command("serve")
+    serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
+    serve.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_PORT)")
+    serve.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read and match stock but send no create (default: AUTOPROVISION_DRY_RUN)",
+    )
+    server_command("migrate")
+    sim = server_command("sim")
+    sim.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
+    sim.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_SIM_PORT)")
+    sim.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="round-trip network latency to add: every byte waits half of it each way, in a "
+        "loopback relay (so TLS handshakes pay it too)",
+    )
+    sim.add_argument(
+        "--jitter-ms", type=float, default=0.0, help="up to this much more round trip, at random"
+    )
+    sim.add_argument(
+        "--tls", action="store_true", help="serve HTTPS with a self-signed certificate made now"
+    )
+    sim.add_argument("--cert-dir", type=Path, help="where --tls writes it (default: a temp dir)")
+    admin_key = server_command("admin-key")
+    admin_key.add_argument(
+        "--reset",
+        action="store_true",
+        required=True,
+        help="replace the admin key with a new one and print it",
+    )
+    check = server_command("doctor")
+    check.add_argument("--json", action="store_true", help="print the checks as JSON")
+    check.add_argument(
+        "--demo", action="store_true", help="check the simulators, as demo mode uses them"
+    )
+    check.add_argument("--sim-url", help="the simulators' address (implies --demo)")
+    check.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds a provider call may take (default: AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS)",
+    )
+    history = server_command("demo-history")
+    history.add_argument("--days", type=float, default=7, help="how many days back (default: 7)")
+    history.add_argument("--seed", type=int, help="random seed, for the same history again")
+    history.add_argument(
+        "--replace", action="store_true", help="delete earlier generated history first"
+    )
+    for name, summary in CLIENT_COMMANDS.items():  # listed for --help; main() runs them
+        commands.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def _serve(settings: Settings) -> int:
+    from app.storage.db import DatabaseInUse, lock_sqlite_file
+
+    # Before anything is printed or migrated: a second process on the same SQLite file says
+    # so in one line and stops, instead of announcing itself and failing in its lifespan.
+    try:
+        sqlite_lock = lock_sqlite_file(settings.database_url)
+    except DatabaseInUse as exc:
+        sys.stderr.write(f"autoprovision: {exc}\n")
+        return 1
+    try:
+        _serve_holding(settings, sqlite_lock)
+    finally:
+        if sqlite_lock is not None:
+            sqlite_lock.close()
+    return 0
+
+
+def _serve_holding(settings: Settings, sqlite_lock: TextIO | None) -> None:
     import uvicorn
 
     from app.api.connections import guarded_protocol
@@ -54,7 +183,7 @@ def _serve(settings: Settings) -> None:
         )
     sys.stdout.flush()
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, sqlite_lock=sqlite_lock),
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
@@ -174,77 +303,14 @@ async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `autoprovision` command."""
     arguments = sys.argv[1:] if argv is None else list(argv)
+    if not arguments:  # what there is to do, rather than "the argument COMMAND is required"
+        build_parser().print_help()
+        return 2
     if arguments and arguments[0] in CLIENT_COMMANDS:
         from app.client.commands import run
 
         return run(arguments)
     return _server_command(arguments)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The server commands' parser (the client commands are listed in it for `--help` only)."""
-    parser = argparse.ArgumentParser(
-        prog="autoprovision", description=__doc__, epilog=CLIENT_EPILOG
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="migrate the database, then serve the API")
-    serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
-    serve.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_PORT)")
-    serve.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="read and match stock but send no create (default: AUTOPROVISION_DRY_RUN)",
-    )
-    commands.add_parser("migrate", help="apply database migrations and exit")
-    sim = commands.add_parser("sim", help="run the three provider simulators on their own")
-    sim.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
-    sim.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_SIM_PORT)")
-    sim.add_argument(
-        "--latency-ms",
-        type=float,
-        default=0.0,
-        help="round-trip network latency to add: every byte waits half of it each way, in a "
-        "loopback relay (so TLS handshakes pay it too)",
-    )
-    sim.add_argument(
-        "--jitter-ms", type=float, default=0.0, help="up to this much more round trip, at random"
-    )
-    sim.add_argument(
-        "--tls", action="store_true", help="serve HTTPS with a self-signed certificate made now"
-    )
-    sim.add_argument("--cert-dir", type=Path, help="where --tls writes it (default: a temp dir)")
-    admin_key = commands.add_parser("admin-key", help="manage the generated admin API key")
-    admin_key.add_argument(
-        "--reset",
-        action="store_true",
-        required=True,
-        help="replace the admin key with a new one and print it",
-    )
-    check = commands.add_parser(
-        "doctor", help="check, reading only, everything a live deploy needs; exit 1 on a failure"
-    )
-    check.add_argument("--json", action="store_true", help="print the checks as JSON")
-    check.add_argument(
-        "--demo", action="store_true", help="check the simulators, as demo mode uses them"
-    )
-    check.add_argument("--sim-url", help="the simulators' address (implies --demo)")
-    check.add_argument(
-        "--timeout",
-        type=float,
-        help="seconds a provider call may take (default: AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS)",
-    )
-    history = commands.add_parser(
-        "demo-history",
-        help="demo mode only: add generated stock history for the simulated providers",
-    )
-    history.add_argument("--days", type=float, default=7, help="how many days back (default: 7)")
-    history.add_argument("--seed", type=int, help="random seed, for the same history again")
-    history.add_argument(
-        "--replace", action="store_true", help="delete earlier generated history first"
-    )
-    for name, summary in CLIENT_COMMANDS.items():  # listed for --help; main() runs them
-        commands.add_parser(name, help=summary, add_help=False)
-    return parser
 
 
 def _server_command(argv: list[str]) -> int:
@@ -259,7 +325,8 @@ def _server_command(argv: list[str]) -> int:
     )
     from app.settings import get_settings
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         settings = with_provider_settings(get_settings())
     except ValidationError as exc:
@@ -274,7 +341,7 @@ def _server_command(argv: list[str]) -> int:
         overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
         if args.dry_run:
             overrides["dry_run"] = True
-        _serve(settings.model_copy(update=overrides))
+        return _serve(settings.model_copy(update=overrides))
     elif args.command == "sim":
         return _sim(args, settings)
     elif args.command == "migrate":

@@ -5,6 +5,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TextIO
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,7 +25,7 @@ from app.api import (
 from app.api.errors import install_error_handlers
 from app.api.limits import InFlightLimit, RequestBody, SendDeadline
 from app.background import Background, create_scheduler
-from app.dashboard import install_dashboard
+from app.dashboard import api_description, install_api_docs, install_dashboard
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.providers.registry import with_provider_settings
@@ -76,9 +77,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Open the database (migrating it first), start the jobs; undo it all on shutdown."""
     settings: Settings = app.state.settings
     with contextlib.ExitStack() as held:
-        sqlite_lock = lock_sqlite_file(settings.database_url)
-        if sqlite_lock is not None:
-            held.callback(sqlite_lock.close)
+        if app.state.sqlite_lock is None:  # else `autoprovision serve` took it already
+            sqlite_lock = lock_sqlite_file(settings.database_url)
+            if sqlite_lock is not None:
+                held.callback(sqlite_lock.close)
         engine = create_engine(
             settings.database_url,
             pool_size=settings.db_pool_size,
@@ -121,26 +123,33 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await engine.dispose()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """A new application for `settings` (default: from the environment)."""
+def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None = None) -> FastAPI:
+    """A new application for `settings` (default: from the environment). `sqlite_lock`: the
+    SQLite file's lock, when the caller took it already (else the lifespan takes it)."""
+    # Each provider's settings are loaded here, once (and refused here if they are wrong).
+    settings = with_provider_settings(settings or get_settings())
+    docs_url = str(settings.docs_url) if settings.docs_url is not None else None
     app = FastAPI(
         title="autoprovision",
         version="0.1.0",
         summary="Waits for scarce GPU machines and deploys one the moment stock appears.",
+        description=api_description(docs_url),
         lifespan=lifespan,
         # Starlette's slash redirect builds its Location from the Host header: a plain 404.
         redirect_slashes=False,
+        # /docs is served from the package (install_api_docs), not from a CDN; no ReDoc.
+        docs_url=None,
+        redoc_url=None,
     )
-    # Each provider's settings are loaded here, once (and refused here if they are wrong).
-    app.state.settings = with_provider_settings(settings or get_settings())
+    app.state.settings = settings
     install_error_handlers(app)
-    settings = app.state.settings
     # Added first, so innermost: the bound counts a request from its body's end to its
     # response's start, and a slow sender or reader holds no place in it.
     app.add_middleware(InFlightLimit, limit=settings.max_requests_in_flight)
     app.add_middleware(RequestBody, timeout_seconds=settings.request_timeout_seconds)
     app.add_middleware(SendDeadline, timeout_seconds=settings.response_timeout_seconds)
     app.state.background = None
+    app.state.sqlite_lock = sqlite_lock
     for router in (
         health.router,
         metrics.router,
@@ -157,4 +166,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(router)
     install_dashboard(app)
+    install_api_docs(app)
     return app

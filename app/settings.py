@@ -329,7 +329,8 @@ class Settings(BaseSettings):
         default=None,
         description="Fernet keys, comma-separated (the first encrypts, all decrypt), that "
         'encrypt webhook secrets at rest. Make one with `python -c "from cryptography.fernet '
-        'import Fernet; print(Fernet.generate_key().decode())"`. Replicas must share it.',
+        'import Fernet; print(Fernet.generate_key().decode())"`. Replicas must share it. Demo '
+        "mode derives the demo account's API key from the first key, so it survives restarts.",
     )
     secret_key_file: Path = Field(
         default=Path("autoprovision.key"),
@@ -388,6 +389,13 @@ class Settings(BaseSettings):
         default=None,
         description="Where people open this service's dashboard (`https://gpus.example.com`): "
         "Slack and Discord messages link to the order there. Unset: they carry no link.",
+    )
+    docs_url: AnyHttpUrl | None = Field(
+        default=None,
+        description="Where this service's documentation (the site `make docs` builds from "
+        "`docs/`) is hosted, e.g. `https://docs.example.com/autoprovision/`: the dashboard's "
+        "footer and the API's OpenAPI description link to it. Unset: they point at `docs/` in "
+        "the repository instead.",
     )
     stream_max_per_account: int = Field(
         default=5,

@@ -1,5 +1,6 @@
 """The `autoprovision` command: migrate, serve, and the generated admin key."""
 
+import argparse
 import asyncio
 import re
 import subprocess
@@ -12,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import inspect, text
 
-from app.cli import main
+from app.cli import CLIENT_COMMANDS, SERVER_COMMANDS, build_parser, main
 from app.providers.http import provider_tls
 from app.settings import get_settings
 from app.storage.db import create_engine
@@ -110,6 +111,43 @@ class TestServe:
             assert admin_key not in output
             response = httpx.get(f"http://127.0.0.1:{port}/readyz")
             assert response.status_code == 200
+        finally:
+            self._stop(again)
+
+    def test_a_second_serve_on_the_same_sqlite_file_says_so_in_one_line_and_exits(
+        self, tmp_path: Path
+    ) -> None:
+        path = (tmp_path / "shared.db").resolve()
+        database_url = f"sqlite+aiosqlite:///{path}"
+        first, output, port = self._start(database_url, tmp_path)
+        try:
+            assert f"listening on http://127.0.0.1:{port}" in output, output  # control
+            second = subprocess.run(
+                [sys.executable, "-m", "app", "serve", "--port", str(free_port())],
+                cwd=tmp_path,
+                env=clean_env(
+                    AUTOPROVISION_DATABASE_URL=database_url,
+                    AUTOPROVISION_SIM_PORT=str(free_port()),
+                ),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert second.returncode == 1, second
+            assert second.stdout == ""  # no "listening", no admin key line, no uvicorn line
+            assert second.stderr == (
+                f"autoprovision: another autoprovision process is already using {path}: SQLite "
+                "serves one process only (stop the other one, or use PostgreSQL to run several "
+                "replicas)\n"
+            )
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
+        finally:
+            self._stop(first)
+        # Control: with the first one stopped, the same command starts.
+        again, output, port = self._start(database_url, tmp_path)
+        try:
+            assert f"listening on http://127.0.0.1:{port}" in output, output
+            assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
         finally:
             self._stop(again)
 
@@ -216,3 +254,45 @@ def test_sim_over_tls_and_a_slow_network(tmp_path: Path) -> None:
 def test_sim_refuses_a_negative_latency(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "--latency-ms", "-5"]) == 2
     assert "--latency-ms and --jitter-ms must be 0 or more" in capsys.readouterr().err
+
+
+class TestHelp:
+    def _help(self, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+        with pytest.raises(SystemExit) as exited:  # argparse's own --help
+            main([*argv, "--help"])
+        assert exited.value.code == 0
+        return capsys.readouterr().out
+
+    def test_it_lists_the_server_and_the_client_commands_apart(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        out = self._help(capsys)
+        assert out.startswith("usage: autoprovision [-h] COMMAND ...\n")
+        server, client = out.split("Run the service")[1].split("Talk to a running service")
+        for name in SERVER_COMMANDS:
+            assert re.search(rf"^  {name} ", server, re.MULTILINE), name
+            assert not re.search(rf"^  {name} ", client, re.MULTILINE), name
+        for name in CLIENT_COMMANDS:
+            assert re.search(rf"^  {name} ", client, re.MULTILINE), name
+            assert not re.search(rf"^  {name} ", server, re.MULTILINE), name
+        assert "{serve,migrate" not in out  # argparse's one-line list of choices is gone
+        assert max(len(line) for line in out.splitlines()) <= 88
+
+    def test_every_command_is_listed_in_one_of_the_two_groups(self) -> None:
+        commands = next(
+            action
+            for action in build_parser()._actions
+            if isinstance(action, argparse._SubParsersAction)
+        )
+        assert set(commands.choices) == set(SERVER_COMMANDS) | set(CLIENT_COMMANDS)
+        assert not set(SERVER_COMMANDS) & set(CLIENT_COMMANDS)
+
+    def test_a_command_s_help_names_it(self, capsys: pytest.CaptureFixture[str]) -> None:
+        out = self._help(capsys, "serve")
+        assert out.startswith("usage: autoprovision serve [-h]"), out
+        assert "Migrate the database, then serve the API" in out
+
+    def test_no_command_at_all_prints_the_help(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main([]) == 2
+        out = capsys.readouterr().out
+        assert "Run the service" in out and "Talk to a running service" in out

@@ -1,9 +1,12 @@
 """Demo mode: the simulators in-process, a demo account, demo orders and a stock feed."""
 
 import asyncio
+import base64
 import contextlib
+import contextvars
 import logging
 import random
+import shlex
 import socket
 import ssl
 import sys
@@ -14,22 +17,26 @@ from typing import Any
 import httpx
 import uvicorn
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.schemas import OrderCreate
+from app.core.errors import TooManyOrders
 from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.providers.registry import display_name, simulated_specs
 from app.services import ledger, orders
+from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.storage.models import Account, Order
-from app.support.security import generate_api_key, hash_api_key
+from app.support.security import ACCOUNT_KEY_PREFIX, hash_api_key
 
 log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
+DEMO_KEY_PURPOSE = "autoprovision demo account API key"
 
 
 def demo_orders() -> list[dict[str, Any]]:
@@ -51,12 +58,31 @@ def demo_orders() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+# Set in the embedded server's task only: its uvicorn logs through the same "uvicorn.error"
+# logger as the main server, so without this every "Started server process" and "Shutting
+# down" line of the process would be printed twice.
+_IN_EMBEDDED_SERVER = contextvars.ContextVar("in_embedded_server", default=False)
+
+
+class _EmbeddedLifecycleFilter(logging.Filter):
+    """Drops the embedded server's own informational lines; its warnings and errors pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _IN_EMBEDDED_SERVER.get()
+
+
 class _EmbeddedServer(uvicorn.Server):
-    """A uvicorn server inside another one: it must leave the process's signals alone."""
+    """A uvicorn server inside another one: it must leave the process's signals alone, and
+    its start and stop are the main server's to announce."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def serve_quietly(self, sockets: list[socket.socket]) -> None:
+        """`serve`, with this task's informational uvicorn lines left out."""
+        _IN_EMBEDDED_SERVER.set(True)  # in this task's own copy of the context
+        await self.serve(sockets=sockets)
 
 
 class EmbeddedSimulators:
@@ -66,6 +92,7 @@ class EmbeddedSimulators:
         self.port = port
         self.server: _EmbeddedServer | None = None
         self.task: asyncio.Task[None] | None = None
+        self._quiet = _EmbeddedLifecycleFilter()
 
     async def start(self) -> None:
         """Bind the port (failing clearly if it is taken) and serve."""
@@ -84,7 +111,8 @@ class EmbeddedSimulators:
             create_simulator_app(), log_config=None, lifespan="off", access_log=False
         )
         self.server = _EmbeddedServer(config)
-        self.task = asyncio.create_task(self.server.serve(sockets=[sock]), name="simulators")
+        logging.getLogger("uvicorn.error").addFilter(self._quiet)
+        self.task = asyncio.create_task(self.server.serve_quietly([sock]), name="simulators")
         while not self.server.started:
             if self.task.done():
                 self.task.result()
@@ -95,53 +123,94 @@ class EmbeddedSimulators:
         if self.server is not None and self.task is not None:
             self.server.should_exit = True
             await asyncio.wait({self.task}, timeout=5)
+        logging.getLogger("uvicorn.error").removeFilter(self._quiet)
 
 
-async def prepare_demo_account(session: AsyncSession, *, with_orders: bool) -> str:
-    """The demo account (made on first use) with credit; returns a fresh API key for it."""
+def demo_api_key(box: SecretBox, account_id: str) -> str:
+    """The demo account's API key: derived from the secret key and the account's id, so the
+    same database (and secret key) gives the same key at every start. Only its hash is
+    stored, as for every account."""
+    derived = base64.urlsafe_b64encode(box.derive(DEMO_KEY_PURPOSE, account_id)).decode()
+    return ACCOUNT_KEY_PREFIX + derived.rstrip("=")
+
+
+async def prepare_demo_account(
+    session: AsyncSession, *, secret_box: SecretBox, with_orders: bool, max_waiting: int
+) -> str:
+    """The demo account (made on first use) with credit; returns its API key.
+
+    `with_orders`: each demo order of which no copy is waiting is placed (again), so every
+    start shows the demo orders deploying; those still waiting are not placed twice.
+    `max_waiting`: the account's limit of waiting orders, which this too stays within.
+    """
     account = (
         await session.execute(select(Account).where(Account.name == DEMO_ACCOUNT_NAME))
     ).scalar_one_or_none()
-    api_key = generate_api_key()
     if account is None:
+        account_id = new_id("acct")
         account = Account(
-            id=new_id("acct"), name=DEMO_ACCOUNT_NAME, api_key_hash=hash_api_key(api_key)
+            id=account_id,
+            name=DEMO_ACCOUNT_NAME,
+            api_key_hash=hash_api_key(demo_api_key(secret_box, account_id)),
         )
         session.add(account)
         await session.flush()
-    else:
-        account.api_key_hash = hash_api_key(api_key)  # only the hash is kept: a new key per start
+    api_key = demo_api_key(secret_box, account.id)
+    # Unchanged unless the secret key changed (or the key was an older, random one).
+    account.api_key_hash = hash_api_key(api_key)
     if account.balance - account.held < DEMO_CREDIT / 2:
         await ledger.credit(session, account_id=account.id, amount=DEMO_CREDIT, note="demo credit")
     if with_orders:
-        waiting = await session.scalar(
-            select(Order.id)
-            .where(Order.account_id == account.id, Order.status == OrderStatus.WAITING)
-            .limit(1)
-        )
-        if waiting is None:
-            simulated = {str(spec.provider) for spec in simulated_specs()}
-            for body in demo_orders():
-                request = OrderCreate.model_validate(body).new_order()
-                await orders.place_order(
-                    session,
-                    account_id=account.id,
-                    request=request,
-                    enabled=simulated,
-                    max_waiting=len(demo_orders()),
-                )
+        await _place_demo_orders(session, account.id, max_waiting=max_waiting)
     return api_key
 
 
+async def _place_demo_orders(session: AsyncSession, account_id: str, *, max_waiting: int) -> None:
+    """Place each demo order that has no copy waiting (by its name)."""
+    waiting = set(
+        (
+            await session.scalars(
+                select(Order.name).where(
+                    Order.account_id == account_id, Order.status == OrderStatus.WAITING
+                )
+            )
+        ).all()
+    )
+    simulated = {str(spec.provider) for spec in simulated_specs()}
+    for body in demo_orders():
+        if body["name"] in waiting:
+            continue
+        request = OrderCreate.model_validate(body).new_order()
+        try:
+            await orders.place_order(
+                session,
+                account_id=account_id,
+                request=request,
+                enabled=simulated,
+                max_waiting=max_waiting,
+            )
+        except TooManyOrders:
+            log.warning("the demo account has %d orders waiting: no more demo orders", max_waiting)
+            return
+
+
 def announce_demo(api_key: str, settings: Settings) -> None:
-    """Tell the person at the console how to try the demo."""
+    """Tell the person at the console how to try the demo, and how to start it over."""
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     url = f"http://{host}:{settings.port}"
+    database = make_url(settings.database_url)
+    file = database.database if database.drivername.startswith("sqlite") else None
+    if file and file != ":memory:":  # the file and its -wal and -shm companions
+        start_over = f"stop the service, then `rm {shlex.quote(file)}*`"
+    else:
+        start_over = "stop the service and give it a new, empty database"
     sys.stdout.write(
         f"\n  Demo mode: providers are simulated on {settings.sim_url}.\n"
         f"  Demo account API key: {api_key}\n"
         f"  Open {url}/ and sign in with it to watch the demo orders deploy.\n"
-        f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n\n"
+        f"  Or: curl -s {url}/v1/orders -H 'Authorization: Bearer {api_key}'\n"
+        "  The key is the same at every start on this database. To start the demo over: "
+        f"{start_over}.\n\n"
     )
     sys.stdout.flush()
 

@@ -162,7 +162,7 @@ def test_a_bad_price_shows_the_apis_error_next_to_the_field(page: Page, api: Api
     price.fill("12.345")
     page.get_by_role("button", name="Place order").click()
     error = page.locator("#error-max_price_per_hour")
-    expect(error).to_contain_text("two decimals")  # the API's own words
+    expect(error).to_contain_text("two decimals")
     expect(price).to_have_attribute("aria-invalid", "true")
     assert "error-max_price_per_hour" in (price.get_attribute("aria-describedby") or "")
     listed = api.client.get("/v1/orders", headers=api.headers).json()["data"]
@@ -172,6 +172,53 @@ def test_a_bad_price_shows_the_apis_error_next_to_the_field(page: Page, api: Api
     page.get_by_role("button", name="Place order").click()
     expect(page.locator("tr[data-order-id]")).to_have_count(1)
     expect(error).to_be_empty()
+
+
+def test_the_order_form_says_what_to_fix_and_clears_it_once_fixed(page: Page, api: Api) -> None:
+    sign_in(page, api.key)
+    form = page.locator(".order-form")
+    page.get_by_role("button", name="Place order").click()  # nothing filled in
+    model, providers = page.locator("#error-gpu_model"), page.locator("#error-providers")
+    price_error = page.locator("#error-max_price_per_hour")
+    expect(providers).to_have_text("Choose at least one provider.")
+    expect(model).to_have_text("Choose a GPU model.")
+    expect(price_error).to_have_text("Enter the most you will pay per hour, e.g. 46.50.")
+    for raw in ("List should have", "Field required", "after validation"):
+        expect(form).not_to_contain_text(raw)
+
+    verda = page.get_by_label("Verda")
+    verda.check()  # fixed: its message goes, and the others stay
+    expect(providers).to_be_empty()
+    expect(verda).not_to_have_attribute("aria-invalid", "true")
+    expect(model).to_have_text("Choose a GPU model.")
+    expect(page.get_by_label("GPU model")).to_have_attribute("aria-invalid", "true")
+
+    price = page.get_by_label("Max price per hour (USD, incl. fees)")
+    price.fill("12.345")  # still wrong: the message follows the value
+    expect(price_error).to_have_text(
+        "Enter an amount in USD with at most two decimals, e.g. 46.50."
+    )
+    price.fill("12.34")
+    expect(price_error).to_be_empty()
+    page.get_by_label("GPU model").select_option("B300")
+    expect(model).to_be_empty()
+
+    key = page.get_by_label("SSH public key")
+    key.fill("not a key")  # a refusal only the API sees: its words, as a sentence
+    page.get_by_role("button", name="Place order").click()
+    ssh = page.locator("#error-ssh_public_key")
+    expect(ssh).to_have_text(
+        "Must be one OpenSSH public key line, e.g. 'ssh-ed25519 AAAA... me@host'."
+    )
+    expect(form.locator(".field-error:not(:empty)")).to_have_count(1)
+    key.fill("")
+    expect(ssh).to_be_empty()
+    page.get_by_role("button", name="Place order").click()
+    expect(page.locator("tr[data-order-id]")).to_have_count(1)
+    assert [
+        o["max_price_per_hour"]
+        for o in api.client.get("/v1/orders", headers=api.headers).json()["data"]
+    ] == ["12.34"]
 
 
 def test_offers_show_prices_with_fees_and_which_orders_they_satisfy(

@@ -1,20 +1,33 @@
 """Demo mode: simulators in-process, a demo account with credit, demo orders, a stock feed."""
 
 import asyncio
+import logging
 import re
 from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.background import ConfigurationError
-from app.demo.mode import StockFeed, demo_orders
+from app.demo.mode import (
+    EmbeddedSimulators,
+    StockFeed,
+    demo_api_key,
+    demo_orders,
+    prepare_demo_account,
+)
 from app.main import create_app
 from app.providers.registry import simulated_specs
+from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
-from tests.fixtures.settings import ADMIN_KEY
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Order
+from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port, serve_in_thread
 from tests.waiting import eventually, started
 
@@ -28,6 +41,7 @@ def demo_settings(database_url: str, **overrides: Any) -> Settings:
         "mode": "demo",
         "sim_port": free_port(),
         "demo_feed": True,
+        "secret_key": SECRET_KEY,
         **overrides,
     }
     return Settings(_env_file=None, **values)
@@ -53,22 +67,54 @@ async def test_demo_mode_starts_the_simulators_a_funded_account_and_demo_orders(
                 assert await sim.catalog(provider)
 
 
-async def test_a_restart_prints_a_new_demo_key_and_keeps_one_set_of_demo_orders(
+async def test_a_restart_on_the_same_database_keeps_the_demo_key(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    keys = []
+    keys, listed = [], []
     for _ in range(2):
-        app = create_app(demo_settings(database_url, demo_feed=True))
+        app = create_app(demo_settings(database_url))
         async with started(app):
             match = DEMO_KEY.search(capsys.readouterr().out)
-            assert match
+            assert match, "the demo key is printed at every start"
             keys.append(match.group(1))
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                headers = {"Authorization": f"Bearer {keys[-1]}"}
+                # The key printed at the first start works after the restart.
+                headers = {"Authorization": f"Bearer {keys[0]}"}
                 listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
-    assert keys[0] != keys[1]
-    assert len(listed) == len(demo_orders())
+                wrong = {"Authorization": f"Bearer {keys[0][:-4]}xxxx"}
+                assert (await client.get("/v1/orders", headers=wrong)).status_code == 401
+    assert keys[0] == keys[1]
+    assert keys[0].startswith("ap_live_") and len(keys[0]) == len("ap_live_") + 43
+    # One set of demo orders: those still waiting are not placed again.
+    assert sorted(o["name"] for o in listed) == sorted(o["name"] for o in demo_orders())
+
+
+async def test_a_restart_places_again_the_demo_orders_no_longer_waiting(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = create_app(demo_settings(database_url))
+    async with started(app):
+        key = DEMO_KEY.search(capsys.readouterr().out)
+        assert key
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            placed = (await client.get("/v1/orders", headers=headers)).json()["data"]
+            ended = [o for o in placed if "max too low" not in o["name"]]
+            for order in ended:  # as if they had deployed and ended; one is left waiting
+                answer = await client.post(f"/v1/orders/{order['id']}/cancel", headers=headers)
+                assert answer.status_code == 200, answer.text
+    first_ids = {o["id"] for o in placed}
+    app = create_app(demo_settings(database_url))
+    async with started(app):
+        assert DEMO_KEY.search(capsys.readouterr().out)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            listed = (await client.get("/v1/orders", headers=headers)).json()["data"]
+    new = [o for o in listed if o["id"] not in first_ids]
+    assert sorted(o["name"] for o in new) == sorted(o["name"] for o in ended)
+    assert len(ended) == len(demo_orders()) - 1  # control: the waiting one is not placed twice
 
 
 async def test_live_mode_without_credentials_refuses_to_start(database_url: str) -> None:
@@ -122,3 +168,50 @@ async def test_demo_mode_records_the_stock_feed_in_the_history(
             page = await eventually(recorded, seconds=45, interval=0.5)
     assert {w["provider"] for w in page["coverage"]} == {s.name for s in simulated_specs()}
     assert not any(i["generated"] for i in page["data"])
+
+
+async def test_the_embedded_simulators_leave_the_server_lines_to_the_main_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="uvicorn.error")
+    simulators = EmbeddedSimulators(free_port())
+    await simulators.start()
+    try:
+        async with SimControl(base_url=f"http://127.0.0.1:{simulators.port}") as sim:
+            assert await sim.catalog(sim.providers()[0])  # they serve
+        # Control: the main server's lines, on the same logger and level, still pass.
+        logging.getLogger("uvicorn.error").info("Started server process [%d]", 1)
+    finally:
+        await simulators.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"]
+    assert lines == ["Started server process [1]"]
+    logging.getLogger("uvicorn.error").info("after the simulators stopped")
+    assert caplog.records[-1].getMessage() == "after the simulators stopped"
+
+
+def test_the_demo_key_comes_from_the_secret_key_and_the_account() -> None:
+    box = SecretBox([SECRET_KEY])
+    other = Fernet.generate_key().decode()
+    key = demo_api_key(box, "acct_one")
+    assert demo_api_key(SecretBox([SECRET_KEY]), "acct_one") == key  # control: the same again
+    assert demo_api_key(SecretBox([SECRET_KEY, other]), "acct_one") == key  # the first seals
+    assert demo_api_key(box, "acct_two") != key  # another database's demo account
+    assert demo_api_key(SecretBox([other]), "acct_one") != key  # another secret key
+    assert SECRET_KEY.rstrip("=") not in key
+
+
+async def test_the_demo_orders_stay_within_the_accounts_limit(engine: AsyncEngine) -> None:
+    sessionmaker = create_sessionmaker(engine)
+    box = SecretBox([SECRET_KEY])
+
+    async def prepare(max_waiting: int) -> int:
+        async with session_scope(sessionmaker) as session:
+            await prepare_demo_account(
+                session, secret_box=box, with_orders=True, max_waiting=max_waiting
+            )
+        async with session_scope(sessionmaker) as session:
+            return len((await session.scalars(select(Order.name))).all())
+
+    assert await prepare(2) == 2  # the start goes on; two are placed
+    assert await prepare(100) == len(demo_orders())  # control: the rest, once there is room
+    assert await prepare(100) == len(demo_orders())  # and none twice

@@ -91,18 +91,22 @@ export const dl = (pairs) =>
 /**
  * Puts 422 details next to the fields they name: details[].field's first segment picks the
  * element #<prefix><field>; anything else (e.g. "body") goes to the form's alert element.
+ * `describe(field, detail)` words each detail for the page (default: the API's message).
  */
-export function showFieldErrors(form, err, prefix = "error-") {
+export function showFieldErrors(form, err, prefix = "error-", describe = (_field, d) => d.message) {
   clearFieldErrors(form);
   const general = [];
   for (const d of err.details || []) {
     const field = String(d.field || "").split(".")[0];
     const slot = field && form.querySelector(`#${CSS.escape(prefix + field)}`);
+    const message = describe(field, d);
     if (!slot) {
-      general.push(field && field !== "body" ? `${field}: ${d.message}` : d.message);
+      general.push(field && field !== "body" ? `${field}: ${message}` : message);
       continue;
     }
-    slot.textContent = slot.textContent ? `${slot.textContent} ${d.message}` : d.message;
+    if (!slot.textContent.includes(message)) {
+      slot.textContent = slot.textContent ? `${slot.textContent} ${message}` : message;
+    }
     for (const input of form.querySelectorAll(`[aria-describedby~="${slot.id}"]`)) {
       input.setAttribute("aria-invalid", "true");
     }
@@ -117,4 +121,12 @@ export function showFieldErrors(form, err, prefix = "error-") {
 export function clearFieldErrors(form) {
   for (const el of form.querySelectorAll(".field-error, [role=alert]")) el.textContent = "";
   for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+}
+
+/** Empties one error slot (e.g. once its field is fixed) and unmarks the fields it describes. */
+export function clearFieldError(form, slot) {
+  slot.textContent = "";
+  for (const input of form.querySelectorAll(`[aria-describedby~="${slot.id}"]`)) {
+    input.removeAttribute("aria-invalid");
+  }
 }

@@ -3,8 +3,8 @@
 import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
 import { attachEstimate } from "./estimate.js";
 import {
-  between, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
-  syncList, when,
+  between, clearFieldError, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors,
+  showState, since, syncList, when,
 } from "./dom.js";
 
 const FINAL = ["cancelled", "expired", "failed", "terminated", "lost"];
@@ -109,6 +109,79 @@ function renderRow(ctx, tr, o) {
   tr.cells[5].title = waited(o).title;
 }
 
+// ---- the form's errors, in words for people -------------------------------------------------
+
+const AMOUNT = /^\d+(\.\d{1,2})?$/;
+const WHOLE = /^\d+$/;
+const REGION = /^[\w.-]+$/;
+
+/**
+ * Per field, what is wrong with its value as a person would be told, or "" when nothing this
+ * page can see is. The API decides (it checks more); these word its refusals and tell when a
+ * refused field has been fixed.
+ */
+const CHECKS = {
+  gpu_model: (v) => (v ? "" : "Choose a GPU model."),
+  gpu_count: (v) => (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16 ? "" : "Enter a whole number of GPUs, from 1 to 16."),
+  providers: (_v, form) => (form.querySelector("input[name=providers]:checked") ? "" : "Choose at least one provider."),
+  max_price_per_hour: (v) => {
+    if (!v) return "Enter the most you will pay per hour, e.g. 46.50.";
+    return AMOUNT.test(v) ? "" : "Enter an amount in USD with at most two decimals, e.g. 46.50.";
+  },
+  regions: (v) => (v.split(",").map((r) => r.trim()).filter(Boolean).every((r) => REGION.test(r))
+    ? ""
+    : "Write region names with letters, digits, dots and dashes, separated by commas, e.g. FIN-01, CANADA-1."),
+  min_disk_gb: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1) ? "" : "Enter a whole number of GB, 1 or more, or leave it empty."),
+  expires_at: (v) => (!v || Date.parse(v) > Date.now() ? "" : "Choose a time in the future, or leave it empty."),
+  name: (v) => (v.length <= 100 ? "" : "Keep the name to 100 characters."),
+  max_runtime_hours: (v) => (!v || (AMOUNT.test(v) && Number(v) > 0)
+    ? ""
+    : "Enter a number of hours above 0 with at most two decimals, e.g. 12 or 0.5, or leave it empty."),
+  max_total_usd: (v, form) => {
+    if (!v) return "";
+    if (!AMOUNT.test(v)) return "Enter an amount in USD with at most two decimals, e.g. 500, or leave it empty.";
+    const price = form.elements.max_price_per_hour.value.trim();
+    return AMOUNT.test(price) && Number(v) < Number(price)
+      ? "Make it at least the max price per hour: the first hour is paid when the machine deploys."
+      : "";
+  },
+};
+
+/** What people call the fields the API names. */
+const LABELS = {
+  gpu_model: "GPU model", gpu_count: "GPU count", max_price_per_hour: "max price per hour", min_disk_gb: "min disk",
+  expires_at: "expiry time", max_runtime_hours: "max runtime", max_total_usd: "max total", ssh_public_key: "SSH public key",
+};
+
+/** Pydantic's own wording ("Field required", "List should have at least 1 item after validation"). */
+const GENERIC = /^(Field required|Input should|List should|String should|Value error|Decimal input|Extra inputs)/;
+
+const fieldValue = (form, field) => {
+  const el = form.elements[field];
+  return el && typeof el.value === "string" ? el.value.trim() : "";
+};
+
+/** One refused field's message: this page's words when it sees the problem, else the API's made into a sentence. */
+function describeError(form, field, detail) {
+  const seen = CHECKS[field]?.(fieldValue(form, field), form);
+  if (seen) return seen;
+  if (GENERIC.test(detail.message)) return "This value is not accepted; check it.";
+  let text = detail.message;
+  for (const [name, label] of Object.entries(LABELS)) text = text.replaceAll(name, label);
+  text = text[0].toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(text) ? text : `${text}.`;
+}
+
+/** As a field showing an error changes: its message follows the value, and goes once the value is fixed. */
+function recheckField(form, event) {
+  const field = event.target.name;
+  const slot = field && form.querySelector(`#error-${CSS.escape(field)}`);
+  if (!slot || !slot.textContent) return;
+  const problem = CHECKS[field]?.(fieldValue(form, field), form) ?? "";
+  if (problem) slot.textContent = problem;
+  else clearFieldError(form, slot);
+}
+
 // ---- the form --------------------------------------------------------------------------------
 
 const errorSlot = (field) => h("p", { class: "field-error", id: `error-${field}` });
@@ -200,6 +273,8 @@ function orderForm(onPlaced, ctx) {
     return { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect };
   }
   form.querySelector(".providers").after(attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour));
+  form.addEventListener("input", (event) => recheckField(form, event));
+  form.addEventListener("change", (event) => recheckField(form, event));
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -213,7 +288,9 @@ function orderForm(onPlaced, ctx) {
       ctx.notify(`Order placed: “${orderLabel(order)}” is waiting for stock.`);
       onPlaced(order);
     } catch (err) {
-      if (err instanceof ApiError && err.status === 422) showFieldErrors(form, err);
+      if (err instanceof ApiError && err.status === 422) {
+        showFieldErrors(form, err, "error-", (field, detail) => describeError(form, field, detail));
+      }
       else if (err instanceof ApiError && err.status !== 401 && err.status !== 403) status.textContent = err.message;
       else if (err instanceof ApiError) ctx.handleError(err);
       else status.textContent = "Cannot reach the service; your order was not placed yet. Try again.";

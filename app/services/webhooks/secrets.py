@@ -1,6 +1,8 @@
 """Webhook signing secrets: made, sealed at rest with Fernet, and opened again to sign."""
 
 import base64
+import hashlib
+import hmac
 import os
 import secrets
 from pathlib import Path
@@ -41,6 +43,14 @@ class SecretBox:
                 "AUTOPROVISION_SECRET_KEY must be Fernet keys (32 url-safe base64-encoded "
                 "bytes each), separated by commas"
             ) from exc
+        self._first_key = base64.urlsafe_b64decode(keys[0])
+
+    def derive(self, purpose: str, subject: str) -> bytes:
+        """32 bytes that only a holder of the sealing (first) key can compute, the same each
+        time for the same `purpose` and `subject`: HMAC-SHA256 of both under that key, which
+        tells nothing of the key itself."""
+        message = f"{purpose}\0{subject}".encode()
+        return hmac.new(self._first_key, message, hashlib.sha256).digest()
 
     def seal(self, owner_id: str, secret: str) -> str:
         """The secret encrypted for storage on row `owner_id`."""
@@ -84,7 +94,8 @@ def load_secret_box(settings: Settings) -> SecretBox:
 
 
 class SecretBoxLoader:
-    """Loads the box on first use, so a service that never uses webhooks makes no key file.
+    """Loads the box on first use, so a service that never uses webhooks makes no key file
+    (but demo mode does: the demo account's key is derived from it).
 
     A key given in settings is checked at once, so a malformed one stops the start-up.
     """
