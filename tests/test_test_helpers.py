@@ -1,0 +1,43 @@
+"""The tests' own layout: helpers live in helper modules, never in another test or a conftest."""
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def borrowed_imports(source: str) -> list[str]:
+    """Modules of `tests` that `source` imports although they are tests or conftests."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "tests" and any(
+                p.startswith("test_") or p == "conftest" for p in parts[1:]
+            ):
+                found.append(name)
+                break
+    return found
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest() -> None:
+    offenders = {
+        str(path.relative_to(TESTS)): borrowed
+        for path in sorted(TESTS.rglob("*.py"))
+        if (borrowed := borrowed_imports(path.read_text()))
+    }
+    assert offenders == {}
+
+
+def test_the_check_finds_a_borrowed_fixture() -> None:
+    """Positive control: imports from a test module or a conftest are found, helpers are not."""
+    assert borrowed_imports("from tests.watcher.conftest import live_settings") == [
+        "tests.watcher.conftest"
+    ]
+    assert borrowed_imports("from tests.api import test_orders") == ["tests.api.test_orders"]
+    assert borrowed_imports("from tests.waiting import eventually\nimport tests.clock") == []
