@@ -260,7 +260,8 @@ class StockFeed:
 
     async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
         provider = self.random.choice(sim.providers())
-        catalog = await sim.catalog(provider)
+        # Machines only: no order can take a cluster yet (Verda's clusters are not offered).
+        catalog = [e for e in await sim.catalog(provider) if e.get("kind") != "cluster"]
         liked = [e for e in catalog if any(_takes(o, provider, e) for o in orders)]
         pool = liked if liked and self.random.random() < 0.7 else catalog
         entry = self.random.choice(pool)

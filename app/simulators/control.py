@@ -96,7 +96,8 @@ class SimControl:
         return Decimal((await self._send("GET", provider, "balance"))["balance"])
 
     async def catalog(self, provider: str) -> list[dict[str, Any]]:
-        """Every kind of machine: `[{sku, region, gpu_model, gpu_count, price_per_hour, stock}]`."""
+        """Every kind of machine (and of cluster, at Verda): `[{sku, region, gpu_model,
+        gpu_count, price_per_hour, stock, kind, nodes, gpus_per_node}]`."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "catalog")
         return result
 
@@ -111,7 +112,8 @@ class SimControl:
         await self._send("POST", provider, "faults", {"kind": kind, **extra})
 
     async def creates(self, provider: str) -> list[dict[str, Any]]:
-        """Every create received: `[{received_at, sku, region, name, outcome, vm_id}]`."""
+        """Every create received: `[{received_at, sku, region, name, outcome, vm_id, kind}]`
+        (`kind`: `instance`, or `cluster` for a Verda cluster create)."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "creates")
         return result
 

@@ -38,6 +38,8 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
     """The `/_sim/...` routes that tests, benchmarks and the demo drive a simulator through."""
 
     async def catalog(_request: Request) -> JSONResponse:
+        kinds = [("instance", e) for e in sim.catalog.values()]
+        kinds += [("cluster", e) for e in sim.cluster_catalog.values()]
         return JSONResponse(
             [
                 {
@@ -47,8 +49,11 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
                     "gpu_count": e.gpu_count,
                     "price_per_hour": str(e.price_per_hour),
                     "stock": sim.in_stock(e),
+                    "kind": kind,
+                    "nodes": e.nodes,
+                    "gpus_per_node": e.gpus_per_node,
                 }
-                for e in sim.catalog.values()
+                for kind, e in kinds
             ]
         )
 
@@ -56,13 +61,13 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         body = await _body(request)
         if isinstance(body, JSONResponse):
             return body
-        key = (body.get("sku"), body.get("region"))
+        sku, region = body.get("sku"), body.get("region")
         quantity = body.get("quantity")
         if isinstance(quantity, bool) or not isinstance(quantity, int) or quantity < 0:
             return _problem(422, "quantity must be an integer >= 0")
-        if key not in sim.catalog:
-            return _problem(404, f"no catalogue entry for sku {key[0]!r} in region {key[1]!r}")
-        changed_at = sim.set_stock(str(key[0]), str(key[1]), quantity)
+        if sim.kind(str(sku), str(region)) is None:
+            return _problem(404, f"no catalogue entry for sku {sku!r} in region {region!r}")
+        changed_at = sim.set_stock(str(sku), str(region), quantity)
         return JSONResponse({"changed_at": changed_at})
 
     async def creates(_request: Request) -> JSONResponse:

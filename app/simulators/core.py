@@ -3,6 +3,7 @@
 import random
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -89,10 +90,14 @@ class ProviderSimulator(Fleet):
         self.settle()
         self.wallet.balance = amount
 
+    def billed(self) -> Iterable[SimVM]:
+        """Everything the wallet pays for: the VMs (Verda adds its clusters)."""
+        return self.vms.values()
+
     def settle(self) -> None:
-        """Charge every VM what it owes by now (see `Wallet.settle`)."""
+        """Charge every VM (and cluster) what it owes by now (see `Wallet.settle`)."""
         now = self.clock()
-        for vm in self.vms.values():
+        for vm in self.billed():
             self.wallet.settle(vm, self.billable_span(vm), self.extra_charge(vm, now), now)
 
     def billable_span(self, vm: SimVM) -> Span | None:
@@ -108,9 +113,9 @@ class ProviderSimulator(Fleet):
         return Decimal(0)
 
     def hourly_charge(self) -> Decimal:
-        """What the VMs billing now cost per hour together."""
+        """What the VMs (and clusters) billing now cost per hour together."""
         now = self.clock()
-        billing_now = [vm for vm in self.vms.values() if bills_at(self.billable_span(vm), now)]
+        billing_now = [vm for vm in self.billed() if bills_at(self.billable_span(vm), now)]
         return sum((vm.hourly_price for vm in billing_now), Decimal(0))
 
     # --- provider wire format (overridden per provider) ------------------------------------

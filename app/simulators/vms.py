@@ -12,7 +12,10 @@ DEFAULT_BOOT_SECONDS = 3.0
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One kind of machine in one region, with the provider-specific naming in `details`."""
+    """One kind of machine in one region, with the provider-specific naming in `details`.
+
+    A cluster kind (Verda's Instant Clusters) is sold as one object of `nodes` machines:
+    `gpu_count`, `vcpus` and `ram_gb` are then the whole cluster's."""
 
     sku: str
     region: str
@@ -24,11 +27,17 @@ class CatalogEntry:
     disk_gb: int
     interconnect: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    nodes: int = 1
 
     @property
     def key(self) -> tuple[str, str]:
         """(sku, region)."""
         return (self.sku, self.region)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """How many GPUs each of its nodes has."""
+        return self.gpu_count // self.nodes
 
 
 @dataclass
@@ -71,12 +80,16 @@ class CreateRecord:
     name: str | None
     outcome: str
     vm_id: str | None = None
+    kind: str = "instance"  # or "cluster" (Verda's Instant Clusters)
 
 
 class Fleet:
     """A provider's catalogue, stock, VMs and log of creates; each provider names the statuses."""
 
     catalog_entries: ClassVar[tuple[CatalogEntry, ...]]
+    # Kinds sold as one object of several nodes (Verda's clusters): stocked like the others,
+    # never made as VMs (`catalog` holds the VM kinds only, `cluster_catalog` these).
+    cluster_entries: ClassVar[tuple[CatalogEntry, ...]] = ()
     ended_status: ClassVar[str]  # the provider's word for a VM it ended by itself
 
     def __init__(self) -> None:
@@ -88,7 +101,12 @@ class Fleet:
     def reset(self) -> None:
         """No stock, no VMs, no creates, the default boot time."""
         self.catalog: dict[tuple[str, str], CatalogEntry] = {e.key: e for e in self.catalog_entries}
-        self.stock: dict[tuple[str, str], int] = dict.fromkeys(self.catalog, 0)
+        self.cluster_catalog: dict[tuple[str, str], CatalogEntry] = {
+            e.key: e for e in self.cluster_entries
+        }
+        self.stock: dict[tuple[str, str], int] = dict.fromkeys(
+            [*self.catalog, *self.cluster_catalog], 0
+        )
         self.stock_changed_at: dict[tuple[str, str], float] = {}
         self.vms: dict[str, SimVM] = {}
         self.creates: list[CreateRecord] = []
@@ -97,12 +115,20 @@ class Fleet:
 
     # --- stock -----------------------------------------------------------------------------
 
+    def kind(self, sku: str, region: str) -> CatalogEntry | None:
+        """The kind of machine (or cluster) sold as `sku` in `region`, if there is one."""
+        return self.catalog.get((sku, region)) or self.cluster_catalog.get((sku, region))
+
     def set_stock(self, sku: str, region: str, quantity: int) -> float:
-        """Put `quantity` machines of this kind in stock; returns when (Unix seconds)."""
+        """Put `quantity` machines (or clusters) of this kind in stock; returns when (Unix
+        seconds)."""
+        entry = self.kind(sku, region)
+        if entry is None:
+            raise KeyError((sku, region))
         now = time.time()
-        self.stock[(sku, region)] = quantity
-        self.stock_changed_at[(sku, region)] = now
-        self.on_stock_change(self.catalog[(sku, region)], quantity)
+        self.stock[entry.key] = quantity
+        self.stock_changed_at[entry.key] = now
+        self.on_stock_change(entry, quantity)
         return now
 
     def on_stock_change(self, entry: CatalogEntry, quantity: int) -> None:
@@ -132,10 +158,14 @@ class Fleet:
             tags=tags,
             created_at=time.time(),
             started=self.clock(),
-            ip=next(self._ips),
+            ip=self.next_ip(),
         )
         self.vms[vm_id] = vm
         return vm
+
+    def next_ip(self) -> str:
+        """A public address for the next machine made (TEST-NET-3, reused after 254)."""
+        return next(self._ips)
 
     def progress(self, vm: SimVM) -> float:
         """How far through booting the VM is: 0 at create, 1 when it runs."""
@@ -185,8 +215,9 @@ class Fleet:
         name: str | None,
         outcome: str,
         vm_id: str | None = None,
+        kind: str = "instance",
     ) -> CreateRecord:
         """Log a create request and its outcome for the control API."""
-        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id)
+        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id, kind)
         self.creates.append(record)
         return record

@@ -10,6 +10,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from verda import VerdaClient
+from verda.cluster_types import ClusterType
+from verda.clusters import Cluster, ClusterWorkerNode
+from verda.constants import ClusterStatus
 from verda.exceptions import APIException
 from verda.images import Image
 from verda.instance_types import InstanceType
@@ -22,6 +25,7 @@ from tests.fixtures.simulators import ServedSimulators
 from tests.waiting import eventually_sync
 
 IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
+CLUSTER_IMAGE = "ubuntu-24.04-cuda-13.0-cluster"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGNvbnRyYWN0LXRlc3Qta2V5 sdk@test"
 
 
@@ -242,3 +246,93 @@ def test_an_expired_token_is_refreshed_by_the_sdk(
         lambda: all(expiry <= time.monotonic() for expiry in simulator.access_tokens.values())
     )
     assert verda.balance.get().currency == "usd"
+
+
+def test_cluster_types_parse_into_the_sdks_objects(verda: VerdaClient) -> None:
+    types = {t.cluster_type: t for t in verda.cluster_types.get()}
+    b200 = types["16B200"]
+    assert isinstance(b200, ClusterType)
+    assert (b200.price_per_hour, b200.model, b200.currency) == (71.84, "B200", "usd")
+    assert b200.gpu["number_of_gpus"] == 16 and b200.node_details[0] == "2x 8 GPU nodes"
+    assert types["32B200"].price_per_hour == 143.68  # the price of the whole cluster
+
+
+def test_cluster_availability_and_images(verda: VerdaClient, control: httpx.Client) -> None:
+    put_stock(control, "16B200", "FIN-01", 1)
+    put_stock(control, "8B200.240V", "FIN-01", 1)  # an instance: not a cluster in stock
+    assert verda.clusters.get_availabilities(location_code="FIN-01") == ["16B200"]
+    assert verda.clusters.is_available("16B200", location_code="FIN-01") is True
+    assert verda.clusters.is_available("16B200", location_code="FIN-03") is False
+    assert verda.clusters.is_available("16B200") is True
+    assert (
+        "16B200"
+        not in verda.instances.get_availabilities(location_code="FIN-01")[0]["availabilities"]
+    )
+    assert CLUSTER_IMAGE in verda.clusters.get_cluster_images("16B200")
+    assert IMAGE not in verda.clusters.get_cluster_images()
+
+
+def test_create_get_list_and_delete_a_cluster(verda: VerdaClient, control: httpx.Client) -> None:
+    control.put("/_sim/config", json={"boot_seconds": 60}).raise_for_status()
+    put_stock(control, "16B200", "FIN-01", 1)
+    key = verda.ssh_keys.create("contract", SSH_KEY)
+    created = verda.clusters.create(
+        cluster_type="16B200",
+        image=CLUSTER_IMAGE,
+        hostname="ap-cluster-1",
+        description="contract test",
+        ssh_key_ids=[key.id],
+        location="FIN-01",
+        shared_volume_name="ap-cluster-home",
+        shared_volume_size=1000,
+        wait_for_status=ClusterStatus.ORDERED,  # the SDK's wait, answered on its first look
+    )
+    assert isinstance(created, Cluster) and created.status == "ordered"
+    assert (created.hostname, created.location, created.cluster_type) == (
+        "ap-cluster-1",
+        "FIN-01",
+        "16B200",
+    )
+    assert created.ssh_key_ids == [key.id] and created.image == CLUSTER_IMAGE
+    (volume,) = created.shared_volumes
+    assert (volume.name, volume.size_in_gigabytes) == ("ap-cluster-home", 1000)
+    assert len(created.worker_nodes) == 2 and created.ip is None
+    assert all(isinstance(node, ClusterWorkerNode) for node in created.worker_nodes)
+    control.put("/_sim/config", json={"boot_seconds": 0}).raise_for_status()
+    running = verda.clusters.get_by_id(created.id)
+    assert running.status == "running" and running.ip is not None
+    assert [(n.id, n.status) for n in running.worker_nodes] == [
+        (n.id, "running") for n in created.worker_nodes
+    ]
+    assert all(n.private_ip for n in running.worker_nodes)
+    assert [c.id for c in verda.clusters.get()] == [created.id]
+    assert [c.id for c in verda.clusters.get(status="running")] == [created.id]
+    verda.clusters.delete(created.id)  # PUT /clusters {"actions": [{"id", "action"}]}
+    assert verda.clusters.get_by_id(created.id).status == "discontinued"
+    assert verda.clusters.get() == []
+    (create,) = control.get("/_sim/creates").json()
+    assert (create["kind"], create["outcome"], create["vm_id"]) == (
+        "cluster",
+        "created",
+        created.id,
+    )
+    assert control.get("/_sim/vms").json() == []  # a cluster is not an instance
+
+
+def test_cluster_errors_are_the_sdks_api_exceptions(
+    verda: VerdaClient, control: httpx.Client
+) -> None:
+    with pytest.raises(APIException) as no_stock:
+        verda.clusters.create("16B200", CLUSTER_IMAGE, "ap-cluster-2", location="FIN-01")
+    assert no_stock.value.code == verda.constants.error_codes.SERVICE_UNAVAILABLE
+    put_stock(control, "16B200", "FIN-01", 1)
+    with pytest.raises(APIException) as wrong_image:
+        verda.clusters.create("16B200", IMAGE, "ap-cluster-2", location="FIN-01")
+    assert wrong_image.value.code == verda.constants.error_codes.INVALID_REQUEST
+    with pytest.raises(APIException) as unknown:
+        verda.clusters.delete(str(uuid.uuid4()))
+    assert unknown.value.code == verda.constants.error_codes.NOT_FOUND
+    made = verda.clusters.create(
+        "16B200", CLUSTER_IMAGE, "ap-cluster-2", location="FIN-01", wait_for_status=None
+    )
+    assert made.shared_volumes[0].size_in_gigabytes == 30000  # the SDK's default, sent

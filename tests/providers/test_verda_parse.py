@@ -101,3 +101,62 @@ def test_ssh_keys_are_found_by_type_and_body_whatever_the_comment() -> None:
 
 def test_the_balance_is_a_decimal() -> None:
     assert parse.balance(recorded("balance")) == Decimal(str(recorded("balance")["amount"]))
+
+
+def test_cluster_types_and_cluster_availability() -> None:
+    types = parse.cluster_types(recorded("cluster_types"))
+    assert types["16B200"]["price_per_hour"] == "71.84"
+    assert types["16B200"]["gpu"]["number_of_gpus"] == 16
+    pairs = parse.cluster_availability(recorded("cluster_availability"))
+    assert sorted(pairs) == [("16B200", "FIN-01"), ("16B300", "FIN-03")]
+    with pytest.raises(Unavailable, match="/cluster-availability"):
+        parse.cluster_availability({"location_code": "FIN-01"})
+
+
+def test_a_cluster_is_one_object_with_its_nodes_and_its_jump_host() -> None:
+    ordered = parse.cluster_of(recorded("cluster_ordered"), "any")
+    running = parse.cluster_of(recorded("cluster_running"), "any")
+    assert ordered.id == running.id
+    assert (ordered.status, ordered.state, ordered.login_ip) == ("ordered", VMState.PENDING, None)
+    assert (running.status, running.state, running.login_ip) == (
+        "running",
+        VMState.RUNNING,
+        "203.0.113.1",
+    )
+    assert (running.hostname, running.location, running.cluster_type) == (
+        "ap-01jd3xq8w1-1",
+        "FIN-01",
+        "16B200",
+    )
+    assert running.created_at is not None and running.created_at.tzinfo == UTC
+    assert [(n.hostname, n.private_ip, n.status) for n in running.nodes] == [
+        ("ap-01jd3xq8w1-1-node-1", "10.8.1.2", "running"),
+        ("ap-01jd3xq8w1-1-node-2", "10.8.1.3", "running"),
+    ]
+    assert [n.id for n in running.nodes] == [n.id for n in ordered.nodes]
+    assert len({n.id for n in running.nodes}) == 2
+
+
+def test_cluster_states_unknown_words_and_odd_shapes() -> None:
+    data = recorded("cluster_running")
+    for status, state in (
+        ("provisioning", VMState.PENDING),
+        ("discontinued", VMState.GONE),
+        ("error", VMState.FAILED),
+        ("reticulating_splines", VMState.UNKNOWN),
+    ):
+        found = parse.cluster({**data, "status": status})
+        assert found is not None and (found.status, found.state) == (status, state)
+    odd = parse.cluster({**data, "status": None, "worker_nodes": [{"status": "running"}, 7]})
+    assert odd is not None and (odd.status, odd.state, odd.nodes) == (
+        "unknown",
+        VMState.UNKNOWN,
+        (),
+    )
+    assert parse.cluster({"status": "running"}) is None
+    listed = parse.clusters([data, {"no": "id"}])
+    assert [c.id for c in listed] == [data["id"]]
+    with pytest.raises(Unavailable):
+        parse.clusters({"id": data["id"]})
+    with pytest.raises(Unavailable):
+        parse.cluster_of([], "x")

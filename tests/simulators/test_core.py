@@ -74,6 +74,9 @@ async def test_catalog_and_stock(client: httpx.AsyncClient) -> None:
             "gpu_count": 8,
             "price_per_hour": "40.00",
             "stock": 0,
+            "kind": "instance",
+            "nodes": 1,
+            "gpus_per_node": 8,
         }
     ]
     changed = await client.put(

@@ -77,23 +77,21 @@ class VerdaClient:
 
     async def instance_types(self) -> Any:
         """`GET /instance-types` (public; prices as decimal strings in USD)."""
-        return self._read(
-            await self.http.send("GET", "/instance-types", params={"currency": "usd"})
-        )
+        return self.read(await self.http.send("GET", "/instance-types", params={"currency": "usd"}))
 
     async def volume_types(self) -> Any:
         """`GET /volume-types` (public; each storage type's price per GB-month in USD)."""
-        return self._read(await self.http.send("GET", "/volume-types", params={"currency": "usd"}))
+        return self.read(await self.http.send("GET", "/volume-types", params={"currency": "usd"}))
 
     async def availability(self) -> Any:
         """`GET /instance-availability`: on-demand stock per location."""
-        return self._read(
+        return self.read(
             await self.request("GET", "/instance-availability", params={"is_spot": "false"})
         )
 
     async def type_availability(self, instance_type: str) -> bool:
         """`GET /instance-availability/{instance_type}`: whether it is in stock anywhere."""
-        body = self._read(
+        body = self.read(
             await self.request(
                 "GET",
                 limits.type_read(instance_type)[0][1],
@@ -107,16 +105,23 @@ class VerdaClient:
     async def create_instance(self, body: dict[str, Any], *, where: str) -> str:
         """`POST /instances`; the new instance's id (Verda answers 202 with the bare id)."""
         response = await self.request("POST", "/instances", is_create=True, json=body)
+        return self.created(response, where=where, what="an instance")
+
+    def created(self, response: httpx.Response, *, where: str, what: str) -> str:
+        """The new id in a create's answer (`what` was made: "an instance"); any other answer
+        as its outcome: `NoCapacity` (503 `service_unavailable`), `ProviderOutOfFunds` (402),
+        `RateLimited`, `AuthFailed`, `Rejected` (another 4xx: nothing was made), and
+        `OutcomeUnknown` for a 5xx or a success without an id (it may have been made)."""
         status = response.status_code
         if response.is_success:
-            vm_id = parse.created_id(response.text)
-            if vm_id is None:
+            made_id = parse.created_id(response.text)
+            if made_id is None:
                 raise OutcomeUnknown(
                     PROVIDER,
-                    f"{where}: answered {status} without an instance id",
+                    f"{where}: answered {status} without the id of {what}",
                     status_code=status,
                 )
-            return vm_id
+            return made_id
         code = error_field(parse.json_or_none(response.text), "code")
         if status == 503 and code == "service_unavailable":
             raise NoCapacity(PROVIDER, f"{where}: no capacity", status_code=status)
@@ -134,11 +139,11 @@ class VerdaClient:
         response = await self.request("GET", f"/instances/{quote(vm_id, safe='')}")
         if response.status_code in (400, 404):
             return None  # "Invalid instance id"
-        return self._read(response)
+        return self.read(response)
 
     async def instances(self, tag: str) -> Any:
         """`GET /instances?tag=...`: instances with this tag key (`key`) or key and value."""
-        return self._read(await self.request("GET", "/instances", params=[("tag", tag)]))
+        return self.read(await self.request("GET", "/instances", params=[("tag", tag)]))
 
     async def delete_instance(self, vm_id: str) -> None:
         """Delete for good (OS volume too); an instance already gone is fine.
@@ -157,7 +162,7 @@ class VerdaClient:
             return
         if status == 400:
             raise DeleteRefused(PROVIDER, f"delete of {vm_id} refused", status_code=status)
-        body = self._read(response)
+        body = self.read(response)
         for item in body if isinstance(body, list) else []:
             if not isinstance(item, dict) or item.get("instanceId") != vm_id:
                 continue
@@ -171,13 +176,13 @@ class VerdaClient:
 
     async def ssh_keys(self) -> Any:
         """`GET /ssh-keys`."""
-        return self._read(await self.request("GET", "/ssh-keys"))
+        return self.read(await self.request("GET", "/ssh-keys"))
 
     async def add_ssh_key(self, name: str, public_key: str) -> str:
         """`POST /ssh-keys`; the new key's id."""
         response = await self.request("POST", "/ssh-keys", json={"name": name, "key": public_key})
         if not response.is_success:
-            self._read(response)
+            self.read(response)
         key_id = parse.created_id(response.text)
         if key_id is None:
             raise Unavailable(PROVIDER, "SSH key registered without an id in the answer")
@@ -185,13 +190,13 @@ class VerdaClient:
 
     async def images(self) -> Any:
         """`GET /images`: the OS images an instance can boot."""
-        return self._read(await self.request("GET", "/images"))
+        return self.read(await self.request("GET", "/images"))
 
     async def balance(self) -> Any:
         """`GET /balance`."""
-        return self._read(await self.request("GET", "/balance"))
+        return self.read(await self.request("GET", "/balance"))
 
-    def _read(self, response: httpx.Response) -> Any:
+    def read(self, response: httpx.Response) -> Any:
         """The JSON of a successful answer; a typed outcome for any other."""
         if response.is_success:
             return self.http.json(response)

@@ -1,9 +1,10 @@
-"""Verda's JSON (instance types, availability, instances, keys, balance) turned into the
-service's types: pure functions, no I/O. An answer whose shape is unusable is `Unavailable`."""
+"""Verda's JSON (instance types, availability, instances, keys, balance, clusters) turned into
+the service's types: pure functions, no I/O. An answer whose shape is unusable is `Unavailable`."""
 
 import json
 import logging
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -254,10 +255,11 @@ def instance_types(body: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def availability(body: Any) -> list[tuple[str, str]]:
-    """`GET /instance-availability` -> (instance type, location) pairs in stock."""
+def availability(body: Any, path: str = "/instance-availability") -> list[tuple[str, str]]:
+    """`GET /instance-availability` (or `/cluster-availability`) -> (type, location) pairs in
+    stock."""
     if not isinstance(body, list):
-        raise Unavailable(PROVIDER, "/instance-availability did not answer a list")
+        raise Unavailable(PROVIDER, f"{path} did not answer a list")
     return [
         (sku, loc["location_code"])
         for loc in body
@@ -322,3 +324,95 @@ def image_match(body: Any, image: str) -> str | None:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+# --- Instant Clusters ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """One worker node of a cluster: reachable at its private address, through the jump host."""
+
+    id: str
+    hostname: str | None
+    private_ip: str | None
+    status: str  # Verda's word, as given
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A Verda cluster as one object: its status, its worker nodes and its jump host's IP."""
+
+    id: str
+    status: str  # Verda's word, as given (`ordered`, `provisioning`, `running`, ...)
+    state: VMState  # what that word means, as for an instance (`discontinued` is GONE)
+    hostname: str | None
+    location: str | None
+    cluster_type: str | None
+    created_at: datetime | None
+    login_ip: str | None  # the jump host's public IP (`ip`): the only way in; None until up
+    nodes: tuple[ClusterNode, ...]
+
+
+def cluster_types(body: Any) -> dict[str, dict[str, Any]]:
+    """`GET /cluster-types` -> each cluster type's object by its name (`16B200`)."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, "/cluster-types did not answer a list")
+    return {
+        t["cluster_type"]: t
+        for t in body
+        if isinstance(t, dict) and isinstance(t.get("cluster_type"), str)
+    }
+
+
+def cluster_availability(body: Any) -> list[tuple[str, str]]:
+    """`GET /cluster-availability` -> (cluster type, location) pairs in stock."""
+    return availability(body, "/cluster-availability")
+
+
+def cluster(data: Any) -> Cluster | None:
+    """A `Cluster` from Verda's cluster object; None if it lacks an id. Nodes without an id are
+    left out."""
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
+        return None
+    nodes = tuple(
+        ClusterNode(
+            id=node["id"],
+            hostname=_str(node.get("hostname")),
+            private_ip=_str(node.get("private_ip")),
+            status=_status(node.get("status")),
+        )
+        for node in _list(data.get("worker_nodes"))
+        if isinstance(node, dict) and isinstance(node.get("id"), str) and node["id"]
+    )
+    status = _status(data.get("status"))
+    return Cluster(
+        id=data["id"],
+        status=status,
+        state=_STATES.get(status, VMState.UNKNOWN),
+        hostname=_str(data.get("hostname")),
+        location=_str(data.get("location")),
+        cluster_type=_str(data.get("cluster_type")),
+        created_at=_time(data.get("created_at")),
+        login_ip=_str(data.get("ip")),
+        nodes=nodes,
+    )
+
+
+def cluster_of(body: Any, cluster_id: str) -> Cluster:
+    """`GET /clusters/{id}` -> the cluster."""
+    found = cluster(body)
+    if found is None:
+        raise Unavailable(PROVIDER, f"cluster {cluster_id}: answer without an id")
+    return found
+
+
+def clusters(body: Any) -> list[Cluster]:
+    """`GET /clusters` -> its clusters (entries without an id left out)."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, "/clusters did not answer a list")
+    return [c for c in (cluster(item) for item in body) if c is not None]
+
+
+def _status(value: Any) -> str:
+    return value if isinstance(value, str) and value else "unknown"

@@ -14,7 +14,13 @@ from app.simulators.verda.simulator import (
     VerdaSimulator,
     error,
 )
-from app.simulators.verda.wire import authed, invalid, json_body, no_capacity
+from app.simulators.verda.wire import (
+    authed,
+    invalid,
+    json_body,
+    keys_and_script_problem,
+    no_capacity,
+)
 from app.simulators.vms import SimVM
 
 REQUIRED_CREATE_FIELDS = ("instance_type", "image", "hostname", "location_code")
@@ -93,15 +99,9 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             size = os_volume.get("size") if isinstance(os_volume, dict) else None
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
                 return "os_volume.size must be a positive integer (GB)"
-        keys = body.get("ssh_key_ids") or []
-        keys = [keys] if isinstance(keys, str) else keys
-        if not isinstance(keys, list) or any(k not in sim.ssh_keys for k in keys):
-            return "Invalid ssh key id"
-        script_id = body.get("startup_script_id")  # the SDK always sends it, null when unused
-        if script_id is not None and (
-            not isinstance(script_id, str) or script_id not in sim.startup_scripts
-        ):
-            return "Invalid startup script id"
+        problem = keys_and_script_problem(sim, body)
+        if problem is not None:
+            return problem
         tags = body.get("tags") or []
         if not isinstance(tags, list) or len(tags) > TAG_LIMIT:
             return f"tags must be a list of at most {TAG_LIMIT} items"

@@ -14,6 +14,7 @@ from app.simulators.verda.catalog import (
     LOCATIONS,
     VOLUME_TYPES,
 )
+from app.simulators.verda.clusters import cluster_routes
 from app.simulators.verda.instances import instance_routes
 from app.simulators.verda.keys import key_routes, script_routes
 from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
@@ -21,6 +22,7 @@ from app.simulators.verda.wire import (
     authed,
     invalid,
     json_body,
+    location_filter,
     not_found,
     spot_flag,
 )
@@ -62,7 +64,11 @@ def build_app(sim: VerdaSimulator) -> Starlette:
     def available_types(location: str, spot: bool) -> list[str]:
         if spot:
             return []  # the simulator keeps no spot stock
-        names = [sku for (sku, region), n in sim.stock.items() if region == location and n > 0]
+        names = [
+            sku
+            for (sku, region), n in sim.stock.items()
+            if region == location and n > 0 and (sku, region) in sim.catalog  # no clusters
+        ]
         if location in CPU_LOCATIONS:
             names += [t["instance_type"] for t in CPU_TYPES]
         return names
@@ -71,8 +77,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         spot = spot_flag(request)
         if isinstance(spot, Response):
             return spot
-        params = request.query_params
-        wanted = params.get("location_code", params.get("locationCode"))
+        wanted = location_filter(request)
         return JSONResponse(
             [
                 {"location_code": loc["code"], "availabilities": available_types(loc["code"], spot)}
@@ -86,8 +91,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         if isinstance(spot, Response):
             return spot
         sku = request.path_params["instance_type"]
-        params = request.query_params
-        wanted = params.get("location_code", params.get("locationCode"))
+        wanted = location_filter(request)
         codes = [loc["code"] for loc in LOCATIONS if wanted is None or loc["code"] == wanted]
         return JSONResponse(any(sku in available_types(code, spot) for code in codes))
 
@@ -115,6 +119,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         *key_routes(sim),
         *script_routes(sim),
         *instance_routes(sim),
+        *cluster_routes(sim),
         Route("/v1/balance", authed(sim, balance), methods=["GET"]),
     ]
     app = provider_app(sim, routes)

@@ -15,8 +15,9 @@ from starlette.responses import JSONResponse, Response
 
 from app.providers.verda.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy
-from app.simulators.core import ProviderSimulator
 from app.simulators.verda.catalog import CATALOG_ENTRIES
+from app.simulators.verda.cluster_catalog import CLUSTER_ENTRIES
+from app.simulators.verda.cluster_fleet import ClusterFleet
 from app.simulators.vms import SimVM
 
 CLIENT_ID = SIMULATOR_CREDENTIALS["client_id"]
@@ -51,7 +52,8 @@ def api_path(request: Request) -> str:
     return path[len(root) :] if root and path.startswith(root) else path
 
 
-def _iso(unix: float) -> str:
+def iso_time(unix: float) -> str:
+    """Unix seconds as Verda writes a time: ISO 8601 in UTC, milliseconds, `Z`."""
     return (
         datetime.fromtimestamp(unix, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     )
@@ -71,11 +73,12 @@ def _fingerprint(key: str) -> str:
     return f"SHA256:{digest}"
 
 
-class VerdaSimulator(ProviderSimulator):
-    """Verda's public API as far as deploying a plain GPU instance goes."""
+class VerdaSimulator(ClusterFleet):
+    """Verda's public API as far as deploying a plain GPU instance, or a cluster, goes."""
 
     name = "verda"
     catalog_entries = CATALOG_ENTRIES
+    cluster_entries = CLUSTER_ENTRIES
     # In 10-minute blocks, each begun in full, from `running` (`offline` still bills) until a
     # delete is accepted or Verda discontinues it: the shared default span. Third parties cite
     # 10-minute blocks with the unused rest refunded; the blocks are what the service bills by.
@@ -83,7 +86,8 @@ class VerdaSimulator(ProviderSimulator):
     ended_status = "discontinued"
 
     def reset(self) -> None:
-        """Back to a fresh start: also forgets every token, SSH key and startup script."""
+        """Back to a fresh start: also forgets every token, SSH key, startup script and
+        cluster."""
         super().reset()
         self.token_ttl_seconds = DEFAULT_TOKEN_TTL
         self.access_tokens: dict[str, float] = {}  # token -> monotonic expiry
@@ -234,7 +238,7 @@ class VerdaSimulator(ProviderSimulator):
             "id": vm.id,
             "ip": vm.ip if up else None,
             "status": status,
-            "created_at": _iso(vm.created_at),
+            "created_at": iso_time(vm.created_at),
             "created_by_user_id": USER_ID,
             "hostname": vm.name,
             "description": details.get("description", ""),
@@ -273,7 +277,7 @@ class VerdaSimulator(ProviderSimulator):
             "name": name,
             "key": key,
             "fingerprint": _fingerprint(key),
-            "created_at": _iso(time.time()),
+            "created_at": iso_time(time.time()),
         }
         self.ssh_keys[key_id] = record
         return record
@@ -283,6 +287,7 @@ class VerdaSimulator(ProviderSimulator):
     def add_startup_script(self, name: str, script: str) -> dict[str, Any]:
         """Store a startup script; returns its JSON."""
         script_id = str(uuid.uuid4())
-        record = {"id": script_id, "name": name, "script": script, "created_at": _iso(time.time())}
+        created_at = iso_time(time.time())
+        record = {"id": script_id, "name": name, "script": script, "created_at": created_at}
         self.startup_scripts[script_id] = record
         return record

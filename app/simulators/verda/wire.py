@@ -23,7 +23,7 @@ def unauthorized() -> Response:
 
 
 def no_capacity() -> Response:
-    """Verda's capacity error on `POST /v1/instances`."""
+    """Verda's capacity error on `POST /v1/instances` (and `POST /v1/clusters`)."""
     return error(503, "service_unavailable", "No capacity available")
 
 
@@ -34,6 +34,27 @@ async def json_body(request: Request) -> dict[str, Any] | Response:
     except ValueError:
         return invalid("Request body is not valid JSON")
     return body if isinstance(body, dict) else invalid("Request body must be a JSON object")
+
+
+def keys_and_script_problem(sim: VerdaSimulator, body: dict[str, Any]) -> str | None:
+    """What is wrong with a create's `ssh_key_ids` (one id or a list) and `startup_script_id`
+    (null when unused: the SDK always sends it), if anything: both must name known ones."""
+    keys = body.get("ssh_key_ids") or []
+    keys = [keys] if isinstance(keys, str) else keys
+    if not isinstance(keys, list) or any(k not in sim.ssh_keys for k in keys):
+        return "Invalid ssh key id"
+    script_id = body.get("startup_script_id")
+    if script_id is not None and (
+        not isinstance(script_id, str) or script_id not in sim.startup_scripts
+    ):
+        return "Invalid startup script id"
+    return None
+
+
+def location_filter(request: Request) -> str | None:
+    """The `location_code` (or deprecated `locationCode`) a stock read asks about, if any."""
+    params = request.query_params
+    return params.get("location_code", params.get("locationCode"))
 
 
 def spot_flag(request: Request) -> bool | Response:

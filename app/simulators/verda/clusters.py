@@ -1,0 +1,283 @@
+"""Verda's Instant Clusters at their real paths: cluster types, availability and images, and
+`/v1/clusters` (deploy, list, get, discontinue), in the shapes the official SDK reads
+(`verda.clusters`, `verda.cluster_types`). Plus `/_sim/clusters` to look at them."""
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from app.simulators.verda.catalog import IMAGES_BY_KEY, LOCATION_CODES, LOCATIONS
+from app.simulators.verda.cluster_catalog import (
+    CLUSTER_IMAGES,
+    CLUSTER_IMAGES_BY_KEY,
+    CLUSTER_TYPES,
+    DEFAULT_SHARED_VOLUME_GB,
+    SHARED_VOLUME_MOUNT,
+)
+from app.simulators.verda.simulator import VerdaSimulator, error, iso_time
+from app.simulators.verda.wire import (
+    authed,
+    invalid,
+    json_body,
+    keys_and_script_problem,
+    location_filter,
+    no_capacity,
+)
+from app.simulators.vms import SimVM
+
+REQUIRED_CREATE_FIELDS = ("cluster_type", "image", "hostname", "location_code")
+CONTRACTS = frozenset({"PAY_AS_YOU_GO", "LONG_TERM", "SPOT"})
+UNKNOWN_ID = "Invalid cluster id"
+
+
+def cluster_json(sim: VerdaSimulator, cluster: SimVM) -> dict[str, Any]:
+    """The cluster object of `GET /v1/clusters[/{id}]`, with the fields the SDK's `Cluster`
+    reads: `ip` is the jump host's (null until the cluster runs), `worker_nodes` its nodes."""
+    status = sim.cluster_status(cluster)
+    shown = "reticulating_splines" if sim.faults.take("unknown_status") is not None else status
+    details = cluster.details
+    return {
+        "id": cluster.id,
+        "hostname": cluster.name,
+        "description": details.get("description", ""),
+        "status": shown,
+        "created_at": iso_time(cluster.created_at),
+        "location": cluster.entry.region,
+        "cluster_type": cluster.entry.sku,
+        "image": details.get("image"),
+        "startup_script_id": details.get("startup_script_id"),
+        "ssh_key_ids": details.get("ssh_key_ids", []),
+        "ip": cluster.ip if status == "running" else None,
+        "worker_nodes": [
+            {
+                "id": node["id"],
+                "status": status,
+                "hostname": node["hostname"],
+                "private_ip": node["private_ip"],
+            }
+            for node in details["worker_nodes"]
+        ],
+        "shared_volumes": [details["shared_volume"]],
+    }
+
+
+def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
+    """`/v1/cluster-types` (public), `/v1/cluster-availability[/{type}]`,
+    `/v1/images/cluster`, GET/POST/PUT `/v1/clusters`, GET `/v1/clusters/{id}`, and the
+    control API's `GET /_sim/clusters` and `POST /_sim/clusters/{id}/end`."""
+
+    async def cluster_types(request: Request) -> Response:
+        if request.query_params.get("currency", "usd").lower() != "usd":
+            return invalid("The simulator prices in usd only")
+        return JSONResponse(list(CLUSTER_TYPES.values()))
+
+    def available(location: str) -> list[str]:
+        return [
+            name
+            for (name, region), n in sim.stock.items()
+            if region == location and n > 0 and (name, region) in sim.cluster_catalog
+        ]
+
+    async def availability(request: Request) -> Response:
+        wanted = location_filter(request)
+        return JSONResponse(
+            [
+                {"location_code": loc["code"], "availabilities": available(loc["code"])}
+                for loc in LOCATIONS
+                if wanted is None or loc["code"] == wanted
+            ]
+        )
+
+    async def availability_of_type(request: Request) -> Response:
+        name = request.path_params["cluster_type"]
+        wanted = location_filter(request)
+        codes = [loc["code"] for loc in LOCATIONS if wanted is None or loc["code"] == wanted]
+        return JSONResponse(any(name in available(code) for code in codes))
+
+    async def images(_request: Request) -> Response:
+        return JSONResponse(list(CLUSTER_IMAGES))  # every one boots every cluster type
+
+    async def create_cluster(request: Request) -> Response:
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        name, region, hostname = (
+            body.get(k) for k in ("cluster_type", "location_code", "hostname")
+        )
+
+        def record(outcome: str, cluster_id: str | None = None) -> None:
+            sim.record_create(
+                sku=name if isinstance(name, str) else None,
+                region=region if isinstance(region, str) else None,
+                name=hostname if isinstance(hostname, str) else None,
+                outcome=outcome,
+                vm_id=cluster_id,
+                kind="cluster",
+            )
+
+        problem = validate_create(body)
+        if problem is not None:
+            record("rejected")
+            return invalid(problem)
+        entry = sim.cluster_catalog.get((str(name), str(region)))
+        if entry is None:
+            record("no_capacity")
+            return no_capacity()
+        if sim.balance < entry.price_per_hour:
+            record("insufficient_funds")
+            return error(402, "insufficient_funds", "Not enough funds to perform this action")
+        if sim.in_stock(entry) > 0 and sim.faults.take("capacity_race") is not None:
+            record("capacity_race")
+            return no_capacity()
+        if not sim.take_one(entry):
+            record("no_capacity")
+            return no_capacity()
+        cluster = make_cluster(body, sim.new_cluster(entry, hostname=str(hostname)))
+        if sim.faults.take("create_error_after_commit") is not None:
+            record("error_after_commit", cluster.id)
+            return sim.server_error_response()
+        record("created", cluster.id)
+        await sim.faults.delay("create_delay")
+        return JSONResponse({"id": cluster.id}, status_code=202)
+
+    def validate_create(body: dict[str, Any]) -> str | None:
+        for field in REQUIRED_CREATE_FIELDS:
+            value = body.get(field)
+            if not isinstance(value, str) or not value.strip():
+                return f"{field} should not be empty"
+        if body["location_code"] not in LOCATION_CODES:
+            return "Invalid location code"
+        if body["cluster_type"] not in CLUSTER_TYPES:
+            return "Invalid cluster type"
+        if body["image"] not in CLUSTER_IMAGES_BY_KEY:
+            if body["image"] in IMAGES_BY_KEY:
+                return "Image is not a cluster image"
+            return "Invalid image"
+        contract = body.get("contract")
+        if contract is not None and contract not in CONTRACTS:
+            return "Invalid contract"
+        if contract not in (None, "PAY_AS_YOU_GO"):
+            return "The simulator sells pay-as-you-go clusters only"
+        volume = body.get("shared_volume")
+        if volume is not None:
+            if not isinstance(volume, dict):
+                return "shared_volume must be an object {name, size}"
+            size, volume_name = volume.get("size"), volume.get("name")
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int)):
+                return "shared_volume.size must be a positive integer (GB)"
+            if size is not None and size < 1:
+                return "shared_volume.size must be a positive integer (GB)"
+            if volume_name is not None and (not isinstance(volume_name, str) or not volume_name):
+                return "shared_volume.name must be a non-empty string"
+        description = body.get("description")
+        if description is not None and not isinstance(description, str):
+            return "description must be a string"
+        return keys_and_script_problem(sim, body)
+
+    def make_cluster(body: dict[str, Any], cluster: SimVM) -> SimVM:
+        keys = body.get("ssh_key_ids") or []
+        volume = body.get("shared_volume") or {}
+        size = volume.get("size")  # what the create sent: the SDK always sends one
+        cluster.details.update(
+            description=body.get("description") or "",
+            image=CLUSTER_IMAGES_BY_KEY[body["image"]]["image_type"],
+            startup_script_id=body.get("startup_script_id"),
+            ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
+            shared_volume_size=size,
+            shared_volume={
+                "id": sim.new_instance_id(),
+                "name": volume.get("name") or f"{cluster.name}-shared-volume",
+                "size_in_gigabytes": size or DEFAULT_SHARED_VOLUME_GB,
+                "mount_point": SHARED_VOLUME_MOUNT,
+            },
+        )
+        return cluster
+
+    async def list_clusters(request: Request) -> Response:
+        wanted = request.query_params.get("status")
+
+        def listed(cluster: SimVM) -> bool:  # without a filter: every one not discontinued
+            status = sim.cluster_status(cluster)
+            return status != "discontinued" if wanted is None else status == wanted
+
+        return JSONResponse([cluster_json(sim, c) for c in sim.clusters.values() if listed(c)])
+
+    async def get_cluster(request: Request) -> Response:
+        cluster = sim.clusters.get(request.path_params["cluster_id"])
+        if cluster is None:
+            return error(404, "not_found", UNKNOWN_ID)
+        return JSONResponse(cluster_json(sim, cluster))
+
+    async def cluster_action(request: Request) -> Response:
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        actions = body.get("actions")
+        if not isinstance(actions, list) or not actions:
+            return invalid("actions should not be empty")
+        for asked in actions:
+            if not isinstance(asked, dict) or not isinstance(asked.get("id"), str):
+                return invalid("each action needs a cluster id")
+            if asked.get("action") != "discontinue":
+                return invalid("Invalid action")
+        results = [(asked["id"], discontinue(asked["id"])) for asked in actions]
+        if any(outcome == (202, "") for _, outcome in results):
+            await sim.faults.delay("delete_delay")
+        if len(results) == 1:
+            outcome = results[0][1]
+            if outcome is None:
+                return Response(status_code=204)
+            if outcome[0] >= 400:
+                code = "not_found" if outcome[0] == 404 else "invalid_request"
+                return error(outcome[0], code, outcome[1])
+        items = []
+        for cluster_id, outcome in results:
+            item: dict[str, Any] = {"id": cluster_id, "action": "discontinue", "status": "success"}
+            if outcome is not None and outcome[0] >= 400:
+                item |= {"status": "error", "error": outcome[1], "statusCode": outcome[0]}
+            items.append(item)
+        failed = any(item["status"] == "error" for item in items)
+        return JSONResponse(items, status_code=207 if failed else 202)
+
+    def discontinue(cluster_id: str) -> tuple[int, str] | None:
+        """(status, message) for one cluster; None when it is discontinued already."""
+        cluster = sim.clusters.get(cluster_id)
+        if cluster is None:
+            return (404, UNKNOWN_ID)
+        if sim.cluster_status(cluster) == "discontinued":
+            return None
+        if sim.faults.take("delete_refused") is not None:
+            return (400, "Can't discontinue a provisioning cluster")
+        sim.discontinue(cluster)
+        return (202, "")
+
+    async def control_list(_request: Request) -> Response:
+        sim.settle()  # each cluster's `charged` as of now
+        return JSONResponse([sim.describe_cluster(c) for c in sim.clusters.values()])
+
+    async def control_end(request: Request) -> Response:
+        cluster = sim.clusters.get(request.path_params["cluster_id"])
+        if cluster is None:
+            return JSONResponse({"error": "no such cluster"}, status_code=404)
+        sim.end_vm(cluster)
+        sim.settle()
+        return JSONResponse(sim.describe_cluster(cluster))
+
+    return [
+        Route("/v1/cluster-types", cluster_types, methods=["GET"]),
+        Route("/v1/cluster-availability", authed(sim, availability), methods=["GET"]),
+        Route(
+            "/v1/cluster-availability/{cluster_type}",
+            authed(sim, availability_of_type),
+            methods=["GET"],
+        ),
+        Route("/v1/images/cluster", authed(sim, images), methods=["GET"]),
+        Route("/v1/clusters", authed(sim, list_clusters), methods=["GET"]),
+        Route("/v1/clusters", authed(sim, create_cluster), methods=["POST"]),
+        Route("/v1/clusters", authed(sim, cluster_action), methods=["PUT"]),
+        Route("/v1/clusters/{cluster_id}", authed(sim, get_cluster), methods=["GET"]),
+        Route("/_sim/clusters", control_list, methods=["GET"]),
+        Route("/_sim/clusters/{cluster_id}/end", control_end, methods=["POST"]),
+    ]
