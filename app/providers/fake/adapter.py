@@ -25,8 +25,15 @@ from decimal import Decimal
 from typing import Any
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import VM, Offer, OutcomeUnknown, ProviderError, VMState
-from app.providers.budget import Budget, MachineKey, StockRead
+from app.providers.base import (
+    VM,
+    MachineKey,
+    Offer,
+    OutcomeUnknown,
+    ProviderError,
+    VMState,
+)
+from app.providers.budget import Budget, StockRead
 
 PROVIDER = Provider("fake")
 
