@@ -168,10 +168,12 @@ def stock_interval(
     *,
     machine: tuple[str, int, str | None, int | None] = ("B300", 8, "sxm", 500),
     last_seen: datetime | None = None,
+    nodes: int = 1,
+    cluster_interconnect: str | None = None,
 ) -> StockInterval:
     """A history row: `key` (provider, region, sku) in stock from `start`, gone at `end` (None:
     still in stock), at the provider's `price`, seen with the test fees; `machine` is the GPU
-    model, count, interconnect and disk."""
+    model, count per node, interconnect and disk, of each of its `nodes`."""
     provider, region, sku = key
     gpu_model, gpu_count, interconnect, disk_gb = machine
     return StockInterval(
@@ -181,7 +183,9 @@ def stock_interval(
         sku=sku,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
+        nodes=nodes,
         interconnect=interconnect,
+        cluster_interconnect=cluster_interconnect,
         disk_gb=disk_gb,
         disk_fixed=False,
         price_per_hour=Decimal(price),

@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 from alembic import command
 from sqlalchemy import Connection, select, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
@@ -93,3 +94,23 @@ async def test_closed_stock_history_fills_its_days_as_the_recorder_would(
     await _to_revision(engine, "downgrade", "0011")
     await _to_revision(engine, "upgrade", "head")
     assert await days(engine) == recorded
+
+
+async def test_stock_history_before_nodes_is_of_single_machines_and_keeps_one_open_per_key(
+    engine: AsyncEngine,
+) -> None:
+    await apply(engine, closed(0, 60), interval(120))  # one key: closed, then open again
+    await _to_revision(engine, "downgrade", "0017")  # the columns go, the table is rebuilt
+    await _to_revision(engine, "upgrade", "head")
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            text("SELECT nodes, cluster_interconnect FROM stock_intervals")
+        )
+        assert rows.all() == [(1, None), (1, None)]
+        day_rows = await connection.execute(
+            text("SELECT nodes, cluster_interconnect FROM stock_days")
+        )
+        assert day_rows.all() == [(1, None)]
+    with pytest.raises(IntegrityError):  # still one open interval per key
+        await apply(engine, interval(180))
+    await apply(engine, closed(200, 260))  # control: a closed one of the key is taken

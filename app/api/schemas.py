@@ -38,7 +38,8 @@ from app.services.views import MoneyOut
 MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")
 MAX_RUNTIME_HOURS = Decimal("87600")  # ten years
-MAX_GPU_COUNT = 16
+MAX_GPU_COUNT = 16  # per node
+MAX_NODES = 16  # machines deployed together, as one offer (a cluster)
 # Verda documents no largest OS volume; 10 TB is above every disk the three providers sell
 # (QuantaCloud's largest fixed disk is 8 x 1 TB), and bounds what an order can make us rent.
 MAX_DISK_GB = 10_000

@@ -11,6 +11,7 @@ from app.api.params import OfferedProvider
 from app.api.stock_schemas import (
     DEFAULT_WINDOW,
     EstimateRequest,
+    NodesParam,
     WindowParam,
     history_span,
     parse_gpu_model,
@@ -62,13 +63,15 @@ async def history(
     page: Annotated[PageRequest, paged(default_limit=50)],
     gpu_model: GpuModel = None,
     gpu_count: GpuCount = None,
+    nodes: NodesParam = 1,
     provider: OfferedProvider | None = None,
     region: Annotated[str | None, Query(max_length=64), OneLine] = None,
     since: AwareDatetime | None = None,
     until: AwareDatetime | None = None,
 ) -> HistoryOut:
     """Intervals in stock at some moment of [since, until], newest first, with the coverage
-    windows of the same span (default: the whole history kept)."""
+    windows of the same span (default: the whole history kept); only offers of `nodes` machines
+    (default: single machines)."""
     since, until = history_span(
         since, until, now=utcnow(), retention_days=settings.stock_history_days
     )
@@ -77,6 +80,7 @@ async def history(
         until=until,
         gpu_model=parse_gpu_model(gpu_model),
         gpu_count=gpu_count,
+        nodes=nodes,
         provider=str(provider) if provider else None,
         region=region,
     )
@@ -88,6 +92,7 @@ async def history(
         session, since=since, until=until, providers=[where.provider] if where.provider else None
     )
     return HistoryOut(
+        nodes=nodes,
         data=[StockIntervalOut.model_validate(r) for r in shown],
         next_cursor=next_cursor,
         since=since,
@@ -103,11 +108,13 @@ async def summary(
     settings: SettingsDep,
     gpu_model: GpuModel = None,
     gpu_count: GpuCount = None,
+    nodes: NodesParam = 1,
     providers: Annotated[list[str] | None, Query(max_length=10)] = None,
     window: WindowParam = DEFAULT_WINDOW,
 ) -> SummaryOut:
     """Per provider, region and SKU over the window: appearances, time in stock, gaps, prices
-    with the current fees, last seen, and hours observed."""
+    with the current fees, last seen, and hours observed; only offers of `nodes` machines
+    (default: single machines)."""
     span = parse_window(window, retention_days=settings.stock_history_days)
     now = utcnow()
     names = _providers(providers)
@@ -119,11 +126,13 @@ async def summary(
         gpu_model=parse_gpu_model(gpu_model),
         gpu_count=gpu_count,
         providers=names,
+        nodes=nodes,
     )
     generated = await stock_reads.includes_generated(
         session, since=now - span, until=now, providers=names
     )
     return SummaryOut(
+        nodes=nodes,
         window=window,
         since=now - span,
         until=now,

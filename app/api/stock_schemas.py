@@ -5,9 +5,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Query
-from pydantic import Field
+from pydantic import Field, StrictInt
 
-from app.api.schemas import MachineWanted
+from app.api.schemas import MAX_NODES, MachineWanted
 from app.core.catalogue import GPU_MODELS, normalize_gpu_model
 from app.core.errors import ValidationFailed
 from app.core.market import OrderWants
@@ -18,6 +18,11 @@ WindowParam = Annotated[
     str,
     Query(max_length=8, description='How far back to look: hours or days, e.g. "36h", "7d".'),
 ]
+NODES_DESCRIPTION = (
+    "Machines of `gpu_count` GPUs each, deployed together: 1 for a single machine, more for a"
+    " cluster. A cluster's stock never counts for one of its machines, nor the reverse."
+)
+NodesParam = Annotated[int, Query(ge=1, le=MAX_NODES, description=NODES_DESCRIPTION)]
 
 
 def _invalid(field: str, message: str) -> ValidationFailed:
@@ -81,6 +86,7 @@ class EstimateRequest(MachineWanted):
     """Body of `POST /v1/stock/estimate`: an order's fields, and how far back to look."""
 
     window: Annotated[str, Field(max_length=8)] = DEFAULT_WINDOW
+    nodes: Annotated[StrictInt, Field(ge=1, le=MAX_NODES, description=NODES_DESCRIPTION)] = 1
 
     def wants(self) -> OrderWants:
         """The request as the matcher sees an order."""
@@ -94,4 +100,5 @@ class EstimateRequest(MachineWanted):
             regions=frozenset(r.upper() for r in self.regions) if self.regions else None,
             min_disk_gb=self.min_disk_gb,
             interconnect=self.interconnect,
+            nodes=self.nodes,
         )

@@ -48,6 +48,12 @@ class Interconnect(StrEnum):
     SXM = "sxm"
 
 
+class ClusterInterconnect(StrEnum):
+    """The fabric between the nodes of a cluster (none: a single machine, or no fast fabric)."""
+
+    INFINIBAND = "infiniband"
+
+
 # Normalized GPU model names, one per distinct chip and memory size the three providers sell.
 # Provider adapters map their own names (Verda `model`, Hyperstack flavor `gpu`, QuantaCloud
 # `gpu.slug`) onto these; an order names one of them.

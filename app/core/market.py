@@ -10,7 +10,7 @@ from decimal import ROUND_UP, Decimal
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from app.core.catalogue import Interconnect, Provider
+from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
 from app.core.money import CENT, price_with_fees
 
 
@@ -40,17 +40,28 @@ class OfferKey(NamedTuple):
         return cls(str(row.provider), row.region, row.sku)
 
 
+class MachineKey(NamedTuple):
+    """What a machine is, as orders ask for it and the matcher groups offers: the GPU model, the
+    GPUs per node and the nodes (1: a single machine). The node count is part of it so that a
+    cluster is never taken for one of its machines."""
+
+    gpu_model: str
+    gpu_count: int  # per node
+    nodes: int = 1
+
+
 @dataclass(frozen=True)
 class Offer:
-    """A machine a provider shows as in stock right now, at a price for the whole machine."""
+    """A machine (or a cluster of `nodes` machines sold as one) a provider shows as in stock
+    right now, at a price for the whole of it."""
 
     provider: Provider
     region: str
     sku: str  # the provider's own instance type / flavor name (QuantaCloud: `<slug>-x<count>`)
     gpu_model: str  # a name from app.core.catalogue.GPU_MODELS
-    gpu_count: int
-    price_per_hour: Decimal  # USD, whole machine, before our fees
-    interconnect: Interconnect | None = None
+    gpu_count: int  # per node
+    price_per_hour: Decimal  # USD, the whole offer (all its nodes), before our fees
+    interconnect: Interconnect | None = None  # between the GPUs of one node
     vcpus: int | None = None
     ram_gb: int | None = None
     disk_gb: int | None = None
@@ -60,11 +71,19 @@ class Offer:
     disk_price_per_gb_hour: Decimal = Decimal(0)
     available: int | None = None  # how many the provider says it has; None = "at least one"
     offer_id: str | None = None  # the provider's id for this offer, where it has one
+    nodes: int = 1  # machines in the offer, deployed together (1: a single machine)
+    # The fabric between its nodes; None for a single machine, or nodes with no fast fabric.
+    cluster_interconnect: ClusterInterconnect | None = None
 
     @property
     def key(self) -> OfferKey:
         """What identifies this offer across polls: provider, region, sku."""
         return OfferKey(str(self.provider), self.region, self.sku)
+
+    @property
+    def machine(self) -> MachineKey:
+        """What machine this offer is: GPU model, GPUs per node, nodes."""
+        return MachineKey(self.gpu_model, self.gpu_count, self.nodes)
 
 
 @dataclass(frozen=True)
@@ -99,12 +118,19 @@ class OrderWants:
     created_at: datetime
     providers: frozenset[str]
     gpu_model: str
-    gpu_count: int
-    max_price_per_hour: Decimal
+    gpu_count: int  # per node
+    max_price_per_hour: Decimal  # the whole order (all its nodes)
     regions: frozenset[str] | None = None  # upper-cased; None = anywhere
     min_disk_gb: int | None = None
     interconnect: Interconnect | None = None
     account_id: str = ""
+    nodes: int = 1
+    cluster_interconnect: ClusterInterconnect | None = None  # the fabric required; None = any
+
+    @property
+    def machine(self) -> MachineKey:
+        """What machine this order wants: GPU model, GPUs per node, nodes."""
+        return MachineKey(self.gpu_model, self.gpu_count, self.nodes)
 
 
 # The disk an order that names none gets where the disk is sized at deploy time (Verda's OS
@@ -129,6 +155,8 @@ class Fees:
 
 def wants_of(row: Any) -> OrderWants:
     """What the matcher needs of an order row (or of a row with the same columns)."""
+    # Orders have no node columns yet: one that lacks them wants a single machine.
+    cluster_interconnect = getattr(row, "cluster_interconnect", None)
     return OrderWants(
         id=row.id,
         created_at=row.created_at,
@@ -140,6 +168,10 @@ def wants_of(row: Any) -> OrderWants:
         min_disk_gb=row.min_disk_gb,
         interconnect=Interconnect(row.interconnect) if row.interconnect else None,
         account_id=row.account_id,
+        nodes=getattr(row, "nodes", 1),
+        cluster_interconnect=(
+            ClusterInterconnect(cluster_interconnect) if cluster_interconnect else None
+        ),
     )
 
 
@@ -147,7 +179,16 @@ def fits(order: OrderWants, offer: Offer) -> bool:
     """Whether `offer` satisfies every constraint of `order` except the price."""
     if str(offer.provider) not in order.providers:
         return False
-    if offer.gpu_model != order.gpu_model or offer.gpu_count != order.gpu_count:
+    if (
+        offer.gpu_model != order.gpu_model
+        or offer.gpu_count != order.gpu_count
+        or offer.nodes != order.nodes  # a cluster is never taken for one of its machines
+    ):
+        return False
+    if (
+        order.cluster_interconnect is not None
+        and offer.cluster_interconnect != order.cluster_interconnect
+    ):
         return False
     if order.regions is not None and offer.region.upper() not in order.regions:
         return False

@@ -45,7 +45,6 @@ WINDOW_SLACK = 1.0  # seconds added to each window: a request's arrival trails i
 
 Request = tuple[str, str]  # (method, path below the API's base URL, without the query)
 StockRead = tuple[Request, ...]  # the requests one stock read sends
-MachineKey = tuple[str, int]  # (GPU model, GPU count)
 
 
 def every_request(bucket: str) -> Callable[[str, str], str | None]:

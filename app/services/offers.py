@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.catalogue import Interconnect, Provider
+from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
 from app.core.clock import utcnow
 from app.core.market import Fees, Offer, OrderWants, disk_price_per_hour, matches, wants_of
 from app.core.money import format_money
@@ -22,18 +22,23 @@ def offer_json(offer: Any) -> dict[str, Any]:
     data = dataclasses.asdict(offer)
     data["provider"] = str(offer.provider)
     data["interconnect"] = str(offer.interconnect) if offer.interconnect else None
+    fabric = offer.cluster_interconnect
+    data["cluster_interconnect"] = str(fabric) if fabric else None
     data["price_per_hour"] = format_money(offer.price_per_hour)
     data["disk_price_per_gb_hour"] = str(offer.disk_price_per_gb_hour)  # exact: a GB-hour is tiny
     return data
 
 
 def offer_from_json(data: dict[str, Any]) -> Offer:
-    """The Offer a stored snapshot entry was made from."""
+    """The Offer a stored snapshot entry was made from (one kept before offers had nodes is a
+    single machine)."""
+    fabric = data.get("cluster_interconnect")
     return Offer(
         **{
             **data,
             "provider": Provider(data["provider"]),
             "interconnect": Interconnect(data["interconnect"]) if data["interconnect"] else None,
+            "cluster_interconnect": ClusterInterconnect(fabric) if fabric else None,
             "price_per_hour": Decimal(data["price_per_hour"]),
             # snapshots kept before disks were priced have none
             "disk_price_per_gb_hour": Decimal(data.get("disk_price_per_gb_hour", "0")),
@@ -102,6 +107,9 @@ async def latest_offers(
                 OfferOut.model_validate(
                     {
                         **raw,
+                        # A snapshot kept before offers had nodes holds single machines.
+                        "nodes": offer.nodes,
+                        "cluster_interconnect": raw.get("cluster_interconnect"),
                         "price_per_hour": price,
                         "price_per_hour_with_fees": with_fees,
                         "matching_orders": [

@@ -128,14 +128,17 @@ class OrderSnapshotOut(_OrderFields):
 
 
 class OfferOut(BaseModel):
-    """A machine a provider shows in stock now, with the price a user would pay."""
+    """A machine (or a cluster of `nodes` machines sold as one) a provider shows in stock now,
+    with the price a user would pay for all of it."""
 
     provider: str
     region: str
     sku: str
     gpu_model: str
-    gpu_count: int
-    interconnect: str | None
+    gpu_count: int  # per node
+    nodes: int  # machines in the offer, deployed together (1: a single machine)
+    interconnect: str | None  # between the GPUs of one node
+    cluster_interconnect: str | None  # between the nodes; null for a single machine
     vcpus: int | None
     ram_gb: int | None
     disk_gb: int | None

@@ -31,7 +31,8 @@ class KeySummary:
     region: str
     sku: str
     gpu_model: str
-    gpu_count: int
+    gpu_count: int  # per node
+    nodes: int
     appearances: int
     hours_in_stock: float  # within the window
     median_seconds_in_stock: float | None
@@ -102,6 +103,7 @@ def summarise_key(
         sku=first.sku,
         gpu_model=first.gpu_model,
         gpu_count=first.gpu_count,
+        nodes=first.nodes,
         appearances=len(runs),
         hours_in_stock=float(np.sum(durations)) / 3600,
         median_seconds_in_stock=nearest_rank(durations, 0.5),

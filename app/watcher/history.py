@@ -139,7 +139,9 @@ class StockHistory:
         return (
             offer.gpu_model,
             offer.gpu_count,
+            offer.nodes,
             None if offer.interconnect is None else str(offer.interconnect),
+            None if offer.cluster_interconnect is None else str(offer.cluster_interconnect),
             offer.disk_gb,
             offer.disk_fixed,
             offer.price_per_hour,
@@ -166,6 +168,10 @@ class StockHistory:
             first_seen_at=read_at,
             last_seen_at=read_at,
             max_available=offer.available,
+            nodes=offer.nodes,
+            cluster_interconnect=(
+                None if offer.cluster_interconnect is None else str(offer.cluster_interconnect)
+            ),
         )
 
     def _close(self, key: OfferKey, *, gone_at: datetime) -> None:
@@ -191,7 +197,9 @@ def _terms_of(interval: Interval) -> tuple[object, ...]:
     return (
         interval.gpu_model,
         interval.gpu_count,
+        interval.nodes,
         interval.interconnect,
+        interval.cluster_interconnect,
         interval.disk_gb,
         interval.disk_fixed,
         interval.price_per_hour,

@@ -1,11 +1,13 @@
 """Which waiting order gets which offer: a pure function, no I/O.
 
-Rules: an offer matches an order when the provider is accepted, GPU model and count are equal,
-the price with fees, plus the disk the order gets (its own, or `DEFAULT_DISK_GB`) where it is
-billed apart from the machine (`disk_price_per_hour`), is at or below the order's max, and the
-optional region, disk and interconnect constraints hold. Orders are served oldest first; each
-takes its cheapest matching offer that still has room, and no offer is given to more orders
-than its known quantity (one, when the provider only says "available").
+Rules: an offer matches an order when the provider is accepted, its machine is the order's (GPU
+model, GPUs per node and nodes: a cluster is never taken for one of its machines, nor one
+machine for a cluster), the price with fees, plus the disk the order gets (its own, or
+`DEFAULT_DISK_GB`) where it is billed apart from the machine (`disk_price_per_hour`), is at or
+below the order's max, and the optional region, disk, interconnect and cluster interconnect
+constraints hold. Orders are served oldest first; each takes its cheapest matching offer that
+still has room, and no offer is given to more orders than its known quantity (one, when the
+provider only says "available").
 """
 
 from collections import Counter, defaultdict
@@ -13,7 +15,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from app.core.market import Fees, Offer, OrderWants, disk_price_per_hour, disk_size_gb, fits
+from app.core.market import (
+    Fees,
+    MachineKey,
+    Offer,
+    OrderWants,
+    disk_price_per_hour,
+    disk_size_gb,
+    fits,
+)
 
 
 @dataclass(frozen=True)
@@ -61,27 +71,25 @@ def assign(
     offer is cheap enough for, and leaves `above_max` empty. Ties on price go to the offer that
     sorts first by key, so the result is stable.
     """
-    by_machine: dict[tuple[str, int], list[tuple[Decimal, Offer]]] = defaultdict(list)
+    by_machine: dict[MachineKey, list[tuple[Decimal, Offer]]] = defaultdict(list)
     for offer in offers:
         if offer.key not in excluded:
-            by_machine[(offer.gpu_model, offer.gpu_count)].append(
-                (fees.apply(offer.price_per_hour), offer)
-            )
+            by_machine[offer.machine].append((fees.apply(offer.price_per_hour), offer))
     for candidates in by_machine.values():
         candidates.sort(key=lambda pair: (pair[0], pair[1].key))
     room = {o.key: (o.available if o.available is not None else 1) for o in offers}
-    machine_room = Counter[tuple[str, int]]()
+    machine_room = Counter[MachineKey]()
     for key, candidates in by_machine.items():
         machine_room[key] = sum(room[offer.key] for _, offer in candidates)
     # Machines with an offer whose disk is billed apart: their order depends on the order's disk.
-    priced_disks = {(o.gpu_model, o.gpu_count) for o in offers if o.disk_price_per_gb_hour}
+    priced_disks = {o.machine for o in offers if o.disk_price_per_gb_hour}
     cheapest = {key: candidates[0][0] for key, candidates in by_machine.items() if candidates}
-    with_disk: dict[tuple[tuple[str, int], int], list[tuple[Decimal, Offer]]] = {}
+    with_disk: dict[tuple[MachineKey, int], list[tuple[Decimal, Offer]]] = {}
     left = dict(funds) if funds is not None else None
     provider_left = dict(provider_funds or {})
     result = MatchResult()
     for order in sorted(orders, key=lambda o: (o.created_at, o.id)):
-        machine = (order.gpu_model, order.gpu_count)
+        machine = order.machine
         if machine_room[machine] <= 0:
             continue  # nothing left for this machine (or none in stock)
         if not near_misses and cheapest[machine] > order.max_price_per_hour:

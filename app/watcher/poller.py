@@ -11,8 +11,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
 
-from app.providers.base import Offer, ProviderAdapter, ProviderError, RateLimited
-from app.providers.budget import MIN_READ_SECONDS, MachineKey
+from app.providers.base import MachineKey, Offer, ProviderAdapter, ProviderError, RateLimited
+from app.providers.budget import MIN_READ_SECONDS
 from app.providers.registry import described
 from app.support.metrics import POLL_ERRORS, POLL_SECONDS, POLLS_SKIPPED, PROVIDER_REQUEST_RATE
 

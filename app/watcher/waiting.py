@@ -16,13 +16,12 @@ from decimal import Decimal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
-from app.core.market import OrderWants, wants_of
+from app.core.market import MachineKey, OrderWants, wants_of
 from app.core.states import OrderStatus
 from app.services import waiting_orders
 
 OVERLAP = timedelta(seconds=10)  # > the longest write transaction, and the clock skew
 FULL_READ_SECONDS = 300.0
-MachineKey = tuple[str, int]
 
 
 def _age(order: OrderWants) -> tuple[datetime, str]:
@@ -77,7 +76,7 @@ class WaitingBook:
         self.discard(order.id)
         self.orders[order.id] = order
         self.version += 1
-        group = self.by_machine[(order.gpu_model, order.gpu_count)]
+        group = self.by_machine[order.machine]
         group.insert(bisect.bisect(group, _age(order), key=_age), order)
         self._providers.update(order.providers)
 
@@ -87,7 +86,7 @@ class WaitingBook:
         if order is None:
             return
         self.version += 1
-        group = self.by_machine[(order.gpu_model, order.gpu_count)]
+        group = self.by_machine[order.machine]
         index = bisect.bisect_left(group, _age(order), key=_age)
         if index < len(group) and group[index].id == order_id:
             del group[index]

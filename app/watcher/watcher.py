@@ -286,7 +286,7 @@ class Watcher:
             offers = self._fresh_offers()
             if self.would_deploy is not None:
                 self.would_deploy.shown(o.key for o in offers)
-            candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
+            candidates = self.waiting.candidates({o.machine for o in offers})
             if not candidates:
                 return
             result = assign(
@@ -351,7 +351,7 @@ class Watcher:
         )
         if situation == self._noted_situation:
             return  # nothing changed since every order was told: skip the work
-        candidates = self.waiting.candidates({(o.gpu_model, o.gpu_count) for o in offers})
+        candidates = self.waiting.candidates({o.machine for o in offers})
         result = assign(
             candidates,
             offers,

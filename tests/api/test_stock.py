@@ -234,3 +234,86 @@ async def test_a_waiting_order_carries_its_estimate_on_read_only(
     await client.post(f"/v1/orders/{order['id']}/cancel", headers=account.headers)
     gone = (await client.get(f"/v1/orders/{order['id']}", headers=account.headers)).json()
     assert gone["status"] == "cancelled" and gone["estimate"] is None
+
+
+async def with_a_cluster(engine: AsyncEngine) -> datetime:
+    """Verda read for the last 10 hours: one 8x B300 machine at $40 from 6 h ago to 4 h ago;
+    a cluster of two such machines (on InfiniBand), at the same $40, from 3 h ago to 2 h ago
+    and again from 1 h ago, still in stock."""
+    now = utcnow()
+
+    def cluster(start: datetime, end: datetime | None) -> StockInterval:
+        return stock_interval(
+            ("verda", "FIN-01", "16B300"), start, end, "40", last_seen=end or now,
+            nodes=2, cluster_interconnect="infiniband",
+        )  # fmt: skip
+
+    await insert(
+        engine,
+        covered("verda", now - timedelta(hours=10), now),
+        interval(now - timedelta(hours=6), now - timedelta(hours=4), "40"),
+        cluster(now - timedelta(hours=3), now - timedelta(hours=2)),
+        cluster(now - timedelta(hours=1), None),
+    )
+    return now
+
+
+async def test_a_clusters_stock_never_counts_for_one_of_its_machines(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    await with_a_cluster(engine)
+    post, get = client.post, client.get
+    single = (await post("/v1/stock/estimate", json=ESTIMATE, headers=account.headers)).json()
+    assert (single["nodes"], single["appearances"]) == (1, 1)  # the machine's, not the cluster's
+    assert single["in_stock_fraction"] == pytest.approx(0.2, abs=0.001)
+    both = {**ESTIMATE, "nodes": 2}
+    cluster = (await post("/v1/stock/estimate", json=both, headers=account.headers)).json()
+    assert (cluster["nodes"], cluster["appearances"]) == (2, 2)  # control: the cluster's count
+    assert cluster["in_stock_fraction"] == pytest.approx(0.2, abs=0.001)
+
+    query = "/v1/stock/summary?gpu_model=b300&gpu_count=8&window=1d"
+    summary = (await get(query, headers=account.headers)).json()
+    assert summary["nodes"] == 1
+    assert [(k["sku"], k["nodes"], k["appearances"]) for k in summary["data"]] == [("8B300", 1, 1)]
+    summary = (await get(f"{query}&nodes=2", headers=account.headers)).json()
+    assert summary["nodes"] == 2
+    assert [(k["sku"], k["nodes"], k["appearances"]) for k in summary["data"]] == [("16B300", 2, 2)]
+
+    history = (await get("/v1/stock/history?gpu_model=b300", headers=account.headers)).json()
+    assert history["nodes"] == 1
+    assert [(r["sku"], r["nodes"], r["cluster_interconnect"]) for r in history["data"]] == [
+        ("8B300", 1, None)
+    ]
+    query = "/v1/stock/history?gpu_model=b300&nodes=2"
+    history = (await get(query, headers=account.headers)).json()
+    assert [(r["sku"], r["nodes"], r["cluster_interconnect"]) for r in history["data"]] == [
+        ("16B300", 2, "infiniband"),
+        ("16B300", 2, "infiniband"),
+    ]
+
+
+@pytest.mark.parametrize("nodes", [0, 17, "2"])
+async def test_nodes_outside_one_to_sixteen_are_refused_by_name(
+    client: httpx.AsyncClient, nodes: object
+) -> None:
+    account = await create_account(client)
+    response = await client.post(
+        "/v1/stock/estimate", json={**ESTIMATE, "nodes": nodes}, headers=account.headers
+    )
+    assert response.status_code == 422, response.text
+    assert [d["field"] for d in response.json()["error"]["details"]] == ["nodes"]
+    for path in ("summary", "history"):
+        if isinstance(nodes, int):
+            answer = await client.get(f"/v1/stock/{path}?nodes={nodes}", headers=account.headers)
+            assert answer.status_code == 422, answer.text
+            assert [d["field"] for d in answer.json()["error"]["details"]] == ["nodes"]
+    # Control: at the edges, each is taken.
+    for edge in (1, 16):
+        body = {**ESTIMATE, "nodes": edge}
+        assert (await client.post("/v1/stock/estimate", json=body, headers=account.headers)).json()[
+            "nodes"
+        ] == edge
+        for path in ("summary", "history"):
+            answer = await client.get(f"/v1/stock/{path}?nodes={edge}", headers=account.headers)
+            assert answer.status_code == 200 and answer.json()["nodes"] == edge

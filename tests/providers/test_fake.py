@@ -7,9 +7,16 @@ import httpx
 import pytest
 
 from app.api.schemas import OrderCreate
-from app.core.catalogue import Provider
+from app.core.catalogue import ClusterInterconnect, Provider
 from app.providers import fake
-from app.providers.base import NoCapacity, OutcomeUnknown, ProviderAdapter, Unavailable, VMState
+from app.providers.base import (
+    MachineKey,
+    NoCapacity,
+    OutcomeUnknown,
+    ProviderAdapter,
+    Unavailable,
+    VMState,
+)
 from app.providers.fake import Create, FakeAdapter
 from app.providers.registry import (
     SPECS,
@@ -128,3 +135,20 @@ async def test_registered_fakes_get_adapters_from_the_registry_while_offered() -
     assert all(isinstance(a, FakeAdapter) for a in adapters.values())
     with pytest.raises(LookupError):
         spec_for("fake-unnamed")
+
+
+async def test_a_cluster_offer_can_be_scripted() -> None:
+    adapter = FakeAdapter()
+    cluster = adapter.offer(
+        gpu_model="B200",
+        nodes=2,
+        price="80.00",
+        cluster_interconnect=ClusterInterconnect.INFINIBAND,
+    )
+    single = adapter.offer(gpu_model="B200", price="40.00")
+    adapter.set_offers(cluster, single)
+    assert await adapter.fetch_offers() == [cluster, single]
+    assert (cluster.sku, cluster.gpu_count, cluster.nodes) == ("fake-b200x8-n2", 8, 2)
+    assert cluster.cluster_interconnect is ClusterInterconnect.INFINIBAND
+    assert cluster.machine == MachineKey("B200", 8, 2) != single.machine
+    assert (single.sku, single.nodes, single.cluster_interconnect) == ("fake-b200x8", 1, None)

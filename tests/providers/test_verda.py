@@ -18,6 +18,7 @@ from app.core.catalogue import Interconnect, Provider
 from app.providers.base import (
     VM,
     AuthFailed,
+    MachineKey,
     NoCapacity,
     Offer,
     OutcomeUnknown,
@@ -236,7 +237,7 @@ class TestStockReads:
     """With waiting orders' machines, a read is the full list or one wanted type's."""
 
     H100 = ("1H100.80S.30V", "FIN-01")
-    WANTED = frozenset({("H100", 1), ("B300", 8)})
+    WANTED = frozenset({MachineKey("H100", 1), MachineKey("B300", 8)})
 
     @staticmethod
     def availability_paths(sent: list[httpx.Request]) -> list[str]:

@@ -8,8 +8,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.states import AttemptStatus, LedgerKind, OrderStatus
-from app.providers.base import VM, Offer, VMState
-from app.providers.budget import Budget, MachineKey, StockRead
+from app.providers.base import VM, MachineKey, Offer, VMState
+from app.providers.budget import Budget, StockRead
 from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Attempt, LedgerEntry, Order

@@ -13,13 +13,17 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.catalogue import ClusterInterconnect
+from app.core.market import OrderWants
 from app.providers import fake, registry
 from app.providers.base import Offer
 from app.providers.fake import FakeAdapter
+from app.services.stock import estimate as stock_estimate
+from app.services.stock import reads as stock_reads
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import StockCoverage, StockInterval
+from app.storage.models import StockCoverage, StockDay, StockInterval
 from app.watcher.history import WRITE_EVERY_SECONDS
 from app.watcher.poller import ProviderPoller
 from tests.clock import FakeWallClock
@@ -165,6 +169,43 @@ async def test_the_creates_go_out_before_any_history_is_written(
     async with session_scope(create_sessionmaker(engine)) as session:
         assert (await session.execute(select(StockInterval))).first() is None
     assert len(await recorder.intervals()) == 1
+
+
+async def test_a_cluster_is_recorded_with_its_nodes_and_counted_only_for_them(
+    recorder: Recorder, engine: AsyncEngine
+) -> None:
+    infiniband = ClusterInterconnect.INFINIBAND
+    cluster = recorder.fake.offer(
+        gpu_model="B200", nodes=2, price="40.00", cluster_interconnect=infiniband
+    )
+    single = recorder.fake.offer(gpu_model="B200", price="40.00")  # the same shape per node
+    start = recorder.wall()
+    await recorder.read(cluster)
+    await recorder.read(after=recorder.period)  # gone: closed, and into its day
+    await recorder.read(single, after=recorder.period)
+    await recorder.read(after=recorder.period)
+    rows = {i.sku: (i.nodes, i.cluster_interconnect) for i in await recorder.intervals()}
+    assert rows == {cluster.sku: (2, "infiniband"), single.sku: (1, None)}
+    async with session_scope(create_sessionmaker(engine)) as session:
+        days = (await session.execute(select(StockDay))).scalars()
+        assert {d.sku: (d.nodes, d.cluster_interconnect) for d in days} == rows
+
+        async def counted(nodes: int) -> tuple[list[str], int]:
+            keys = await stock_reads.summary(
+                session, fees=recorder.watcher.fees, since=start, now=recorder.wall(),
+                gpu_model="B200", gpu_count=8, providers=None, nodes=nodes,
+            )  # fmt: skip
+            wants = OrderWants(
+                "ord_x", start, frozenset({"fake"}), "B200", 8, Decimal(50), nodes=nodes
+            )
+            waited = await stock_estimate.expected_wait(
+                session, wants=wants, fees=recorder.watcher.fees, window=timedelta(days=1),
+                now=recorder.wall(),
+            )  # fmt: skip
+            return [k.sku for k in keys], waited.appearances
+
+        assert await counted(1) == ([single.sku], 1)  # the machine alone, not the cluster
+        assert await counted(2) == ([cluster.sku], 1)  # control: the cluster, for two nodes
 
 
 # End to end: the watcher running against the simulators, history read slowly.

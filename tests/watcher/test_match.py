@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.core.catalogue import Interconnect, Provider
+from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
 from app.core.market import Fees, OrderWants, matches
 from app.providers.base import Offer
 from app.watcher.match import assign
@@ -164,6 +164,53 @@ class TestAssign:
 
     def test_orders_that_match_nothing_get_nothing(self) -> None:
         assert assign([order(gpu_model="H200")], [offer()], fees=NO_FEES).assignments == []
+
+
+class TestClusters:
+    """A cluster offer (nodes > 1) is a machine of its own: never one of its nodes."""
+
+    def cluster(self, **overrides: object) -> Offer:
+        return offer(
+            sku="16B300", nodes=2, cluster_interconnect=ClusterInterconnect.INFINIBAND,
+            **overrides,
+        )  # fmt: skip
+
+    def test_a_cluster_offer_never_goes_to_a_single_machine_order(self) -> None:
+        cheap_cluster = self.cluster(price_per_hour=Decimal("30.00"), available=5)
+        alone = assign([order()], [cheap_cluster], fees=NO_FEES)
+        assert (alone.assignments, alone.above_max) == ([], [])  # not even a near miss
+        (taken,) = assign([order()], [cheap_cluster, offer()], fees=NO_FEES).assignments
+        assert taken.offer == offer()  # control: the single machine of the same shape goes
+        two_nodes = order(nodes=2)
+        (taken,) = assign([two_nodes], [cheap_cluster, offer()], fees=NO_FEES).assignments
+        assert taken.offer == cheap_cluster  # and the cluster goes to an order for two nodes
+
+    def test_room_is_counted_per_machine_with_its_nodes(self) -> None:
+        orders = [
+            order("ord_1", 0),
+            order("ord_2", 1),
+            order("ord_3", 2, nodes=2),
+            order("ord_4", 3, nodes=2),
+        ]
+        offers = [offer(available=1), self.cluster(available=1)]
+        result = assign(orders, offers, fees=NO_FEES, near_misses=False)
+        assert [(a.order_id, a.offer.nodes) for a in result.assignments] == [
+            ("ord_1", 1),
+            ("ord_3", 2),
+        ]
+
+    def test_the_hot_path_skips_by_the_cheapest_offer_of_the_same_nodes(self) -> None:
+        cheap_cluster = self.cluster(price_per_hour=Decimal("30.00"))
+        dear_single = offer(price_per_hour=Decimal("46.00"))
+        result = assign([order()], [cheap_cluster, dear_single], fees=NO_FEES, near_misses=False)
+        assert result.assignments == []
+        (taken,) = assign(
+            [order(max_price_per_hour=Decimal("46.00"))],
+            [cheap_cluster, dear_single],
+            fees=NO_FEES,
+            near_misses=False,
+        ).assignments
+        assert taken.offer == dear_single
 
 
 class TestFundsAndNearMisses:

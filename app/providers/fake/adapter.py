@@ -12,6 +12,11 @@ moves the VMs it made through their states, and reads back every create it was s
     [first, second, third] = fake.creates
     fake.advance(third.vm_id, VMState.RUNNING, ip="192.0.2.10")
 
+A cluster (machines sold as one offer, priced for all of them) is an offer with `nodes`, and
+its fabric if it has one (its default SKU says its nodes: `fake-b200x8-n2`):
+
+    cluster = fake.offer(gpu_model="B200", nodes=2, cluster_interconnect=INFINIBAND)
+
 Stock is exactly what was set: a create does not take it away (set the offers again to).
 """
 
@@ -25,8 +30,15 @@ from decimal import Decimal
 from typing import Any
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import VM, Offer, OutcomeUnknown, ProviderError, VMState
-from app.providers.budget import Budget, MachineKey, StockRead
+from app.providers.base import (
+    VM,
+    MachineKey,
+    Offer,
+    OutcomeUnknown,
+    ProviderError,
+    VMState,
+)
+from app.providers.budget import Budget, StockRead
 
 PROVIDER = Provider("fake")
 
@@ -106,17 +118,21 @@ class FakeAdapter:
         gpu_model: str = "H100",
         gpu_count: int = 8,
         price: Decimal | str = "20.00",
+        nodes: int = 1,
         **fields: Any,
     ) -> Offer:
-        """An offer of this provider (`fields`: any other `Offer` field, e.g. `disk_gb`)."""
+        """An offer of this provider: `nodes` machines of `gpu_count` GPUs each at `price` for
+        all of them (`fields`: any other `Offer` field, e.g. `disk_gb`, `cluster_interconnect`)."""
+        cluster = f"-n{nodes}" if nodes > 1 else ""
         return Offer(
             provider=self.provider,
             region=region,
-            sku=sku or f"fake-{gpu_model.lower()}x{gpu_count}",
+            sku=sku or f"fake-{gpu_model.lower()}x{gpu_count}{cluster}",
             gpu_model=gpu_model,
             gpu_count=gpu_count,
             price_per_hour=Decimal(price),
             interconnect=fields.pop("interconnect", Interconnect.SXM),
+            nodes=nodes,
             **fields,
         )
 

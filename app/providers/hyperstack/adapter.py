@@ -11,8 +11,8 @@ from decimal import Decimal
 
 from pydantic import SecretStr
 
-from app.providers.base import VM, Offer, OutcomeUnknown, Rejected, Unavailable
-from app.providers.budget import MachineKey, StockRead
+from app.providers.base import VM, MachineKey, Offer, OutcomeUnknown, Rejected, Unavailable
+from app.providers.budget import StockRead
 from app.providers.http import Connections
 from app.providers.hyperstack import limits, parse
 from app.providers.hyperstack.client import HyperstackClient, NotFound

@@ -16,12 +16,13 @@ from pydantic import SecretStr
 from app.providers.base import (
     PROVIDER_CLOCK_SKEW,
     VM,
+    MachineKey,
     Offer,
     OutcomeUnknown,
     Rejected,
     Unavailable,
 )
-from app.providers.budget import MachineKey, StockRead
+from app.providers.budget import StockRead
 from app.providers.http import Connections, ProviderHTTP
 from app.providers.quantacloud import limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient

@@ -23,8 +23,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from app.core.market import disk_size_gb
-from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
-from app.providers.budget import MachineKey, StockRead
+from app.providers.base import VM, MachineKey, Offer, Rejected, Unavailable, VMState
+from app.providers.budget import StockRead
 from app.providers.http import Connections
 from app.providers.verda import limits, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
@@ -65,7 +65,7 @@ class VerdaAdapter:
         self.budget = self._api.http.budget
         self._image = image
         self._types: dict[str, dict[str, Any]] = {}
-        self._machines: dict[str, MachineKey] = {}  # instance type -> (GPU model, count)
+        self._machines: dict[str, MachineKey] = {}  # instance type -> its machine
         self._pairs: list[tuple[str, str]] = []  # (type, location) in stock, as last read
         self._full_read_at = float("-inf")  # when the last full list read was sent
         self._created_at: dict[tuple[str, str], float] = {}  # (type, location) -> create answered
@@ -90,7 +90,7 @@ class VerdaAdapter:
         for sku, data in self._types.items():
             made = parse.offer(data, "")
             if made is not None:
-                self._machines[sku] = (made.gpu_model, made.gpu_count)
+                self._machines[sku] = made.machine
         return self._types
 
     def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:

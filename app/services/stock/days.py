@@ -24,7 +24,9 @@ class ClosedInterval(Protocol):
     sku: str
     gpu_model: str
     gpu_count: int
+    nodes: int
     interconnect: str | None
+    cluster_interconnect: str | None
     disk_gb: int | None
     disk_fixed: bool
     price_per_hour: Decimal
@@ -59,7 +61,9 @@ def _days(intervals: Iterable[ClosedInterval]) -> dict[DayKey, _Day]:
                 machine = {
                     "gpu_model": interval.gpu_model,
                     "gpu_count": interval.gpu_count,
+                    "nodes": interval.nodes,
                     "interconnect": interval.interconnect,
+                    "cluster_interconnect": interval.cluster_interconnect,
                     "disk_gb": interval.disk_gb,
                     "disk_fixed": interval.disk_fixed,
                 }

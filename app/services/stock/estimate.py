@@ -42,6 +42,7 @@ async def expected_wait(
         until=until,
         gpu_model=wants.gpu_model,
         gpu_count=wants.gpu_count,
+        nodes=wants.nodes,
         providers=wants.providers,
     )
     windows = await stock_reads.coverage(
@@ -53,6 +54,7 @@ async def expected_wait(
     curve = price_curve(wants, seen, covered, fees=fees, since=since, now=until)
     return EstimateOut(
         **dict(WaitOut.present(main)),
+        nodes=wants.nodes,
         window=describe_window(window),
         since=since,
         until=until,

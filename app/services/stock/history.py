@@ -39,6 +39,8 @@ class Interval:
     last_seen_at: datetime
     gone_at: datetime | None = None
     max_available: int | None = None
+    nodes: int = 1  # machines in the offer: `gpu_count` is per node, the price for all
+    cluster_interconnect: str | None = None
 
 
 @dataclass

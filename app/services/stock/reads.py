@@ -1,5 +1,8 @@
 """Reading recorded stock history: the intervals and coverage windows of a span, and stock as the
-pure estimate and summary take it (`app/stock/stats.py`, `app/stock/summary.py`)."""
+pure estimate and summary take it (`app/stock/stats.py`, `app/stock/summary.py`).
+
+A machine is read by its GPU model, GPUs per node and nodes: a filter on nodes keeps a
+cluster's appearances out of what is read for one of its machines, and the reverse."""
 
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
@@ -11,7 +14,7 @@ import numpy as np
 from sqlalchemy import ColumnElement, and_, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.core.catalogue import Interconnect, Provider
+from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
 from app.core.errors import ValidationFailed
 from app.core.market import Fees, Offer, OfferKey
 from app.stock.days import day_of, decode, dollars, micros
@@ -28,6 +31,7 @@ class HistoryFilter:
     until: datetime
     gpu_model: str | None = None
     gpu_count: int | None = None
+    nodes: int | None = None
     provider: str | None = None
     region: str | None = None
 
@@ -39,8 +43,10 @@ _OPEN_INTERVAL_COLUMNS = (
     StockInterval.sku,
     StockInterval.gpu_model,
     StockInterval.gpu_count,
+    StockInterval.nodes,
     StockInterval.price_per_hour,
     StockInterval.interconnect,
+    StockInterval.cluster_interconnect,
     StockInterval.disk_gb,
     StockInterval.disk_fixed,
     StockInterval.first_seen_at,
@@ -75,6 +81,10 @@ def _offer(row: Any) -> Offer:
         interconnect=Interconnect(row.interconnect) if row.interconnect else None,
         disk_gb=row.disk_gb,
         disk_fixed=row.disk_fixed,
+        nodes=row.nodes,
+        cluster_interconnect=(
+            ClusterInterconnect(row.cluster_interconnect) if row.cluster_interconnect else None
+        ),
     )
 
 
@@ -82,7 +92,9 @@ _DAY_KEY = (StockDay.provider, StockDay.region, StockDay.sku)
 _DAY_MACHINE = (
     StockDay.gpu_model,
     StockDay.gpu_count,
+    StockDay.nodes,
     StockDay.interconnect,
+    StockDay.cluster_interconnect,
     StockDay.disk_gb,
     StockDay.disk_fixed,
 )
@@ -95,17 +107,20 @@ async def stock(
     until: datetime,
     gpu_model: str | None = None,
     gpu_count: int | None = None,
+    nodes: int | None = None,
     providers: Collection[str] | None = None,
 ) -> dict[OfferKey, KeyStock]:
     """Each offer key's stock on the UTC days [since, until] touches: its closed intervals from
     `stock_days` (a row per key and day, whatever the number of appearances) and its open one,
     to its latest sighting. Pieces outside [since, until] may come with it; the arithmetic
-    clips them."""
+    clips them. A filter left None takes any value."""
     where = [StockDay.day >= day_of(since), StockDay.day <= day_of(until)]
     if gpu_model is not None:
         where.append(StockDay.gpu_model == gpu_model)
     if gpu_count is not None:
         where.append(StockDay.gpu_count == gpu_count)
+    if nodes is not None:
+        where.append(StockDay.nodes == nodes)
     # Open intervals by their partial index alone (one per key at most): a filter on the model
     # could lead the planner to the model's index, through every closed interval.
     open_now = select(*_OPEN_INTERVAL_COLUMNS).where(
@@ -139,6 +154,8 @@ async def stock(
         if gpu_model not in (None, interval.gpu_model):
             continue
         if gpu_count not in (None, interval.gpu_count):
+            continue
+        if nodes not in (None, interval.nodes):
             continue
         key = OfferKey.of(interval)
         entry = by_key.setdefault(key, _Pieces(_offer(interval), interval.last_seen_at))
@@ -212,6 +229,8 @@ async def history_page(
         statement = statement.where(StockInterval.gpu_model == where.gpu_model)
     if where.gpu_count is not None:
         statement = statement.where(StockInterval.gpu_count == where.gpu_count)
+    if where.nodes is not None:
+        statement = statement.where(StockInterval.nodes == where.nodes)
     if where.provider is not None:
         statement = statement.where(StockInterval.provider == where.provider)
     if where.region is not None:
@@ -247,6 +266,7 @@ async def summary(
     gpu_model: str | None,
     gpu_count: int | None,
     providers: Collection[str] | None,
+    nodes: int | None = None,
 ) -> list[KeySummary]:
     """Per provider, region and SKU seen in [since, now]: appearances, time in stock, gaps,
     prices with the current fees, and how long the provider was observed."""
@@ -256,6 +276,7 @@ async def summary(
         until=now,
         gpu_model=gpu_model,
         gpu_count=gpu_count,
+        nodes=nodes,
         providers=providers,
     )
     windows = await coverage(session, since=since, until=now, providers=providers)

@@ -51,6 +51,7 @@ class WaitOut(BaseModel):
 class EstimateOut(WaitOut):
     """The expected wait over a window at the order's max, and at observed prices around it."""
 
+    nodes: int  # the machines wanted together: only offers of that many nodes count
     window: str
     since: datetime
     until: datetime
@@ -68,11 +69,13 @@ class StockIntervalOut(BaseModel):
     region: str
     sku: str
     gpu_model: str
-    gpu_count: int
+    gpu_count: int  # per node
+    nodes: int  # machines in the offer (1: a single machine)
     interconnect: str | None
+    cluster_interconnect: str | None  # between its nodes; null for a single machine
     disk_gb: int | None
     disk_fixed: bool
-    price_per_hour: MoneyOut
+    price_per_hour: MoneyOut  # all its nodes
     fee_percent: MoneyOut  # the fees in force when it was seen
     fee_flat_per_hour: MoneyOut
     price_per_hour_with_fees: MoneyOut
@@ -99,6 +102,7 @@ class CoverageOut(BaseModel):
 class HistoryOut(BaseModel):
     """A page of intervals, newest first, and the coverage windows of the same span."""
 
+    nodes: int  # the intervals shown are of offers of this many nodes
     data: list[StockIntervalOut]
     next_cursor: str | None
     since: datetime
@@ -115,7 +119,8 @@ class KeySummaryOut(BaseModel):
     region: str
     sku: str
     gpu_model: str
-    gpu_count: int
+    gpu_count: int  # per node
+    nodes: int
     appearances: int
     hours_in_stock: float
     median_seconds_in_stock: float | None
@@ -139,6 +144,7 @@ class KeySummaryOut(BaseModel):
 class SummaryOut(BaseModel):
     """Per provider, region and SKU, what the window's history says."""
 
+    nodes: int  # the keys shown are offers of this many nodes
     window: str
     since: datetime
     until: datetime

@@ -46,17 +46,27 @@ class ProviderBalance(Base):
 
 
 _OPEN_INTERVAL = text("gone_at IS NULL")
+_ONE = text("1")
 _OPEN_WINDOW = text("ended_at IS NULL")
 
 
 class StockInterval(Base):
     """One appearance of one offer (provider, region, SKU) at one price: from the first read
     that saw it to the last, and the first read that saw it gone (None while it is in stock).
-    A price change closes one interval and opens the next."""
+    A price change closes one interval and opens the next.
+
+    The machine is its GPU model, GPUs per node and nodes: what is read for "8x B200" never
+    counts a cluster of two such machines, nor the reverse."""
 
     __tablename__ = "stock_intervals"
     __table_args__ = (
-        Index("ix_stock_intervals_machine_first_seen", "gpu_model", "gpu_count", "first_seen_at"),
+        Index(
+            "ix_stock_intervals_machine_first_seen",
+            "gpu_model",
+            "gpu_count",
+            "nodes",
+            "first_seen_at",
+        ),
         Index("ix_stock_intervals_last_seen", "last_seen_at"),
         # One open interval per offer key: a second writer cannot open a twin.
         Index(
@@ -75,11 +85,13 @@ class StockInterval(Base):
     region: Mapped[str] = mapped_column(String(64))
     sku: Mapped[str] = mapped_column(String(128))
     gpu_model: Mapped[str] = mapped_column(String(40))
-    gpu_count: Mapped[int] = mapped_column(Integer)
+    gpu_count: Mapped[int] = mapped_column(Integer)  # per node
+    nodes: Mapped[int] = mapped_column(Integer, default=1, server_default=_ONE)
     interconnect: Mapped[str | None] = mapped_column(String(20))
+    cluster_interconnect: Mapped[str | None] = mapped_column(String(20))  # between its nodes
     disk_gb: Mapped[int | None] = mapped_column(Integer)
     disk_fixed: Mapped[bool] = mapped_column(Boolean, default=False)
-    price_per_hour: Mapped[Decimal] = mapped_column(Money)  # the provider's
+    price_per_hour: Mapped[Decimal] = mapped_column(Money)  # the provider's, all its nodes
     fee_percent: Mapped[Decimal] = mapped_column(Money)  # the fees in force when it was seen
     fee_flat_per_hour: Mapped[Decimal] = mapped_column(Money)
     price_per_hour_with_fees: Mapped[Decimal] = mapped_column(Money)
@@ -126,7 +138,7 @@ class StockDay(Base):
     """
 
     __tablename__ = "stock_days"
-    __table_args__ = (Index("ix_stock_days_machine_day", "gpu_model", "gpu_count", "day"),)
+    __table_args__ = (Index("ix_stock_days_machine_day", "gpu_model", "gpu_count", "nodes", "day"),)
 
     provider: Mapped[str] = mapped_column(String(20), primary_key=True)
     region: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -134,8 +146,10 @@ class StockDay(Base):
     day: Mapped[int] = mapped_column(Integer, primary_key=True)  # days since 1970-01-01 (UTC)
     generated: Mapped[bool] = mapped_column(Boolean, primary_key=True)  # demo-history rows
     gpu_model: Mapped[str] = mapped_column(String(40))
-    gpu_count: Mapped[int] = mapped_column(Integer)
+    gpu_count: Mapped[int] = mapped_column(Integer)  # per node
+    nodes: Mapped[int] = mapped_column(Integer, default=1, server_default=_ONE)
     interconnect: Mapped[str | None] = mapped_column(String(20))
+    cluster_interconnect: Mapped[str | None] = mapped_column(String(20))
     disk_gb: Mapped[int | None] = mapped_column(Integer)
     disk_fixed: Mapped[bool] = mapped_column(Boolean)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)  # of its intervals, the latest

@@ -1,0 +1,88 @@
+"""What an order wants of an offer: the machine's identity (nodes included) and its fabric."""
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pytest
+
+from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
+from app.core.market import MachineKey, Offer, OrderWants, fits, matches, wants_of
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+INFINIBAND = ClusterInterconnect.INFINIBAND
+MACHINE = Offer(Provider("verda"), "FIN-01", "8B200.240V", "B200", 8, Decimal("40.00"))
+CLUSTER = replace(
+    MACHINE, sku="16B200", price_per_hour=Decimal("80.00"), nodes=2, cluster_interconnect=INFINIBAND
+)
+SINGLE = OrderWants("ord_a", T0, frozenset({"verda"}), "B200", 8, Decimal("100.00"))
+
+
+def test_a_machine_is_its_gpu_model_gpus_per_node_and_nodes() -> None:
+    assert MachineKey("B200", 8) == ("B200", 8, 1)
+    assert MACHINE.machine == SINGLE.machine == MachineKey("B200", 8, 1)
+    assert CLUSTER.machine == MachineKey("B200", 8, 2) != MACHINE.machine
+    assert replace(SINGLE, nodes=2).machine == CLUSTER.machine
+
+
+def test_a_cluster_does_not_fit_a_single_machine_order_of_its_shape_nor_the_reverse() -> None:
+    assert fits(SINGLE, MACHINE)  # control: the single machine of the same shape fits
+    assert not fits(SINGLE, CLUSTER)
+    two_nodes = replace(SINGLE, nodes=2)
+    assert fits(two_nodes, CLUSTER)
+    assert not fits(two_nodes, MACHINE)
+    assert not fits(replace(SINGLE, nodes=3), CLUSTER)
+
+
+def test_a_cluster_is_priced_whole_against_the_orders_max() -> None:
+    two_nodes = replace(SINGLE, nodes=2, max_price_per_hour=Decimal("80.00"))
+    assert matches(two_nodes, CLUSTER, CLUSTER.price_per_hour)
+    cheaper = replace(two_nodes, max_price_per_hour=Decimal("79.99"))
+    assert not matches(cheaper, CLUSTER, CLUSTER.price_per_hour)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "offered", "ok"),
+    [
+        (INFINIBAND, INFINIBAND, True),
+        (INFINIBAND, None, False),
+        (None, INFINIBAND, True),
+        (None, None, True),
+    ],
+)
+def test_a_required_cluster_interconnect_must_be_the_offers(
+    wanted: ClusterInterconnect | None, offered: ClusterInterconnect | None, ok: bool
+) -> None:
+    wants = replace(SINGLE, nodes=2, cluster_interconnect=wanted)
+    assert fits(wants, replace(CLUSTER, cluster_interconnect=offered)) is ok
+
+
+def test_the_interconnect_within_a_node_is_still_checked_on_a_cluster() -> None:
+    wants = replace(SINGLE, nodes=2, interconnect=Interconnect.SXM)
+    assert fits(wants, replace(CLUSTER, interconnect=Interconnect.SXM))
+    assert not fits(wants, replace(CLUSTER, interconnect=Interconnect.PCIE))
+
+
+def _row(**columns: object) -> SimpleNamespace:
+    base = {
+        "id": "ord_a",
+        "created_at": T0,
+        "providers": ["verda"],
+        "gpu_model": "B200",
+        "gpu_count": 8,
+        "max_price_per_hour": Decimal("100.00"),
+        "regions": None,
+        "min_disk_gb": None,
+        "interconnect": None,
+        "account_id": "acct_a",
+    }
+    return SimpleNamespace(**(base | columns))
+
+
+def test_an_order_row_without_node_columns_wants_a_single_machine() -> None:
+    wants = wants_of(_row())
+    assert (wants.nodes, wants.cluster_interconnect) == (1, None)
+    assert wants.machine == MachineKey("B200", 8)
+    clustered = wants_of(_row(nodes=2, cluster_interconnect="infiniband"))
+    assert (clustered.nodes, clustered.cluster_interconnect) == (2, INFINIBAND)
