@@ -19,11 +19,12 @@ from app.simulators.verda.cluster_catalog import (
 from app.simulators.verda.simulator import VerdaSimulator, error, iso_time
 from app.simulators.verda.wire import (
     authed,
+    create,
     invalid,
     json_body,
     keys_and_script_problem,
     location_filter,
-    no_capacity,
+    required_strings_problem,
 )
 from app.simulators.vms import SimVM
 
@@ -103,50 +104,23 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         body = await json_body(request)
         if isinstance(body, Response):
             return body
-        name, region, hostname = (
-            body.get(k) for k in ("cluster_type", "location_code", "hostname")
+        return await create(
+            sim,
+            body,
+            kind="cluster",
+            sku_field="cluster_type",
+            problem=validate_create,
+            catalog=sim.cluster_catalog,
+            make=lambda entry: (
+                make_cluster(body, sim.new_cluster(entry, hostname=str(body["hostname"]))).id
+            ),
+            answer=lambda cluster_id: JSONResponse({"id": cluster_id}, status_code=202),
         )
 
-        def record(outcome: str, cluster_id: str | None = None) -> None:
-            sim.record_create(
-                sku=name if isinstance(name, str) else None,
-                region=region if isinstance(region, str) else None,
-                name=hostname if isinstance(hostname, str) else None,
-                outcome=outcome,
-                vm_id=cluster_id,
-                kind="cluster",
-            )
-
-        problem = validate_create(body)
-        if problem is not None:
-            record("rejected")
-            return invalid(problem)
-        entry = sim.cluster_catalog.get((str(name), str(region)))
-        if entry is None:
-            record("no_capacity")
-            return no_capacity()
-        if sim.balance < entry.price_per_hour:
-            record("insufficient_funds")
-            return error(402, "insufficient_funds", "Not enough funds to perform this action")
-        if sim.in_stock(entry) > 0 and sim.faults.take("capacity_race") is not None:
-            record("capacity_race")
-            return no_capacity()
-        if not sim.take_one(entry):
-            record("no_capacity")
-            return no_capacity()
-        cluster = make_cluster(body, sim.new_cluster(entry, hostname=str(hostname)))
-        if sim.faults.take("create_error_after_commit") is not None:
-            record("error_after_commit", cluster.id)
-            return sim.server_error_response()
-        record("created", cluster.id)
-        await sim.faults.delay("create_delay")
-        return JSONResponse({"id": cluster.id}, status_code=202)
-
     def validate_create(body: dict[str, Any]) -> str | None:
-        for field in REQUIRED_CREATE_FIELDS:
-            value = body.get(field)
-            if not isinstance(value, str) or not value.strip():
-                return f"{field} should not be empty"
+        problem = required_strings_problem(body, REQUIRED_CREATE_FIELDS)
+        if problem is not None:
+            return problem
         if body["location_code"] not in LOCATION_CODES:
             return "Invalid location code"
         if body["cluster_type"] not in CLUSTER_TYPES:

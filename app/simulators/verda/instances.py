@@ -16,12 +16,13 @@ from app.simulators.verda.simulator import (
 )
 from app.simulators.verda.wire import (
     authed,
+    create,
     invalid,
     json_body,
     keys_and_script_problem,
-    no_capacity,
+    required_strings_problem,
 )
-from app.simulators.vms import SimVM
+from app.simulators.vms import CatalogEntry, SimVM
 
 REQUIRED_CREATE_FIELDS = ("instance_type", "image", "hostname", "location_code")
 ACTIONS = frozenset(
@@ -41,51 +42,22 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         body = await json_body(request)
         if isinstance(body, Response):
             return body
-        sku, region, hostname = (
-            body.get("instance_type"),
-            body.get("location_code"),
-            body.get("hostname"),
+        return await create(
+            sim,
+            body,
+            kind="instance",
+            sku_field="instance_type",
+            problem=validate_create,
+            catalog=sim.catalog,
+            make=lambda entry: make_vm(body, entry=entry).id,
+            answer=lambda vm_id: PlainTextResponse(vm_id, 202),
+            unsellable=body.get("is_spot") is True,
         )
 
-        def record(outcome: str, vm_id: str | None = None) -> None:
-            sim.record_create(
-                sku=sku if isinstance(sku, str) else None,
-                region=region if isinstance(region, str) else None,
-                name=hostname if isinstance(hostname, str) else None,
-                outcome=outcome,
-                vm_id=vm_id,
-            )
-
-        problem = validate_create(body)
-        if problem is not None:
-            record("rejected")
-            return invalid(problem)
-        entry = sim.catalog.get((str(sku), str(region)))
-        if entry is None or body.get("is_spot") is True:
-            record("no_capacity")
-            return no_capacity()
-        if sim.balance < entry.price_per_hour:
-            record("insufficient_funds")
-            return error(402, "insufficient_funds", "Not enough funds to perform this action")
-        if sim.in_stock(entry) > 0 and sim.faults.take("capacity_race") is not None:
-            record("capacity_race")
-            return no_capacity()
-        if not sim.take_one(entry):
-            record("no_capacity")
-            return no_capacity()
-        vm = make_vm(body, entry_key=(str(sku), str(region)))
-        if sim.faults.take("create_error_after_commit") is not None:
-            record("error_after_commit", vm.id)
-            return sim.server_error_response()
-        record("created", vm.id)
-        await sim.faults.delay("create_delay")
-        return PlainTextResponse(vm.id, 202)
-
     def validate_create(body: dict[str, Any]) -> str | None:
-        for field in REQUIRED_CREATE_FIELDS:
-            value = body.get(field)
-            if not isinstance(value, str) or not value.strip():
-                return f"{field} should not be empty"
+        problem = required_strings_problem(body, REQUIRED_CREATE_FIELDS)
+        if problem is not None:
+            return problem
         if body["location_code"] not in LOCATION_CODES:
             return "Invalid location code"
         if body["instance_type"] not in GPU_TYPES:
@@ -112,7 +84,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
                 return "tag keys are 1-63 characters, values at most 127"
         return None
 
-    def make_vm(body: dict[str, Any], *, entry_key: tuple[str, str]) -> SimVM:
+    def make_vm(body: dict[str, Any], *, entry: CatalogEntry) -> SimVM:
         tags = [
             {
                 "id": f"tag_{uuid.uuid4().hex[:20]}",
@@ -125,7 +97,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         image = IMAGES_BY_KEY[body["image"]]
         vm = sim.new_vm(
             sim.new_instance_id(),
-            sim.catalog[entry_key],
+            entry,
             name=body["hostname"],
             tags=[t["key"] if t["value"] is None else f"{t['key']}={t['value']}" for t in tags],
         )

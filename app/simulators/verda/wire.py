@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.simulators.verda.simulator import VerdaSimulator, error
+from app.simulators.vms import CatalogEntry
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -34,6 +35,69 @@ async def json_body(request: Request) -> dict[str, Any] | Response:
     except ValueError:
         return invalid("Request body is not valid JSON")
     return body if isinstance(body, dict) else invalid("Request body must be a JSON object")
+
+
+def required_strings_problem(body: dict[str, Any], fields: tuple[str, ...]) -> str | None:
+    """Verda's answer to a create body missing one of `fields` (or sending it empty)."""
+    for field in fields:
+        value = body.get(field)
+        if not isinstance(value, str) or not value.strip():
+            return f"{field} should not be empty"
+    return None
+
+
+async def create(
+    sim: VerdaSimulator,
+    body: dict[str, Any],
+    *,
+    kind: str,
+    sku_field: str,
+    problem: Callable[[dict[str, Any]], str | None],
+    catalog: dict[tuple[str, str], CatalogEntry],
+    make: Callable[[CatalogEntry], str],
+    answer: Callable[[str], Response],
+    unsellable: bool = False,
+) -> Response:
+    """A create as Verda answers it, for instances and clusters alike: the body checked, the
+    account's funds, a unit of stock taken, the thing made (`make` returns its id), each
+    outcome logged in `/_sim/creates`; the create fault kinds apply. `unsellable` is a body
+    the catalogue cannot serve even when the kind is stocked (a spot instance)."""
+    sku, region, hostname = (body.get(k) for k in (sku_field, "location_code", "hostname"))
+
+    def record(outcome: str, made: str | None = None) -> None:
+        sim.record_create(
+            sku=sku if isinstance(sku, str) else None,
+            region=region if isinstance(region, str) else None,
+            name=hostname if isinstance(hostname, str) else None,
+            outcome=outcome,
+            vm_id=made,
+            kind=kind,
+        )
+
+    said = problem(body)
+    if said is not None:
+        record("rejected")
+        return invalid(said)
+    entry = catalog.get((str(sku), str(region)))
+    if entry is None or unsellable:
+        record("no_capacity")
+        return no_capacity()
+    if sim.balance < entry.price_per_hour:
+        record("insufficient_funds")
+        return error(402, "insufficient_funds", "Not enough funds to perform this action")
+    if sim.in_stock(entry) > 0 and sim.faults.take("capacity_race") is not None:
+        record("capacity_race")
+        return no_capacity()
+    if not sim.take_one(entry):
+        record("no_capacity")
+        return no_capacity()
+    made = make(entry)
+    if sim.faults.take("create_error_after_commit") is not None:
+        record("error_after_commit", made)
+        return sim.server_error_response()
+    record("created", made)
+    await sim.faults.delay("create_delay")
+    return answer(made)
 
 
 def keys_and_script_problem(sim: VerdaSimulator, body: dict[str, Any]) -> str | None:
