@@ -4,16 +4,18 @@ the service's types: pure functions, no I/O. An answer whose shape is unusable i
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from app.core.catalogue import Interconnect, Provider
 from app.providers.base import VM, Offer, Unavailable, VMState
 from app.providers.http import wire_decimal
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PROVIDER = Provider("verda")
 TAG_KEY = "autoprovision"
@@ -269,19 +271,29 @@ def availability(body: Any, path: str = "/instance-availability") -> list[tuple[
     ]
 
 
+def _one(read: Callable[[Any], T | None], body: Any, what: str) -> T:
+    """One object's answer read by `read`; an answer it cannot read is a failed read."""
+    found = read(body)
+    if found is None:
+        raise Unavailable(PROVIDER, f"{what}: answer without an id")
+    return found
+
+
+def _many(read: Callable[[Any], T | None], body: Any, path: str) -> list[T]:
+    """A list's answer read entry by entry by `read`, entries without an id left out."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, f"{path} did not answer a list")
+    return [found for found in (read(item) for item in body) if found is not None]
+
+
 def instance(body: Any, vm_id: str) -> VM:
     """`GET /instances/{id}` -> the VM."""
-    found = vm(body)
-    if found is None:
-        raise Unavailable(PROVIDER, f"instance {vm_id}: answer without an id")
-    return found
+    return _one(vm, body, f"instance {vm_id}")
 
 
 def instances(body: Any) -> list[VM]:
     """`GET /instances` -> its VMs (entries without an id left out)."""
-    if not isinstance(body, list):
-        raise Unavailable(PROVIDER, "/instances did not answer a list")
-    return [v for v in (vm(item) for item in body) if v is not None]
+    return _many(vm, body, "/instances")
 
 
 def ssh_key_id(body: Any, public_key: str) -> str | None:
@@ -401,17 +413,12 @@ def cluster(data: Any) -> Cluster | None:
 
 def cluster_of(body: Any, cluster_id: str) -> Cluster:
     """`GET /clusters/{id}` -> the cluster."""
-    found = cluster(body)
-    if found is None:
-        raise Unavailable(PROVIDER, f"cluster {cluster_id}: answer without an id")
-    return found
+    return _one(cluster, body, f"cluster {cluster_id}")
 
 
 def clusters(body: Any) -> list[Cluster]:
     """`GET /clusters` -> its clusters (entries without an id left out)."""
-    if not isinstance(body, list):
-        raise Unavailable(PROVIDER, "/clusters did not answer a list")
-    return [c for c in (cluster(item) for item in body) if c is not None]
+    return _many(cluster, body, "/clusters")
 
 
 def _status(value: Any) -> str:
