@@ -177,8 +177,9 @@ class TestRetries:
     async def test_a_retry_after_of_a_unicode_digit_is_an_attempt_retried_on_schedule(
         self, client: httpx.AsyncClient, receiver: Receiver
     ) -> None:
-        """'\u00b2'.isdigit() is true and float() refuses it: still one recorded attempt."""
-        receiver.plan("/odd", Answer(503, headers={"Retry-After": "\u00b2"}, body="busy"))
+        """'\u00b9\u00b2\u00b3'.isdigit() is true and float() refuses it: one recorded attempt."""
+        odd = "\u00b9\u00b2\u00b3"
+        receiver.plan("/odd", Answer(503, headers={"Retry-After": odd}, body="busy"))
         account = await create_account(client)
         endpoint = await add_endpoint(client, account, f"{receiver.url}/odd")
         await cancelled_order(client, account)
@@ -190,8 +191,9 @@ class TestRetries:
         assert second["status_code"] == 200
         sent = receiver.on("/odd")
         assert len(sent) == 2
-        # The schedule's 0.3 s (+-20%), not a lease running out (17 s) nor a Retry-After.
-        assert sent[1].at - sent[0].at < 2.0
+        # The schedule's 0.3 s (+-20%), not a lease running out (17 s) nor a Retry-After read
+        # as 123 s; the margin is wide because a loaded CI machine once took 2.1 s here.
+        assert sent[1].at - sent[0].at < 10.0
 
     async def test_an_unexpected_error_reading_the_answer_is_a_recorded_attempt(
         self, client: httpx.AsyncClient, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
