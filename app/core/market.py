@@ -87,8 +87,20 @@ class Offer:
 
 
 @dataclass(frozen=True)
+class Machine:
+    """One node of a VM sold as a cluster (a Verda Instant Cluster's worker), as reported."""
+
+    id: str
+    state: VMState
+    provider_status: str
+    name: str | None = None
+    ip: str | None = None  # the node's address inside the cluster (private)
+
+
+@dataclass(frozen=True)
 class VM:
-    """A VM as the provider reports it."""
+    """A VM as the provider reports it (or a cluster sold as one object: `ip` is then its login
+    node's public address and `machines` its nodes)."""
 
     provider: Provider
     id: str
@@ -100,6 +112,7 @@ class VM:
     ip: str | None = None
     created_at: datetime | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    machines: tuple[Machine, ...] = field(default_factory=tuple)  # a cluster's nodes; else ()
 
 
 # What each requested interconnect accepts: SXM boards carry NVLink (NVSwitch) too.

@@ -10,12 +10,12 @@ from decimal import Decimal
 from typing import Protocol
 
 from app.core.catalogue import Provider
-from app.core.market import VM, MachineKey, Offer, VMState
+from app.core.market import VM, Machine, MachineKey, Offer, VMState
 from app.core.text import storable
 from app.providers.budget import Budget, StockRead
 
 # Re-exported: adapters speak them; app.core.market is their home.
-__all__ = ["VM", "MachineKey", "Offer", "VMState"]
+__all__ = ["VM", "Machine", "MachineKey", "Offer", "VMState"]
 
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
