@@ -24,12 +24,14 @@ from app.api.params import OfferedProvider
 from app.core import metering
 from app.core.catalogue import (
     GPU_MODELS,
+    ClusterInterconnect,
     Interconnect,
     Provider,
     normalize_gpu_model,
 )
+from app.core.market import MAX_NODES
 from app.core.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
-from app.core.states import OrderEventKind
+from app.core.states import NodeLostPolicy, OrderEventKind
 from app.core.text import MultiLine, OneLine
 from app.providers.registry import offered_providers
 from app.services.orders import NewOrder
@@ -39,11 +41,15 @@ MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")
 MAX_RUNTIME_HOURS = Decimal("87600")  # ten years
 MAX_GPU_COUNT = 16  # per node
-MAX_NODES = 16  # machines deployed together, as one offer (a cluster)
 # Verda documents no largest OS volume; 10 TB is above every disk the three providers sell
 # (QuantaCloud's largest fixed disk is 8 x 1 TB), and bounds what an order can make us rent.
 MAX_DISK_GB = 10_000
 MAX_SSH_KEY_LENGTH = 16_384
+NODES_DESCRIPTION = (
+    "Machines of `gpu_count` GPUs each, deployed together: 1 for a single machine, more for a"
+    " cluster (at one provider, in one region; the price is for all of them). A cluster's stock"
+    " never counts for one of its machines, nor the reverse."
+)
 SSH_KEY_TYPES = (
     "ssh-ed25519",
     "ssh-rsa",
@@ -237,6 +243,15 @@ class MachineWanted(BaseModel):
     regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
     min_disk_gb: Annotated[StrictInt, Field(ge=1, le=MAX_DISK_GB)] | None = None
     interconnect: Annotated[Interconnect, BeforeValidator(_lower)] | None = None
+    nodes: Annotated[StrictInt, Field(ge=1, le=MAX_NODES, description=NODES_DESCRIPTION)] = 1
+    cluster_interconnect: (
+        Annotated[
+            ClusterInterconnect,
+            BeforeValidator(_lower),
+            Field(description="The fabric a cluster's nodes must share; null: any."),
+        ]
+        | None
+    ) = None
 
     @field_validator("gpu_model")
     @classmethod
@@ -279,6 +294,14 @@ class OrderLimitsUpdate(OrderLimits):
 class OrderCreate(MachineWanted, OrderLimits):
     """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour."""
 
+    on_node_lost: Annotated[
+        NodeLostPolicy,
+        BeforeValidator(_lower),
+        Field(
+            description="When the provider loses a node of a cluster: `keep` the rest (you"
+            " decide) or `terminate` it (the unused time refunded)."
+        ),
+    ] = NodeLostPolicy.KEEP
     expires_at: AwareDatetime | None = None
     name: ShortText | None = None
     ssh_public_key: (

@@ -5,12 +5,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Query
-from pydantic import Field, StrictInt
+from pydantic import Field
 
-from app.api.schemas import MAX_NODES, MachineWanted
+from app.api.schemas import NODES_DESCRIPTION, MachineWanted
 from app.core.catalogue import GPU_MODELS, normalize_gpu_model
 from app.core.errors import ValidationFailed
-from app.core.market import OrderWants
+from app.core.market import MAX_NODES, OrderWants
 
 _WINDOW = re.compile(r"^([1-9][0-9]{0,5})([hd])$")
 DEFAULT_WINDOW = "7d"
@@ -18,10 +18,6 @@ WindowParam = Annotated[
     str,
     Query(max_length=8, description='How far back to look: hours or days, e.g. "36h", "7d".'),
 ]
-NODES_DESCRIPTION = (
-    "Machines of `gpu_count` GPUs each, deployed together: 1 for a single machine, more for a"
-    " cluster. A cluster's stock never counts for one of its machines, nor the reverse."
-)
 NodesParam = Annotated[int, Query(ge=1, le=MAX_NODES, description=NODES_DESCRIPTION)]
 
 
@@ -86,7 +82,6 @@ class EstimateRequest(MachineWanted):
     """Body of `POST /v1/stock/estimate`: an order's fields, and how far back to look."""
 
     window: Annotated[str, Field(max_length=8)] = DEFAULT_WINDOW
-    nodes: Annotated[StrictInt, Field(ge=1, le=MAX_NODES, description=NODES_DESCRIPTION)] = 1
 
     def wants(self) -> OrderWants:
         """The request as the matcher sees an order."""
@@ -101,4 +96,5 @@ class EstimateRequest(MachineWanted):
             min_disk_gb=self.min_disk_gb,
             interconnect=self.interconnect,
             nodes=self.nodes,
+            cluster_interconnect=self.cluster_interconnect,
         )

@@ -40,6 +40,9 @@ class OfferKey(NamedTuple):
         return cls(str(row.provider), row.region, row.sku)
 
 
+MAX_NODES = 16  # machines one order may deploy together (Verda's largest Instant Cluster)
+
+
 class MachineKey(NamedTuple):
     """What a machine is, as orders ask for it and the matcher groups offers: the GPU model, the
     GPUs per node and the nodes (1: a single machine). The node count is part of it so that a
@@ -168,8 +171,6 @@ class Fees:
 
 def wants_of(row: Any) -> OrderWants:
     """What the matcher needs of an order row (or of a row with the same columns)."""
-    # Orders have no node columns yet: one that lacks them wants a single machine.
-    cluster_interconnect = getattr(row, "cluster_interconnect", None)
     return OrderWants(
         id=row.id,
         created_at=row.created_at,
@@ -181,9 +182,9 @@ def wants_of(row: Any) -> OrderWants:
         min_disk_gb=row.min_disk_gb,
         interconnect=Interconnect(row.interconnect) if row.interconnect else None,
         account_id=row.account_id,
-        nodes=getattr(row, "nodes", 1),
+        nodes=row.nodes,
         cluster_interconnect=(
-            ClusterInterconnect(cluster_interconnect) if cluster_interconnect else None
+            ClusterInterconnect(row.cluster_interconnect) if row.cluster_interconnect else None
         ),
     )
 

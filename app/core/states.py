@@ -91,6 +91,13 @@ class TerminateReason(StrEnum):
     MAX_TOTAL = "max_total"  # the next hour would have taken it past the order's total
 
 
+class NodeLostPolicy(StrEnum):
+    """What happens to a cluster when its provider loses one of its nodes."""
+
+    KEEP = "keep"  # the order stays with the nodes left; its owner decides
+    TERMINATE = "terminate"  # the rest is terminated and the unused time refunded
+
+
 class OrderEventKind(StrEnum):
     """What a line of an order's timeline says happened (the dashboard styles by it)."""
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from app.core.catalogue import Provider
+from app.core.catalogue import ClusterInterconnect, Provider
 from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.budget import MIN_READ_SECONDS, Budget, RateLimit, Request, StockRead
@@ -53,6 +53,30 @@ class SimulatorMount:
 
 
 @dataclass(frozen=True)
+class ClusterShapes:
+    """The clusters a provider can make: 2 to `max_nodes` nodes, of these GPU models and GPUs
+    per node (None: any it sells), with this fabric between the nodes (None: none)."""
+
+    max_nodes: int
+    gpu_models: frozenset[str] | None = None
+    gpus_per_node: frozenset[int] | None = None
+    interconnect: ClusterInterconnect | None = None
+
+    def refusal(self, gpu_model: str, gpu_count: int, nodes: int, fabric: str | None) -> str | None:
+        """Why a cluster of `nodes` x `gpu_count` `gpu_model` cannot be made here, or None."""
+        if nodes > self.max_nodes:
+            return f"makes clusters of at most {self.max_nodes} nodes"
+        if self.gpu_models is not None and gpu_model not in self.gpu_models:
+            return f"makes clusters of {', '.join(sorted(self.gpu_models))} only"
+        if self.gpus_per_node is not None and gpu_count not in self.gpus_per_node:
+            counts = ", ".join(str(c) for c in sorted(self.gpus_per_node))
+            return f"makes clusters of nodes with {counts} GPUs only"
+        if fabric is not None and fabric != self.interconnect:
+            return f"has no {fabric} between a cluster's nodes"
+        return None
+
+
+@dataclass(frozen=True)
 class ProviderSpec(Generic[S]):
     """Everything the service needs to know about one provider, and how to build its adapter."""
 
@@ -74,6 +98,18 @@ class ProviderSpec(Generic[S]):
     diagnose: Diagnose | None = None
     # A provider for tests only: orders may name it only while a test offers it (see registry).
     for_tests: bool = False
+    clusters: ClusterShapes | None = None  # None: single machines only
+
+    def cluster_refusal(
+        self, gpu_model: str, gpu_count: int, nodes: int, fabric: str | None
+    ) -> str | None:
+        """Why this provider cannot deploy `nodes` machines of this shape together; None if
+        it can (any single machine can be ordered)."""
+        if nodes == 1:
+            return None
+        if self.clusters is None:
+            return "makes no clusters (single machines only)"
+        return self.clusters.refusal(gpu_model, gpu_count, nodes, fabric)
 
     def planned_period(self) -> float:
         """Seconds between full stock reads when the budget plans them and nothing else is

@@ -49,7 +49,12 @@ DEFAULT_HOUR_SECONDS = 3600.0
 _orders = cast(Table, Order.__table__)
 _CLAIM = (
     update(_orders)
-    .where(_orders.c.id == bindparam("order_id"), _orders.c.status == OrderStatus.WAITING)
+    .where(
+        _orders.c.id == bindparam("order_id"),
+        _orders.c.status == OrderStatus.WAITING,
+        # A cluster offer is never claimed for an order of one machine, nor the reverse.
+        _orders.c.nodes == bindparam("offer_nodes"),
+    )
     .values(
         status=OrderStatus.DEPLOYING,
         updated_at=bindparam("now", type_=UTCDateTime()),
@@ -175,7 +180,9 @@ def claim_on(
     """`claim` in a transaction of a synchronous connection (one hop on the deploy path); the
     machine's billing hours will last `billing_hour_seconds`."""
     now = utcnow()
-    claimed = connection.execute(_CLAIM, {"order_id": order_id, "now": now}).first()
+    claimed = connection.execute(
+        _CLAIM, {"order_id": order_id, "now": now, "offer_nodes": offer.nodes}
+    ).first()
     if claimed is None:
         return None
     account_id, ssh_public_key, min_disk_gb, number = claimed
@@ -196,6 +203,8 @@ def claim_on(
         sku=offer.sku,
         gpu_model=offer.gpu_model,
         gpu_count=offer.gpu_count,
+        nodes=offer.nodes,
+        machines=None,
         offer_id=offer.offer_id,
         vm_name=vm_name(order_id, number),
         tag=vm_tag(order_id),
@@ -400,6 +409,22 @@ async def mark_unknown(session: AsyncSession, *, attempt_id: str, message: str) 
     return True
 
 
+def machines_of(vm: VM) -> list[dict[str, str | None]] | None:
+    """A cluster's nodes as an attempt stores them (None for a single machine)."""
+    if not vm.machines:
+        return None
+    return [
+        {
+            "id": m.id,
+            "name": m.name,
+            "ip": m.ip,
+            "state": str(m.state),
+            "provider_status": m.provider_status[:40],
+        }
+        for m in vm.machines
+    ]
+
+
 async def settle_running(
     session: AsyncSession, *, attempt_id: str, vm: VM, now: datetime | None = None
 ) -> bool:
@@ -413,6 +438,7 @@ async def settle_running(
         status=AttemptStatus.RUNNING,
         ip=vm.ip,
         provider_status=vm.provider_status[:40],
+        machines=machines_of(vm),
         running_at=now,
     )
     if attempt is None:

@@ -20,7 +20,7 @@ from app.core.ids import new_id
 from app.core.money import format_usd
 from app.core.states import OrderEventKind, OrderStatus, WebhookEventType, check_order_move
 from app.core.text import quote
-from app.providers.registry import display_name
+from app.providers.registry import display_name, spec_for
 from app.services import timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
@@ -49,6 +49,9 @@ class NewOrder:
     regions: list[str] | None = None
     min_disk_gb: int | None = None
     interconnect: str | None = None
+    nodes: int = 1
+    cluster_interconnect: str | None = None
+    on_node_lost: str = "keep"
     expires_at: datetime | None = None
     name: str | None = None
     ssh_public_key: str | None = None
@@ -83,6 +86,21 @@ def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
     return Line(order.id, OrderEventKind.PROVIDERS_DISABLED, text)
 
 
+def _check_clusters(request: NewOrder) -> None:
+    """Refuse a cluster that one of the order's providers cannot make, saying why."""
+    if request.cluster_interconnect is not None and request.nodes == 1:
+        raise _field_error("cluster_interconnect", "is for clusters: set nodes to 2 or more")
+    for provider in request.providers:
+        why = spec_for(provider).cluster_refusal(
+            request.gpu_model, request.gpu_count, request.nodes, request.cluster_interconnect
+        )
+        if why is not None:
+            shape = f"{request.nodes} nodes of {request.gpu_count}x {request.gpu_model}"
+            raise _field_error(
+                "providers", f"{display_name(provider)} {why}: it cannot deploy {shape}"
+            )
+
+
 async def place_order(
     session: AsyncSession,
     *,
@@ -100,6 +118,7 @@ async def place_order(
             f"must cover at least one hour at max_price_per_hour "
             f"({format_usd(request.max_price_per_hour)}): the first hour is paid at deploy",
         )
+    _check_clusters(request)
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
     if len(disabled) == len(request.providers):
         raise ProvidersNotEnabled(
@@ -121,6 +140,9 @@ async def place_order(
         regions=request.regions,
         min_disk_gb=request.min_disk_gb,
         interconnect=request.interconnect,
+        nodes=request.nodes,
+        cluster_interconnect=request.cluster_interconnect,
+        on_node_lost=request.on_node_lost,
         expires_at=request.expires_at,
         name=request.name,
         ssh_public_key=request.ssh_public_key,

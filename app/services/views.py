@@ -35,11 +35,59 @@ class DeploymentOut(BaseModel):
     # the attempt's `sku`, under the name the API has always given it
     instance_type: str = Field(validation_alias=AliasChoices("instance_type", "sku"))
     provider_vm_id: str | None
+    nodes: int = 1  # machines the create made together (a cluster: one provider object)
     price_per_hour: MoneyOut
     price_per_hour_with_fees: MoneyOut
-    ip: str | None
+    ip: str | None  # a cluster: its login node's
     status: AttemptStatus
     created_at: datetime
+
+
+class MachineOut(BaseModel):
+    """One machine of an order's deployment: the VM itself, or one node of a cluster."""
+
+    provider_vm_id: str  # a cluster's node: its id at the provider
+    name: str | None
+    ip: str | None  # a cluster's node: its address inside the cluster
+    state: str  # pending, running, failed, deleting, gone... (the provider's, normalized)
+    provider_status: str | None  # the provider's own word
+
+
+# What a single VM's attempt status says of the machine (a cluster's nodes say it themselves).
+_MACHINE_STATE = {
+    AttemptStatus.DEPLOYED: "pending",
+    AttemptStatus.RUNNING: "running",
+    AttemptStatus.TERMINATING: "deleting",
+    AttemptStatus.TERMINATED: "gone",
+    AttemptStatus.LOST: "gone",
+    AttemptStatus.FAILED: "failed",
+}
+
+
+def machines(attempt: Any) -> list[MachineOut]:
+    """The machines an attempt made: its cluster's nodes as last reported, or its one VM."""
+    if attempt.machines:
+        return [
+            MachineOut(
+                provider_vm_id=m["id"],
+                name=m.get("name"),
+                ip=m.get("ip"),
+                state=m.get("state") or "unknown",
+                provider_status=m.get("provider_status"),
+            )
+            for m in attempt.machines
+        ]
+    if attempt.provider_vm_id is None or attempt.status not in _MACHINE_STATE:
+        return []
+    return [
+        MachineOut(
+            provider_vm_id=attempt.provider_vm_id,
+            name=attempt.vm_name,
+            ip=attempt.ip,
+            state=_MACHINE_STATE[attempt.status],
+            provider_status=attempt.provider_status,
+        )
+    ]
 
 
 class _OrderFields(BaseModel):
@@ -59,6 +107,11 @@ class _OrderFields(BaseModel):
     regions: list[str] | None
     min_disk_gb: int | None
     interconnect: str | None
+    # Machines of `gpu_count` GPUs deployed together (1: a single machine), the fabric their
+    # cluster must have (null: any), and what a node the provider loses does to the rest.
+    nodes: int = 1
+    cluster_interconnect: str | None = None
+    on_node_lost: str = "keep"
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -77,8 +130,13 @@ class _OrderFields(BaseModel):
     charged_usd: MoneyOut = Decimal(0)
     terminates_at: datetime | None = None
     ended_at: datetime | None = None
-    # How to reach it while it runs: `ssh ubuntu@203.0.113.7`.
+    # How to reach it while it runs: `ssh ubuntu@203.0.113.7` (a cluster: its login node).
     ssh_command: str | None = None
+    # One entry per machine: the VM, or each node of a cluster (provider VM id, IP, state).
+    machines: list[MachineOut] = []
+    # A cluster sold as one object (Verda's Instant Clusters) is reached through its login
+    # node, the one public address: the nodes' own addresses are inside the cluster.
+    login_ip: str | None = None
 
     @field_validator("disabled_providers", mode="before")
     @classmethod
@@ -92,6 +150,9 @@ class _OrderFields(BaseModel):
         if attempt is None:
             return out
         out.deployment = DeploymentOut.model_validate(attempt)
+        out.machines = machines(attempt)
+        if attempt.machines and attempt.ip:
+            out.login_ip = attempt.ip
         out.running_since = attempt.running_at
         out.charged_usd = attempt.charged
         out.ended_at = attempt.ended_at

@@ -23,6 +23,8 @@ _ORDER_COLUMNS = (
     Order.regions,
     Order.min_disk_gb,
     Order.interconnect,
+    Order.nodes,
+    Order.cluster_interconnect,
     Order.account_id,
 )
 

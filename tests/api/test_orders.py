@@ -294,12 +294,23 @@ class TestListAndGet:
             "region": "FIN-01",
             "instance_type": "8B300.240V",
             "provider_vm_id": "vm-123",
+            "nodes": 1,
             "price_per_hour": "41.52",
             "price_per_hour_with_fees": "43.70",
             "ip": "203.0.113.7",
             "status": "running",
             "created_at": shown["deployment"]["created_at"],
         }
+        assert shown["machines"] == [
+            {
+                "provider_vm_id": "vm-123",
+                "name": f"ap-{placed['id']}-1",
+                "ip": "203.0.113.7",
+                "state": "running",
+                "provider_status": None,
+            }
+        ]
+        assert shown["login_ip"] is None  # a single machine is reached at its own address
         listed = (await client.get("/v1/orders", headers=account.headers)).json()
         assert listed["data"][0]["deployment"]["provider_vm_id"] == "vm-123"
 

@@ -76,11 +76,13 @@ def _row(**columns: object) -> SimpleNamespace:
         "min_disk_gb": None,
         "interconnect": None,
         "account_id": "acct_a",
+        "nodes": 1,
+        "cluster_interconnect": None,
     }
     return SimpleNamespace(**(base | columns))
 
 
-def test_an_order_row_without_node_columns_wants_a_single_machine() -> None:
+def test_an_order_row_wants_its_nodes_and_their_fabric() -> None:
     wants = wants_of(_row())
     assert (wants.nodes, wants.cluster_interconnect) == (1, None)
     assert wants.machine == MachineKey("B200", 8)

@@ -5,11 +5,11 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from app.core.catalogue import Provider
+from app.core.catalogue import ClusterInterconnect, Provider
 from app.providers.base import ProviderAdapter
 from app.providers.fake.adapter import PROVIDER, FakeAdapter
 from app.providers.http import Connections
-from app.providers.spec import ProviderSpec, Timeouts
+from app.providers.spec import ClusterShapes, ProviderSpec, Timeouts
 from app.settings import ProviderSettings
 
 
@@ -43,6 +43,7 @@ def fake_spec(
         create=None,
         simulator=None,
         for_tests=True,
+        clusters=ClusterShapes(max_nodes=16, interconnect=ClusterInterconnect.INFINIBAND),
     )
 
 

@@ -3,10 +3,11 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from app.core.catalogue import ClusterInterconnect
 from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
-from app.providers.spec import ProviderSpec, SimulatorMount, Timeouts
+from app.providers.spec import ClusterShapes, ProviderSpec, SimulatorMount, Timeouts
 from app.providers.verda import limits
 from app.providers.verda.adapter import VerdaAdapter
 from app.providers.verda.doctor import diagnose
@@ -74,6 +75,14 @@ SPEC = ProviderSpec(
     create=limits.CREATE,
     # 10-minute blocks, from `running` (the simulator bills so; unverified at Verda).
     billing=BillingUnit(blocks_per_hour=6),
+    # Instant Clusters: "up to 16" worker nodes "each with 8 GPUs" on InfiniBand (Verda's docs);
+    # the simulator's cluster types are B300, B200 and H200.
+    clusters=ClusterShapes(
+        max_nodes=16,
+        gpu_models=frozenset({"B300", "B200", "H200"}),
+        gpus_per_node=frozenset({8}),
+        interconnect=ClusterInterconnect.INFINIBAND,
+    ),
     ssh_user="root",
     diagnose=diagnose,
     simulator=SimulatorMount(

@@ -6,6 +6,7 @@ from decimal import Decimal
 from sqlalchemy import (
     JSON,
     Boolean,
+    CheckConstraint,
     Float,
     ForeignKey,
     Index,
@@ -17,11 +18,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.core.catalogue import ClusterInterconnect
 from app.core.clock import utcnow
+from app.core.market import MAX_NODES
 from app.core.states import (
     OPEN_ATTEMPTS,
     VM_OWNING_ATTEMPTS,
     AttemptStatus,
+    NodeLostPolicy,
     OrderEventKind,
     OrderStatus,
     TerminateReason,
@@ -38,6 +42,7 @@ class Order(Base):
         Index("ix_orders_account_id_id", "account_id", "id"),
         Index("ix_orders_status_created_at", "status", "created_at"),
         Index("ix_orders_updated_at", "updated_at"),
+        CheckConstraint(f"nodes BETWEEN 1 AND {MAX_NODES}", name="order_nodes"),
     )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -55,6 +60,17 @@ class Order(Base):
     regions: Mapped[list[str] | None] = mapped_column(JSON)
     min_disk_gb: Mapped[int | None] = mapped_column(Integer)
     interconnect: Mapped[str | None] = mapped_column(String(20))
+    # Machines of `gpu_count` GPUs deployed together (1: a single machine); the price and the
+    # hold are for all of them.
+    nodes: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    cluster_interconnect: Mapped[ClusterInterconnect | None] = mapped_column(
+        state_column(ClusterInterconnect, "order_cluster_interconnect")
+    )
+    on_node_lost: Mapped[NodeLostPolicy] = mapped_column(
+        state_column(NodeLostPolicy, "order_on_node_lost"),
+        default=NodeLostPolicy.KEEP,
+        server_default=text("'keep'"),
+    )
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ssh_public_key: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # create attempts so far
@@ -135,7 +151,10 @@ class Attempt(Base):
     # `instance_type`, the column's name.
     sku: Mapped[str] = mapped_column("instance_type", String(128), key="sku")
     gpu_model: Mapped[str] = mapped_column(String(40), default="")
-    gpu_count: Mapped[int] = mapped_column(Integer, default=0)
+    gpu_count: Mapped[int] = mapped_column(Integer, default=0)  # per node
+    nodes: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # A cluster's nodes as its provider last reported them (`machine_view`), while it has some.
+    machines: Mapped[list[dict[str, str | None]] | None] = mapped_column(JSON)
     offer_id: Mapped[str | None] = mapped_column(String(128))
     vm_name: Mapped[str] = mapped_column(String(64))
     tag: Mapped[str] = mapped_column(String(64), default="")
