@@ -17,7 +17,7 @@ from app.providers.base import (
     Unavailable,
     VMState,
 )
-from app.providers.verda import VerdaAdapter, cluster_parse
+from app.providers.verda import cluster_parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.clusters import VerdaClusters
 from app.simulators.control import SimControlSync
@@ -245,19 +245,3 @@ class TestCreateOutcomes:
             await clusters.create_cluster(body(**overrides), where="here")
         assert caught.value.status_code == 400
         assert await created_at_sim(control) == [("rejected", None)]
-
-
-async def test_the_adapter_offers_no_cluster(
-    http: httpx.AsyncClient, verda_url: str, sim_sync: SimControlSync
-) -> None:
-    adapter = VerdaAdapter(
-        http,
-        base_url=f"{verda_url}/v1",
-        client_id=SecretStr("sim-client"),
-        client_secret=SecretStr("sim-secret"),
-        image="ubuntu-24.04-cuda-12.8-open-docker",
-    )
-    sim_sync.stock("verda", *B200, 1)
-    sim_sync.stock("verda", "8B200.240V", "FIN-01", 1)  # the positive control
-    offers = await adapter.fetch_offers()
-    assert [(o.sku, o.region) for o in offers] == [("8B200.240V", "FIN-01")]
