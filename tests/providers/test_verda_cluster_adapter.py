@@ -4,7 +4,7 @@ instances."""
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from typing import Any
 
 import httpx
@@ -189,6 +189,10 @@ class TestVMs:
         )  # fmt: skip
         (shown,) = (await control.get("/_sim/clusters")).json()
         assert shown["shared_volume_size"] == DEFAULT_DISK_GB  # always sent, never 30 TB
+        # The simulator bills the volume at the price the offer gave it (to $0.0001, rounded up).
+        volume = Decimal(shown["price_per_hour"]) - offer.price_per_hour
+        priced = DEFAULT_DISK_GB * offer.disk_price_per_gb_hour
+        assert volume == priced.quantize(Decimal("0.0001"), rounding=ROUND_UP) > 0
 
         ordered = await adapter.get_vm(vm.id)
         assert ordered is not None and (ordered.state, ordered.ip) == (VMState.PENDING, None)
