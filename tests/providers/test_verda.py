@@ -241,7 +241,12 @@ class TestStockReads:
 
     @staticmethod
     def availability_paths(sent: list[httpx.Request]) -> list[str]:
-        return [r.url.path.removeprefix("/verda/v1") for r in sent if "availab" in r.url.path]
+        """The instance stock reads sent (a full read reads the clusters' too: not these)."""
+        return [
+            r.url.path.removeprefix("/verda/v1")
+            for r in sent
+            if "/instance-availability" in r.url.path
+        ]
 
     async def test_a_type_in_stock_somewhere_is_then_found_by_the_full_list(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]

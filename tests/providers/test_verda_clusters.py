@@ -17,7 +17,7 @@ from app.providers.base import (
     Unavailable,
     VMState,
 )
-from app.providers.verda import VerdaAdapter, parse
+from app.providers.verda import cluster_parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.clusters import VerdaClusters
 from app.simulators.control import SimControlSync
@@ -106,12 +106,12 @@ class TestCalls:
     async def test_cluster_types_and_availability(
         self, clusters: VerdaClusters, control: httpx.AsyncClient
     ) -> None:
-        types = parse.cluster_types(await clusters.cluster_types())
+        types = cluster_parse.cluster_types(await clusters.cluster_types())
         assert types["16B200"]["price_per_hour"] == "71.84"
-        assert parse.cluster_availability(await clusters.cluster_availability()) == []
+        assert cluster_parse.cluster_availability(await clusters.cluster_availability()) == []
         await stock(control, *B200, 1)
         await stock(control, "8B200.240V", "FIN-01", 1)  # an instance: not a cluster
-        assert parse.cluster_availability(await clusters.cluster_availability()) == [B200]
+        assert cluster_parse.cluster_availability(await clusters.cluster_availability()) == [B200]
         images = [i["image_type"] for i in await clusters.cluster_images(B200[0])]
         assert IMAGE in images
 
@@ -121,22 +121,22 @@ class TestCalls:
         await stock(control, *B200, 1)
         cluster_id = await clusters.create_cluster(body(), where="16B200 in FIN-01")
         assert await created_at_sim(control) == [("created", cluster_id)]
-        first = parse.cluster(await clusters.cluster(cluster_id))
+        first = cluster_parse.cluster(await clusters.cluster(cluster_id))
         assert first is not None and (first.status, first.login_ip) == ("ordered", None)
 
-        async def running() -> parse.Cluster | None:
-            shown = parse.cluster(await clusters.cluster(cluster_id))
+        async def running() -> cluster_parse.Cluster | None:
+            shown = cluster_parse.cluster(await clusters.cluster(cluster_id))
             return shown if shown is not None and shown.state is VMState.RUNNING else None
 
         up = await eventually(running, clock=sim_clock)
         assert up.login_ip is not None and len(up.nodes) == 2
         assert {n.status for n in up.nodes} == {"running"}
         assert all(n.private_ip for n in up.nodes)
-        assert [c.id for c in parse.clusters(await clusters.clusters())] == [cluster_id]
+        assert [c.id for c in cluster_parse.clusters(await clusters.clusters())] == [cluster_id]
         await clusters.discontinue_cluster(cluster_id)
-        gone = parse.cluster(await clusters.cluster(cluster_id))
+        gone = cluster_parse.cluster(await clusters.cluster(cluster_id))
         assert gone is not None and gone.state is VMState.GONE
-        assert parse.clusters(await clusters.clusters()) == []
+        assert cluster_parse.clusters(await clusters.clusters()) == []
         await clusters.discontinue_cluster(cluster_id)  # already discontinued: fine
         (shown,) = (await control.get("/_sim/clusters")).json()
         assert shown["shared_volume_size"] == 1000
@@ -158,7 +158,7 @@ class TestCalls:
             await clusters.discontinue_cluster(cluster_id)
         assert caught.value.status_code == 400
         await clusters.discontinue_cluster(cluster_id)  # the fault was once: now it goes
-        assert parse.clusters(await clusters.clusters()) == []
+        assert cluster_parse.clusters(await clusters.clusters()) == []
 
     async def test_a_broken_read_is_unavailable(
         self, clusters: VerdaClusters, control: httpx.AsyncClient
@@ -190,7 +190,7 @@ class TestCreateOutcomes:
             await clusters.create_cluster(body(), where="here")
         ((outcome, made),) = await created_at_sim(control)
         assert outcome == "error_after_commit"
-        assert [c.id for c in parse.clusters(await clusters.clusters())] == [made]
+        assert [c.id for c in cluster_parse.clusters(await clusters.clusters())] == [made]
 
     async def test_a_create_that_times_out_is_outcome_unknown_and_made(
         self, http: httpx.AsyncClient, verda_url: str, control: httpx.AsyncClient
@@ -245,19 +245,3 @@ class TestCreateOutcomes:
             await clusters.create_cluster(body(**overrides), where="here")
         assert caught.value.status_code == 400
         assert await created_at_sim(control) == [("rejected", None)]
-
-
-async def test_the_adapter_offers_no_cluster(
-    http: httpx.AsyncClient, verda_url: str, sim_sync: SimControlSync
-) -> None:
-    adapter = VerdaAdapter(
-        http,
-        base_url=f"{verda_url}/v1",
-        client_id=SecretStr("sim-client"),
-        client_secret=SecretStr("sim-secret"),
-        image="ubuntu-24.04-cuda-12.8-open-docker",
-    )
-    sim_sync.stock("verda", *B200, 1)
-    sim_sync.stock("verda", "8B200.240V", "FIN-01", 1)  # the positive control
-    offers = await adapter.fetch_offers()
-    assert [(o.sku, o.region) for o in offers] == [("8B200.240V", "FIN-01")]

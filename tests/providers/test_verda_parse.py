@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from app.core.catalogue import Interconnect, Provider
+from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
 from app.providers.base import Unavailable, VMState
-from app.providers.verda import parse
+from app.providers.verda import cluster_parse, parse
 
 RECORDED = Path(__file__).parent / "verda"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFkkEa055eQN0BuHueKXxmUstrKN6gSW77TuOls8f542"
@@ -104,18 +104,18 @@ def test_the_balance_is_a_decimal() -> None:
 
 
 def test_cluster_types_and_cluster_availability() -> None:
-    types = parse.cluster_types(recorded("cluster_types"))
+    types = cluster_parse.cluster_types(recorded("cluster_types"))
     assert types["16B200"]["price_per_hour"] == "71.84"
     assert types["16B200"]["gpu"]["number_of_gpus"] == 16
-    pairs = parse.cluster_availability(recorded("cluster_availability"))
+    pairs = cluster_parse.cluster_availability(recorded("cluster_availability"))
     assert sorted(pairs) == [("16B200", "FIN-01"), ("16B300", "FIN-03")]
     with pytest.raises(Unavailable, match="/cluster-availability"):
-        parse.cluster_availability({"location_code": "FIN-01"})
+        cluster_parse.cluster_availability({"location_code": "FIN-01"})
 
 
 def test_a_cluster_is_one_object_with_its_nodes_and_its_jump_host() -> None:
-    ordered = parse.cluster_of(recorded("cluster_ordered"), "any")
-    running = parse.cluster_of(recorded("cluster_running"), "any")
+    ordered = cluster_parse.cluster_of(recorded("cluster_ordered"), "any")
+    running = cluster_parse.cluster_of(recorded("cluster_running"), "any")
     assert ordered.id == running.id
     assert (ordered.status, ordered.state, ordered.login_ip) == ("ordered", VMState.PENDING, None)
     assert (running.status, running.state, running.login_ip) == (
@@ -145,18 +145,77 @@ def test_cluster_states_unknown_words_and_odd_shapes() -> None:
         ("error", VMState.FAILED),
         ("reticulating_splines", VMState.UNKNOWN),
     ):
-        found = parse.cluster({**data, "status": status})
+        found = cluster_parse.cluster({**data, "status": status})
         assert found is not None and (found.status, found.state) == (status, state)
-    odd = parse.cluster({**data, "status": None, "worker_nodes": [{"status": "running"}, 7]})
+    nodes = [{"status": "running"}, 7]
+    odd = cluster_parse.cluster({**data, "status": None, "worker_nodes": nodes})
     assert odd is not None and (odd.status, odd.state, odd.nodes) == (
         "unknown",
         VMState.UNKNOWN,
         (),
     )
-    assert parse.cluster({"status": "running"}) is None
-    listed = parse.clusters([data, {"no": "id"}])
+    assert cluster_parse.cluster({"status": "running"}) is None
+    listed = cluster_parse.clusters([data, {"no": "id"}])
     assert [c.id for c in listed] == [data["id"]]
     with pytest.raises(Unavailable):
-        parse.clusters({"id": data["id"]})
+        cluster_parse.clusters({"id": data["id"]})
     with pytest.raises(Unavailable):
-        parse.cluster_of([], "x")
+        cluster_parse.cluster_of([], "x")
+
+
+def test_a_cluster_type_is_an_offer_of_its_nodes_at_the_whole_price() -> None:
+    types = cluster_parse.cluster_types(recorded("cluster_types"))
+    disk = Decimal("0.2") / 730
+    made = cluster_parse.cluster_offer(types["16H200"], "ICE-01", disk)
+    assert made is not None
+    assert (made.sku, made.region, made.gpu_model, made.gpu_count, made.nodes) == (
+        "16H200", "ICE-01", "H200", 8, 2,
+    )  # fmt: skip
+    assert made.price_per_hour == Decimal(types["16H200"]["price_per_hour"])  # the whole's
+    assert (made.interconnect, made.cluster_interconnect) == (
+        Interconnect.SXM,
+        ClusterInterconnect.INFINIBAND,
+    )
+    assert (made.vcpus, made.ram_gb) == (  # per node
+        types["16H200"]["cpu"]["number_of_cores"] // 2,
+        types["16H200"]["memory"]["size_in_gigabytes"] // 2,
+    )
+    assert (made.disk_gb, made.disk_fixed, made.disk_price_per_gb_hour) == (None, False, disk)
+    four = cluster_parse.cluster_offer(types["32B300"], "FIN-03")
+    assert four is not None and (four.gpu_model, four.gpu_count, four.nodes) == ("B300", 8, 4)
+
+
+def test_a_cluster_types_nodes_come_from_its_details_or_its_gpus() -> None:
+    b200 = cluster_parse.cluster_types(recorded("cluster_types"))["16B200"]
+    four_of_four = {**b200, "node_details": ["4x 4 GPU nodes", "400 Gb/s InfiniBand"]}
+    assert cluster_parse.nodes_of(four_of_four) == 4
+    assert cluster_parse.nodes_of({**b200, "node_details": None}) == 2  # 16 GPUs / 8
+    assert cluster_parse.nodes_of({**b200, "node_details": ["lots of nodes"]}) == 2
+    assert cluster_parse.nodes_of({**b200, "node_details": ["3x 8 GPU nodes"]}) == 2  # not 16
+    odd = {**b200, "node_details": [], "gpu": {"number_of_gpus": 12}}
+    assert cluster_parse.nodes_of(odd) is None
+    assert cluster_parse.cluster_offer(odd, "FIN-01") is None
+    voodoo = {
+        **b200,
+        "model": "Voodoo 5",
+        "gpu": {"description": "16x Voodoo 5", "number_of_gpus": 16},
+    }
+    assert cluster_parse.cluster_offer(voodoo, "FIN-01") is None
+    assert cluster_parse.cluster_offer(b200, "FIN-01") is not None  # the control
+
+
+def test_a_cluster_is_a_vm_with_its_nodes_as_machines() -> None:
+    running = cluster_parse.cluster_of(recorded("cluster_running"), "any")
+    made = cluster_parse.cluster_vm(running)
+    assert made.id == f"cluster:{running.id}"
+    assert cluster_parse.cluster_id_of(made.id) == running.id
+    assert cluster_parse.cluster_id_of(running.id) is None  # an instance's id
+    assert (made.state, made.ip, made.sku, made.tags) == (
+        VMState.RUNNING, "203.0.113.1", "16B200", ("ap-order-01jd3xq8w1",),
+    )  # fmt: skip
+    assert [(m.name, m.ip, m.state) for m in made.machines] == [
+        ("ap-01jd3xq8w1-1-node-1", "10.8.1.2", VMState.RUNNING),
+        ("ap-01jd3xq8w1-1-node-2", "10.8.1.3", VMState.RUNNING),
+    ]
+    assert cluster_parse.tag_of("someone else's cluster") is None
+    assert cluster_parse.tag_of(cluster_parse.description("ap-order-x")) == "ap-order-x"

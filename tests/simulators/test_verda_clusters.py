@@ -16,6 +16,9 @@ from tests.waiting import eventually
 IMAGE = "ubuntu-24.04-cuda-13.0-cluster"
 B200 = ("16B200", "FIN-01")  # 2 nodes of 8 B200, $71.84/h for the whole cluster
 PRICE = Decimal("71.84")
+# The 2000 GB shared volume `cluster_body` sizes: $0.20/GB-month over 730 hours, rounded up.
+VOLUME = Decimal("0.5480")
+BILLED = PRICE + VOLUME  # what such a cluster bills per hour
 START = Decimal("10000.00")  # every simulator's balance after a reset
 
 sim, client = in_process(VerdaSimulator, build_app)
@@ -336,7 +339,7 @@ class TestLifecycle:
 
 
 class TestBilling:
-    async def test_a_cluster_bills_its_whole_price_per_hour_from_running(
+    async def test_a_cluster_bills_its_whole_price_and_its_volume_per_hour_from_running(
         self,
         client: httpx.AsyncClient,
         auth: dict[str, str],
@@ -349,11 +352,11 @@ class TestBilling:
         fake_clock.advance(30)
         assert sim.balance == START  # provisioning costs nothing
         fake_clock.advance(30 + 3600)
-        assert sim.balance == START - PRICE  # an hour of running: six 10-minute blocks
+        assert sim.balance == START - BILLED  # an hour of running: six 10-minute blocks
         balance = (await client.get("/_sim/balance")).json()
-        assert balance["hourly_charge"] == "71.84"
+        assert balance["hourly_charge"] == "72.3880"
         (cluster,) = (await client.get("/_sim/clusters")).json()
-        assert cluster["charged"] == "71.840000"
+        assert cluster["charged"] == "72.388000"
 
     async def test_a_discontinued_cluster_stops_billing(
         self, client: httpx.AsyncClient, auth: dict[str, str], fake_clock: FakeClock
@@ -367,10 +370,10 @@ class TestBilling:
         charged = {
             c["id"]: Decimal(c["charged"]) for c in (await client.get("/_sim/clusters")).json()
         }
-        assert charged == {gone: PRICE, kept: 2 * PRICE}  # the one still running kept billing
+        assert charged == {gone: BILLED, kept: 2 * BILLED}  # the one still running kept billing
         balance = (await client.get("/_sim/balance")).json()
-        assert Decimal(balance["balance"]) == START - 3 * PRICE
-        assert balance["hourly_charge"] == "71.84"
+        assert Decimal(balance["balance"]) == START - 3 * BILLED
+        assert balance["hourly_charge"] == str(BILLED)
 
     async def test_a_cluster_verda_ends_stops_billing_and_leaves_the_list(
         self, client: httpx.AsyncClient, auth: dict[str, str]
@@ -378,11 +381,23 @@ class TestBilling:
         await boot_seconds(client, 0)
         await set_stock(client, *B200, 1)
         cluster_id = await create(client, auth)
-        assert (await client.get("/_sim/balance")).json()["hourly_charge"] == "71.84"
+        assert (await client.get("/_sim/balance")).json()["hourly_charge"] == str(BILLED)
         ended = await client.post(f"/_sim/clusters/{cluster_id}/end")
         assert ended.json()["status"] == "discontinued"
         assert (await client.get("/v1/clusters", headers=auth)).json() == []
         assert (await client.get("/_sim/balance")).json()["hourly_charge"] == "0"
+
+    async def test_the_shared_volume_bills_by_its_size_the_sdks_default_too(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await boot_seconds(client, 0)
+        await set_stock(client, *B200, 2)
+        await create(client, auth, shared_volume={"name": "home", "size": 100})
+        await create(client, auth, shared_volume=None)  # Verda's default: 30 TB
+        prices = sorted(
+            Decimal(c["price_per_hour"]) for c in (await client.get("/_sim/clusters")).json()
+        )
+        assert prices == [PRICE + Decimal("0.0274"), PRICE + Decimal("8.2192")]
 
 
 class TestFaultsAndLimits:

@@ -9,6 +9,10 @@ last full list said; a `true` says "somewhere", so the full list is read at once
 said about a (type, location) is stale once a create there has had its answer: reads of other
 types leave it out until a full list read begun after that answer says it again, or a second
 create would go to a unit the first one took.
+
+Instant Clusters (`cluster_side.py`) are offers of `nodes > 1` with a stock read of their own
+(`/cluster-availability`), and VMs whose id is `cluster:<id>`: every method below sends a
+cluster's calls there, so the interface stays the same for both.
 """
 
 import hashlib
@@ -28,6 +32,8 @@ from app.providers.budget import StockRead
 from app.providers.http import Connections
 from app.providers.verda import limits, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
+from app.providers.verda.cluster_parse import cluster_id_of
+from app.providers.verda.cluster_side import ClusterSide
 from app.providers.verda.parse import PROVIDER
 
 logger = logging.getLogger(__name__)
@@ -49,6 +55,7 @@ class VerdaAdapter:
         client_id: SecretStr,
         client_secret: SecretStr,
         image: str,
+        cluster_image: str = "ubuntu-24.04-cuda-13.0-cluster",
         timeout: float = 10.0,
         create_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -64,6 +71,7 @@ class VerdaAdapter:
         )
         self.budget = self._api.http.budget
         self._image = image
+        self._clusters = ClusterSide(self._api, image=cluster_image, clock=clock)
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: dict[str, MachineKey] = {}  # instance type -> its machine
         self._pairs: list[tuple[str, str]] = []  # (type, location) in stock, as last read
@@ -74,13 +82,18 @@ class VerdaAdapter:
         self._disk_price = Decimal(0)  # USD per GB-hour of an OS volume, read with the types
 
     def __repr__(self) -> str:
-        return f"VerdaAdapter(base_url={self._api.http.base_url!r}, image={self._image!r})"
+        return (
+            f"VerdaAdapter(base_url={self._api.http.base_url!r}, image={self._image!r}, "
+            f"cluster_image={self._clusters.image!r})"
+        )
 
     # --- offers ----------------------------------------------------------------------------
 
     async def refresh_prices(self) -> dict[str, dict[str, Any]]:
-        """Read `/instance-types` and `/volume-types` (public, prices in USD) now and cache them."""
+        """Read `/instance-types`, `/cluster-types` and `/volume-types` (public, prices in USD)
+        now and cache them."""
         types = parse.instance_types(await self._api.instance_types())
+        await self._clusters.refresh_types()
         disk_price = parse.os_volume_price(await self._api.volume_types())
         if disk_price is None:  # an OS volume we cannot price is one we cannot sell
             raise Unavailable(PROVIDER, "/volume-types has no NVMe price in USD")
@@ -94,19 +107,26 @@ class VerdaAdapter:
         return self._types
 
     def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
-        """The full list, and the availability of each type that is one of `machines`."""
+        """The full list and the availability of each type that is one of `machines`, and the
+        clusters' when a cluster type is one of them (only theirs when no machine is single)."""
         wanted = set(machines)
+        clusters = [limits.CLUSTER_READ] if self._clusters.wanted(wanted) else []
+        if clusters and all(machine.nodes > 1 for machine in wanted):
+            return clusters
         types = sorted(sku for sku, machine in self._machines.items() if machine in wanted)
-        return [limits.FULL_READ, *(limits.type_read(sku) for sku in types)]
+        return [limits.FULL_READ, *(limits.type_read(sku) for sku in types), *clusters]
 
     async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
-        """On-demand stock now, priced from the cached types: the full list, or (with
-        `machines`) whichever read the budget lets go first (see the module docstring)."""
+        """On-demand stock now, priced from the cached types: the full list and the clusters',
+        or (with `machines`) whichever read the budget lets go first (see the module docstring).
+        Instances and clusters are each as their last read found them."""
         types = await self.refresh_prices() if self._age() > PRICE_MAX_AGE else self._types
         read = limits.FULL_READ
         if machines:
             _, read = self.budget.soonest(self.stock_reads(machines))
-        if read != limits.FULL_READ:
+        if read == limits.CLUSTER_READ:
+            await self._clusters.read_stock()
+        elif read != limits.FULL_READ:
             sku = next(s for s in self._machines if limits.type_read(s) == read)
             if not await self._api.type_availability(sku):
                 self._pairs = [pair for pair in self._pairs if pair[0] != sku]
@@ -119,7 +139,9 @@ class VerdaAdapter:
                 await self._read_full_list()
         else:
             await self._read_full_list()
-        missing = any(sku not in types for sku, _ in self._pairs)
+            if not machines:  # the full read (stock history) sees the clusters too
+                await self._clusters.read_stock()
+        missing = any(sku not in types for sku, _ in self._pairs) or self._clusters.missing_types()
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list
         return self._offers(types)
@@ -143,7 +165,7 @@ class VerdaAdapter:
                 logger.debug("verda: no offer for %s in %s", sku, region)
                 continue
             offers.append(made)
-        return offers
+        return [*offers, *self._clusters.offers(self._disk_price)]
 
     def _age(self) -> float:
         return float("inf") if self._types_at is None else time.monotonic() - self._types_at
@@ -159,7 +181,13 @@ class VerdaAdapter:
         ssh_public_key: str | None,
         disk_gb: int | None = None,
     ) -> VM:
-        """`POST /v1/instances`; Verda answers 202 with the bare instance id."""
+        """`POST /v1/instances` (Verda answers 202 with the bare instance id), or for a cluster
+        (`offer.nodes > 1`) `POST /v1/clusters`, its shared volume sized by `disk_gb`."""
+        if offer.nodes > 1:
+            keys = [await self._ssh_key_id(ssh_public_key)] if ssh_public_key else []
+            return await self._clusters.create(
+                offer, name=name, tag=tag, ssh_key_ids=keys, disk_gb=disk_gb
+            )
         body: dict[str, Any] = {
             "instance_type": offer.sku,
             "image": self._image,
@@ -194,23 +222,37 @@ class VerdaAdapter:
         )
 
     async def get_vm(self, vm_id: str) -> VM | None:
-        """`GET /v1/instances/{id}`; None when Verda does not know the id."""
+        """`GET /v1/instances/{id}` (`/v1/clusters/{id}` for a cluster's); None when Verda does
+        not know the id."""
+        cluster_id = cluster_id_of(vm_id)
+        if cluster_id is not None:
+            return await self._clusters.get(cluster_id)
         body = await self._api.instance(vm_id)
         return None if body is None else parse.instance(body, vm_id)
 
     async def find_vms(
         self, *, name: str, tag: str, offer: Offer, not_before: datetime
     ) -> list[VM]:
-        """Instances carrying our tag (exact match on Verda's side) and our hostname."""
+        """Instances carrying our tag (exact match on Verda's side) and our hostname; for a
+        cluster's offer, clusters with our hostname and our tag in their description."""
+        if offer.nodes > 1:
+            return await self._clusters.find(name=name, tag=tag)
         found = parse.instances(await self._api.instances(f"{parse.TAG_KEY}={tag}"))
         return [v for v in found if v.name == name and tag in v.tags]
 
     async def list_vms(self) -> list[VM]:
-        """Every instance carrying our tag key, whatever its value."""
-        return parse.instances(await self._api.instances(parse.TAG_KEY))
+        """Every instance carrying our tag key, whatever its value, and every cluster described
+        as ours. Either listing failing fails the whole: half a list must never look whole."""
+        instances = parse.instances(await self._api.instances(parse.TAG_KEY))
+        return [*instances, *await self._clusters.list()]
 
     async def delete_vm(self, vm_id: str) -> None:
-        """Delete for good (OS volume too); gone already is fine, still booting is retry-later."""
+        """Delete for good (OS volume too), or discontinue a cluster; gone already is fine,
+        still booting is retry-later."""
+        cluster_id = cluster_id_of(vm_id)
+        if cluster_id is not None:
+            await self._clusters.delete(cluster_id)
+            return
         try:
             await self._api.delete_instance(vm_id)
         except DeleteRefused as refused:

@@ -1,9 +1,9 @@
 """Verda's Instant Clusters over a `VerdaClient`: a cluster (`16B200`: two nodes of 8 B200 on
 InfiniBand, behind a jump host) is one provider object, made by one create, known by one id and
-ended by one discontinue. Each call answers Verda's JSON (`parse.cluster` and friends type it)
-or raises the same typed outcomes as the instance calls.
+ended by one discontinue. Each call answers Verda's JSON (`cluster_parse.cluster` and friends
+type it) or raises the same typed outcomes as the instance calls.
 
-Not used by the adapter yet: no cluster is offered to an order.
+The adapter offers, creates, follows and ends clusters through them (`cluster_side.py`).
 """
 
 from typing import Any

@@ -25,6 +25,9 @@ RATE_LIMITS = (
     RateLimit(120, 60, "GET /v1/instances", only(*INSTANCES)),
 )
 FULL_READ: StockRead = (("GET", "/instance-availability"),)
+# Instant Clusters' stock: every cluster type in every location, a path (a bucket) of its own.
+CLUSTER_READ: StockRead = (("GET", "/cluster-availability"),)
+STOCK_PATHS = frozenset({"instance-availability", "cluster-availability"})
 
 
 def type_read(instance_type: str) -> StockRead:
@@ -33,8 +36,10 @@ def type_read(instance_type: str) -> StockRead:
 
 
 def is_stock_read(method: str, path: str) -> bool:
-    """Whether a request is part of a stock read (the full list, or one type's)."""
-    return method == "GET" and path.split("/")[1:2] == ["instance-availability"]
+    """Whether a request is part of a stock read (the full list or one type's, of instances or
+    of clusters)."""
+    first = path.split("/")[1:2]  # "/cluster-availability/16B200" -> ["cluster-availability"]
+    return method == "GET" and bool(first) and first[0] in STOCK_PATHS
 
 
 PUBLISHED = Published(RATE_LIMITS, CREATE, is_stock_read)

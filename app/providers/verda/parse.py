@@ -1,11 +1,10 @@
-"""Verda's JSON (instance types, availability, instances, keys, balance, clusters) turned into
+"""Verda's JSON (instance types, availability, instances, keys, balance) turned into
 the service's types: pure functions, no I/O. An answer whose shape is unusable is `Unavailable`."""
 
 import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -50,13 +49,13 @@ _MODELS = {
     "MI300X": "MI300X",
 }
 _SXM_MODELS = frozenset({"B300", "B200", "GB300", "GB200"})
-_PCIE_MODELS = frozenset(
+PCIE_MODELS = frozenset(
     {"L40S", "L40", "A40", "RTX-PRO-6000", "RTX-6000-ADA", "RTX-A6000", "RTX-A5000", "RTX-A4000"}
 )
 _SXM_SKU = re.compile(r"\.\d+S\.")  # `1H100.80S.30V`: the S after the memory size is SXM
 _FORM_FACTOR = re.compile(r"^(SXM\d*|PCIE|NVL|HGX)$", re.IGNORECASE)
 
-_STATES = {
+STATES = {
     "new": VMState.PENDING,
     "ordered": VMState.PENDING,
     "validating": VMState.PENDING,
@@ -76,13 +75,15 @@ def _key(text: str) -> str:
     return re.sub(r"[^A-Z0-9]", "", text.upper())
 
 
-def _int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
+    """An integer from JSON (not a bool), or None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` if it is an object, else an empty one."""
     return value if isinstance(value, dict) else {}
 
 
@@ -106,11 +107,11 @@ def gpu_model(model: Any, description: Any, count: int, total_memory: int | None
 def interconnect(sku: str, model: str, data: dict[str, Any]) -> Interconnect | None:
     """SXM for SXM types (named so, `.80S.`-style names, HGX Blackwell); PCIe for PCIe cards."""
     names = " ".join(
-        str(v) for v in (data.get("name"), _dict(data.get("gpu")).get("description")) if v
+        str(v) for v in (data.get("name"), as_dict(data.get("gpu")).get("description")) if v
     )
     if model in _SXM_MODELS or _SXM_SKU.search(sku) or "SXM" in names.upper():
         return Interconnect.SXM
-    if model in _PCIE_MODELS:
+    if model in PCIE_MODELS:
         return Interconnect.PCIE
     return None
 
@@ -121,7 +122,7 @@ def os_volume_price(body: Any) -> Decimal | None:
         raise Unavailable(PROVIDER, "/volume-types did not answer a list")
     for entry in body:
         if isinstance(entry, dict) and entry.get("type") == OS_VOLUME_TYPE:
-            price = _dict(entry.get("price"))
+            price = as_dict(entry.get("price"))
             per_month = wire_decimal(price.get("price_per_month_per_gb"))
             if per_month is None or per_month < 0 or str(price.get("currency", "usd")) != "usd":
                 return None
@@ -137,15 +138,15 @@ def offer(
     `disk_price_per_gb_hour` prices the OS volume of types whose disk is sized at deploy time.
     """
     sku = data.get("instance_type")
-    gpu = _dict(data.get("gpu"))
-    count = _int(gpu.get("number_of_gpus"))
+    gpu = as_dict(data.get("gpu"))
+    count = as_int(gpu.get("number_of_gpus"))
     if not isinstance(sku, str) or not count or count < 1:
         return None
     model = gpu_model(
         data.get("model"),
         gpu.get("description"),
         count,
-        _int(_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
+        as_int(as_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
     )
     price = wire_decimal(data.get("price_per_hour"))
     currency = str(data.get("currency") or "usd").lower()
@@ -159,7 +160,7 @@ def offer(
             currency,
         )
         return None
-    disk = _int(_dict(data.get("storage")).get("size_in_gigabytes"))
+    disk = as_int(as_dict(data.get("storage")).get("size_in_gigabytes"))
     return Offer(
         provider=PROVIDER,
         region=region,
@@ -168,8 +169,8 @@ def offer(
         gpu_count=count,
         price_per_hour=price,
         interconnect=interconnect(sku, model, data),
-        vcpus=_int(_dict(data.get("cpu")).get("number_of_cores")),
-        ram_gb=_int(_dict(data.get("memory")).get("size_in_gigabytes")),
+        vcpus=as_int(as_dict(data.get("cpu")).get("number_of_cores")),
+        ram_gb=as_int(as_dict(data.get("memory")).get("size_in_gigabytes")),
         disk_gb=disk,
         disk_fixed=disk is not None,  # else Verda sizes the OS volume at deploy time
         disk_price_per_gb_hour=Decimal(0) if disk is not None else disk_price_per_gb_hour,
@@ -185,22 +186,24 @@ def vm(data: Any) -> VM | None:
     return VM(
         provider=PROVIDER,
         id=data["id"],
-        state=_STATES.get(status, VMState.UNKNOWN),
+        state=STATES.get(status, VMState.UNKNOWN),
         provider_status=status,
-        name=_str(data.get("hostname")),
-        region=_str(data.get("location")),
-        sku=_str(data.get("instance_type")),
-        ip=_str(data.get("ip")),
-        created_at=_time(data.get("created_at")),
+        name=nonempty_str(data.get("hostname")),
+        region=nonempty_str(data.get("location")),
+        sku=nonempty_str(data.get("instance_type")),
+        ip=nonempty_str(data.get("ip")),
+        created_at=timestamp(data.get("created_at")),
         tags=_tags(data.get("tags")),
     )
 
 
-def _str(value: Any) -> str | None:
+def nonempty_str(value: Any) -> str | None:
+    """`value` if it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None
 
 
-def _time(value: Any) -> datetime | None:
+def timestamp(value: Any) -> datetime | None:
+    """Verda's ISO 8601 time (`Z` or an offset), or None if it is not one."""
     if not isinstance(value, str):
         return None
     try:
@@ -266,12 +269,12 @@ def availability(body: Any, path: str = "/instance-availability") -> list[tuple[
         (sku, loc["location_code"])
         for loc in body
         if isinstance(loc, dict) and isinstance(loc.get("location_code"), str)
-        for sku in _list(loc.get("availabilities"))
+        for sku in as_list(loc.get("availabilities"))
         if isinstance(sku, str)
     ]
 
 
-def _one(read: Callable[[Any], T | None], body: Any, what: str) -> T:
+def one(read: Callable[[Any], T | None], body: Any, what: str) -> T:
     """One object's answer read by `read`; an answer it cannot read is a failed read."""
     found = read(body)
     if found is None:
@@ -279,7 +282,7 @@ def _one(read: Callable[[Any], T | None], body: Any, what: str) -> T:
     return found
 
 
-def _many(read: Callable[[Any], T | None], body: Any, path: str) -> list[T]:
+def many(read: Callable[[Any], T | None], body: Any, path: str) -> list[T]:
     """A list's answer read entry by entry by `read`, entries without an id left out."""
     if not isinstance(body, list):
         raise Unavailable(PROVIDER, f"{path} did not answer a list")
@@ -288,12 +291,12 @@ def _many(read: Callable[[Any], T | None], body: Any, path: str) -> list[T]:
 
 def instance(body: Any, vm_id: str) -> VM:
     """`GET /instances/{id}` -> the VM."""
-    return _one(vm, body, f"instance {vm_id}")
+    return one(vm, body, f"instance {vm_id}")
 
 
 def instances(body: Any) -> list[VM]:
     """`GET /instances` -> its VMs (entries without an id left out)."""
-    return _many(vm, body, "/instances")
+    return many(vm, body, "/instances")
 
 
 def ssh_key_id(body: Any, public_key: str) -> str | None:
@@ -326,7 +329,7 @@ def balance(body: Any) -> Decimal:
 
 def image_match(body: Any, image: str) -> str | None:
     """`GET /images` -> how it lists `image` ("image type" or "id"), or None if it does not."""
-    for row in _list(body):
+    for row in as_list(body):
         if isinstance(row, dict) and row.get("image_type") == image:
             return "image type"
         if isinstance(row, dict) and row.get("id") == image:
@@ -334,92 +337,6 @@ def image_match(body: Any, image: str) -> str | None:
     return None
 
 
-def _list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
+    """`value` if it is a list, else an empty one."""
     return value if isinstance(value, list) else []
-
-
-# --- Instant Clusters ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClusterNode:
-    """One worker node of a cluster: reachable at its private address, through the jump host."""
-
-    id: str
-    hostname: str | None
-    private_ip: str | None
-    status: str  # Verda's word, as given
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """A Verda cluster as one object: its status, its worker nodes and its jump host's IP."""
-
-    id: str
-    status: str  # Verda's word, as given (`ordered`, `provisioning`, `running`, ...)
-    state: VMState  # what that word means, as for an instance (`discontinued` is GONE)
-    hostname: str | None
-    location: str | None
-    cluster_type: str | None
-    created_at: datetime | None
-    login_ip: str | None  # the jump host's public IP (`ip`): the only way in; None until up
-    nodes: tuple[ClusterNode, ...]
-
-
-def cluster_types(body: Any) -> dict[str, dict[str, Any]]:
-    """`GET /cluster-types` -> each cluster type's object by its name (`16B200`)."""
-    if not isinstance(body, list):
-        raise Unavailable(PROVIDER, "/cluster-types did not answer a list")
-    return {
-        t["cluster_type"]: t
-        for t in body
-        if isinstance(t, dict) and isinstance(t.get("cluster_type"), str)
-    }
-
-
-def cluster_availability(body: Any) -> list[tuple[str, str]]:
-    """`GET /cluster-availability` -> (cluster type, location) pairs in stock."""
-    return availability(body, "/cluster-availability")
-
-
-def cluster(data: Any) -> Cluster | None:
-    """A `Cluster` from Verda's cluster object; None if it lacks an id. Nodes without an id are
-    left out."""
-    if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
-        return None
-    nodes = tuple(
-        ClusterNode(
-            id=node["id"],
-            hostname=_str(node.get("hostname")),
-            private_ip=_str(node.get("private_ip")),
-            status=_status(node.get("status")),
-        )
-        for node in _list(data.get("worker_nodes"))
-        if isinstance(node, dict) and isinstance(node.get("id"), str) and node["id"]
-    )
-    status = _status(data.get("status"))
-    return Cluster(
-        id=data["id"],
-        status=status,
-        state=_STATES.get(status, VMState.UNKNOWN),
-        hostname=_str(data.get("hostname")),
-        location=_str(data.get("location")),
-        cluster_type=_str(data.get("cluster_type")),
-        created_at=_time(data.get("created_at")),
-        login_ip=_str(data.get("ip")),
-        nodes=nodes,
-    )
-
-
-def cluster_of(body: Any, cluster_id: str) -> Cluster:
-    """`GET /clusters/{id}` -> the cluster."""
-    return _one(cluster, body, f"cluster {cluster_id}")
-
-
-def clusters(body: Any) -> list[Cluster]:
-    """`GET /clusters` -> its clusters (entries without an id left out)."""
-    return _many(cluster, body, "/clusters")
-
-
-def _status(value: Any) -> str:
-    return value if isinstance(value, str) and value else "unknown"

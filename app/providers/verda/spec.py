@@ -16,7 +16,7 @@ from app.settings import ProviderSettings
 
 
 class VerdaSettings(ProviderSettings):
-    """`AUTOPROVISION_VERDA_*`: where Verda's API is, our OAuth2 client, the image, the period."""
+    """`AUTOPROVISION_VERDA_*`: where Verda's API is, our OAuth2 client, the images, the period."""
 
     model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_VERDA_")
     credential_fields = ("client_id", "client_secret")
@@ -30,6 +30,10 @@ class VerdaSettings(ProviderSettings):
     )
     image: str = Field(
         default="ubuntu-24.04-cuda-12.8-open-docker", description="OS image Verda VMs boot."
+    )
+    cluster_image: str = Field(
+        default="ubuntu-24.04-cuda-13.0-cluster",
+        description="OS image Verda Instant Clusters boot (one of `GET /v1/images/cluster`).",
     )
     # One full-list read a period: 48 a minute against its path's 60.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
@@ -59,6 +63,7 @@ def build_adapter(
         client_id=settings.client_id,
         client_secret=settings.client_secret,
         image=settings.image,
+        cluster_image=settings.cluster_image,
         timeout=timeouts.read,
         create_timeout=timeouts.create,
     )

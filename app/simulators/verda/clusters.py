@@ -2,6 +2,7 @@
 `/v1/clusters` (deploy, list, get, discontinue), in the shapes the official SDK reads
 (`verda.clusters`, `verda.cluster_types`). Plus `/_sim/clusters` to look at them."""
 
+from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from starlette.requests import Request
@@ -16,7 +17,12 @@ from app.simulators.verda.cluster_catalog import (
     DEFAULT_SHARED_VOLUME_GB,
     SHARED_VOLUME_MOUNT,
 )
-from app.simulators.verda.simulator import VerdaSimulator, error, iso_time
+from app.simulators.verda.simulator import (
+    VOLUME_PRICE_PER_GB_HOUR,
+    VerdaSimulator,
+    error,
+    iso_time,
+)
 from app.simulators.verda.wire import (
     authed,
     create,
@@ -31,6 +37,12 @@ from app.simulators.vms import SimVM
 REQUIRED_CREATE_FIELDS = ("cluster_type", "image", "hostname", "location_code")
 CONTRACTS = frozenset({"PAY_AS_YOU_GO", "LONG_TERM", "SPOT"})
 UNKNOWN_ID = "Invalid cluster id"
+
+
+def shared_volume_price(size_gb: int) -> Decimal:
+    """What a shared volume of `size_gb` bills per hour: the NVMe price per GB-month over 730
+    hours, rounded up to $0.0001 as verda-cli works out a volume's hourly price."""
+    return (VOLUME_PRICE_PER_GB_HOUR * size_gb).quantize(Decimal("0.0001"), rounding=ROUND_UP)
 
 
 def cluster_json(sim: VerdaSimulator, cluster: SimVM) -> dict[str, Any]:
@@ -154,6 +166,11 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         keys = body.get("ssh_key_ids") or []
         volume = body.get("shared_volume") or {}
         size = volume.get("size")  # what the create sent: the SDK always sends one
+        # The shared volume bills with the cluster (from running to discontinued), on top of
+        # the cluster type's price: a guess at Verda's billing (it is an NVMe volume).
+        cluster.price_per_hour = cluster.entry.price_per_hour + shared_volume_price(
+            size or DEFAULT_SHARED_VOLUME_GB
+        )
         cluster.details.update(
             description=body.get("description") or "",
             image=CLUSTER_IMAGES_BY_KEY[body["image"]]["image_type"],

@@ -1,0 +1,159 @@
+"""The Verda adapter's Instant Clusters: offers from the cluster types x `/cluster-availability`,
+and each cluster as one VM whose id is `cluster:<Verda's cluster id>`.
+
+A cluster's stock is its own read (`limits.CLUSTER_READ`): what it last found stays offered
+while instance reads come and go, and the reverse. As for instances, a (cluster type, location)
+a create has been answered for is left out until a cluster read begun after that answer says
+it again: until then the unit the create took could be offered to a second create.
+"""
+
+import math
+import time
+from collections.abc import Callable, Collection
+from decimal import Decimal
+from typing import Any
+
+from app.core.market import disk_size_gb
+from app.providers.base import VM, MachineKey, Offer, Rejected, Unavailable, VMState
+from app.providers.verda import cluster_parse
+from app.providers.verda.client import DeleteRefused, VerdaClient
+from app.providers.verda.clusters import VerdaClusters
+from app.providers.verda.parse import PROVIDER
+
+
+class ClusterSide:
+    """Cluster types, stock and VMs, sent through the adapter's `VerdaClient`."""
+
+    def __init__(
+        self, api: VerdaClient, *, image: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._calls = VerdaClusters(api)
+        self._image = image
+        self._clock = clock
+        self._types: dict[str, dict[str, Any]] = {}
+        self._machines: frozenset[MachineKey] = frozenset()  # what the cluster types are
+        self._pairs: list[tuple[str, str]] = []  # (cluster type, location) in stock, as last read
+        self._read_at = -math.inf  # when the last cluster availability read was sent
+        self._created_at: dict[tuple[str, str], float] = {}  # pair -> its create answered
+
+    def __repr__(self) -> str:
+        return f"ClusterSide(image={self._image!r})"
+
+    @property
+    def image(self) -> str:
+        """The image cluster creates boot (a cluster image type or id)."""
+        return self._image
+
+    # --- offers ----------------------------------------------------------------------------
+
+    async def refresh_types(self) -> None:
+        """Read `/cluster-types` (public, the whole cluster's price in USD) and cache them."""
+        types = cluster_parse.cluster_types(await self._calls.cluster_types())
+        made = (cluster_parse.cluster_offer(data, "") for data in types.values())
+        self._types = types
+        self._machines = frozenset(offer.machine for offer in made if offer is not None)
+
+    def wanted(self, machines: Collection[MachineKey]) -> bool:
+        """Whether some cluster type is one of `machines`."""
+        return not self._machines.isdisjoint(machines)
+
+    def missing_types(self) -> bool:
+        """Whether the last read found a cluster type the cached types do not have."""
+        return any(sku not in self._types for sku, _ in self._pairs)
+
+    async def read_stock(self) -> None:
+        """`GET /cluster-availability`: what is in stock now, for `offers`."""
+        started = self._clock()
+        self._pairs = cluster_parse.cluster_availability(await self._calls.cluster_availability())
+        self._read_at = started
+        self._created_at = {k: at for k, at in self._created_at.items() if at >= started}
+
+    def offers(self, disk_price_per_gb_hour: Decimal) -> list[Offer]:
+        """The clusters the last read found, less those a create has been answered for since;
+        `disk_price_per_gb_hour` prices the shared volume (an NVMe volume)."""
+        offers = []
+        for sku, region in self._pairs:
+            if self._created_at.get((sku, region), -math.inf) >= self._read_at:
+                continue
+            data = self._types.get(sku)
+            made = (
+                None
+                if data is None
+                else cluster_parse.cluster_offer(data, region, disk_price_per_gb_hour)
+            )
+            if made is not None:
+                offers.append(made)
+        return offers
+
+    # --- VMs -------------------------------------------------------------------------------
+
+    async def create(
+        self, offer: Offer, *, name: str, tag: str, ssh_key_ids: list[str], disk_gb: int | None
+    ) -> VM:
+        """`POST /clusters` with the body the SDK sends, the shared volume always sized (the
+        SDK's default is 30 TB, billed)."""
+        body: dict[str, Any] = {
+            "hostname": name,
+            "cluster_type": offer.sku,
+            "image": self._image,
+            "description": cluster_parse.description(tag),
+            "location_code": offer.region,
+            "contract": "PAY_AS_YOU_GO",
+            "ssh_key_ids": ssh_key_ids,
+            "shared_volume": {"name": f"{name}-shared", "size": disk_size_gb(disk_gb)},
+        }
+        try:
+            cluster_id = await self._calls.create_cluster(
+                body, where=f"create {offer.sku} in {offer.region}"
+            )
+        finally:  # answered or not, the unit may be gone: only a later cluster read says
+            self._created_at[(offer.sku, offer.region)] = self._clock()
+        return VM(
+            provider=PROVIDER,
+            id=cluster_parse.cluster_vm_id(cluster_id),
+            state=VMState.PENDING,
+            provider_status="ordered",
+            name=name,
+            region=offer.region,
+            sku=offer.sku,
+            tags=(tag,),
+        )
+
+    async def get(self, cluster_id: str) -> VM | None:
+        """`GET /clusters/{id}` as a VM; None when Verda does not know the id."""
+        body = await self._calls.cluster(cluster_id)
+        if body is None:
+            return None
+        return cluster_parse.cluster_vm(cluster_parse.cluster_of(body, cluster_id))
+
+    async def find(self, *, name: str, tag: str) -> list[VM]:
+        """Our clusters with this hostname and this tag in their description."""
+        return [vm for vm in await self.list() if vm.name == name and tag in vm.tags]
+
+    async def list(self) -> list[VM]:
+        """Every cluster not discontinued whose description we wrote (`autoprovision <tag>`)."""
+        found = cluster_parse.clusters(await self._calls.clusters())
+        return [
+            cluster_parse.cluster_vm(c)
+            for c in found
+            if cluster_parse.tag_of(c.description) is not None
+        ]
+
+    async def delete(self, cluster_id: str) -> None:
+        """Discontinue; gone already is fine, still being made is retry-later."""
+        try:
+            await self._calls.discontinue_cluster(cluster_id)
+        except DeleteRefused as refused:
+            current = await self.get(cluster_id)
+            if current is None or current.state in (VMState.GONE, VMState.DELETING):
+                return
+            if current.state is VMState.PENDING:
+                still = current.provider_status
+                raise Unavailable(
+                    PROVIDER, f"cluster {cluster_id} is still {still}: delete later"
+                ) from refused
+            raise Rejected(
+                PROVIDER,
+                f"discontinue of cluster {cluster_id} ({current.provider_status}) refused",
+                status_code=refused.status_code,
+            ) from refused
