@@ -577,6 +577,8 @@ EVENT_TYPES = {
     "cost in all, the unused part refunded",
     "order.lost": "the provider ended the machine by itself (gone, failed or suspended); "
     "billing stopped when it was seen",
+    "order.node_lost": "the provider lost a node of the order's cluster: `data.machines` shows "
+    "each node's state; the rest runs on (or is terminated, with `on_node_lost: terminate`)",
     "order.note": "any other line of the order's timeline: it still waits or deploys (no "
     "capacity this time, above your price, short of funds, a rate limit...); `kind` says which",
     "account.credited": "a top-up was credited to the account",

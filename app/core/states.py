@@ -89,6 +89,7 @@ class TerminateReason(StrEnum):
     UNPAID = "unpaid"  # a billing hour was not paid within the grace
     MAX_RUNTIME = "max_runtime"  # it ran as long as the order allowed
     MAX_TOTAL = "max_total"  # the next hour would have taken it past the order's total
+    NODE_LOST = "node_lost"  # its provider lost a node of the cluster (`on_node_lost: terminate`)
 
 
 class NodeLostPolicy(StrEnum):
@@ -135,6 +136,7 @@ class OrderEventKind(StrEnum):
     DELETE_RETRY = "delete_retry"  # the provider did not take the delete yet: tried again later
     TERMINATED = "terminated"
     LOST = "lost"
+    NODE_LOST = "node_lost"  # the provider lost a node of a cluster that still runs
 
 
 # The event stream's type of a timeline line; every other kind is an `order.note` (the order
@@ -150,6 +152,7 @@ ORDER_EVENT_TYPES: Mapping[OrderEventKind, str] = {
     OrderEventKind.TERMINATING: "order.terminating",
     OrderEventKind.TERMINATED: "order.terminated",
     OrderEventKind.LOST: "order.lost",
+    OrderEventKind.NODE_LOST: "order.node_lost",
 }
 ORDER_NOTE = "order.note"
 
@@ -255,6 +258,7 @@ class WebhookEventType(StrEnum):
     ORDER_TERMINATING = "order.terminating"
     ORDER_TERMINATED = "order.terminated"
     ORDER_LOST = "order.lost"
+    ORDER_NODE_LOST = "order.node_lost"
     ACCOUNT_LOW_BALANCE = "account.low_balance"
 
 

@@ -42,6 +42,7 @@ WHY = {
     TerminateReason.UNPAID: "a billing hour was not paid within the grace",
     TerminateReason.MAX_RUNTIME: "its max runtime was reached",
     TerminateReason.MAX_TOTAL: "the next hour would take it past its max total",
+    TerminateReason.NODE_LOST: "its provider lost a node of the cluster",
 }
 MAX_RACES = 5  # a terminate that keeps losing compare-and-sets to the watcher gives up (a bug)
 

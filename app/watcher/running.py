@@ -13,7 +13,7 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
-from app.services import attempts, terminations
+from app.services import attempts, cluster_nodes, terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
 
@@ -67,6 +67,8 @@ class RunningWatch:
         if vm is None:  # not in the list: a list may lag, the VM's own answer does not
             vm = await adapter.get_vm(attempt.provider_vm_id)
         if vm is not None and vm.state not in ENDED:
+            if vm.machines:
+                await self._nodes(attempt, vm)
             return
         reported = "not found" if vm is None else vm.provider_status
         async with session_scope(self.sessionmaker) as session:
@@ -77,3 +79,18 @@ class RunningWatch:
             log.warning("%s ended VM %s (%s)", adapter.provider, attempt.provider_vm_id, reported)
             if vm is not None and vm.state in STILL_THERE:
                 await adapter.delete_vm(vm.id)  # best effort: the reconciler deletes it too
+
+    async def _nodes(self, attempt: Attempt, vm: VM) -> None:
+        """A cluster that runs: its nodes as reported, and what a lost one does."""
+        async with session_scope(self.sessionmaker) as session:
+            lost = await cluster_nodes.note_machines(
+                session, attempt_id=attempt.id, vm=vm, now=self.clock()
+            )
+        if lost is not None:
+            log.warning(
+                "%s lost nodes %s of %s's cluster%s",
+                attempt.provider,
+                ", ".join(lost.lost),
+                lost.order_id,
+                ": terminating it" if lost.terminating else "",
+            )

@@ -49,6 +49,8 @@ def sentence(
     order_id = escape(order["id"])
     who = link(f"{escape(order['name'])} ({order_id})" if order.get("name") else order_id)
     wanted = f"{order['gpu_count']}x {order['gpu_model']}"
+    if (order.get("nodes") or 1) > 1:
+        wanted = f"{order['nodes']} nodes of {wanted}"
     ceiling = f"up to {_usd(order['max_price_per_hour'])}/h"
     deployment = order.get("deployment") or {}
     where = ""
@@ -61,6 +63,8 @@ def sentence(
             return f"Order {who} deployed: {wanted} on {where} at {price}; it is starting."
         case "order.running":
             ip = deployment.get("ip") or "no address yet"
+            if order.get("login_ip"):
+                ip = f"{ip} (its login node)"
             return f"Order {who} is running: {wanted} on {where} at {ip}, {price}."
         case "order.cancelled":
             return f"Order {who} ({wanted}, {ceiling}) was cancelled."
@@ -82,6 +86,13 @@ def sentence(
                 f"Order {who} lost its machine ({wanted}{_on(where)}): the provider ended it; "
                 f"billing stopped, {charged} in all."
             )
+        case "order.node_lost":
+            left = sum(1 for m in order.get("machines") or [] if m.get("state") == "running")
+            return f"Order {who} ({wanted}{_on(where)}) lost a node: {left} still running; " + (
+                "terminating the rest."
+                if order.get("on_node_lost") == "terminate"
+                else "terminate it to end them all."
+            )
     return f"Order {who} ({wanted}): {escape(str(event['type']))}."
 
 
@@ -91,6 +102,7 @@ ENDED_BECAUSE = {
     "unpaid": "a billing hour was not paid in time",
     "max_runtime": "its max runtime was reached",
     "max_total": "its max total was reached",
+    "node_lost": "its provider lost a node of the cluster",
 }
 
 

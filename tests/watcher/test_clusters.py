@@ -13,6 +13,7 @@ import pytest
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
+from tests.waiting import eventually
 from tests.watcher.orders import events, order, place, reaches
 
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200: $54.24/h
@@ -22,8 +23,11 @@ CLUSTER_PATHS = ("/v1/clusters",)
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """Real-length billing hours: a cluster terminated within seconds used one block."""
-    return settings.model_copy(update={"billing_hour_seconds": 3600.0})
+    """Real-length billing hours (a cluster terminated within seconds used one block); running
+    machines read every 0.2 s."""
+    return settings.model_copy(
+        update={"billing_hour_seconds": 3600.0, "running_check_seconds": 0.2}
+    )
 
 
 def h200(**overrides: Any) -> dict[str, Any]:
@@ -112,6 +116,62 @@ class TestVerdaInstantCluster:
         deployed = await reaches(client, handle, cluster_order, "running", seconds=10)
         assert deployed["deployment"]["instance_type"] == "16H200"
         assert len(await cluster_creates(sim)) == 1
+
+
+async def running_cluster(
+    client: httpx.AsyncClient, sim: SimControl, **overrides: Any
+) -> tuple[AccountHandle, str, dict[str, Any]]:
+    handle = await create_account(client, credit="200")
+    order_id = await place(client, handle, h200(**overrides))
+    await sim.stock(*VERDA_16H200, 1)
+    return handle, order_id, await reaches(client, handle, order_id, "running", seconds=10)
+
+
+async def lose_a_node(sim: SimControl, running: dict[str, Any]) -> str:
+    cluster_id = running["deployment"]["provider_vm_id"].removeprefix("cluster:")
+    node_id: str = running["machines"][0]["provider_vm_id"]
+    await sim._send("POST", "verda", f"clusters/{cluster_id}/nodes/{node_id}/end")
+    return node_id
+
+
+class TestLostNode:
+    async def test_a_lost_node_is_told_and_the_rest_runs_on_until_the_owner_decides(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle, order_id, running = await running_cluster(client, sim)
+        lost = await lose_a_node(sim, running)
+
+        async def told() -> list[str] | None:
+            kinds = await events(client, handle, order_id)
+            return kinds if "node_lost" in kinds else None
+
+        await eventually(told, seconds=10)
+        shown = await order(client, handle, order_id)
+        assert shown["status"] == "running"  # the user decides
+        states = {m["provider_vm_id"]: m["state"] for m in shown["machines"]}
+        assert states[lost] == "failed"
+        assert sorted(states.values()) == ["failed", "running"]
+        timeline = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
+        (line,) = [e for e in timeline.json() if e["kind"] == "node_lost"]
+        assert lost in line["message"] and "1 left" in line["message"]
+        # Said once, however many times the running watch reads the cluster since.
+        await terminate(client, handle, order_id)
+        await reaches(client, handle, order_id, "terminated", seconds=10)
+        assert (await events(client, handle, order_id)).count("node_lost") == 1
+
+    async def test_an_order_that_asked_for_it_is_terminated_and_refunded(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle, order_id, running = await running_cluster(client, sim, on_node_lost="terminate")
+        await lose_a_node(sim, running)
+        ended = await reaches(client, handle, order_id, "terminated", seconds=10)
+        assert ended["terminate_reason"] == "node_lost"
+        (cluster,) = await sim._send("GET", "verda", "clusters")
+        assert cluster["status"] == "discontinued"
+        price = Decimal(running["deployment"]["price_per_hour_with_fees"])
+        assert Decimal(ended["charged_usd"]) == (price / 6).quantize(Decimal("0.01"))
+        kinds = await events(client, handle, order_id)
+        assert kinds[-3:] == ["node_lost", "terminating", "terminated"]
 
 
 class TestPlacing:

@@ -83,6 +83,21 @@ class TestSentences:
         assert "lost its machine" in lost and "the provider ended it" in lost
         assert lost.endswith("$46.10 in all.")
 
+    def test_a_cluster_says_its_nodes_its_login_node_and_a_lost_node(self) -> None:
+        cluster = {"nodes": 2, "gpu_model": "H200"}
+        running = slack_text(event("order.running", login_ip="203.0.113.7", **cluster))
+        assert running.startswith("Order ord_01jd3xq8w1 is running: 2 nodes of 8x H200 on Verda")
+        assert "203.0.113.7 (its login node)" in running
+        machines = [{"state": "failed"}, {"state": "running"}]
+        kept = slack_text(event("order.node_lost", machines=machines, **cluster))
+        assert "lost a node: 1 still running; terminate it to end them all." in kept
+        ended = slack_text(
+            event("order.node_lost", machines=machines, on_node_lost="terminate", **cluster)
+        )
+        assert ended.endswith("lost a node: 1 still running; terminating the rest.")
+        why = slack_text(event("order.terminated", terminate_reason="node_lost", **cluster))
+        assert "(its provider lost a node of the cluster)" in why
+
     def test_a_low_balance_says_how_long_it_pays_and_links_to_the_account(self) -> None:
         payload = json.dumps(
             {

@@ -66,7 +66,9 @@ def cluster_json(sim: VerdaSimulator, cluster: SimVM) -> dict[str, Any]:
         "worker_nodes": [
             {
                 "id": node["id"],
-                "status": status,
+                # A node Verda lost shows `error` while the cluster runs on (a guess: Verda
+                # documents no partial failure; `POST /_sim/clusters/{id}/nodes/{node}/end`).
+                "status": "error" if node.get("lost") and status == "running" else status,
                 "hostname": node["hostname"],
                 "private_ip": node["private_ip"],
             }
@@ -256,6 +258,15 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         sim.settle()
         return JSONResponse(sim.describe_cluster(cluster))
 
+    async def control_end_node(request: Request) -> Response:
+        cluster = sim.clusters.get(request.path_params["cluster_id"])
+        nodes = [] if cluster is None else cluster.details["worker_nodes"]
+        node = next((n for n in nodes if n["id"] == request.path_params["node_id"]), None)
+        if cluster is None or node is None:
+            return JSONResponse({"error": "no such cluster or node"}, status_code=404)
+        node["lost"] = True  # the cluster runs on, and bills, with the nodes left
+        return JSONResponse(cluster_json(sim, cluster))
+
     return [
         Route("/v1/cluster-types", cluster_types, methods=["GET"]),
         Route("/v1/cluster-availability", authed(sim, availability), methods=["GET"]),
@@ -271,4 +282,7 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         Route("/v1/clusters/{cluster_id}", authed(sim, get_cluster), methods=["GET"]),
         Route("/_sim/clusters", control_list, methods=["GET"]),
         Route("/_sim/clusters/{cluster_id}/end", control_end, methods=["POST"]),
+        Route(
+            "/_sim/clusters/{cluster_id}/nodes/{node_id}/end", control_end_node, methods=["POST"]
+        ),
     ]
