@@ -41,8 +41,9 @@ DEMO_KEY_PURPOSE = "autoprovision demo account API key"
 
 def demo_orders() -> list[dict[str, Any]]:
     """The orders the demo account waits with, over the simulated providers in the registry's
-    order: some take any of them, some leave the first out, one is priced too low to deploy;
-    two end by their limits (in demo mode's minute-long billing hours, within minutes)."""
+    order: some take any of them, some leave the first out, one is priced too low to deploy,
+    one is a Verda cluster; three end by their limits (in demo mode's minute-long billing
+    hours, within minutes)."""
     providers = [spec.provider for spec in simulated_specs()]
     first, rest = providers[0], providers[1:] or providers
     return [
@@ -55,6 +56,10 @@ def demo_orders() -> list[dict[str, Any]]:
          "max_price_per_hour": "3.60", "max_total_usd": "15.00"},
         {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
          "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
+        *([{"name": "demo: Kimi K3 on 2 nodes of 8x H200", "gpu_model": "H200", "gpu_count": 8,
+            "nodes": 2, "providers": ["verda"], "max_price_per_hour": "62.00",
+            "min_disk_gb": 2000, "max_runtime_hours": 3}]
+          if "verda" in providers else []),
     ]  # fmt: skip
 
 
@@ -217,9 +222,12 @@ def announce_demo(api_key: str, settings: Settings) -> None:
 
 def _takes(order: dict[str, Any], provider: str, entry: dict[str, Any]) -> bool:
     """Whether a demo order would take this simulator catalogue entry (fees aside)."""
+    nodes = entry.get("nodes", 1)
+    per_node = entry.get("gpus_per_node", entry["gpu_count"])
     return (
         provider in order["providers"]
-        and (entry["gpu_model"], entry["gpu_count"]) == (order["gpu_model"], order["gpu_count"])
+        and (entry["gpu_model"], per_node, nodes)
+        == (order["gpu_model"], order["gpu_count"], order.get("nodes", 1))
         and entry["region"] in order.get("regions", [entry["region"]])
         and Decimal(entry["price_per_hour"]) <= Decimal(order["max_price_per_hour"])
     )
@@ -260,8 +268,7 @@ class StockFeed:
 
     async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
         provider = self.random.choice(sim.providers())
-        # Machines only: no order can take a cluster yet (Verda's clusters are not offered).
-        catalog = [e for e in await sim.catalog(provider) if e.get("kind") != "cluster"]
+        catalog = await sim.catalog(provider)  # Verda's clusters too
         liked = [e for e in catalog if any(_takes(o, provider, e) for o in orders)]
         pool = liked if liked and self.random.random() < 0.7 else catalog
         entry = self.random.choice(pool)
