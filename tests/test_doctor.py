@@ -89,6 +89,7 @@ def test_json_output_parses_and_matches(
         assert {"credentials", "stock", "prices", "balance", "rate limits", "clock"} <= {
             name for scope, name in names if scope == provider
         }
+    assert ("verda", "cluster image") in names
     get_settings.cache_clear()
 
 
@@ -122,6 +123,25 @@ def test_an_injected_fault_is_one_clear_failing_line(
     assert len(failing) == 1, output
     assert f" {provider} " in failing[0] and reason in failing[0], output
     _only_reads(sim_sync)
+    get_settings.cache_clear()
+
+
+def test_a_cluster_image_verda_does_not_have_is_one_failing_line(
+    sqlite_url: str,
+    sim_url: str,
+    sim_sync: SimControlSync,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _environment(monkeypatch, sqlite_url)
+    monkeypatch.setenv("AUTOPROVISION_VERDA_CLUSTER_IMAGE", "ubuntu-99.04-no-such-cluster")
+    code = main(["doctor", "--sim-url", sim_url, "--timeout", str(TIMEOUT)])
+    output = capsys.readouterr().out
+    failing = [line for line in output.splitlines() if line.startswith("  FAIL")]
+    assert code == 1, output
+    assert len(failing) == 1 and " verda " in failing[0], output
+    assert "'ubuntu-99.04-no-such-cluster' is not among Verda's cluster images" in failing[0]
+    # Control: the default cluster image passes (test_doctor_passes_against_the_simulators).
     get_settings.cache_clear()
 
 

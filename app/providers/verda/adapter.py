@@ -288,6 +288,15 @@ class VerdaAdapter:
         """The image creates boot (an image type or id)."""
         return self._image
 
+    async def find_cluster_image(self) -> str | None:
+        """How Verda knows the configured cluster image, or None if it does not."""
+        return await self._clusters.find_image()
+
+    @property
+    def cluster_image(self) -> str:
+        """The image cluster creates boot (a cluster image type or id)."""
+        return self._clusters.image
+
     async def _ssh_key_id(self, public_key: str) -> str:
         """The id of this public key at Verda, registering it first if it is not there yet."""
         found = parse.ssh_key_id(await self._api.ssh_keys(), public_key)

@@ -15,7 +15,7 @@ from typing import Any
 
 from app.core.market import disk_size_gb
 from app.providers.base import VM, MachineKey, Offer, Rejected, Unavailable, VMState
-from app.providers.verda import cluster_parse
+from app.providers.verda import cluster_parse, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.clusters import VerdaClusters
 from app.providers.verda.parse import PROVIDER
@@ -43,6 +43,10 @@ class ClusterSide:
     def image(self) -> str:
         """The image cluster creates boot (a cluster image type or id)."""
         return self._image
+
+    async def find_image(self) -> str | None:
+        """How Verda knows the cluster image ("image type" or "id"), or None if it does not."""
+        return parse.image_match(await self._calls.cluster_images(), self._image)
 
     # --- offers ----------------------------------------------------------------------------
 
