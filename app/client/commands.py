@@ -78,8 +78,8 @@ def place(
         str,
         typer.Option(
             "--max-price",
-            help="max_price_per_hour: the most you pay per hour for the whole machine, fees "
-            "included (USD, e.g. 46.50).",
+            help="max_price_per_hour: the most you pay per hour for the whole machine (the "
+            "whole cluster with --nodes), fees included (USD, e.g. 46.50).",
         ),
     ],
     region: Annotated[
@@ -92,6 +92,9 @@ def place(
     interconnect: Annotated[
         str | None, typer.Option("--interconnect", help="pcie, nvlink or sxm.")
     ] = None,
+    nodes: options.Nodes = 1,
+    cluster_interconnect: options.ClusterInterconnect = None,
+    on_node_lost: options.OnNodeLost = None,
     expires_at: Annotated[
         str | None,
         typer.Option(
@@ -143,6 +146,7 @@ def place(
         "max_total_usd": options.limit(max_total, "--max-total", money=True),
     }
     body.update({field: value for field, value in optional.items() if value is not None})
+    body.update(options.cluster(nodes, cluster_interconnect, on_node_lost))
     once = options.idempotency_key(idempotency_key)
     with _api(url, key) as api:
         answer = api.post(api_path("orders"), body, idempotency_key=once)

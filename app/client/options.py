@@ -5,7 +5,7 @@ what a cluster is. Anything the API checks too is sent as typed, so its message 
 import uuid
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -88,3 +88,41 @@ def ssh_key(line: str | None, path: Path | None) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         message = f"cannot read {path}: {exc}"
         raise typer.BadParameter(message, param_hint="--ssh-public-key-file") from None
+
+
+Nodes = Annotated[
+    int,
+    typer.Option(
+        "--nodes",
+        help="Machines of --gpu-count GPUs deployed together as one cluster, at one provider "
+        "in one region (1-16); --max-price is then for the whole cluster.",
+    ),
+]
+ClusterInterconnect = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster-interconnect",
+        help="infiniband: the fabric the cluster's nodes must share (with --nodes 2 or more). "
+        "Default: any.",
+        show_default=False,
+    ),
+]
+OnNodeLost = Annotated[
+    str | None,
+    typer.Option(
+        "--on-node-lost",
+        help="When the provider loses a node of the cluster: keep the rest (the default; you "
+        "decide) or terminate it (the unused time refunded).",
+        show_default=False,
+    ),
+]
+
+
+def cluster(nodes: int, interconnect: str | None, on_node_lost: str | None) -> dict[str, Any]:
+    """The body's cluster fields the user gave: none for a single machine left as it is."""
+    fields = {
+        "nodes": None if nodes == 1 else nodes,
+        "cluster_interconnect": interconnect,
+        "on_node_lost": on_node_lost,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
