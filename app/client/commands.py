@@ -3,14 +3,12 @@ events), `offers`, `account` and `watch`. `app.cli.main` hands these command nam
 
 import asyncio
 import sys
-import uuid
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from app.client import render
+from app.client import options, render
 from app.client.api import (
     DEFAULT_URL,
     KEY_ENV,
@@ -25,7 +23,6 @@ from app.client.watch import Until, Watch
 
 PROG = "autoprovision"
 COMMANDS = ("orders", "offers", "account", "watch")
-MAX_IDEMPOTENCY_KEY = 255
 
 cli = typer.Typer(
     name=PROG,
@@ -65,84 +62,6 @@ def _api(url: str | None, key: str | None) -> Api:
     return Api(Target.resolve(url, key))
 
 
-def _money(value: str, option: str) -> str:
-    """A price as the user wrote it, checked to be a decimal number (no float on the way)."""
-    try:
-        amount: Decimal | None = Decimal(value.strip())
-    except InvalidOperation:
-        amount = None
-    if amount is None or not amount.is_finite():
-        raise typer.BadParameter(f"{value!r} is not an amount like 46.50", param_hint=option)
-    return str(amount)
-
-
-def _limit(value: str | None, option: str, *, money: bool) -> str | None:
-    """A limit as the user wrote it: a number (hours or USD), or `none` to remove it."""
-    if value is None or value.strip().lower() == "none":
-        return None
-    if money:
-        return _money(value, option)
-    try:
-        hours: Decimal | None = Decimal(value.strip())
-    except InvalidOperation:
-        hours = None
-    if hours is None or not hours.is_finite():
-        raise typer.BadParameter(
-            f"{value!r} is not a number of hours like 12 or 0.5", param_hint=option
-        )
-    return str(hours)
-
-
-MaxRuntime = Annotated[
-    str | None,
-    typer.Option(
-        "--max-runtime-hours",
-        help="Terminate the machine after it has run this many hours (e.g. 12).",
-        show_default=False,
-    ),
-]
-MaxTotal = Annotated[
-    str | None,
-    typer.Option(
-        "--max-total",
-        help="max_total_usd: terminate before an hour would take what was paid past this "
-        "(USD, fees included).",
-        show_default=False,
-    ),
-]
-
-
-def _listed(values: list[str] | None) -> list[str]:
-    """Repeated options, each possibly comma-separated, as one list."""
-    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
-
-
-def _idempotency_key(value: str | None) -> str:
-    if value is None:
-        return str(uuid.uuid4())
-    if not (0 < len(value) <= MAX_IDEMPOTENCY_KEY and value.isascii() and value.isprintable()):
-        raise typer.BadParameter(
-            f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters",
-            param_hint="--idempotency-key",
-        )
-    return value
-
-
-def _ssh_key(line: str | None, path: Path | None) -> str | None:
-    if line is not None and path is not None:
-        raise typer.BadParameter(
-            "give the key or a file holding it, not both",
-            param_hint="--ssh-public-key / --ssh-public-key-file",
-        )
-    if path is None:
-        return line
-    try:
-        return path.read_text().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        message = f"cannot read {path}: {exc}"
-        raise typer.BadParameter(message, param_hint="--ssh-public-key-file") from None
-
-
 @orders.command("place")
 def place(
     gpu_model: Annotated[
@@ -159,8 +78,8 @@ def place(
         str,
         typer.Option(
             "--max-price",
-            help="max_price_per_hour: the most you pay per hour for the whole machine, fees "
-            "included (USD, e.g. 46.50).",
+            help="max_price_per_hour: the most you pay per hour for the whole machine (the "
+            "whole cluster with --nodes), fees included (USD, e.g. 46.50).",
         ),
     ],
     region: Annotated[
@@ -173,6 +92,9 @@ def place(
     interconnect: Annotated[
         str | None, typer.Option("--interconnect", help="pcie, nvlink or sxm.")
     ] = None,
+    nodes: options.Nodes = 1,
+    cluster_interconnect: options.ClusterInterconnect = None,
+    on_node_lost: options.OnNodeLost = None,
     expires_at: Annotated[
         str | None,
         typer.Option(
@@ -191,8 +113,8 @@ def place(
             "--ssh-public-key-file", help="A file holding it (e.g. ~/.ssh/id_ed25519.pub)."
         ),
     ] = None,
-    max_runtime_hours: MaxRuntime = None,
-    max_total: MaxTotal = None,
+    max_runtime_hours: options.MaxRuntime = None,
+    max_total: options.MaxTotal = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -210,21 +132,22 @@ def place(
     body: dict[str, Any] = {
         "gpu_model": gpu_model,
         "gpu_count": gpu_count,
-        "providers": _listed(provider),
-        "max_price_per_hour": _money(max_price, "--max-price"),
+        "providers": options.listed(provider),
+        "max_price_per_hour": options.usd(max_price, "--max-price"),
     }
     optional = {
-        "regions": _listed(region) or None,
+        "regions": options.listed(region) or None,
         "min_disk_gb": min_disk_gb,
         "interconnect": interconnect,
         "expires_at": expires_at,
         "name": name,
-        "ssh_public_key": _ssh_key(ssh_public_key, ssh_public_key_file),
-        "max_runtime_hours": _limit(max_runtime_hours, "--max-runtime-hours", money=False),
-        "max_total_usd": _limit(max_total, "--max-total", money=True),
+        "ssh_public_key": options.ssh_key(ssh_public_key, ssh_public_key_file),
+        "max_runtime_hours": options.limit(max_runtime_hours, "--max-runtime-hours", money=False),
+        "max_total_usd": options.limit(max_total, "--max-total", money=True),
     }
     body.update({field: value for field, value in optional.items() if value is not None})
-    once = _idempotency_key(idempotency_key)
+    body.update(options.cluster(nodes, cluster_interconnect, on_node_lost))
+    once = options.idempotency_key(idempotency_key)
     with _api(url, key) as api:
         answer = api.post(api_path("orders"), body, idempotency_key=once)
     if as_json:
@@ -328,8 +251,8 @@ def terminate(
 @orders.command("limits")
 def limits(
     order_id: OrderId,
-    max_runtime_hours: MaxRuntime = None,
-    max_total: MaxTotal = None,
+    max_runtime_hours: options.MaxRuntime = None,
+    max_total: options.MaxTotal = None,
     url: Url = None,
     key: Key = None,
     as_json: Json = False,
@@ -337,9 +260,11 @@ def limits(
     """Change an order's limits while its machine has not ended (`none` removes one)."""
     body: dict[str, Any] = {}
     if max_runtime_hours is not None:
-        body["max_runtime_hours"] = _limit(max_runtime_hours, "--max-runtime-hours", money=False)
+        body["max_runtime_hours"] = options.limit(
+            max_runtime_hours, "--max-runtime-hours", money=False
+        )
     if max_total is not None:
-        body["max_total_usd"] = _limit(max_total, "--max-total", money=True)
+        body["max_total_usd"] = options.limit(max_total, "--max-total", money=True)
     if not body:
         raise typer.BadParameter(
             "give --max-runtime-hours or --max-total (a value, or none to remove it)",

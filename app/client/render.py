@@ -63,21 +63,61 @@ def duration(seconds: int) -> str:
     return " ".join(shown) or "0 s"
 
 
+def nodes(item: dict[str, Any] | None) -> int:
+    """How many machines an order, offer or deployment is (1: a single machine)."""
+    count = (item or {}).get("nodes")
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+def shape(item: dict[str, Any]) -> str:
+    """An order's or offer's GPUs: `8x B300`, or `2 x 8x H200` for a cluster of two nodes."""
+    gpus = f"{item.get('gpu_count')}x {item.get('gpu_model')}"
+    return f"{nodes(item)} x {gpus}" if nodes(item) > 1 else gpus
+
+
 def machine_wanted(order: dict[str, Any]) -> str:
-    """`8x B300 on verda, hyperstack, up to $45.00/h`."""
+    """`8x B300 on verda, hyperstack, up to $45.00/h` (`2 x 8x H200 ...` for a cluster)."""
     providers = ", ".join(order.get("providers") or [])
-    wanted = f"{order.get('gpu_count')}x {order.get('gpu_model')} on {providers}"
+    wanted = f"{shape(order)} on {providers}"
     return f"{wanted}, up to {usd(order.get('max_price_per_hour'))}/h"
 
 
 def machine_got(deployment: dict[str, Any] | None) -> str:
-    """`verda FIN-01 1B300.30V at $5.00/h, IP 10.0.0.5`, or `-` before there is one."""
+    """`verda FIN-01 1B300.30V at $5.00/h, IP 10.0.0.5`, or `-` before there is one; a
+    cluster: `verda FIN-01 16H200 (2 nodes) at $57.05/h, login IP 10.0.0.5`."""
     if not deployment:
         return "-"
     price = usd(deployment.get("price_per_hour_with_fees"))
     where = f"{deployment.get('provider')} {deployment.get('region')}"
-    got = f"{where} {deployment.get('instance_type')} at {price}/h"
-    return f"{got}, IP {deployment['ip']}" if deployment.get("ip") else got
+    sku = deployment.get("instance_type")
+    if nodes(deployment) > 1:
+        sku = f"{sku} ({nodes(deployment)} nodes)"
+    got = f"{where} {sku} at {price}/h"
+    if not deployment.get("ip"):
+        return got
+    return f"{got}, {'login IP' if nodes(deployment) > 1 else 'IP'} {deployment['ip']}"
+
+
+def cluster(order: dict[str, Any]) -> str | None:
+    """What a cluster order asks of its nodes, or None for a single machine."""
+    if nodes(order) == 1:
+        return None
+    lost = "terminate the cluster" if order.get("on_node_lost") == "terminate" else "keep the rest"
+    fabric = order.get("cluster_interconnect") or "any"
+    return f"{shape(order)} ({nodes(order)} nodes), fabric: {fabric}; a node lost: {lost}"
+
+
+def machines(order: dict[str, Any]) -> str | None:
+    """The order's machines, one line each: provider VM id, IP, state (None before any)."""
+    rows = [
+        (str(m.get("provider_vm_id") or "-"), str(m.get("ip") or "-"), str(m.get("state") or "-"))
+        for m in order.get("machines") or []
+        if isinstance(m, dict)
+    ]
+    if not rows:
+        return None
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    return "\n".join(f"{vm:<{widths[0]}}  {ip:<{widths[1]}}  {state}" for vm, ip, state in rows)
 
 
 def order_ip(order: dict[str, Any]) -> str | None:
@@ -135,13 +175,16 @@ def order_detail(order: dict[str, Any]) -> Table:
         ("Regions", ", ".join(order.get("regions") or []) or "any"),
         ("Min disk", f"{order['min_disk_gb']} GB" if order.get("min_disk_gb") else None),
         ("Interconnect", order.get("interconnect")),
+        ("Cluster", cluster(order)),
         ("No credentials for", ", ".join(order.get("disabled_providers") or []) or None),
         ("Expires", when(order["expires_at"]) if order.get("expires_at") else None),
         ("Placed", when(order.get("created_at"))),
         ("Max runtime", _hours(order.get("max_runtime_hours"))),
         ("Max total", usd(order["max_total_usd"]) if order.get("max_total_usd") else None),
         ("Machine", machine_got(order.get("deployment"))),
+        ("Login IP", order.get("login_ip")),
         ("SSH", order.get("ssh_command")),
+        ("Machines", machines(order)),
         ("Running since", when(order["running_since"]) if order.get("running_since") else None),
         ("Paid until", when(order["paid_until"]) if _billing(order) else None),
         ("Charged", usd(order.get("charged_usd")) if order.get("deployment") else None),
@@ -189,13 +232,20 @@ def offers_table(offers: list[dict[str, Any]]) -> Table:
             offer.get("provider"),
             offer.get("region"),
             offer.get("sku"),
-            f"{offer.get('gpu_count')}x {offer.get('gpu_model')}",
-            offer.get("interconnect") or "-",
+            shape(offer),
+            _links(offer),
             "in stock" if available is None else str(available),
             usd(offer.get("price_per_hour_with_fees")),
             ", ".join(offer.get("matching_orders") or []),
         )
     return table
+
+
+def _links(offer: dict[str, Any]) -> str:
+    """`sxm`, or `sxm+infiniband` for a cluster: within a node, then between them."""
+    within = offer.get("interconnect") or "-"
+    between = offer.get("cluster_interconnect")
+    return f"{within}+{between}" if between else within
 
 
 def provider_reads(providers: list[dict[str, Any]]) -> list[str]:
@@ -253,4 +303,7 @@ def stream_line(event: dict[str, Any]) -> str:
     """One event of the stream in one line: time, order (or `-`), type, message."""
     message = " ".join(str(event.get("message") or "").split())
     order_id = event.get("order_id") or "-"
+    order = event.get("data")
+    if str(event.get("type") or "").startswith("order.") and isinstance(order, dict):
+        message += f" [cluster: {shape(order)}]" if nodes(order) > 1 else ""
     return f"{when(event.get('timestamp'))}  {order_id}  {event.get('type')}  {message}"

@@ -29,7 +29,7 @@ from app.client.api import (
     refusal,
     unreachable,
 )
-from app.client.render import emit_json, machine_got, order_ip, stream_line, usd
+from app.client.render import emit_json, machine_got, nodes, order_ip, stream_line, usd
 
 STREAM_PATH = "/v1/events/stream"
 # Heartbeats come every 15 s: a read that waits three of them out has lost the stream.
@@ -226,6 +226,8 @@ class Watch:
         ip = order_ip(order)
         if status == "running" and ip:
             machine = machine_got({**order["deployment"], "ip": None})
+            if nodes(order.get("deployment")) > 1:
+                return f"{self.order_id} is running, its login node at {ip} ({machine})"
             return f"{self.order_id} is running at {ip} ({machine})"
         if status == "terminated":
             return f"{self.order_id} is terminated: {usd(order.get('charged_usd'))} charged in all"

@@ -213,3 +213,66 @@ def test_a_dropped_stream_is_resumed_after_its_last_event(
     types = [event["type"] for event in events]
     assert "order.deploying" in types and types[-2:] == ["order.deployed", "order.running"]
     assert order["status"] == "running" and order["deployment"]["ip"]
+
+
+VERDA_16H200 = ("verda", "16H200", "FIN-01")  # a cluster of 2 nodes of 8x H200: $54.24/h
+H200_CLUSTER = ("-g", "h200", "-n", "8", "-p", "verda", "--max-price", "70", "--nodes", "2")
+
+
+def test_a_cluster_runs_and_shows_its_login_node_and_machines(
+    autoprovision: Autoprovision,
+    live: Service,
+    sim_sync: SimControlSync,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    account = signed_in(live, monkeypatch, credit="200")
+    placed = autoprovision("orders", "place", *H200_CLUSTER, "--json")
+    assert placed.code == 0, placed.err
+    order_id = placed.json()["id"]
+    watching = Background(autoprovision, "watch", order_id, "--until", "running")
+    live.watching(order_id)
+    sim_sync.stock(*VERDA_16H200, 1)
+    ran = watching.result(seconds=30)
+    assert ran.code == 0, ran.err
+    order = httpx.get(f"{live.url}/v1/orders/{order_id}", headers=account.headers).json()
+    login, price = order["login_ip"], order["deployment"]["price_per_hour_with_fees"]
+    assert order["status"] == "running" and login and len(order["machines"]) == 2
+    assert ran.lines()[-1] == (
+        f"{order_id} is running, its login node at {login} "
+        f"(verda FIN-01 16H200 (2 nodes) at ${price}/h)"
+    )
+    assert all(line.endswith("[cluster: 2 x 8x H200]") for line in ran.lines()[:-1])
+
+    got = autoprovision("orders", "get", order_id)
+    assert got.code == 0, got.err
+    assert f"verda FIN-01 16H200 (2 nodes) at ${price}/h, login IP {login}" in got.out
+    (login_line,) = [line for line in got.lines() if line.startswith("Login IP")]
+    assert login_line.split() == ["Login", "IP", login]
+    for machine in order["machines"]:  # one line each: provider VM id, IP, state
+        (line,) = [line for line in got.lines() if machine["provider_vm_id"] in line]
+        assert line.split()[-3:] == [machine["provider_vm_id"], machine["ip"], "running"]
+
+
+def test_offers_show_a_clusters_nodes_and_fabric(
+    autoprovision: Autoprovision,
+    live: Service,
+    sim_sync: SimControlSync,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    signed_in(live, monkeypatch, credit="1")  # the orders stay waiting: stock is read for them
+    cluster_id = autoprovision("orders", "place", *H200_CLUSTER, "--json").json()["id"]
+    single_id = autoprovision("orders", "place", *H100, "--json").json()["id"]
+    sim_sync.stock(*VERDA_16H200, 1)
+    sim_sync.stock(*HYPER_H100, 1)
+
+    def offered() -> list[str] | None:
+        ran = autoprovision("offers")
+        rows = [line for line in ran.lines() if "16H200" in line or "n3-H100x1" in line]
+        return rows if len(rows) == 2 else None
+
+    rows = eventually_sync(offered, seconds=15)
+    (cluster,) = [row for row in rows if "16H200" in row]
+    assert cluster.split()[:7] == ["verda", "FIN-01", "16H200", "2", "x", "8x", "H200"]
+    assert "sxm+infiniband" in cluster and cluster_id in cluster and single_id not in cluster
+    (single,) = [row for row in rows if "n3-H100x1" in row]  # control: a single machine
+    assert single.split()[3:6] == ["1x", "H100", "pcie"] and single_id in single

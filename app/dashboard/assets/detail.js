@@ -23,6 +23,9 @@ function orderFields(o) {
     ["Regions", o.regions?.length ? o.regions.join(", ") : "Any"],
     ["Min disk", o.min_disk_gb ? `${o.min_disk_gb} GB` : "Any"],
     ["Interconnect", any(o.interconnect)],
+    o.nodes > 1 && ["Nodes", `${o.nodes} (one cluster; the max price is for all of it)`],
+    o.nodes > 1 && ["Cluster interconnect", any(o.cluster_interconnect)],
+    o.nodes > 1 && ["If a node is lost", o.on_node_lost === "terminate" ? "terminate the cluster" : "keep the rest"],
     ["Expires", o.expires_at ? when(o.expires_at) : "Never"],
     ["Max runtime", o.max_runtime_hours ? `${o.max_runtime_hours} h` : "None"],
     ["Max total (incl. fees)", o.max_total_usd ? money(o.max_total_usd) : "None"],
@@ -46,7 +49,9 @@ function deploymentFields(o) {
     ["Instance type", h("code", {}, d.instance_type)],
     ["Price (incl. fees)", perHour(d.price_per_hour_with_fees)],
     ["Provider's price", perHour(d.price_per_hour)],
-    ["IP address", d.ip ? h("code", {}, d.ip) : "pending"],
+    o.login_ip
+      ? ["Login IP", h("code", { "data-testid": "login-ip" }, o.login_ip)]
+      : ["IP address", d.ip ? h("code", {}, d.ip) : "pending"],
     o.ssh_command && ["Connect", h("code", { class: "wrap", "data-testid": "ssh-command" }, o.ssh_command)],
     ["Running since", o.running_since ? when(o.running_since) : "—"],
     ["Paid until", o.paid_until && !o.ended_at ? when(o.paid_until) : "—"],
@@ -56,7 +61,21 @@ function deploymentFields(o) {
     ["Machine status", any(d.status, "unknown")],
     ["Provider VM id", d.provider_vm_id ? h("code", { class: "wrap" }, d.provider_vm_id) : "pending"],
     ["Created", when(d.created_at)],
-  ].filter(Boolean))];
+  ].filter(Boolean)), machinesTable(o)];
+}
+
+/** The deployment's machines, one row each: the VM, or each node of a cluster (its IP inside the cluster). */
+function machinesTable(o) {
+  if (!o.machines?.length) return null;
+  const cluster = o.nodes > 1;
+  return h("div", { class: "table-wrap machines" },
+    h("table", { class: "cards compact", "data-testid": "machines" },
+      h("caption", {}, cluster ? `Nodes (${o.machines.length})` : "Machine"),
+      h("thead", {}, h("tr", {}, ["Provider VM id", cluster ? "IP in the cluster" : "IP", "State"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, o.machines.map((m) => h("tr", {},
+        h("td", { "data-label": "Provider VM id" }, h("code", { class: "wrap" }, m.provider_vm_id)),
+        h("td", { "data-label": "IP" }, m.ip ? h("code", {}, m.ip) : "—"),
+        h("td", { "data-label": "State", title: m.provider_status || null }, m.state))))));
 }
 
 export function mountOrderDetail(root, ctx, id) {

@@ -75,7 +75,8 @@ export function when(iso) {
 
 export const timeEl = (iso, text = when(iso)) => h("time", { datetime: iso, title: when(iso) }, text);
 
-export const gpu = (o) => `${o.gpu_count}x ${o.gpu_model}`;
+/** An order's or offer's GPUs: "8x H100", or "2 x 8x H200" for a cluster of two nodes. */
+export const gpu = (o) => `${o.nodes > 1 ? `${o.nodes} x ` : ""}${o.gpu_count}x ${o.gpu_model}`;
 
 /** "ord_01m8m87z8x8css93mbqhc74dqb" -> "ord_…c74dqb" */
 export const shortId = (id) => (id.length > 12 ? `${id.slice(0, id.indexOf("_") + 1)}…${id.slice(-6)}` : id);

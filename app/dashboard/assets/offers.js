@@ -1,7 +1,7 @@
 // The live offers view (#/offers): what the providers show now, each provider's read status, and which orders each offer would satisfy.
 
 import { getCatalogue, providerName } from "./api.js";
-import { h, patch, perHour, shortId, showState, since, syncList, when } from "./dom.js";
+import { gpu, h, patch, perHour, shortId, showState, since, syncList, when } from "./dom.js";
 
 function readStatus(p) {
   const name = providerName(p.provider);
@@ -30,8 +30,9 @@ function renderRow(tr, o, names) {
     h("td", { "data-label": "Provider" }, providerName(o.provider)),
     h("td", { "data-label": "Region", class: "nowrap" }, o.region),
     h("td", { "data-label": "SKU" }, h("code", {}, o.sku)),
-    h("td", { "data-label": "GPU", class: "nowrap" }, `${o.gpu_count}x ${o.gpu_model}`),
-    h("td", { "data-label": "Interconnect" }, o.interconnect || "—"),
+    h("td", { "data-label": "GPU", class: "nowrap" }, gpu(o)),
+    h("td", { "data-label": "Interconnect" }, o.interconnect || "—",
+      o.cluster_interconnect && h("span", { class: "muted small block" }, `nodes: ${o.cluster_interconnect}`)),
     h("td", { "data-label": "Machine" }, `${o.vcpus} vCPU · ${o.ram_gb} GB RAM`,
       h("span", { class: "muted small block" }, disk(o))),
     h("td", { "data-label": "Available", class: "num" }, o.available === null ? "in stock" : String(o.available)),

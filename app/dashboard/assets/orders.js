@@ -78,7 +78,8 @@ function deploymentCell(o) {
   const cost = d.status === "running" || o.status === "terminated" || o.status === "lost"
     ? ` · ${money(o.charged_usd)} so far`
     : "";
-  return [where, h("br"), h("span", { class: "muted" }, `${perHour(d.price_per_hour_with_fees)} · ${d.ip || "IP pending"}${cost}`)];
+  const ip = d.ip ? `${d.nodes > 1 ? "login " : ""}${d.ip}` : "IP pending";
+  return [where, h("br"), h("span", { class: "muted" }, `${perHour(d.price_per_hour_with_fees)} · ${ip}${cost}`)];
 }
 
 /** The table's columns: [header, data-field, class, content]. */
@@ -123,6 +124,7 @@ const REGION = /^[\w.-]+$/;
 const CHECKS = {
   gpu_model: (v) => (v ? "" : "Choose a GPU model."),
   gpu_count: (v) => (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16 ? "" : "Enter a whole number of GPUs, from 1 to 16."),
+  nodes: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16) ? "" : "Enter a whole number of nodes, from 1 to 16."),
   providers: (_v, form) => (form.querySelector("input[name=providers]:checked") ? "" : "Choose at least one provider."),
   max_price_per_hour: (v) => {
     if (!v) return "Enter the most you will pay per hour, e.g. 46.50.";
@@ -151,6 +153,7 @@ const CHECKS = {
 const LABELS = {
   gpu_model: "GPU model", gpu_count: "GPU count", max_price_per_hour: "max price per hour", min_disk_gb: "min disk",
   expires_at: "expiry time", max_runtime_hours: "max runtime", max_total_usd: "max total", ssh_public_key: "SSH public key",
+  cluster_interconnect: "cluster interconnect", on_node_lost: "if a node is lost",
 };
 
 /** Pydantic's own wording ("Field required", "List should have at least 1 item after validation"). */
@@ -186,16 +189,24 @@ function recheckField(form, event) {
 
 const errorSlot = (field) => h("p", { class: "field-error", id: `error-${field}` });
 
-function field(label, id, input) {
+function field(label, id, input, hint) {
   input.id = id;
   input.name = id;
-  input.setAttribute("aria-describedby", `error-${id}`);
-  return h("div", { class: "field" }, h("label", { for: id }, label), input, errorSlot(id));
+  input.setAttribute("aria-describedby", hint ? `hint-${id} error-${id}` : `error-${id}`);
+  return h("div", { class: "field" }, h("label", { for: id }, label), input,
+    hint && h("p", { class: "hint muted small", id: `hint-${id}` }, hint), errorSlot(id));
 }
+
+/** Whether the form asks for a cluster (nodes 2 or more): only then do its cluster fields count. */
+const isCluster = (form) => Number(form.elements.nodes.value) > 1;
 
 function orderForm(onPlaced, ctx) {
   const gpuSelect = h("select", {}, h("option", { value: "" }, "Choose a GPU…"));
   const interconnect = h("select", {}, h("option", { value: "" }, "Any"));
+  const clusterFields = [
+    h("select", {}, h("option", { value: "" }, "Any"), h("option", { value: "infiniband" }, "InfiniBand")),
+    h("select", {}, h("option", { value: "keep" }, "Keep the rest"), h("option", { value: "terminate" }, "Terminate the cluster")),
+  ];
   const providers = h("div", { class: "checks" });
   const status = h("p", { class: "form-alert", role: "alert" });
   let idemKey = newIdempotencyKey();
@@ -216,6 +227,12 @@ function orderForm(onPlaced, ctx) {
         h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 12", autocomplete: "off" })),
       field("Max total (USD, incl. fees)", "max_total_usd",
         h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 500", autocomplete: "off" })),
+    ),
+    h("div", { class: "grid cluster" },
+      field("Nodes", "nodes", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }),
+        "Machines deployed together as one cluster; the max price is for the whole cluster."),
+      field("Cluster interconnect", "cluster_interconnect", clusterFields[0]),
+      field("If a node is lost", "on_node_lost", clusterFields[1]),
     ),
     h("div", { class: "grid single" },
       field("SSH public key", "ssh_public_key",
@@ -254,6 +271,11 @@ function orderForm(onPlaced, ctx) {
     if (regions.length) b.regions = regions;
     if (v("min_disk_gb")) b.min_disk_gb = int(v("min_disk_gb"));
     if (v("interconnect")) b.interconnect = v("interconnect");
+    if (v("nodes") && v("nodes") !== "1") b.nodes = int(v("nodes"));
+    if (isCluster(form)) {
+      if (v("cluster_interconnect")) b.cluster_interconnect = v("cluster_interconnect");
+      b.on_node_lost = v("on_node_lost");
+    }
     if (v("expires_at")) {
       const t = new Date(v("expires_at"));
       b.expires_at = Number.isNaN(t.getTime()) ? v("expires_at") : t.toISOString();
@@ -267,11 +289,20 @@ function orderForm(onPlaced, ctx) {
 
   /** What the estimate needs (the order's matching fields), or null until they are filled in. */
   function estimateRequest() {
-    const { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect } = body();
+    const { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, nodes = 1,
+      cluster_interconnect } = body();
     if (!gpu_model || !Number.isInteger(gpu_count) || !chosen.length || !max_price_per_hour) return null;
     if (min_disk_gb !== undefined && !Number.isInteger(min_disk_gb)) return null;
-    return { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect };
+    if (!Number.isInteger(nodes)) return null;
+    return { gpu_model, gpu_count, nodes, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, cluster_interconnect };
   }
+
+  /** The cluster's own fields can be chosen only while nodes is 2 or more. */
+  const syncCluster = () => {
+    for (const select of clusterFields) select.disabled = !isCluster(form);
+  };
+  syncCluster();
+  form.elements.nodes.addEventListener("input", syncCluster);
   form.querySelector(".providers").after(attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour));
   form.addEventListener("input", (event) => recheckField(form, event));
   form.addEventListener("change", (event) => recheckField(form, event));
@@ -285,6 +316,7 @@ function orderForm(onPlaced, ctx) {
       const order = await ctx.api("/v1/orders", { method: "POST", body: body(), headers: { "Idempotency-Key": idemKey } });
       idemKey = newIdempotencyKey();
       form.reset();
+      syncCluster();
       ctx.notify(`Order placed: “${orderLabel(order)}” is waiting for stock.`);
       onPlaced(order);
     } catch (err) {

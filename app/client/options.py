@@ -1,0 +1,128 @@
+"""What `orders place` and `orders limits` take, checked before any request: amounts and hours
+as decimals (never float), lists, the idempotency key, the SSH key, and the options that say
+what a cluster is. Anything the API checks too is sent as typed, so its message explains."""
+
+import uuid
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+MAX_IDEMPOTENCY_KEY = 255
+
+
+def usd(value: str, option: str) -> str:
+    """A price as the user wrote it, checked to be a decimal number (no float on the way)."""
+    try:
+        amount: Decimal | None = Decimal(value.strip())
+    except InvalidOperation:
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise typer.BadParameter(f"{value!r} is not an amount like 46.50", param_hint=option)
+    return str(amount)
+
+
+def limit(value: str | None, option: str, *, money: bool) -> str | None:
+    """A limit as the user wrote it: a number (hours or USD), or `none` to remove it."""
+    if value is None or value.strip().lower() == "none":
+        return None
+    if money:
+        return usd(value, option)
+    try:
+        hours: Decimal | None = Decimal(value.strip())
+    except InvalidOperation:
+        hours = None
+    if hours is None or not hours.is_finite():
+        raise typer.BadParameter(
+            f"{value!r} is not a number of hours like 12 or 0.5", param_hint=option
+        )
+    return str(hours)
+
+
+MaxRuntime = Annotated[
+    str | None,
+    typer.Option(
+        "--max-runtime-hours",
+        help="Terminate the machine after it has run this many hours (e.g. 12).",
+        show_default=False,
+    ),
+]
+MaxTotal = Annotated[
+    str | None,
+    typer.Option(
+        "--max-total",
+        help="max_total_usd: terminate before an hour would take what was paid past this "
+        "(USD, fees included).",
+        show_default=False,
+    ),
+]
+
+
+def listed(values: list[str] | None) -> list[str]:
+    """Repeated options, each possibly comma-separated, as one list."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def idempotency_key(value: str | None) -> str:
+    if value is None:
+        return str(uuid.uuid4())
+    if not (0 < len(value) <= MAX_IDEMPOTENCY_KEY and value.isascii() and value.isprintable()):
+        raise typer.BadParameter(
+            f"must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters",
+            param_hint="--idempotency-key",
+        )
+    return value
+
+
+def ssh_key(line: str | None, path: Path | None) -> str | None:
+    if line is not None and path is not None:
+        raise typer.BadParameter(
+            "give the key or a file holding it, not both",
+            param_hint="--ssh-public-key / --ssh-public-key-file",
+        )
+    if path is None:
+        return line
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        message = f"cannot read {path}: {exc}"
+        raise typer.BadParameter(message, param_hint="--ssh-public-key-file") from None
+
+
+Nodes = Annotated[
+    int,
+    typer.Option(
+        "--nodes",
+        help="Machines of --gpu-count GPUs deployed together as one cluster, at one provider "
+        "in one region (1-16); --max-price is then for the whole cluster.",
+    ),
+]
+ClusterInterconnect = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster-interconnect",
+        help="infiniband: the fabric the cluster's nodes must share (with --nodes 2 or more). "
+        "Default: any.",
+        show_default=False,
+    ),
+]
+OnNodeLost = Annotated[
+    str | None,
+    typer.Option(
+        "--on-node-lost",
+        help="When the provider loses a node of the cluster: keep the rest (the default; you "
+        "decide) or terminate it (the unused time refunded).",
+        show_default=False,
+    ),
+]
+
+
+def cluster(nodes: int, interconnect: str | None, on_node_lost: str | None) -> dict[str, Any]:
+    """The body's cluster fields the user gave: none for a single machine left as it is."""
+    fields = {
+        "nodes": None if nodes == 1 else nodes,
+        "cluster_interconnect": interconnect,
+        "on_node_lost": on_node_lost,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
