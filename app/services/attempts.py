@@ -457,7 +457,8 @@ async def settle_running(
         Line(
             order.id,
             OrderEventKind.RUNNING,
-            f"Running at {vm.ip}; paid until {format_time(paid)}.",
+            f"Running at {vm.ip}{' (its login node)' if vm.machines else ''}; "
+            f"paid until {format_time(paid)}.",
         )
     ]
     limits = limits_line(order, attempt)

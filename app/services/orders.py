@@ -29,10 +29,15 @@ from app.storage.models import Account, Attempt, Order, OrderEvent
 
 
 def describe_request(order: Order) -> str:
-    """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`."""
+    """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`,
+    `2 nodes of 8x H200 on Verda`."""
     names = [display_name(p) for p in order.providers]
     where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    text = f"{order.gpu_count}x {order.gpu_model} on {where}"
+    machine = f"{order.gpu_count}x {order.gpu_model}"
+    if order.nodes > 1:  # `2 nodes of 8x H200 (infiniband) on Verda`
+        fabric = f" ({order.cluster_interconnect})" if order.cluster_interconnect else ""
+        machine = f"{order.nodes} nodes of {machine}{fabric}"
+    text = f"{machine} on {where}"
     if order.regions:
         text += f" in {', '.join(order.regions)}"
     return text

@@ -80,6 +80,9 @@ class TestVerdaInstantCluster:
         assert len(machines) == 2
         assert all(m["state"] == "running" and m["ip"] for m in machines)
         assert len({m["provider_vm_id"] for m in machines}) == 2
+        timeline = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
+        (line,) = [e["message"] for e in timeline.json() if e["kind"] == "running"]
+        assert line.startswith(f"Running at {running['login_ip']} (its login node); paid until")
 
         await terminate(client, handle, order_id)
         ended = await reaches(client, handle, order_id, "terminated", seconds=10)
@@ -214,6 +217,10 @@ class TestPlacing:
             "terminate",
         )
         assert (placed["machines"], placed["login_ip"]) == ([], None)
+        timeline = await client.get(f"/v1/orders/{placed['id']}/events", headers=handle.headers)
+        assert timeline.json()[0]["message"].startswith(
+            "Order placed: 2 nodes of 8x H200 (infiniband) on Verda at up to $70.00/h"
+        )
         # Positive control for the refusals above: the defaults are a single machine, kept.
         single = await client.post(
             "/v1/orders",
