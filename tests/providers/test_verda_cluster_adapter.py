@@ -302,3 +302,22 @@ class TestVMs:
         read_anew = await adapter.fetch_offers({CLUSTER_MACHINE})
         assert stock_paths(sent)[-1] == "/cluster-availability"
         assert CLUSTER in keys(read_anew)  # the unit the create left
+
+
+async def test_a_cluster_read_that_fails_leaves_the_instance_offers_alone(
+    adapter: VerdaAdapter, control: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await stock(control, *CLUSTER, 1)
+    await stock(control, *INSTANCE, 1)
+    both = {(o.sku, o.nodes) for o in await adapter.fetch_offers()}
+    assert both == {(CLUSTER[0], 2), (INSTANCE[0], 1)}  # control: both read when nothing fails
+
+    async def refused(*_args: Any) -> Any:
+        raise Unavailable(adapter.provider, "503 from /cluster-availability")
+
+    clusters = adapter._clusters._calls  # the cluster calls only: the instances' still answer
+    monkeypatch.setattr(clusters, "cluster_availability", refused)
+    monkeypatch.setattr(clusters, "cluster_types", refused)
+    await adapter.refresh_prices()  # the cluster types fail: the instance prices are still read
+    offers = await adapter.fetch_offers()
+    assert {(o.sku, o.nodes) for o in offers} == {(INSTANCE[0], 1)}  # no stale cluster offer

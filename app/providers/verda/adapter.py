@@ -27,7 +27,15 @@ from typing import Any
 from pydantic import SecretStr
 
 from app.core.market import disk_size_gb
-from app.providers.base import VM, MachineKey, Offer, Rejected, Unavailable, VMState
+from app.providers.base import (
+    VM,
+    MachineKey,
+    Offer,
+    ProviderError,
+    Rejected,
+    Unavailable,
+    VMState,
+)
 from app.providers.budget import StockRead
 from app.providers.http import Connections
 from app.providers.verda import limits, parse
@@ -93,7 +101,10 @@ class VerdaAdapter:
         """Read `/instance-types`, `/cluster-types` and `/volume-types` (public, prices in USD)
         now and cache them."""
         types = parse.instance_types(await self._api.instance_types())
-        await self._clusters.refresh_types()
+        try:
+            await self._clusters.refresh_types()
+        except ProviderError as exc:  # clusters are as last read; instances must not wait
+            logger.warning("verda: cluster types not read, kept as last read: %s", exc)
         disk_price = parse.os_volume_price(await self._api.volume_types())
         if disk_price is None:  # an OS volume we cannot price is one we cannot sell
             raise Unavailable(PROVIDER, "/volume-types has no NVMe price in USD")
@@ -140,7 +151,11 @@ class VerdaAdapter:
         else:
             await self._read_full_list()
             if not machines:  # the full read (stock history) sees the clusters too
-                await self._clusters.read_stock()
+                try:
+                    await self._clusters.read_stock()
+                except ProviderError as exc:  # no cluster offers until a read works again
+                    logger.warning("verda: cluster stock not read: %s", exc)
+                    self._clusters.forget_stock()
         missing = any(sku not in types for sku, _ in self._pairs) or self._clusters.missing_types()
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list

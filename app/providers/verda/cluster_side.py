@@ -72,6 +72,10 @@ class ClusterSide:
         self._read_at = started
         self._created_at = {k: at for k, at in self._created_at.items() if at >= started}
 
+    def forget_stock(self) -> None:
+        """No cluster is in stock as far as we know (its read failed)."""
+        self._pairs = []
+
     def offers(self, disk_price_per_gb_hour: Decimal) -> list[Offer]:
         """The clusters the last read found, less those a create has been answered for since;
         `disk_price_per_gb_hour` prices the shared volume (an NVMe volume)."""
