@@ -9,7 +9,7 @@ from app.api.params import OfferedProvider
 from app.api.strict_json import StrictJsonRoute
 from app.core.catalogue import GPU_MODELS, normalize_gpu_model
 from app.core.errors import ValidationFailed
-from app.core.market import Fees
+from app.core.market import MAX_NODES, Fees
 from app.services import offers
 from app.services.views import OffersOut
 
@@ -22,7 +22,10 @@ async def list_offers(
     session: SessionDep,
     settings: SettingsDep,
     gpu_model: Annotated[str | None, Query(max_length=40)] = None,
-    gpu_count: Annotated[int | None, Query(ge=1, le=64)] = None,
+    gpu_count: Annotated[int | None, Query(ge=1, le=64, description="GPUs per node.")] = None,
+    nodes: Annotated[
+        int | None, Query(ge=1, le=MAX_NODES, description="1: single machines; more: clusters.")
+    ] = None,
     provider: OfferedProvider | None = None,
 ) -> OffersOut:
     """The latest offers of every provider, cheapest first (price with fees), each with the
@@ -41,5 +44,6 @@ async def list_offers(
         account_id=account.id,
         gpu_model=model,
         gpu_count=gpu_count,
+        nodes=nodes,
         provider=str(provider) if provider else None,
     )

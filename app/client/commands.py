@@ -297,6 +297,10 @@ def offers(
     gpu_count: Annotated[
         int | None, typer.Option("--gpu-count", "-n", help="Only machines with this many GPUs.")
     ] = None,
+    nodes: Annotated[
+        int | None,
+        typer.Option("--nodes", help="Only offers of this many machines (1: one machine)."),
+    ] = None,
     provider: Annotated[
         str | None, typer.Option("--provider", "-p", help="Only this provider.")
     ] = None,
@@ -305,7 +309,7 @@ def offers(
     as_json: Json = False,
 ) -> None:
     """What the providers have in stock now, cheapest first, priced with fees."""
-    params = {"gpu_model": gpu_model, "gpu_count": gpu_count, "provider": provider}
+    params = {"gpu_model": gpu_model, "gpu_count": gpu_count, "nodes": nodes, "provider": provider}
     with _api(url, key) as api:
         answer = api.get(api_path("offers"), params)
     if as_json:

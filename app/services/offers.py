@@ -84,6 +84,7 @@ async def latest_offers(
     account_id: str,
     gpu_model: str | None = None,
     gpu_count: int | None = None,
+    nodes: int | None = None,
     provider: str | None = None,
 ) -> OffersOut:
     """Every offer of the latest read of each provider, filtered, cheapest first, each with
@@ -99,6 +100,8 @@ async def latest_offers(
             if gpu_model is not None and raw["gpu_model"] != gpu_model:
                 continue
             if gpu_count is not None and raw["gpu_count"] != gpu_count:
+                continue
+            if nodes is not None and raw.get("nodes", 1) != nodes:
                 continue
             price = Decimal(raw["price_per_hour"])
             with_fees = fees.apply(price)

@@ -42,3 +42,29 @@ async def test_offers_show_a_clusters_nodes_and_fabric_and_match_only_cluster_or
     assert (single["nodes"], single["cluster_interconnect"]) == (1, None)
     assert cluster["matching_orders"] == []  # an 8x B300 order is not a cluster's
     assert single["matching_orders"] == [order["id"]]  # control: the single machine matches
+
+
+async def test_offers_can_be_filtered_by_nodes(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await offers.keep_snapshot(
+            session,
+            provider="verda",
+            offers=[offers.offer_json(o) for o in (CLUSTER, SINGLE)],
+            fetched_at=None,
+            error=None,
+        )
+
+    async def skus(query: str) -> set[str]:
+        response = await client.get(f"/v1/offers{query}", headers=account.headers)
+        assert response.status_code == 200, response.text
+        return {o["sku"] for o in response.json()["data"]}
+
+    assert await skus("") == {"fake-b300x8-n2", "fake-b300x8"}  # control: no filter, both
+    assert await skus("?nodes=2") == {"fake-b300x8-n2"}
+    assert await skus("?nodes=1") == {"fake-b300x8"}
+    refused = await client.get("/v1/offers?nodes=17", headers=account.headers)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["details"][0]["field"] == "nodes"

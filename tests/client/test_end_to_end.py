@@ -276,3 +276,6 @@ def test_offers_show_a_clusters_nodes_and_fabric(
     assert "sxm+infiniband" in cluster and cluster_id in cluster and single_id not in cluster
     (single,) = [row for row in rows if "n3-H100x1" in row]  # control: a single machine
     assert single.split()[3:6] == ["1x", "H100", "pcie"] and single_id in single
+    clusters_only = autoprovision("offers", "--nodes", "2").lines()
+    assert any("16H200" in line for line in clusters_only)
+    assert not any("n3-H100x1" in line for line in clusters_only)
