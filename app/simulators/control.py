@@ -127,6 +127,12 @@ class SimControl:
         result: list[dict[str, Any]] = await self._send("GET", provider, "vms")
         return result
 
+    async def clusters(self, provider: str) -> list[dict[str, Any]]:
+        """Every cluster made (Verda's Instant Clusters), discontinued ones too: `[{id, name,
+        cluster_type, region, status, nodes, worker_nodes, price_per_hour, charged...}]`."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "clusters")
+        return result
+
     async def end_vm(self, provider: str, vm_id: str) -> dict[str, Any]:
         """Make the provider end a VM by itself, the way it would (discontinued, suspended,
         interrupted); billing stops. The VM as it is then."""
@@ -205,6 +211,10 @@ class SimControlSync:
     def vms(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.vms`."""
         return self._run(self._control.vms(provider))
+
+    def clusters(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.clusters`."""
+        return self._run(self._control.clusters(provider))
 
     def end_vm(self, provider: str, vm_id: str) -> dict[str, Any]:
         """`SimControl.end_vm`."""

@@ -130,6 +130,7 @@ class Follower:
             gpu_count=attempt.gpu_count,
             price_per_hour=attempt.price_per_hour,
             offer_id=attempt.offer_id,
+            nodes=attempt.nodes,  # a cluster is looked up among clusters (Verda's)
         )
         found = await adapter.find_vms(
             name=attempt.vm_name,

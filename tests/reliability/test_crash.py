@@ -14,9 +14,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from app.core.states import HoldStatus, LedgerKind
-from app.storage.models import Attempt, Hold, LedgerEntry, Order
-from tests.factories import ADMIN
+from app.core.states import LedgerKind
+from app.storage.models import Attempt, LedgerEntry, Order
+from tests.crash_checks import CrashAccount
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync
 
@@ -56,12 +56,8 @@ class Run:
         self.sim = sim_process.control
         self.api = httpx.Client(base_url=service.url, timeout=10)
         self.use(service)
-        account = self.api.post("/v1/accounts", json={"name": "crash"}, headers=ADMIN).json()
-        self.account_id = account["id"]
-        self.headers = {"Authorization": f"Bearer {account['api_key']}"}
-        self.api.post(
-            f"/v1/accounts/{self.account_id}/credits", json={"amount": "100"}, headers=ADMIN
-        )
+        self.account = CrashAccount(self.api, Decimal(100))
+        self.headers = self.account.headers
         self.orders: dict[str, str] = {}  # order id -> provider
 
     def use(self, service: ServiceProcess) -> None:
@@ -123,33 +119,7 @@ class Run:
                 and vm["status"] not in ("DELETING", "DELETED", "deleting", "discontinued")
             ]
             assert len(vms) == 1, f"{order_id} has {len(vms)} VMs at {provider}: {vms}"
-        ids = list(self.orders)
-        statuses = dict(
-            query(database_url, select(Order.id, Order.status).where(Order.id.in_(ids)))
-        )
-        assert set(statuses.values()) <= {"deployed", "running"}, statuses
-        entries = query(
-            database_url,
-            select(LedgerEntry.order_id, LedgerEntry.kind, LedgerEntry.amount).where(
-                LedgerEntry.account_id == self.account_id
-            ),
-        )
-        for order_id in ids:
-            debits = [e for e in entries if e.order_id == order_id and e.kind == LedgerKind.DEBIT]
-            assert len(debits) == 1, f"{order_id}: {len(debits)} debits"
-        open_holds = query(
-            database_url,
-            select(Hold.id).where(
-                Hold.account_id == self.account_id, Hold.status == HoldStatus.OPEN
-            ),
-        )
-        assert open_holds == []
-        spent = sum((e.amount for e in entries if e.kind == LedgerKind.DEBIT), Decimal(0))
-        attempts = query(database_url, select(Attempt.status).where(Attempt.order_id.in_(ids)))
-        assert not {"creating", "unknown"} & {row.status for row in attempts}
-        balance = self.api.get("/v1/account", headers=self.headers).json()
-        assert Decimal(balance["balance"]) == Decimal(100) - spent
-        assert Decimal(balance["held"]) == 0
+        self.account.check_paid_once(database_url, list(self.orders))
 
 
 def test_killed_while_a_create_is_in_flight(

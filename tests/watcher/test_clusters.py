@@ -68,7 +68,7 @@ class TestVerdaInstantCluster:
         deployment = running["deployment"]
         assert (deployment["instance_type"], deployment["nodes"]) == ("16H200", 2)
         assert deployment["provider_vm_id"] == f"cluster:{create['vm_id']}"
-        (cluster,) = await sim._send("GET", "verda", "clusters")
+        (cluster,) = await sim.clusters("verda")
         assert cluster["id"] == create["vm_id"]
         # The whole cluster's price, held and paid for one hour: both nodes and the volume.
         assert Decimal(deployment["price_per_hour"]) >= Decimal("54.24")
@@ -92,7 +92,7 @@ class TestVerdaInstantCluster:
             if (r["method"], r["path"]) == ("PUT", "/v1/clusters")
         ]
         assert len(discontinues) >= 1
-        (cluster,) = await sim._send("GET", "verda", "clusters")
+        (cluster,) = await sim.clusters("verda")
         assert cluster["status"] == "discontinued"
         assert (await sim._send("GET", "verda", "balance"))["hourly_charge"] == "0"
         # Verda bills in 10-minute blocks: one used, the other five sixths come back.
@@ -169,7 +169,7 @@ class TestLostNode:
         await lose_a_node(sim, running)
         ended = await reaches(client, handle, order_id, "terminated", seconds=10)
         assert ended["terminate_reason"] == "node_lost"
-        (cluster,) = await sim._send("GET", "verda", "clusters")
+        (cluster,) = await sim.clusters("verda")
         assert cluster["status"] == "discontinued"
         price = Decimal(running["deployment"]["price_per_hour_with_fees"])
         assert Decimal(ended["charged_usd"]) == (price / 6).quantize(Decimal("0.01"))
