@@ -46,6 +46,11 @@ def demo_orders() -> list[dict[str, Any]]:
     hours, within minutes)."""
     providers = [spec.provider for spec in simulated_specs()]
     first, rest = providers[0], providers[1:] or providers
+    clusters = [  # those that make a cluster of 2 nodes of 8x H200 (Verda)
+        spec.provider
+        for spec in simulated_specs()
+        if spec.cluster_refusal("H200", 8, 2, None) is None
+    ]
     return [
         {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
          "providers": providers, "max_price_per_hour": "48.00", "max_runtime_hours": 5},
@@ -57,9 +62,9 @@ def demo_orders() -> list[dict[str, Any]]:
         {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
          "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
         *([{"name": "demo: Kimi K3 on 2 nodes of 8x H200", "gpu_model": "H200", "gpu_count": 8,
-            "nodes": 2, "providers": ["verda"], "max_price_per_hour": "62.00",
+            "nodes": 2, "providers": clusters, "max_price_per_hour": "62.00",
             "min_disk_gb": 2000, "max_runtime_hours": 3}]
-          if "verda" in providers else []),
+          if clusters else []),
     ]  # fmt: skip
 
 
