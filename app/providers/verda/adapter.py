@@ -225,16 +225,7 @@ class VerdaAdapter:
             )
         finally:  # answered or not, the unit may be gone: only a later full list says
             self._created_at[(offer.sku, offer.region)] = self._clock()
-        return VM(
-            provider=self.provider,
-            id=vm_id,
-            state=VMState.PENDING,
-            provider_status="ordered",
-            name=name,
-            region=offer.region,
-            sku=offer.sku,
-            tags=(tag,),
-        )
+        return parse.accepted_vm(vm_id, name=name, offer=offer, tag=tag)
 
     async def get_vm(self, vm_id: str) -> VM | None:
         """`GET /v1/instances/{id}` (`/v1/clusters/{id}` for a cluster's); None when Verda does

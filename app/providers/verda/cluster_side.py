@@ -116,15 +116,8 @@ class ClusterSide:
             )
         finally:  # answered or not, the unit may be gone: only a later cluster read says
             self._created_at[(offer.sku, offer.region)] = self._clock()
-        return VM(
-            provider=PROVIDER,
-            id=cluster_parse.cluster_vm_id(cluster_id),
-            state=VMState.PENDING,
-            provider_status="ordered",
-            name=name,
-            region=offer.region,
-            sku=offer.sku,
-            tags=(tag,),
+        return parse.accepted_vm(
+            cluster_parse.cluster_vm_id(cluster_id), name=name, offer=offer, tag=tag
         )
 
     async def get(self, cluster_id: str) -> VM | None:

@@ -177,6 +177,20 @@ def offer(
     )
 
 
+def accepted_vm(vm_id: str, *, name: str, offer: Offer, tag: str) -> VM:
+    """The VM (or cluster) of a create Verda accepted just now: `ordered`, as its answer says."""
+    return VM(
+        provider=PROVIDER,
+        id=vm_id,
+        state=VMState.PENDING,
+        provider_status="ordered",
+        name=name,
+        region=offer.region,
+        sku=offer.sku,
+        tags=(tag,),
+    )
+
+
 def vm(data: Any) -> VM | None:
     """A `VM` from Verda's Instance object; None if it lacks an id."""
     if not isinstance(data, dict) or not isinstance(data.get("id"), str) or not data["id"]:
