@@ -106,7 +106,7 @@ class TestCreateRefusedForCapacity:
         assert (refused["outcome"], refused["vm_id"]) == ("capacity_race", None)
         assert await sim.clusters("verda") == []
         balance = await account_view(client, handle)
-        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT, 0)
+        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT, Decimal(0))
         entries = await ledger(client, handle)
         assert amounts(entries, "hold") == amounts(entries, "hold_release")
         assert amounts(entries, "debit") == []
@@ -121,7 +121,10 @@ class TestCreateRefusedForCapacity:
         price = Decimal(running["deployment"]["price_per_hour_with_fees"])
         assert amounts(await ledger(client, handle), "debit") == [price]
         balance = await account_view(client, handle)
-        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT - price, 0)
+        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (
+            CREDIT - price,
+            Decimal(0),
+        )
         assert await unowned_clusters(client, handle, sim) == []
 
 
@@ -152,7 +155,10 @@ class TestUnclearCreate:
         entries = await ledger(client, handle)
         assert amounts(entries, "debit") == [price]
         balance = await account_view(client, handle)
-        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT - price, 0)
+        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (
+            CREDIT - price,
+            Decimal(0),
+        )
         assert await unowned_clusters(client, handle, sim) == []
 
 
@@ -180,7 +186,7 @@ class TestClusterFailsAfterAccept:
         (paid,) = amounts(entries, "debit")
         assert amounts(entries, "refund") == [paid]  # its first hour, back whole
         balance = await account_view(client, handle)
-        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT, 0)
+        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT, Decimal(0))
 
         await sim.stock(*VERDA_16H200, 1)  # the next stock
         running = await reaches(client, handle, order_id, "running", seconds=15)
@@ -195,7 +201,10 @@ class TestClusterFailsAfterAccept:
         entries = await ledger(client, handle)
         assert amounts(entries, "debit") == [paid, price]
         balance = await account_view(client, handle)
-        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT - price, 0)
+        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (
+            CREDIT - price,
+            Decimal(0),
+        )
         assert await unowned_clusters(client, handle, sim) == []
 
 
@@ -231,6 +240,9 @@ class TestDiscontinueRefused:
         charged = Decimal(ended["charged_usd"])
         assert sum(amounts(entries, "refund"), Decimal(0)) == paid - charged
         balance = await account_view(client, handle)
-        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (CREDIT - charged, 0)
+        assert (Decimal(balance["balance"]), Decimal(balance["held"])) == (
+            CREDIT - charged,
+            Decimal(0),
+        )
         assert 0 < charged < price
         assert await unowned_clusters(client, handle, sim) == []

@@ -84,7 +84,7 @@ class TestSentences:
         assert lost.endswith("$46.10 in all.")
 
     def test_a_cluster_says_its_nodes_its_login_node_and_a_lost_node(self) -> None:
-        cluster = {"nodes": 2, "gpu_model": "H200"}
+        cluster: dict[str, Any] = {"nodes": 2, "gpu_model": "H200"}
         running = slack_text(event("order.running", login_ip="203.0.113.7", **cluster))
         assert running.startswith("Order ord_01jd3xq8w1 is running: 2 nodes of 8x H200 on Verda")
         assert "203.0.113.7 (its login node)" in running
