@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
+from app.demo.mode import demo_orders
 from tests.dashboard.service import SCREENSHOTS
 from tests.processes import clean_env, wait_until_up
 from tests.servers import free_port
@@ -62,7 +63,7 @@ def test_the_printed_url_and_demo_key_show_demo_orders_deploying(
         page.goto(url)
         page.get_by_label("API key").fill(key)
         page.get_by_role("button", name="Sign in").click()
-        expect(page.locator("tr[data-order-id]")).to_have_count(4)
+        expect(page.locator("tr[data-order-id]")).to_have_count(len(demo_orders()))
         running = page.locator('tr[data-order-id] [data-field="status"]', has_text="running")
         expect(running.first).to_be_visible(timeout=DEPLOY_WITHIN_MS)
     finally:
