@@ -7,11 +7,11 @@ from typing import Any
 from playwright.sync_api import Page, expect
 
 from app.simulators.control import SimControlSync
+from tests.dashboard.pages import SLOW, row, sign_in
 from tests.dashboard.service import Api, Service
 from tests.waiting import eventually_sync
 
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
-SLOW = 15_000  # ms: deploy, boot and the page's next poll
 
 
 def h100(**overrides: Any) -> dict[str, Any]:
@@ -22,17 +22,6 @@ def h100(**overrides: Any) -> dict[str, Any]:
         "max_price_per_hour": "3.00",
         **overrides,
     }
-
-
-def sign_in(page: Page, key: str) -> None:
-    page.goto("/")
-    page.get_by_label("API key").fill(key)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
-
-
-def row(page: Page, order_id: str) -> Any:
-    return page.locator(f'tr[data-order-id="{order_id}"]')
 
 
 def test_a_wrong_key_is_refused_and_the_right_one_signs_in(page: Page, api: Api) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from playwright.sync_api import Page, Request, expect
 
 from app.simulators.control import SimControlSync
+from tests.dashboard.pages import SLOW, row, sign_in
 from tests.dashboard.service import Api
-from tests.dashboard.test_browser import SLOW, row, sign_in
 
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # a cluster of 2 nodes of 8x H200: $54.24/h
 
