@@ -17,7 +17,6 @@ cluster's calls there, so the interface stays the same for both.
 
 import hashlib
 import logging
-import math
 import time
 from collections.abc import Callable, Collection
 from datetime import datetime
@@ -43,6 +42,7 @@ from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.cluster_parse import cluster_id_of
 from app.providers.verda.cluster_side import ClusterSide
 from app.providers.verda.parse import PROVIDER
+from app.providers.verda.stock_pairs import StockPairs
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +82,7 @@ class VerdaAdapter:
         self._clusters = ClusterSide(self._api, image=cluster_image, clock=clock)
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: dict[str, MachineKey] = {}  # instance type -> its machine
-        self._pairs: list[tuple[str, str]] = []  # (type, location) in stock, as last read
-        self._full_read_at = float("-inf")  # when the last full list read was sent
-        self._created_at: dict[tuple[str, str], float] = {}  # (type, location) -> create answered
-        self._clock = clock
+        self._stock = StockPairs(clock)  # instance types in stock, as the full list said
         self._types_at: float | None = None
         self._disk_price = Decimal(0)  # USD per GB-hour of an OS volume, read with the types
 
@@ -140,9 +137,9 @@ class VerdaAdapter:
         elif read != limits.FULL_READ:
             sku = next(s for s in self._machines if limits.type_read(s) == read)
             if not await self._api.type_availability(sku):
-                self._pairs = [pair for pair in self._pairs if pair[0] != sku]
+                self._stock.drop_type(sku)
                 return self._offers(types)
-            if any(pair[0] == sku for pair in self._current_pairs()):
+            if any(pair[0] == sku for pair in self._stock.current()):
                 return self._offers(types)  # where it is is known already
             if not self.budget.fits(limits.FULL_READ):
                 return self._offers(types)
@@ -156,24 +153,19 @@ class VerdaAdapter:
                 except ProviderError as exc:  # no cluster offers until a read works again
                     logger.warning("verda: cluster stock not read: %s", exc)
                     self._clusters.forget_stock()
-        missing = any(sku not in types for sku, _ in self._pairs) or self._clusters.missing_types()
+        missing = any(sku not in types for sku, _ in self._stock.listed)
+        missing = missing or self._clusters.missing_types()
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list
         return self._offers(types)
 
     async def _read_full_list(self) -> None:
-        started = self._clock()
-        self._pairs = parse.availability(await self._api.availability())
-        self._full_read_at = started
-        self._created_at = {k: at for k, at in self._created_at.items() if at >= started}
-
-    def _current_pairs(self) -> list[tuple[str, str]]:
-        """The pairs the last full list found, less those a create has been sent to since."""
-        return [p for p in self._pairs if self._created_at.get(p, -math.inf) < self._full_read_at]
+        started = self._stock.started()
+        self._stock.read(parse.availability(await self._api.availability()), started)
 
     def _offers(self, types: dict[str, dict[str, Any]]) -> list[Offer]:
         offers = []
-        for sku, region in self._current_pairs():
+        for sku, region in self._stock.current():
             data = types.get(sku)
             made = parse.offer(data, region, self._disk_price) if data is not None else None
             if made is None:
@@ -224,7 +216,7 @@ class VerdaAdapter:
                 body, where=f"create {offer.sku} in {offer.region}"
             )
         finally:  # answered or not, the unit may be gone: only a later full list says
-            self._created_at[(offer.sku, offer.region)] = self._clock()
+            self._stock.created((offer.sku, offer.region))
         return parse.accepted_vm(vm_id, name=name, offer=offer, tag=tag)
 
     async def get_vm(self, vm_id: str) -> VM | None:

@@ -7,7 +7,6 @@ a create has been answered for is left out until a cluster read begun after that
 it again: until then the unit the create took could be offered to a second create.
 """
 
-import math
 import time
 from collections.abc import Callable, Collection
 from decimal import Decimal
@@ -19,6 +18,7 @@ from app.providers.verda import cluster_parse, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.clusters import VerdaClusters
 from app.providers.verda.parse import PROVIDER
+from app.providers.verda.stock_pairs import StockPairs
 
 
 class ClusterSide:
@@ -29,12 +29,9 @@ class ClusterSide:
     ) -> None:
         self._calls = VerdaClusters(api)
         self._image = image
-        self._clock = clock
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: frozenset[MachineKey] = frozenset()  # what the cluster types are
-        self._pairs: list[tuple[str, str]] = []  # (cluster type, location) in stock, as last read
-        self._read_at = -math.inf  # when the last cluster availability read was sent
-        self._created_at: dict[tuple[str, str], float] = {}  # pair -> its create answered
+        self._stock = StockPairs(clock)  # cluster types in stock, as the last read said
 
     def __repr__(self) -> str:
         return f"ClusterSide(image={self._image!r})"
@@ -63,26 +60,23 @@ class ClusterSide:
 
     def missing_types(self) -> bool:
         """Whether the last read found a cluster type the cached types do not have."""
-        return any(sku not in self._types for sku, _ in self._pairs)
+        return any(sku not in self._types for sku, _ in self._stock.listed)
 
     async def read_stock(self) -> None:
         """`GET /cluster-availability`: what is in stock now, for `offers`."""
-        started = self._clock()
-        self._pairs = cluster_parse.cluster_availability(await self._calls.cluster_availability())
-        self._read_at = started
-        self._created_at = {k: at for k, at in self._created_at.items() if at >= started}
+        started = self._stock.started()
+        body = await self._calls.cluster_availability()
+        self._stock.read(cluster_parse.cluster_availability(body), started)
 
     def forget_stock(self) -> None:
         """No cluster is in stock as far as we know (its read failed)."""
-        self._pairs = []
+        self._stock.forget()
 
     def offers(self, disk_price_per_gb_hour: Decimal) -> list[Offer]:
         """The clusters the last read found, less those a create has been answered for since;
         `disk_price_per_gb_hour` prices the shared volume (an NVMe volume)."""
         offers = []
-        for sku, region in self._pairs:
-            if self._created_at.get((sku, region), -math.inf) >= self._read_at:
-                continue
+        for sku, region in self._stock.current():
             data = self._types.get(sku)
             made = (
                 None
@@ -115,7 +109,7 @@ class ClusterSide:
                 body, where=f"create {offer.sku} in {offer.region}"
             )
         finally:  # answered or not, the unit may be gone: only a later cluster read says
-            self._created_at[(offer.sku, offer.region)] = self._clock()
+            self._stock.created((offer.sku, offer.region))
         return parse.accepted_vm(
             cluster_parse.cluster_vm_id(cluster_id), name=name, offer=offer, tag=tag
         )
