@@ -31,9 +31,7 @@ from app.providers.base import (
     MachineKey,
     Offer,
     ProviderError,
-    Rejected,
     Unavailable,
-    VMState,
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections
@@ -254,22 +252,8 @@ class VerdaAdapter:
         try:
             await self._api.delete_instance(vm_id)
         except DeleteRefused as refused:
-            await self._after_refusal(vm_id, refused.status_code)
-
-    async def _after_refusal(self, vm_id: str, status_code: int | None) -> None:
-        """Verda refused a delete: find out why from the instance, not the message."""
-        current = await self.get_vm(vm_id)
-        if current is None or current.state in (VMState.GONE, VMState.DELETING):
-            return
-        if current.state is VMState.PENDING:
-            raise Unavailable(
-                self.provider, f"instance {vm_id} is still {current.provider_status}: delete later"
-            )
-        raise Rejected(
-            self.provider,
-            f"delete of instance {vm_id} ({current.provider_status}) refused",
-            status_code=status_code,
-        )
+            current = await self.get_vm(vm_id)
+            parse.after_refused_delete(current, f"instance {vm_id}", refused.status_code)
 
     # --- account ---------------------------------------------------------------------------
 

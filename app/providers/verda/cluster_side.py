@@ -13,11 +13,10 @@ from decimal import Decimal
 from typing import Any
 
 from app.core.market import disk_size_gb
-from app.providers.base import VM, MachineKey, Offer, Rejected, Unavailable, VMState
+from app.providers.base import VM, MachineKey, Offer
 from app.providers.verda import cluster_parse, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.clusters import VerdaClusters
-from app.providers.verda.parse import PROVIDER
 from app.providers.verda.stock_pairs import StockPairs
 
 
@@ -140,15 +139,4 @@ class ClusterSide:
             await self._calls.discontinue_cluster(cluster_id)
         except DeleteRefused as refused:
             current = await self.get(cluster_id)
-            if current is None or current.state in (VMState.GONE, VMState.DELETING):
-                return
-            if current.state is VMState.PENDING:
-                still = current.provider_status
-                raise Unavailable(
-                    PROVIDER, f"cluster {cluster_id} is still {still}: delete later"
-                ) from refused
-            raise Rejected(
-                PROVIDER,
-                f"discontinue of cluster {cluster_id} ({current.provider_status}) refused",
-                status_code=refused.status_code,
-            ) from refused
+            parse.after_refused_delete(current, f"cluster {cluster_id}", refused.status_code)

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import VM, Offer, Unavailable, VMState
+from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
 from app.providers.http import wire_decimal
 
 logger = logging.getLogger(__name__)
@@ -188,6 +188,18 @@ def accepted_vm(vm_id: str, *, name: str, offer: Offer, tag: str) -> VM:
         region=offer.region,
         sku=offer.sku,
         tags=(tag,),
+    )
+
+
+def after_refused_delete(current: VM | None, what: str, status_code: int | None) -> None:
+    """Verda refused to delete `what` (an instance or a cluster), now `current`: fine when it
+    is gone or going, retry-later while it is still being made, else the refusal stands."""
+    if current is None or current.state in (VMState.GONE, VMState.DELETING):
+        return
+    if current.state is VMState.PENDING:
+        raise Unavailable(PROVIDER, f"{what} is still {current.provider_status}: delete later")
+    raise Rejected(
+        PROVIDER, f"delete of {what} ({current.provider_status}) refused", status_code=status_code
     )
 
 
