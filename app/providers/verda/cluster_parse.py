@@ -11,7 +11,6 @@ from typing import Any
 
 from app.core.catalogue import ClusterInterconnect, Interconnect
 from app.providers.base import VM, Machine, Offer, Unavailable, VMState
-from app.providers.http import wire_decimal
 from app.providers.verda.parse import (
     PCIE_MODELS,
     PROVIDER,
@@ -20,11 +19,11 @@ from app.providers.verda.parse import (
     as_int,
     as_list,
     availability,
-    gpu_model,
     interconnect,
     many,
     nonempty_str,
     one,
+    priced_model,
     timestamp,
 )
 
@@ -124,23 +123,16 @@ def cluster_offer(
     `disk_price_per_gb_hour` prices the shared volume, which the create sizes.
     """
     sku = data.get("cluster_type")
-    gpu = as_dict(data.get("gpu"))
-    gpus = as_int(gpu.get("number_of_gpus"))
+    gpus = as_int(as_dict(data.get("gpu")).get("number_of_gpus"))
     nodes = nodes_of(data)
     if not isinstance(sku, str) or not gpus or nodes is None or nodes < 2 or gpus % nodes:
         logger.debug("verda: leaving out cluster type %r (gpus %r, nodes %r)", sku, gpus, nodes)
         return None
-    model = gpu_model(
-        data.get("model"),
-        gpu.get("description"),
-        gpus,
-        as_int(as_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
-    )
-    price = wire_decimal(data.get("price_per_hour"))
-    currency = str(data.get("currency") or "usd").lower()
-    if model is None or price is None or price <= 0 or currency != "usd":
+    priced = priced_model(data, gpus)
+    if priced is None:
         logger.debug("verda: leaving out cluster type %s (model %r)", sku, data.get("model"))
         return None
+    model, price = priced
     vcpus = as_int(as_dict(data.get("cpu")).get("number_of_cores"))
     ram = as_int(as_dict(data.get("memory")).get("size_in_gigabytes"))
     return Offer(

@@ -130,6 +130,23 @@ def os_volume_price(body: Any) -> Decimal | None:
     return None
 
 
+def priced_model(data: dict[str, Any], gpus: int) -> tuple[str, Decimal] | None:
+    """The GPU model and USD price of an instance or cluster type with `gpus` GPUs in all;
+    None when the model is not one we know or the price is not a positive USD amount."""
+    gpu = as_dict(data.get("gpu"))
+    model = gpu_model(
+        data.get("model"),
+        gpu.get("description"),
+        gpus,
+        as_int(as_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
+    )
+    price = wire_decimal(data.get("price_per_hour"))
+    currency = str(data.get("currency") or "usd").lower()
+    if model is None or price is None or price <= 0 or currency != "usd":
+        return None
+    return model, price
+
+
 def offer(
     data: dict[str, Any], region: str, disk_price_per_gb_hour: Decimal = Decimal(0)
 ) -> Offer | None:
@@ -138,28 +155,14 @@ def offer(
     `disk_price_per_gb_hour` prices the OS volume of types whose disk is sized at deploy time.
     """
     sku = data.get("instance_type")
-    gpu = as_dict(data.get("gpu"))
-    count = as_int(gpu.get("number_of_gpus"))
+    count = as_int(as_dict(data.get("gpu")).get("number_of_gpus"))
     if not isinstance(sku, str) or not count or count < 1:
         return None
-    model = gpu_model(
-        data.get("model"),
-        gpu.get("description"),
-        count,
-        as_int(as_dict(data.get("gpu_memory")).get("size_in_gigabytes")),
-    )
-    price = wire_decimal(data.get("price_per_hour"))
-    currency = str(data.get("currency") or "usd").lower()
-    if model is None or price is None or price <= 0 or currency != "usd":
-        logger.debug(
-            "verda: leaving out %s in %s (model %r, price %r %s)",
-            sku,
-            region,
-            data.get("model"),
-            data.get("price_per_hour"),
-            currency,
-        )
+    priced = priced_model(data, count)
+    if priced is None:
+        logger.debug("verda: leaving out %s in %s (model %r)", sku, region, data.get("model"))
         return None
+    model, price = priced
     disk = as_int(as_dict(data.get("storage")).get("size_in_gigabytes"))
     return Offer(
         provider=PROVIDER,
