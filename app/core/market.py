@@ -27,6 +27,11 @@ class VMState(StrEnum):
     UNKNOWN = "unknown"  # a status we do not know: never treated as running or gone
 
 
+# A VM (or a cluster's node) in one of these states will not run again: the provider ended it
+# (or is ending it) by itself, or we did.
+ENDED_VM_STATES = frozenset({VMState.FAILED, VMState.GONE, VMState.SUSPENDED, VMState.DELETING})
+
+
 class OfferKey(NamedTuple):
     """What identifies an offer across polls, in memory and in stock history."""
 

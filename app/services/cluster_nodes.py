@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict
-from app.core.market import VM
+from app.core.market import ENDED_VM_STATES, VM
 from app.core.states import (
     AttemptStatus,
     NodeLostPolicy,
@@ -24,8 +24,8 @@ from app.services.timeline import Line
 from app.services.webhooks import outbox
 from app.storage.models import Attempt, Order
 
-# A node in one of these states will not run again (the provider's, normalized: `VMState`).
-ENDED_STATES = frozenset({"failed", "gone", "suspended", "deleting"})
+# A node's state is stored as its `VMState`'s value; these are the ended ones.
+ENDED_STATES = frozenset(str(state) for state in ENDED_VM_STATES)
 
 Machines = list[dict[str, Any]]
 

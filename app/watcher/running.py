@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
+from app.core.market import ENDED_VM_STATES
 from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import attempts, cluster_nodes, terminations
@@ -18,7 +19,6 @@ from app.storage.db import session_scope
 from app.storage.models import Attempt
 
 log = logging.getLogger(__name__)
-ENDED = frozenset({VMState.FAILED, VMState.GONE, VMState.SUSPENDED, VMState.DELETING})
 STILL_THERE = frozenset({VMState.FAILED, VMState.SUSPENDED})  # deleted after they are lost
 
 
@@ -66,7 +66,7 @@ class RunningWatch:
         assert attempt.provider_vm_id is not None  # a running attempt recorded its VM
         if vm is None:  # not in the list: a list may lag, the VM's own answer does not
             vm = await adapter.get_vm(attempt.provider_vm_id)
-        if vm is not None and vm.state not in ENDED:
+        if vm is not None and vm.state not in ENDED_VM_STATES:
             if vm.machines:
                 await self._nodes(attempt, vm)
             return
