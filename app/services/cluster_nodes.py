@@ -52,13 +52,8 @@ def merged(before: Machines | None, reported: Machines) -> Machines:
 
 def newly_lost(before: Machines | None, after: Machines) -> list[dict[str, Any]]:
     """The nodes that were not ended before and are now."""
-    ended_before = {m["id"] for m in before or [] if m.get("state") in ENDED_STATES}
-    known = {m["id"] for m in before or []}
-    return [
-        m
-        for m in after
-        if m.get("state") in ENDED_STATES and m["id"] in known and m["id"] not in ended_before
-    ]
+    were_up = {m["id"] for m in before or [] if m.get("state") not in ENDED_STATES}
+    return [m for m in after if m["id"] in were_up and m.get("state") in ENDED_STATES]
 
 
 async def note_machines(
@@ -80,7 +75,6 @@ async def note_machines(
     if after != attempt.machines:
         attempt.machines = after
     if not lost:
-        await session.flush()
         return None
     order = await session.get(Order, attempt.order_id)
     assert order is not None  # foreign key
