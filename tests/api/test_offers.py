@@ -20,11 +20,8 @@ CLUSTER = FAKE.offer(
 )
 
 
-async def test_offers_show_a_clusters_nodes_and_fabric_and_match_only_cluster_orders(
-    client: httpx.AsyncClient, engine: AsyncEngine
-) -> None:
-    account = await create_account(client)
-    order = await place_order(client, account, providers=["verda"], max_price_per_hour="45")
+async def keep_cluster_and_single(engine: AsyncEngine) -> None:
+    """The watcher's latest read of "verda": the cluster and the single machine."""
     async with session_scope(create_sessionmaker(engine)) as session:
         await offers.keep_snapshot(
             session,
@@ -33,6 +30,14 @@ async def test_offers_show_a_clusters_nodes_and_fabric_and_match_only_cluster_or
             fetched_at=None,
             error=None,
         )
+
+
+async def test_offers_show_a_clusters_nodes_and_fabric_and_match_only_cluster_orders(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    order = await place_order(client, account, providers=["verda"], max_price_per_hour="45")
+    await keep_cluster_and_single(engine)
     response = await client.get("/v1/offers?gpu_model=b300&gpu_count=8", headers=account.headers)
     assert response.status_code == 200, response.text
     shown = {o["sku"]: o for o in response.json()["data"]}
@@ -48,14 +53,7 @@ async def test_offers_can_be_filtered_by_nodes(
     client: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
     account = await create_account(client)
-    async with session_scope(create_sessionmaker(engine)) as session:
-        await offers.keep_snapshot(
-            session,
-            provider="verda",
-            offers=[offers.offer_json(o) for o in (CLUSTER, SINGLE)],
-            fetched_at=None,
-            error=None,
-        )
+    await keep_cluster_and_single(engine)
 
     async def skus(query: str) -> set[str]:
         response = await client.get(f"/v1/offers{query}", headers=account.headers)
