@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from app.core.catalogue import ClusterInterconnect, Interconnect
-from app.providers.base import VM, Machine, Offer, Unavailable, VMState
+from app.providers.base import VM, Machine, Offer, VMState
 from app.providers.verda.parse import (
     PCIE_MODELS,
     PROVIDER,
@@ -25,6 +25,7 @@ from app.providers.verda.parse import (
     one,
     priced_model,
     timestamp,
+    types_by_name,
 )
 
 logger = logging.getLogger(__name__)
@@ -85,13 +86,7 @@ def tag_of(text: str | None) -> str | None:
 
 def cluster_types(body: Any) -> dict[str, dict[str, Any]]:
     """`GET /cluster-types` -> each cluster type's object by its name (`16B200`)."""
-    if not isinstance(body, list):
-        raise Unavailable(PROVIDER, "/cluster-types did not answer a list")
-    return {
-        t["cluster_type"]: t
-        for t in body
-        if isinstance(t, dict) and isinstance(t.get("cluster_type"), str)
-    }
+    return types_by_name(body, "cluster_type", "/cluster-types")
 
 
 def cluster_availability(body: Any) -> list[tuple[str, str]]:

@@ -278,15 +278,16 @@ def json_or_none(text: str) -> Any:
         return None
 
 
+def types_by_name(body: Any, key: str, path: str) -> dict[str, dict[str, Any]]:
+    """A list of types (`/instance-types`, `/cluster-types`) -> each one by its `key` name."""
+    if not isinstance(body, list):
+        raise Unavailable(PROVIDER, f"{path} did not answer a list")
+    return {t[key]: t for t in body if isinstance(t, dict) and isinstance(t.get(key), str)}
+
+
 def instance_types(body: Any) -> dict[str, dict[str, Any]]:
     """`GET /instance-types` -> each instance type's object by its name."""
-    if not isinstance(body, list):
-        raise Unavailable(PROVIDER, "/instance-types did not answer a list")
-    return {
-        t["instance_type"]: t
-        for t in body
-        if isinstance(t, dict) and isinstance(t.get("instance_type"), str)
-    }
+    return types_by_name(body, "instance_type", "/instance-types")
 
 
 def availability(body: Any, path: str = "/instance-availability") -> list[tuple[str, str]]:
