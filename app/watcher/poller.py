@@ -73,7 +73,7 @@ class ProviderPoller:
                 continue
             period = self.period if wanted else max(self.history_period, self.period)
             started = self.clock()
-            delay = await self._poll_once(provider, period)
+            delay = await self._poll_once(provider, period, self.machines() if wanted else None)
             # A slow (history) wait ends early when an order comes to want this provider, once
             # the usual period has passed; a back-off or a provider's pause is waited in full.
             soonest = self.period if delay == period else delay
