@@ -55,12 +55,15 @@ class SimulatorMount:
 @dataclass(frozen=True)
 class ClusterShapes:
     """The clusters a provider can make: 2 to `max_nodes` nodes, of these GPU models and GPUs
-    per node (None: any it sells), with this fabric between the nodes (None: none)."""
+    per node (None: any it sells), with this fabric between the nodes (None: none). `assembled`:
+    made of its single VMs created together (`providers/assembly.py`), not sold as one object,
+    so a cluster whose nodes do not all run in time is taken apart."""
 
     max_nodes: int
     gpu_models: frozenset[str] | None = None
     gpus_per_node: frozenset[int] | None = None
     interconnect: ClusterInterconnect | None = None
+    assembled: bool = False
 
     def refusal(self, gpu_model: str, gpu_count: int, nodes: int, fabric: str | None) -> str | None:
         """Why a cluster of `nodes` x `gpu_count` `gpu_model` cannot be made here, or None."""

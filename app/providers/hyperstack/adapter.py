@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from pydantic import SecretStr
 
+from app.providers import assembly
 from app.providers.base import VM, MachineKey, Offer, OutcomeUnknown, Rejected, Unavailable
 from app.providers.budget import StockRead
 from app.providers.http import Connections
@@ -71,6 +72,12 @@ class HyperstackAdapter:
         self._prices_at: float | None = None
         self._environments: dict[str, str] = {}  # name -> region
         self._keypairs: set[tuple[str, str]] = set()
+        # Clusters are N of its VMs created together (Hyperstack sells no cluster).
+        self._clusters = assembly.NodeAssembly(
+            PROVIDER,
+            search=self._all_vms,
+            delete_one=self._api.delete_vm,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -91,15 +98,17 @@ class HyperstackAdapter:
         return [limits.STOCK_READ]
 
     async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
-        """GPU flavors in stock now, priced per GPU x count; unpriced and unknown GPUs left out."""
+        """GPU flavors in stock now, priced per GPU x count; unpriced and unknown GPUs left out.
+        Where `machines` has clusters, the flavors in stock N at once in a region as clusters."""
         if self._prices_at is None or time.monotonic() - self._prices_at > PRICE_TTL:
             await self.refresh_prices()
         # Both reads at once: the stock read is the latency between new stock and the create.
         flavors, stocks = await asyncio.gather(self._api.flavors(), self._api.stocks())
         rows = parse.flavor_rows(flavors)
         slots = parse.stock_slots(stocks) if stocks is not None else {}
-        offers = [parse.to_offer(row, self._prices, slots) for row in rows]
-        return [offer for offer in offers if offer is not None]
+        made = (parse.to_offer(row, self._prices, slots) for row in rows)
+        offers = [offer for offer in made if offer is not None]
+        return offers + assembly.assembled_offers(offers, machines or ())
 
     # --- creating --------------------------------------------------------------------------
 
@@ -126,7 +135,22 @@ class HyperstackAdapter:
         ssh_public_key: str | None,
         disk_gb: int | None = None,
     ) -> VM:
-        """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled."""
+        """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled;
+        a cluster's offer: its N VMs at once (`assembly`)."""
+        if offer.nodes > 1:
+            await self.prepare(offer.region, ssh_public_key)  # once, before the N creates
+
+            async def create_node(single: Offer, node: str) -> VM:
+                return await self._create_single(
+                    single, name=node, tag=tag, ssh_public_key=ssh_public_key
+                )
+
+            return await self._clusters.create(offer, name=name, create_one=create_node)
+        return await self._create_single(offer, name=name, tag=tag, ssh_public_key=ssh_public_key)
+
+    async def _create_single(
+        self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
+    ) -> VM:
         environment = self.environment_name(offer.region)
         from_cache = environment in self._environments
         environment, key = await self.prepare(offer.region, ssh_public_key)
@@ -222,20 +246,27 @@ class HyperstackAdapter:
     # --- following VMs ---------------------------------------------------------------------
 
     async def get_vm(self, vm_id: str) -> VM | None:
-        """The VM, or None once Hyperstack answers 404 (ids are integers: others never exist)."""
+        """The VM, or None once Hyperstack answers 404 (ids are integers: others never exist);
+        an assembled cluster, from its nodes listed now."""
+        if assembly.is_assembled(vm_id):
+            return await self._clusters.get(vm_id)
         body = await self._api.vm(vm_id)
         return None if body is None else parse.instance(body)
 
     async def find_vms(
         self, *, name: str, tag: str, offer: Offer, not_before: datetime
     ) -> list[VM]:
-        """VMs named exactly `name` and labelled `tag` (names are unique per create attempt)."""
+        """VMs named exactly `name` and labelled `tag` (names are unique per create attempt);
+        for a cluster's offer, the cluster of the nodes made (`name-<n>`)."""
+        if offer.nodes > 1:
+            return await self._clusters.find(name=name, tag=tag)
         found = await self._all_vms(search=name)
         return [vm for vm in found if vm.name == name and tag in vm.tags]
 
     async def list_vms(self) -> list[VM]:
-        """Every VM on the account (labels tell ours: `ap-order-...`)."""
-        return await self._all_vms()
+        """Every VM on the account (labels tell ours: `ap-order-...`), each cluster's nodes as
+        one VM."""
+        return assembly.grouped(PROVIDER, await self._all_vms())
 
     async def _all_vms(self, search: str | None = None) -> list[VM]:
         found: list[VM] = []
@@ -248,8 +279,12 @@ class HyperstackAdapter:
         return found
 
     async def delete_vm(self, vm_id: str) -> None:
-        """Ask Hyperstack to delete the VM; one that is already gone (404) is fine."""
-        await self._api.delete_vm(vm_id)
+        """Ask Hyperstack to delete the VM (a cluster: each of its nodes); one that is already
+        gone (404) is fine."""
+        if assembly.is_assembled(vm_id):
+            await self._clusters.delete(vm_id)
+        else:
+            await self._api.delete_vm(vm_id)
 
     async def balance(self) -> Decimal:
         """The account's credit in USD."""

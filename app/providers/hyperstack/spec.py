@@ -4,6 +4,7 @@
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from app.core.market import MAX_NODES
 from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
@@ -11,7 +12,7 @@ from app.providers.hyperstack import limits
 from app.providers.hyperstack.adapter import HyperstackAdapter
 from app.providers.hyperstack.doctor import diagnose
 from app.providers.hyperstack.parse import PROVIDER
-from app.providers.spec import ProviderSpec, SimulatorMount, Timeouts
+from app.providers.spec import ClusterShapes, ProviderSpec, SimulatorMount, Timeouts
 from app.settings import ProviderSettings
 
 
@@ -86,6 +87,8 @@ SPEC = ProviderSpec(
     # Per minute, from ACTIVE (its billing usage is per minute).
     billing=BillingUnit(blocks_per_hour=60),
     ssh_user="ubuntu",
+    # No cluster product: N of its VMs created together, in one region, with no fabric between.
+    clusters=ClusterShapes(max_nodes=MAX_NODES, assembled=True),
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/hyperstack",
