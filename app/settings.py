@@ -280,6 +280,15 @@ class Settings(BaseSettings):
         "per provider, counted in the poll budget), to find machines the provider ended: their "
         "orders end `lost`, billing stopped when seen.",
     )
+    cluster_assembly_minutes: float = Field(
+        default=15.0,
+        gt=0,
+        le=1440,
+        description="A cluster made of single VMs (at a provider that sells no cluster; the "
+        "clusters guide says which) whose nodes are not all running with an IP this long "
+        "after the creates were sent is taken apart: every node made is deleted, the hour "
+        "refunded, and the order waits again.",
+    )
 
     provider_balance_seconds: float = Field(
         default=60.0,

@@ -306,6 +306,9 @@ async def settle_created(
     An order whose terminate was asked for meanwhile stays terminating: the terminator deletes.
     """
     now = now or utcnow()
+    # A cluster of single VMs with nodes missing is taken apart next (the follower): its hour
+    # is released, not paid, and no `order.deployed` is said for it.
+    whole = not _assembled(vm) or len(vm.machines) >= await _nodes_of(session, attempt_id)
     try:
         async with session.begin_nested():
             attempt = await move_attempt(
@@ -315,8 +318,8 @@ async def settle_created(
                 status=AttemptStatus.DEPLOYED,
                 provider_vm_id=vm.id,
                 provider_status=vm.provider_status[:40],
-                paid_hours=1,
-                charged=Attempt.price_per_hour_with_fees,
+                paid_hours=1 if whole else 0,
+                charged=Attempt.price_per_hour_with_fees if whole else Decimal(0),
             )
     except IntegrityError as exc:
         if "provider_vm_id" not in str(exc.orig) and "live_provider_vm" not in str(exc.orig):
@@ -329,26 +332,47 @@ async def settle_created(
     deployed = await move_order(
         session, attempt.order_id, expected=OrderStatus.DEPLOYING, status=OrderStatus.DEPLOYED
     )
-    if attempt.hold_id is not None:
+    if attempt.hold_id is not None and whole:
         await ledger.debit_hold(
             session, hold_id=attempt.hold_id, attempt_id=attempt.id, billing_hour=1
         )
-    if deployed:
+    elif attempt.hold_id is not None:
+        await ledger.release_hold(session, hold_id=attempt.hold_id)
+    await timeline.write(session, _accepted_line(attempt, vm))
+    if deployed and whole:
         await outbox.emit(
             session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_DEPLOYED
         )
-    await timeline.write(
-        session,
-        Line(
-            attempt.order_id,
-            OrderEventKind.DEPLOYED,
-            f"{display_name(attempt.provider)} accepted the create: VM "
-            f"{vm.id} is starting; first hour charged "
-            f"({format_usd(attempt.price_per_hour_with_fees)}).",
-        ),
-    )
     await session.flush()
     return True
+
+
+def _assembled(vm: VM) -> bool:
+    """Whether `vm` is a cluster made of single VMs (`providers/assembly.py`)."""
+    shapes = spec_for(vm.provider).clusters
+    return bool(vm.machines) and shapes is not None and shapes.assembled
+
+
+async def _nodes_of(session: AsyncSession, attempt_id: str) -> int:
+    nodes = await session.scalar(select(Attempt.nodes).where(Attempt.id == attempt_id))
+    return 1 if nodes is None else nodes
+
+
+def _accepted_line(attempt: Attempt, vm: VM) -> Line:
+    name = display_name(attempt.provider)
+    price = format_usd(attempt.price_per_hour_with_fees)
+    if _assembled(vm) and len(vm.machines) < attempt.nodes:
+        return Line(
+            attempt.order_id,
+            OrderEventKind.VM_FAILED,
+            f"{name} made {len(vm.machines)} of the cluster's {attempt.nodes} nodes ({vm.id}): "
+            f"the hour held ({price}) is released; deleting what was made.",
+        )
+    return Line(
+        attempt.order_id,
+        OrderEventKind.DEPLOYED,
+        f"{name} accepted the create: VM {vm.id} is starting; first hour charged ({price}).",
+    )
 
 
 async def settle_not_created(
@@ -457,8 +481,7 @@ async def settle_running(
         Line(
             order.id,
             OrderEventKind.RUNNING,
-            f"Running at {vm.ip}{' (its login node)' if vm.machines else ''}; "
-            f"paid until {format_time(paid)}.",
+            f"Running at {vm.ip}{_reached_through(attempt, vm)}; paid until {format_time(paid)}.",
         )
     ]
     limits = limits_line(order, attempt)
@@ -471,6 +494,14 @@ async def settle_running(
         )
     await session.flush()
     return True
+
+
+def _reached_through(attempt: Attempt, vm: VM) -> str:
+    if not vm.machines:
+        return ""
+    if _assembled(vm):
+        return f" (its first node; all {len(vm.machines)} run, each with its own address)"
+    return " (its login node)"
 
 
 async def settle_failed_before_running(
@@ -488,14 +519,16 @@ async def settle_failed_before_running(
         return False
     order = await session.get(Order, attempt.order_id)
     assert order is not None  # foreign key
-    await ledger.refund(
-        session,
-        account_id=order.account_id,
-        amount=attempt.charged,
-        order_id=order.id,
-        attempt_id=attempt.id,
-        note=f"VM {attempt.provider_vm_id} failed before it ran",
-    )
+    refunded = attempt.charged
+    if refunded:  # nothing was paid for a cluster some of whose nodes were never made
+        await ledger.refund(
+            session,
+            account_id=order.account_id,
+            amount=refunded,
+            order_id=order.id,
+            attempt_id=attempt.id,
+            note=f"VM {attempt.provider_vm_id} failed before it ran",
+        )
     attempt.charged = Decimal(0)
     await move_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)
     await timeline.write(
@@ -503,8 +536,8 @@ async def settle_failed_before_running(
         Line(
             order.id,
             OrderEventKind.VM_FAILED,
-            f"{reason}: deleted it and refunded "
-            f"{format_usd(attempt.price_per_hour_with_fees)}; keeps waiting.",
+            f"{reason}: deleted {'what was made' if attempt.nodes > 1 else 'it'}"
+            f"{f' and refunded {format_usd(refunded)}' if refunded else ''}; keeps waiting.",
         ),
     )
     await session.flush()

@@ -10,8 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
+from app.core.market import ENDED_VM_STATES
 from app.core.states import FOLLOWED_ATTEMPTS, AttemptStatus, OrderEventKind
-from app.providers.base import Offer, ProviderAdapter, ProviderError, VMState
+from app.providers.base import VM, Offer, ProviderAdapter, ProviderError, VMState
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, timeline
 from app.services.timeline import Line
@@ -36,6 +37,7 @@ class Follower:
         create_timeout_seconds: float,
         in_flight: Callable[[], set[str]],
         on_settled: Callable[[], None],
+        cluster_assembly_seconds: float = 15 * 60.0,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.adapters = adapters
@@ -43,6 +45,8 @@ class Follower:
         self.read_sessionmaker = read_sessionmaker
         self.outcome_check = timedelta(seconds=outcome_check_seconds)
         self.create_timeout = timedelta(seconds=create_timeout_seconds)
+        self.cluster_assembly = timedelta(seconds=cluster_assembly_seconds)
+        self._taking_apart: dict[str, str] = {}  # attempt id -> why its cluster is taken apart
         self.in_flight = in_flight
         self.on_settled = on_settled
         # Compared with the attempts' stored times, which the database rows take from utcnow.
@@ -97,6 +101,19 @@ class Follower:
         assert attempt.provider_vm_id is not None
         vm = await adapter.get_vm(attempt.provider_vm_id)
         name = display_name(adapter.provider)
+        # Said as first found: once some nodes are deleted, fewer are listed.
+        unassembled = self._taking_apart.get(attempt.id) or self._unassembled(attempt, vm)
+        if unassembled is not None:
+            self._taking_apart[attempt.id] = unassembled
+            # All or nothing: every node made is deleted, the hour refunded, the order waits.
+            if vm is not None:
+                await adapter.delete_vm(vm.id)
+            async with session_scope(self.sessionmaker) as session:
+                await attempts.settle_failed_before_running(
+                    session, attempt_id=attempt.id, reason=unassembled
+                )
+            del self._taking_apart[attempt.id]
+            return
         if vm is not None and vm.state is VMState.RUNNING and vm.ip:
             async with session_scope(self.sessionmaker) as session:
                 settled = await attempts.settle_running(
@@ -117,6 +134,32 @@ class Follower:
             await attempts.settle_failed_before_running(
                 session, attempt_id=attempt.id, reason=reason
             )
+
+    def _unassembled(self, attempt: Attempt, vm: VM | None) -> str | None:
+        """Why a cluster made of single VMs will not come together, or None: fewer nodes than
+        ordered, a node that ended before all ran, or not all running in time."""
+        shapes = spec_for(attempt.provider).clusters
+        if vm is None or attempt.nodes < 2 or shapes is None or not shapes.assembled:
+            return None
+        name = display_name(attempt.provider)
+        if len(vm.machines) < attempt.nodes:
+            return f"{name} made {len(vm.machines)} of the cluster's {attempt.nodes} nodes"
+        ended = [m for m in vm.machines if m.state in ENDED_VM_STATES]
+        if ended:
+            said = ", ".join(f"{m.id} {m.provider_status}" for m in ended)
+            return (
+                f"{name} ended {len(ended)} of the cluster's {attempt.nodes} nodes before "
+                f"all ran ({said})"
+            )
+        # Past the deadline it is taken apart even if it runs by now: a node still being made
+        # refuses deletes (Hyperstack), so the first delete may only be taken once it runs.
+        if self.clock() - attempt.created_at >= self.cluster_assembly:
+            minutes = self.cluster_assembly.total_seconds() / 60
+            return (
+                f"The cluster's {attempt.nodes} nodes were not all running {minutes:g} minutes "
+                "after the creates"
+            )
+        return None
 
     async def _resolve(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
         """Look up the VM an unclear create may have made: adopt it, release the order, or

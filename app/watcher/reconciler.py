@@ -116,7 +116,13 @@ class Reconciler:
         (a delete that did not stick, a lost VM left failed or suspended); report those that
         cannot be deleted."""
         live = {a.provider_vm_id for a in recorded if a.status.owns_vm}
-        ended = {a.provider_vm_id: a.order_id for a in recorded if a.status.is_ended}
+        # A failed attempt's VM was deleted before it settled; one still there (a cluster's
+        # node listed late, after its siblings were taken apart) is deleted again.
+        ended = {
+            a.provider_vm_id: a.order_id
+            for a in recorded
+            if a.status.is_ended or a.status is AttemptStatus.FAILED
+        }
         for vm in vms:
             if vm.id not in ended or vm.id in live or vm.state in GONE:
                 continue

@@ -104,6 +104,7 @@ class Watcher:
             read_sessionmaker=read_sessionmaker,
             outcome_check_seconds=settings.outcome_check_seconds,
             create_timeout_seconds=settings.provider_create_timeout_seconds,
+            cluster_assembly_seconds=settings.cluster_assembly_minutes * 60,
             in_flight=lambda: self.deployer.in_flight_ids,
             on_settled=self.nudge,
             clock=wall_clock,

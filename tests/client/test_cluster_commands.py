@@ -62,7 +62,7 @@ def test_people_see_the_nodes_when_placing_getting_and_listing(
     [
         (("--nodes", "17"), "nodes: Input should be less than or equal to 16"),
         (("--nodes", "0"), "nodes: Input should be greater than or equal to 1"),
-        (("-p", "verda,hyperstack"), "Hyperstack makes no clusters"),
+        (("-p", "verda,quantacloud"), "QuantaCloud makes no clusters"),
         (("--cluster-interconnect", "ethernet"), "cluster_interconnect: Input should be"),
         (("--on-node-lost", "pray"), "on_node_lost: Input should be"),
     ],

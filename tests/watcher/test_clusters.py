@@ -185,7 +185,12 @@ class TestPlacing:
             ({"nodes": 0}, "nodes", "greater than or equal to 1"),
             ({"nodes": "2"}, "nodes", "integer"),
             ({"providers": ["quantacloud"]}, "providers", "makes no clusters"),
-            ({"providers": ["verda", "hyperstack"]}, "providers", "Hyperstack makes no clusters"),
+            ({"providers": ["verda", "quantacloud"]}, "providers", "QuantaCloud makes no clu"),
+            (
+                {"providers": ["verda", "hyperstack"], "cluster_interconnect": "infiniband"},
+                "providers",
+                "Hyperstack has no infiniband between a cluster's nodes",
+            ),
             ({"gpu_model": "H100"}, "providers", "Verda makes clusters of B200, B300, H200 only"),
             ({"gpu_count": 4}, "providers", "nodes with 8 GPUs only"),
             ({"nodes": 1, "cluster_interconnect": "infiniband"}, "cluster_interconnect", "2 or"),
