@@ -8,6 +8,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import AnyHttpUrl, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.core import open_models
+
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
 # Demo mode reads every simulated provider this often when nobody waits for it, unless
 # HISTORY_POLL_SECONDS is set: the demo feed shows a machine for 4 to 12 s, so most
@@ -426,6 +428,14 @@ class Settings(BaseSettings):
         "disconnected (it resumes from `Last-Event-ID`).",
     )
 
+    models_file: Path | None = Field(
+        default=None,
+        description="A TOML file of open models (the shape of `app/core/open_models.toml`: "
+        "`[[model]]` tables with `id`, `name`, `checkpoint_gb`...) added to the models the "
+        "service ships with; one with the id of a shipped model replaces it. Checked at start: "
+        "a file that cannot be read or used stops the service, naming the entry and field.",
+    )
+
     # Each registered provider's settings by its name (credentials, base URL, poll period...),
     # read from its own AUTOPROVISION_<NAME>_* variables (see `app/providers/<name>/spec.py`)
     # by `app.providers.registry.with_provider_settings`, which the composition root calls once.
@@ -451,6 +461,13 @@ class Settings(BaseSettings):
                 "providers holds loaded provider settings: give them to "
                 "app.providers.registry.with_provider_settings"
             )
+        return value
+
+    @field_validator("models_file")
+    @classmethod
+    def _usable_models_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            _models_in(value)
         return value
 
     @field_validator("admin_api_key")
@@ -505,6 +522,20 @@ class Settings(BaseSettings):
     def is_sqlite(self) -> bool:
         """Whether the configured database is an SQLite file."""
         return self.database_url.startswith("sqlite")
+
+
+def _models_in(path: Path) -> list[open_models.OpenModel]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc})") from exc
+    return open_models.parse(text, str(path))
+
+
+def models_of(settings: Settings) -> list[open_models.OpenModel]:
+    """The open models this service knows: those it ships with and the operator's file's."""
+    extra = [] if settings.models_file is None else _models_in(settings.models_file)
+    return open_models.merged(open_models.shipped(), extra)
 
 
 @lru_cache
