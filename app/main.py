@@ -17,6 +17,7 @@ from app.api import (
     events,
     health,
     metrics,
+    models,
     offers,
     orders,
     stock,
@@ -31,7 +32,7 @@ from app.events.publisher import Publisher
 from app.providers.registry import with_provider_settings
 from app.services.accounts import ensure_admin_key
 from app.services.webhooks.secrets import SecretBoxLoader
-from app.settings import Settings, get_settings
+from app.settings import Settings, get_settings, models_of
 from app.storage.db import (
     create_engine,
     create_read_sessionmaker,
@@ -142,6 +143,7 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.open_models = {model.id: model for model in models_of(settings)}
     install_error_handlers(app)
     # Added first, so innermost: the bound counts a request from its body's end to its
     # response's start, and a slow sender or reader holds no place in it.
@@ -162,6 +164,7 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
         webhooks.router,
         webhooks.deliveries_router,
         catalogue.router,
+        models.router,
         stock.router,
     ):
         app.include_router(router)
