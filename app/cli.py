@@ -31,6 +31,7 @@ CLIENT_COMMANDS = {
     "offers": "what the providers have in stock now, priced with fees",
     "account": "your balance, what is held, what is available and how long it pays your machines",
     "watch": "follow events as they happen; `watch ORDER --until running` waits for its IP",
+    "models": "the open models the service knows; `models fit ID`: which machines hold one",
 }
 DESCRIPTION = "Waits for scarce GPU machines and deploys one the moment matching stock appears."
 CLIENT_EPILOG = (

@@ -1,5 +1,6 @@
 """The client commands as a Typer app: `orders` (place, list, get, cancel, terminate, limits,
-events), `offers`, `account` and `watch`. `app.cli.main` hands these command names to `run`."""
+events), `offers`, `account`, `watch` and `models` (`models fit`). `app.cli.main` hands these
+command names to `run`."""
 
 import asyncio
 import sys
@@ -19,10 +20,11 @@ from app.client.api import (
     Target,
     api_path,
 )
+from app.client.model_commands import models
 from app.client.watch import Until, Watch
 
 PROG = "autoprovision"
-COMMANDS = ("orders", "offers", "account", "watch")
+COMMANDS = ("orders", "offers", "account", "watch", "models")
 
 cli = typer.Typer(
     name=PROG,
@@ -37,6 +39,7 @@ orders = typer.Typer(
     no_args_is_help=True,
 )
 cli.add_typer(orders, name="orders")
+cli.add_typer(models, name="models")
 
 Url = Annotated[
     str | None,

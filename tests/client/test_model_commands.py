@@ -1,0 +1,39 @@
+"""`autoprovision models` and `models fit`, against a running service: the catalogue, the
+shapes that hold a model, and a model the service does not know (exit 2, its message)."""
+
+from tests.client.cli import Account, Autoprovision
+
+
+def test_models_lists_the_catalogue(autoprovision: Autoprovision, account: Account) -> None:
+    ran = autoprovision("models")
+    assert ran.code == 0, ran.err
+    (row,) = [line for line in ran.lines() if line.startswith("moonshotai/Kimi-K3 ")]
+    assert "Kimi K3" in row and "1560.94" in row and "MXFP4" in row and "1,048,576" in row
+    as_json = autoprovision("models", "--json")
+    assert {m["id"] for m in as_json.json()["data"]} >= {"moonshotai/Kimi-K2.7-Code"}
+
+
+def test_models_fit_shows_the_shapes_that_hold_it(
+    autoprovision: Autoprovision, account: Account
+) -> None:
+    ran = autoprovision("models", "fit", "moonshotai/Kimi-K3")
+    assert ran.code == 0, ran.err
+    assert ran.out.startswith("Kimi K3 (moonshotai/Kimi-K3): 1560.94 GB; cache room = 92 %")
+    (b300,) = [line for line in ran.lines() if line.startswith("8x B300 ")]
+    assert "371.06" in b300 and "yes" in b300 and "1561" in b300
+    (h200,) = [line for line in ran.lines() if line.startswith("2 x 8x H200 ")]
+    assert "514.58" in h200 and "verda, hyperstack" in h200
+    assert not [line for line in ran.lines() if line.startswith("8x H200 ")]
+    every = autoprovision("models", "fit", "moonshotai/Kimi-K3", "--all")
+    (h200_one,) = [line for line in every.lines() if line.startswith("8x H200 ")]
+    assert "-523.18" in h200_one and " no " in h200_one  # control: shown with --all
+    tight = autoprovision("models", "fit", "moonshotai/Kimi-K3", "--min-cache-gb", "400")
+    assert not [line for line in tight.lines() if line.startswith("8x B300 ")]
+
+
+def test_an_unknown_model_is_refused_with_its_message(
+    autoprovision: Autoprovision, account: Account
+) -> None:
+    ran = autoprovision("models", "fit", "acme/Nothing")
+    assert ran.code == 2, ran.err  # bad input, as any 4xx
+    assert "no model 'acme/Nothing'" in ran.err and ran.out == ""
