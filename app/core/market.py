@@ -4,7 +4,7 @@ the adapters speak these types, and the matcher, the waiting-order book and the 
 shows all decide by them.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_UP, Decimal
 from enum import StrEnum
@@ -46,6 +46,7 @@ class OfferKey(NamedTuple):
 
 
 MAX_NODES = 16  # machines one order may deploy together (Verda's largest Instant Cluster)
+MAX_ALTERNATIVES = 8  # shapes one order may list, of which it deploys one
 
 
 class MachineKey(NamedTuple):
@@ -147,6 +148,10 @@ class OrderWants:
     account_id: str = ""
     nodes: int = 1
     cluster_interconnect: ClusterInterconnect | None = None  # the fabric required; None = any
+    # Which of the order's alternatives this is (1: its first, or its only one), and whether
+    # the order takes them strictly in the order listed rather than the cheapest.
+    alternative: int = 1
+    prefer_listed: bool = False
 
     @property
     def machine(self) -> MachineKey:
@@ -191,6 +196,37 @@ def wants_of(row: Any) -> OrderWants:
         cluster_interconnect=(
             ClusterInterconnect(row.cluster_interconnect) if row.cluster_interconnect else None
         ),
+    )
+
+
+def all_wants_of(row: Any) -> tuple[OrderWants, ...]:
+    """What the matcher needs of each of an order's alternatives (`row.alternatives`, when it
+    has more than one; else its own columns), in the order they were listed."""
+    first = wants_of(row)
+    listed = getattr(row, "alternatives", None)
+    prefer_listed = getattr(row, "prefer", None) == "listed"
+    if not listed or len(listed) < 2:
+        return (replace(first, prefer_listed=prefer_listed),)
+    return tuple(
+        replace(
+            first,
+            providers=frozenset(alt["providers"]),
+            gpu_model=alt["gpu_model"],
+            gpu_count=alt["gpu_count"],
+            max_price_per_hour=Decimal(alt["max_price_per_hour"]),
+            regions=frozenset(r.upper() for r in alt["regions"]) if alt.get("regions") else None,
+            min_disk_gb=alt.get("min_disk_gb"),
+            interconnect=Interconnect(alt["interconnect"]) if alt.get("interconnect") else None,
+            nodes=alt.get("nodes", 1),
+            cluster_interconnect=(
+                ClusterInterconnect(alt["cluster_interconnect"])
+                if alt.get("cluster_interconnect")
+                else None
+            ),
+            alternative=position,
+            prefer_listed=prefer_listed,
+        )
+        for position, alt in enumerate(listed, start=1)
     )
 
 

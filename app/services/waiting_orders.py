@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.states import OrderStatus
 from app.storage.models import Account, Order
 
-# What the matcher needs of an order (see app.core.market.wants_of), and its status.
+# What the matcher needs of an order (see app.core.market.all_wants_of), and its status.
 _ORDER_COLUMNS = (
     Order.id,
     Order.status,
@@ -26,6 +26,8 @@ _ORDER_COLUMNS = (
     Order.nodes,
     Order.cluster_interconnect,
     Order.account_id,
+    Order.alternatives,
+    Order.prefer,
 )
 
 

@@ -7,13 +7,16 @@ machine for a cluster), the price with fees, plus the disk the order gets (its o
 below the order's max, and the optional region, disk, interconnect and cluster interconnect
 constraints hold. Orders are served oldest first; each takes its cheapest matching offer that
 still has room, and no offer is given to more orders than its known quantity (one, when the
-provider only says "available").
+provider only says "available"). An order with several alternatives (shapes, each with its own
+providers, price and constraints) is served once, taking the cheapest offer any of them
+matches, or with `prefer: listed` the first alternative, in the order listed, that matches one.
 """
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import groupby
 
 from app.core.market import (
     Fees,
@@ -33,6 +36,7 @@ class Assignment:
     order_id: str
     offer: Offer
     price_with_fees: Decimal
+    alternative: int = 1  # which of the order's alternatives it is for
 
 
 @dataclass
@@ -88,12 +92,14 @@ def assign(
     left = dict(funds) if funds is not None else None
     provider_left = dict(provider_funds or {})
     result = MatchResult()
-    for order in sorted(orders, key=lambda o: (o.created_at, o.id)):
+
+    def best(order: OrderWants, misses: list[tuple[str, Assignment]]) -> Assignment | None:
+        """The offer `order` (one alternative) would take now, or None (its miss noted)."""
         machine = order.machine
         if machine_room[machine] <= 0:
-            continue  # nothing left for this machine (or none in stock)
+            return None  # nothing left for this machine (or none in stock)
         if not near_misses and cheapest[machine] > order.max_price_per_hour:
-            continue  # the hot path skips orders no offer is cheap enough for
+            return None  # the hot path skips orders no offer is cheap enough for
         candidates = by_machine[machine]
         if machine in priced_disks:
             disk = (machine, disk_size_gb(order.min_disk_gb))
@@ -106,22 +112,49 @@ def assign(
         for price, offer in candidates:
             if room[offer.key] <= 0 or not fits(order, offer):
                 continue
+            found = Assignment(order.id, offer, price, order.alternative)
             provider_price = offer.price_per_hour + disk_price_per_hour(order, offer)
             if price > order.max_price_per_hour:
                 if near_misses:
-                    result.above_max.append(Assignment(order.id, offer, price))
+                    misses.append(("above_max", found))
             elif left is not None and left.get(order.account_id, Decimal(0)) < price:
-                result.short_of_funds.append(Assignment(order.id, offer, price))
+                misses.append(("short_of_funds", found))
             elif provider_left.get(str(offer.provider), provider_price) < provider_price:
-                result.provider_short.append(Assignment(order.id, offer, price))
+                misses.append(("provider_short", found))
                 continue  # our account at another provider may pay for a dearer offer
             else:
-                room[offer.key] -= 1
-                machine_room[machine] -= 1
-                if left is not None:
-                    left[order.account_id] -= price
-                if str(offer.provider) in provider_left:
-                    provider_left[str(offer.provider)] -= provider_price
-                result.assignments.append(Assignment(order.id, offer, price))
-            break  # candidates are cheapest first: the first that fits decides
+                return found
+            return None  # candidates are cheapest first: the first that fits decides
+        return None
+
+    ordered = sorted(orders, key=lambda o: (o.created_at, o.id, o.alternative))
+    for _, alternatives in groupby(ordered, key=lambda o: o.id):
+        misses: list[tuple[str, Assignment]] = []
+        chosen: tuple[Assignment, OrderWants] | None = None
+        for order in alternatives:
+            found = best(order, misses)
+            if found is None:
+                continue
+            if chosen is None or found.price_with_fees < chosen[0].price_with_fees:
+                chosen = (found, order)
+            if order.prefer_listed:
+                break  # strictly in the order listed: the first that can deploy
+        for kind, miss in misses:
+            # Our account at a provider short of an hour is said even when the order takes a
+            # dearer offer elsewhere; the other misses only when it takes none.
+            if chosen is None or kind == "provider_short":
+                getattr(result, kind).append(miss)
+        if chosen is None:
+            continue
+        taken, order = chosen
+        offer = taken.offer
+        room[offer.key] -= 1
+        machine_room[order.machine] -= 1
+        if left is not None:
+            left[order.account_id] -= taken.price_with_fees
+        if str(offer.provider) in provider_left:
+            provider_left[str(offer.provider)] -= offer.price_per_hour + disk_price_per_hour(
+                order, offer
+            )
+        result.assignments.append(taken)
     return result

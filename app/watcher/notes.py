@@ -21,7 +21,7 @@ class WaitingNotes:
     def fresh(
         self,
         result: MatchResult,
-        orders: Mapping[str, OrderWants],
+        orders: Mapping[str, tuple[OrderWants, ...]],
         funds: Mapping[str, Decimal],
         provider_funds: Mapping[str, Decimal] | None = None,
     ) -> list[Line]:
@@ -42,7 +42,7 @@ class WaitingNotes:
                 )
         for miss in result.above_max:
             if self._new(miss, "above_max"):
-                limit = format_usd(orders[miss.order_id].max_price_per_hour)
+                limit = format_usd(orders[miss.order_id][miss.alternative - 1].max_price_per_hour)
                 notes.append(
                     Line(
                         miss.order_id,
@@ -53,7 +53,7 @@ class WaitingNotes:
                 )
         for short in result.short_of_funds:
             if self._new(short, "short_of_funds"):
-                available = funds.get(orders[short.order_id].account_id, Decimal(0))
+                available = funds.get(orders[short.order_id][0].account_id, Decimal(0))
                 notes.append(
                     Line(
                         short.order_id,

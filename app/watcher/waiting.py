@@ -16,7 +16,7 @@ from decimal import Decimal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
-from app.core.market import MachineKey, OrderWants, wants_of
+from app.core.market import MachineKey, OrderWants, all_wants_of
 from app.core.states import OrderStatus
 from app.services import waiting_orders
 
@@ -24,8 +24,8 @@ OVERLAP = timedelta(seconds=10)  # > the longest write transaction, and the cloc
 FULL_READ_SECONDS = 300.0
 
 
-def _age(order: OrderWants) -> tuple[datetime, str]:
-    return (order.created_at, order.id)
+def _age(order: OrderWants) -> tuple[datetime, str, int]:
+    return (order.created_at, order.id, order.alternative)
 
 
 class WaitingBook:
@@ -39,7 +39,8 @@ class WaitingBook:
 
     def _clear(self) -> None:
         self.version = 0  # changes whenever an order or a balance in the book does
-        self.orders: dict[str, OrderWants] = {}
+        # Each waiting order's alternatives (one, for most), each in its machine's group.
+        self.orders: dict[str, tuple[OrderWants, ...]] = {}
         self.by_machine: dict[MachineKey, list[OrderWants]] = defaultdict(list)
         self.funds: dict[str, Decimal] = {}
         self._providers: Counter[str] = Counter()
@@ -63,34 +64,38 @@ class WaitingBook:
         return by_provider.get(provider, frozenset())
 
     def candidates(self, machines: set[MachineKey]) -> list[OrderWants]:
-        """Waiting orders for any of these machines, oldest first."""
+        """Waiting orders' alternatives for any of these machines, oldest order first (an
+        order's alternatives next to each other, in their order)."""
         groups = [self.by_machine[m] for m in machines if self.by_machine.get(m)]
         if len(groups) == 1:
             return groups[0]
         return sorted((o for group in groups for o in group), key=_age)
 
-    def add(self, order: OrderWants) -> None:
-        """Keep (or replace) a waiting order."""
-        if self.orders.get(order.id) == order:
+    def add(self, alternatives: tuple[OrderWants, ...]) -> None:
+        """Keep (or replace) a waiting order: its alternatives (one, for most orders)."""
+        order_id = alternatives[0].id
+        if self.orders.get(order_id) == alternatives:
             return  # re-read unchanged (the refresh overlaps the previous one)
-        self.discard(order.id)
-        self.orders[order.id] = order
+        self.discard(order_id)
+        self.orders[order_id] = alternatives
         self.version += 1
-        group = self.by_machine[order.machine]
-        group.insert(bisect.bisect(group, _age(order), key=_age), order)
-        self._providers.update(order.providers)
+        for order in alternatives:
+            group = self.by_machine[order.machine]
+            group.insert(bisect.bisect(group, _age(order), key=_age), order)
+            self._providers.update(order.providers)
 
     def discard(self, order_id: str) -> None:
         """Forget an order (claimed, cancelled, expired, ...)."""
-        order = self.orders.pop(order_id, None)
-        if order is None:
+        alternatives = self.orders.pop(order_id, None)
+        if alternatives is None:
             return
         self.version += 1
-        group = self.by_machine[order.machine]
-        index = bisect.bisect_left(group, _age(order), key=_age)
-        if index < len(group) and group[index].id == order_id:
-            del group[index]
-        self._providers.subtract(order.providers)
+        for order in alternatives:
+            group = self.by_machine[order.machine]
+            index = bisect.bisect_left(group, _age(order), key=_age)
+            if index < len(group) and group[index].id == order_id:
+                del group[index]
+            self._providers.subtract(order.providers)
 
     async def refresh(self, session: AsyncSession) -> None:
         """Bring the book up to date: only what changed, or everything now and then."""
@@ -106,9 +111,11 @@ class WaitingBook:
         rows = await waiting_orders.waiting(session)
         self._clear()
         for row in rows:
-            self.add(wants_of(row))
+            self.add(all_wants_of(row))
         self._add_funds(
-            await waiting_orders.funds_of(session, {o.account_id for o in self.orders.values()})
+            await waiting_orders.funds_of(
+                session, {alternatives[0].account_id for alternatives in self.orders.values()}
+            )
         )
 
     async def _read_changes(self, session: AsyncSession) -> None:
@@ -116,7 +123,7 @@ class WaitingBook:
         unknown_accounts = set()
         for row in await waiting_orders.changed_since(session, self._orders_since):
             if row.status == OrderStatus.WAITING:
-                self.add(wants_of(row))
+                self.add(all_wants_of(row))
                 if row.account_id not in self.funds:
                     unknown_accounts.add(row.account_id)
             else:
