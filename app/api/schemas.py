@@ -29,12 +29,13 @@ from app.core.catalogue import (
     Provider,
     normalize_gpu_model,
 )
-from app.core.market import MAX_NODES
+from app.core.errors import ValidationFailed, field_error
+from app.core.market import MAX_ALTERNATIVES, MAX_NODES
 from app.core.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
-from app.core.states import NodeLostPolicy, OrderEventKind
+from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKind
 from app.core.text import MultiLine, OneLine
 from app.providers.registry import offered_providers
-from app.services.orders import NewOrder
+from app.services.orders import NewAlternative, NewOrder
 from app.services.views import MoneyOut
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
@@ -223,22 +224,40 @@ class LedgerEntryOut(BaseModel):
         return self.balance_after - self.held_after
 
 
+GpuModelIn = Annotated[
+    str,
+    StringConstraints(max_length=40),
+    Field(json_schema_extra={"enum": list(GPU_MODELS)}, description="Case-insensitive."),
+]
+GpuCountIn = Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
+ProvidersIn = Annotated[
+    list[Annotated[OfferedProvider, BeforeValidator(_lower)]],
+    Field(min_length=1, max_length=10),
+]
+# What an order's machine is: the fields an order's top level and each alternative share.
+MACHINE_FIELDS = (
+    "gpu_model",
+    "gpu_count",
+    "providers",
+    "max_price_per_hour",
+    "regions",
+    "min_disk_gb",
+    "interconnect",
+    "nodes",
+    "cluster_interconnect",
+)
+REQUIRED_MACHINE_FIELDS = MACHINE_FIELDS[:4]
+
+
 class MachineWanted(BaseModel):
     """What machine, where, and the most it may cost per hour: the fields an order and a stock
     estimate share, with one set of rules."""
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu_model: Annotated[
-        str,
-        StringConstraints(max_length=40),
-        Field(json_schema_extra={"enum": list(GPU_MODELS)}, description="Case-insensitive."),
-    ]
-    gpu_count: Annotated[StrictInt, Field(ge=1, le=MAX_GPU_COUNT)]
-    providers: Annotated[
-        list[Annotated[OfferedProvider, BeforeValidator(_lower)]],
-        Field(min_length=1, max_length=10),
-    ]
+    gpu_model: GpuModelIn
+    gpu_count: GpuCountIn
+    providers: ProvidersIn
     max_price_per_hour: PriceIn
     regions: Annotated[list[Region], Field(min_length=1, max_length=50)] | None = None
     min_disk_gb: Annotated[StrictInt, Field(ge=1, le=MAX_DISK_GB)] | None = None
@@ -255,7 +274,9 @@ class MachineWanted(BaseModel):
 
     @field_validator("gpu_model")
     @classmethod
-    def _known_gpu_model(cls, value: str) -> str:
+    def _known_gpu_model(cls, value: str | None) -> str | None:
+        if value is None:  # an order that lists alternatives has none at its top level
+            return None
         normalized = normalize_gpu_model(value)
         if normalized is None:
             raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
@@ -263,8 +284,8 @@ class MachineWanted(BaseModel):
 
     @field_validator("providers")
     @classmethod
-    def _unique_providers(cls, value: list[Provider]) -> list[Provider]:
-        return sorted(set(value), key=offered_providers().index)
+    def _unique_providers(cls, value: list[Provider] | None) -> list[Provider] | None:
+        return None if value is None else sorted(set(value), key=offered_providers().index)
 
     @field_validator("regions")
     @classmethod
@@ -291,8 +312,45 @@ class OrderLimitsUpdate(OrderLimits):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
+class AlternativeIn(MachineWanted):
+    """One shape an order may take: its machine, providers, price cap (the whole deployment,
+    fees included) and constraints."""
+
+    def new_alternative(self) -> NewAlternative:
+        """The alternative as the services take it."""
+        return NewAlternative(**self.model_dump())
+
+
 class OrderCreate(MachineWanted, OrderLimits):
-    """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour."""
+    """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour; or
+    `alternatives`, several such shapes of which it deploys one."""
+
+    # At the top level unless the order lists `alternatives` (then none of them is given).
+    gpu_model: GpuModelIn | None = None  # type: ignore[assignment]
+    gpu_count: GpuCountIn | None = None  # type: ignore[assignment]
+    providers: ProvidersIn | None = None  # type: ignore[assignment]
+    max_price_per_hour: PriceIn | None = None  # type: ignore[assignment]
+    alternatives: (
+        Annotated[
+            list[AlternativeIn],
+            Field(
+                min_length=1,
+                max_length=MAX_ALTERNATIVES,
+                description="Up to 8 shapes, each with its own machine, providers, price and "
+                "constraints; the order deploys one of them. Without it, the top level is the "
+                "order's one shape.",
+            ),
+        ]
+        | None
+    ) = None
+    prefer: Annotated[
+        AlternativePreference,
+        BeforeValidator(_lower),
+        Field(
+            description="With alternatives: `cheapest` takes the cheapest offer any of them "
+            "matches; `listed` takes them strictly in the order given."
+        ),
+    ] = AlternativePreference.CHEAPEST
 
     on_node_lost: Annotated[
         NodeLostPolicy,
@@ -338,8 +396,26 @@ class OrderCreate(MachineWanted, OrderLimits):
         return value
 
     def new_order(self) -> NewOrder:
-        """The order as the services take it."""
-        return NewOrder(**self.model_dump())
+        """The order as the services take it: a machine at the top level, or alternatives
+        (422 naming the field when it is both, or neither)."""
+        values = self.model_dump(exclude={"alternatives", *MACHINE_FIELDS})
+        if self.alternatives is not None:
+            given = [f for f in MACHINE_FIELDS if f in self.model_fields_set]
+            if given:
+                raise field_error(
+                    given[0], "give each machine in alternatives, or one at the top level, not both"
+                )
+            listed = tuple(alternative.new_alternative() for alternative in self.alternatives)
+        else:
+            missing = [f for f in REQUIRED_MACHINE_FIELDS if getattr(self, f) is None]
+            if missing:
+                raise ValidationFailed(
+                    "; ".join(f"{f}: Field required" for f in missing),
+                    details=[{"field": f, "message": "Field required"} for f in missing],
+                )
+            machine = self.model_dump(include=set(MACHINE_FIELDS))
+            listed = (NewAlternative(**machine),)
+        return NewOrder(alternatives=listed, **values)
 
 
 def is_openssh_public_key(line: str) -> bool:

@@ -58,6 +58,11 @@ class ValidationFailed(AppError):
     code = "validation_error"
 
 
+def field_error(field: str, message: str) -> ValidationFailed:
+    """A 422 naming one field of the request and what is wrong with it."""
+    return ValidationFailed(f"{field}: {message}", details=[{"field": field, "message": message}])
+
+
 class ProvidersNotEnabled(ValidationFailed):
     """Every provider an order accepts is one this service has no credentials for."""
 

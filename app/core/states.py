@@ -99,6 +99,13 @@ class NodeLostPolicy(StrEnum):
     TERMINATE = "terminate"  # the rest is terminated and the unused time refunded
 
 
+class AlternativePreference(StrEnum):
+    """Which of an order's alternatives it takes when stock for several shows at once."""
+
+    CHEAPEST = "cheapest"  # the cheapest offer any alternative matches
+    LISTED = "listed"  # the first alternative, in the order listed, that matches an offer
+
+
 class OrderEventKind(StrEnum):
     """What a line of an order's timeline says happened (the dashboard styles by it)."""
 

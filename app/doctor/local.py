@@ -5,7 +5,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from app.core.market import OrderWants, wants_of
+from app.core.market import OrderWants, all_wants_of
 from app.providers.diagnosis import Check, Status
 from app.services import waiting_orders
 from app.services.webhooks.secrets import SecretBox, SecretKeyError
@@ -47,8 +47,9 @@ async def check_database(settings: Settings) -> tuple[list[Check], list[OrderWan
             checks.append(_check("migrations", Status.WARN, reason))
             return checks, None
         async with create_read_sessionmaker(engine)() as session:
-            waiting = [wants_of(row) for row in await waiting_orders.waiting(session)]
-        checks.append(_check("waiting orders", Status.PASS, f"{len(waiting)}"))
+            rows = await waiting_orders.waiting(session)
+            waiting = [wants for row in rows for wants in all_wants_of(row)]
+        checks.append(_check("waiting orders", Status.PASS, f"{len(rows)}"))
         return checks, waiting
     finally:
         await engine.dispose()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -24,7 +24,7 @@ from app.core import metering
 from app.core.clock import utcnow
 from app.core.errors import InsufficientFunds
 from app.core.ids import new_id
-from app.core.market import VM, Offer, OfferKey
+from app.core.market import MAX_ALTERNATIVES, VM, Offer, OfferKey
 from app.core.money import format_usd
 from app.core.states import (
     OPEN_ATTEMPTS,
@@ -47,24 +47,41 @@ COLUMNS = Attempt.__table__.columns
 DEFAULT_HOUR_SECONDS = 3600.0
 # Built once: on the deploy path, building and keying a statement costs more than running it.
 _orders = cast(Table, Order.__table__)
-_CLAIM = (
-    update(_orders)
-    .where(
-        _orders.c.id == bindparam("order_id"),
-        _orders.c.status == OrderStatus.WAITING,
-        # A cluster offer is never claimed for an order of one machine, nor the reverse.
-        _orders.c.nodes == bindparam("offer_nodes"),
+
+
+def _claim_statement(alternative: int) -> Any:
+    """The claim of a waiting order for an offer matched to its alternative `alternative`."""
+    # A cluster offer is never claimed for an alternative of one machine, nor the reverse: the
+    # offer's nodes must be those of the alternative it was matched to (the first is the
+    # order's own columns; the others are listed in `alternatives`).
+    nodes = (
+        _orders.c.nodes
+        if alternative == 1
+        else _orders.c.alternatives[(alternative - 1, "nodes")].as_integer()
     )
-    .values(
-        status=OrderStatus.DEPLOYING,
-        updated_at=bindparam("now", type_=UTCDateTime()),
-        attempts=_orders.c.attempts + 1,
+    return (
+        update(_orders)
+        .where(
+            _orders.c.id == bindparam("order_id"),
+            _orders.c.status == OrderStatus.WAITING,
+            nodes == bindparam("offer_nodes"),
+        )
+        .values(
+            status=OrderStatus.DEPLOYING,
+            updated_at=bindparam("now", type_=UTCDateTime()),
+            attempts=_orders.c.attempts + 1,
+        )
+        .returning(
+            _orders.c.account_id,
+            _orders.c.ssh_public_key,
+            _orders.c.min_disk_gb,
+            _orders.c.attempts,
+        )
     )
-    .returning(
-        _orders.c.account_id, _orders.c.ssh_public_key, _orders.c.min_disk_gb, _orders.c.attempts
-    )
-)
-check_order_move(OrderStatus.WAITING, OrderStatus.DEPLOYING)  # what _CLAIM does, checked once
+
+
+_CLAIMS = {n: _claim_statement(n) for n in range(1, MAX_ALTERNATIVES + 1)}
+check_order_move(OrderStatus.WAITING, OrderStatus.DEPLOYING)  # what _CLAIMS do, checked once
 _INSERT_ATTEMPT = insert(cast(Table, Attempt.__table__))
 
 
@@ -135,11 +152,11 @@ async def claim(
 
 def claim_all(
     connection: Connection,
-    claims: Sequence[tuple[str, Offer, Decimal]],
+    claims: Sequence[tuple[str, Offer, Decimal, int]],
     *,
     billing_hour_seconds: float = DEFAULT_HOUR_SECONDS,
 ) -> tuple[list[Intent], set[str]]:
-    """Claim each (order, offer, price with fees) in the connection's transaction.
+    """Claim each (order, offer, price with fees, alternative) in the connection's transaction.
 
     Returns the intents, and the ids of orders that were not waiting any more. Of several,
     one short of money or of a free kind is skipped and spoils no other (a savepoint each);
@@ -147,7 +164,7 @@ def claim_all(
     """
     intents: list[Intent] = []
     gone: set[str] = set()
-    for order_id, offer, price_with_fees in claims:
+    for order_id, offer, price_with_fees, alternative in claims:
         isolated = connection.begin_nested() if len(claims) > 1 else contextlib.nullcontext()
         try:
             with isolated:
@@ -157,6 +174,7 @@ def claim_all(
                     offer=offer,
                     price_with_fees=price_with_fees,
                     billing_hour_seconds=billing_hour_seconds,
+                    alternative=alternative,
                 )
         except (InsufficientFunds, KindBusy):
             if len(claims) == 1:
@@ -176,12 +194,14 @@ def claim_on(
     offer: Offer,
     price_with_fees: Decimal,
     billing_hour_seconds: float = DEFAULT_HOUR_SECONDS,
+    alternative: int = 1,
 ) -> Intent | None:
     """`claim` in a transaction of a synchronous connection (one hop on the deploy path); the
-    machine's billing hours will last `billing_hour_seconds`."""
+    machine's billing hours will last `billing_hour_seconds`; `alternative`: which of the
+    order's alternatives the offer was matched to."""
     now = utcnow()
     claimed = connection.execute(
-        _CLAIM, {"order_id": order_id, "now": now, "offer_nodes": offer.nodes}
+        _CLAIMS[alternative], {"order_id": order_id, "now": now, "offer_nodes": offer.nodes}
     ).first()
     if claimed is None:
         return None
@@ -204,6 +224,7 @@ def claim_on(
         gpu_model=offer.gpu_model,
         gpu_count=offer.gpu_count,
         nodes=offer.nodes,
+        alternative=alternative,
         machines=None,
         offer_id=offer.offer_id,
         vm_name=vm_name(order_id, number),
@@ -238,7 +259,8 @@ def claim_on(
         Line(
             order_id,
             OrderEventKind.CREATE_SENT,
-            f"{describe_offer(offer, price_with_fees)}: create sent.",
+            f"{describe_offer(offer, price_with_fees)}: create sent"
+            f"{f' (alternative {alternative})' if alternative > 1 else ''}.",
         ),
     )
     return Intent(

@@ -10,7 +10,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
 from app.core.clock import utcnow
-from app.core.market import Fees, Offer, OrderWants, disk_price_per_hour, matches, wants_of
+from app.core.market import (
+    Fees,
+    Offer,
+    OrderWants,
+    all_wants_of,
+    disk_price_per_hour,
+    matches,
+)
 from app.core.money import format_money
 from app.core.states import OrderStatus
 from app.services.views import OfferOut, OffersOut, ProviderReadOut
@@ -74,7 +81,7 @@ async def _waiting_orders(session: AsyncSession, account_id: str) -> list[OrderW
         .where(Order.account_id == account_id, Order.status == OrderStatus.WAITING)
         .order_by(Order.created_at, Order.id)
     )
-    return [wants_of(order) for order in rows.scalars()]
+    return [wants for order in rows.scalars() for wants in all_wants_of(order)]
 
 
 async def latest_offers(
@@ -115,11 +122,13 @@ async def latest_offers(
                         "cluster_interconnect": raw.get("cluster_interconnect"),
                         "price_per_hour": price,
                         "price_per_hour_with_fees": with_fees,
-                        "matching_orders": [
-                            o.id
-                            for o in waiting
-                            if matches(o, offer, with_fees + disk_price_per_hour(o, offer))
-                        ],
+                        "matching_orders": list(
+                            dict.fromkeys(
+                                o.id
+                                for o in waiting
+                                if matches(o, offer, with_fees + disk_price_per_hour(o, offer))
+                            )
+                        ),
                     }
                 )
             )

@@ -4,6 +4,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,7 +15,7 @@ from app.core.errors import (
     NotFound,
     ProvidersNotEnabled,
     TooManyOrders,
-    ValidationFailed,
+    field_error,
 )
 from app.core.ids import new_id
 from app.core.money import format_usd
@@ -28,24 +29,40 @@ from app.services.webhooks import outbox
 from app.storage.models import Account, Attempt, Order, OrderEvent
 
 
-def describe_request(order: Order) -> str:
-    """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`,
-    `2 nodes of 8x H200 on Verda`."""
-    names = [display_name(p) for p in order.providers]
+def _describe_machine(machine: Any) -> str:
+    """`8x B300 on Verda or Hyperstack`, `2 nodes of 8x H200 (infiniband) on Verda in FIN-01`:
+    an order's machine (its columns) or one of its alternatives (the same names)."""
+
+    def get(name: str) -> Any:
+        return machine[name] if isinstance(machine, dict) else getattr(machine, name)
+
+    names = [display_name(p) for p in get("providers")]
     where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    machine = f"{order.gpu_count}x {order.gpu_model}"
-    if order.nodes > 1:  # `2 nodes of 8x H200 (infiniband) on Verda`
-        fabric = f" ({order.cluster_interconnect})" if order.cluster_interconnect else ""
-        machine = f"{order.nodes} nodes of {machine}{fabric}"
-    text = f"{machine} on {where}"
-    if order.regions:
-        text += f" in {', '.join(order.regions)}"
+    text = f"{get('gpu_count')}x {get('gpu_model')}"
+    if (get("nodes") or 1) > 1:
+        fabric = get("cluster_interconnect")
+        text = f"{get('nodes')} nodes of {text}{f' ({fabric})' if fabric else ''}"
+    text = f"{text} on {where}"
+    if get("regions"):
+        text += f" in {', '.join(get('regions'))}"
     return text
 
 
+def describe_request(order: Order) -> str:
+    """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`,
+    `2 nodes of 8x H200 on Verda`; with alternatives, each with its price cap."""
+    if not order.alternatives:
+        return _describe_machine(order)
+    return " or ".join(
+        f"{_describe_machine(alternative)} at up to "
+        f"{format_usd(Decimal(alternative['max_price_per_hour']))}/h"
+        for alternative in order.alternatives
+    )
+
+
 @dataclass(frozen=True)
-class NewOrder:
-    """What a new order asks for, already validated by whoever took it in (the API)."""
+class NewAlternative:
+    """One shape an order may take, already validated by whoever took it in (the API)."""
 
     gpu_model: str
     gpu_count: int
@@ -56,6 +73,31 @@ class NewOrder:
     interconnect: str | None = None
     nodes: int = 1
     cluster_interconnect: str | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """As `orders.alternatives` keeps it (JSON: the price as a string)."""
+        return {
+            "gpu_model": self.gpu_model,
+            "gpu_count": self.gpu_count,
+            "nodes": self.nodes,
+            "providers": [str(p) for p in self.providers],
+            "max_price_per_hour": str(self.max_price_per_hour),
+            "regions": self.regions,
+            "min_disk_gb": self.min_disk_gb,
+            "interconnect": None if self.interconnect is None else str(self.interconnect),
+            "cluster_interconnect": (
+                None if self.cluster_interconnect is None else str(self.cluster_interconnect)
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class NewOrder:
+    """What a new order asks for, already validated by whoever took it in (the API): one or
+    more alternatives (the first is its own machine; most orders have just that one)."""
+
+    alternatives: Sequence[NewAlternative]
+    prefer: str = "cheapest"
     on_node_lost: str = "keep"
     expires_at: datetime | None = None
     name: str | None = None
@@ -63,9 +105,15 @@ class NewOrder:
     max_runtime_hours: Decimal | None = None
     max_total_usd: Decimal | None = None
 
+    @property
+    def first(self) -> NewAlternative:
+        """Its first alternative: the order's own machine columns."""
+        return self.alternatives[0]
 
-def _field_error(field: str, message: str) -> ValidationFailed:
-    return ValidationFailed(f"{field}: {message}", details=[{"field": field, "message": message}])
+    @property
+    def providers(self) -> list[str]:
+        """Every provider any of its alternatives accepts, in the order first named."""
+        return list(dict.fromkeys(str(p) for a in self.alternatives for p in a.providers))
 
 
 def _names(providers: Sequence[str]) -> str:
@@ -91,18 +139,23 @@ def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
     return Line(order.id, OrderEventKind.PROVIDERS_DISABLED, text)
 
 
-def _check_clusters(request: NewOrder) -> None:
-    """Refuse a cluster that one of the order's providers cannot make, saying why."""
-    if request.cluster_interconnect is not None and request.nodes == 1:
-        raise _field_error("cluster_interconnect", "is for clusters: set nodes to 2 or more")
-    for provider in request.providers:
+def _check_clusters(alternative: NewAlternative, prefix: str) -> None:
+    """Refuse a cluster that one of the alternative's providers cannot make, saying why."""
+    if alternative.cluster_interconnect is not None and alternative.nodes == 1:
+        raise field_error(
+            f"{prefix}cluster_interconnect", "is for clusters: set nodes to 2 or more"
+        )
+    for provider in alternative.providers:
         why = spec_for(provider).cluster_refusal(
-            request.gpu_model, request.gpu_count, request.nodes, request.cluster_interconnect
+            alternative.gpu_model,
+            alternative.gpu_count,
+            alternative.nodes,
+            alternative.cluster_interconnect,
         )
         if why is not None:
-            shape = f"{request.nodes} nodes of {request.gpu_count}x {request.gpu_model}"
-            raise _field_error(
-                "providers", f"{display_name(provider)} {why}: it cannot deploy {shape}"
+            shape = f"{alternative.nodes} nodes of {alternative.gpu_count}x {alternative.gpu_model}"
+            raise field_error(
+                f"{prefix}providers", f"{display_name(provider)} {why}: it cannot deploy {shape}"
             )
 
 
@@ -117,13 +170,16 @@ async def place_order(
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
     can deploy on; an order that accepts none of them is refused, as is one past the
     account's `max_waiting` orders waiting."""
-    if request.max_total_usd is not None and request.max_total_usd < request.max_price_per_hour:
-        raise _field_error(
+    dearest = max(a.max_price_per_hour for a in request.alternatives)
+    if request.max_total_usd is not None and request.max_total_usd < dearest:
+        raise field_error(
             "max_total_usd",
             f"must cover at least one hour at max_price_per_hour "
-            f"({format_usd(request.max_price_per_hour)}): the first hour is paid at deploy",
+            f"({format_usd(dearest)}): the first hour is paid at deploy",
         )
-    _check_clusters(request)
+    listed = len(request.alternatives) > 1
+    for position, alternative in enumerate(request.alternatives):
+        _check_clusters(alternative, f"alternatives.{position}." if listed else "")
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
     if len(disabled) == len(request.providers):
         raise ProvidersNotEnabled(
@@ -137,16 +193,18 @@ async def place_order(
         id=new_id("ord"),
         account_id=account_id,
         status=OrderStatus.WAITING,
-        gpu_model=request.gpu_model,
-        gpu_count=request.gpu_count,
-        providers=[str(p) for p in request.providers],
+        gpu_model=request.first.gpu_model,
+        gpu_count=request.first.gpu_count,
+        providers=[str(p) for p in request.first.providers],
         disabled_providers=disabled or None,
-        max_price_per_hour=request.max_price_per_hour,
-        regions=request.regions,
-        min_disk_gb=request.min_disk_gb,
-        interconnect=request.interconnect,
-        nodes=request.nodes,
-        cluster_interconnect=request.cluster_interconnect,
+        max_price_per_hour=request.first.max_price_per_hour,
+        regions=request.first.regions,
+        min_disk_gb=request.first.min_disk_gb,
+        interconnect=request.first.interconnect,
+        nodes=request.first.nodes,
+        cluster_interconnect=request.first.cluster_interconnect,
+        alternatives=[a.stored() for a in request.alternatives] if listed else None,
+        prefer=request.prefer,
         on_node_lost=request.on_node_lost,
         expires_at=request.expires_at,
         name=request.name,
@@ -163,12 +221,28 @@ async def place_order(
         Line(
             order.id,
             OrderEventKind.PLACED,
-            f"Order placed: {describe_request(order)} at up to "
-            f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock.",
+            _placed_line(order),
         ),
         *([_disabled_line(order, disabled)] if disabled else []),
     )
     return order
+
+
+def _placed_line(order: Order) -> str:
+    if not order.alternatives:
+        return (
+            f"Order placed: {describe_request(order)} at up to "
+            f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock."
+        )
+    which = (
+        "the first of them, in this order, that shows"
+        if order.prefer == "listed"
+        else "whichever is cheapest when stock shows"
+    )
+    return (
+        f"Order placed: {describe_request(order)}, incl. fees; one of them will deploy "
+        f"({which}). Waiting for stock."
+    )
 
 
 async def _check_room(session: AsyncSession, account_id: str, max_waiting: int) -> None:
@@ -291,12 +365,12 @@ async def update_limits(
     machine = attempt if attempt is not None and attempt.status.owns_vm else None
     total = changes.get("max_total_usd")
     if machine is not None and total is not None and total < machine.charged:
-        raise _field_error(
+        raise field_error(
             "max_total_usd",
             f"must be at least what the order was charged already ({format_usd(machine.charged)})",
         )
     if machine is None and total is not None and total < order.max_price_per_hour:
-        raise _field_error(
+        raise field_error(
             "max_total_usd",
             f"must cover at least one hour at max_price_per_hour "
             f"({format_usd(order.max_price_per_hour)}): the first hour is paid at deploy",

@@ -36,6 +36,7 @@ class DeploymentOut(BaseModel):
     instance_type: str = Field(validation_alias=AliasChoices("instance_type", "sku"))
     provider_vm_id: str | None
     nodes: int = 1  # machines the create made together (a cluster: one provider object)
+    alternative: int = 1  # which of the order's alternatives it is (1: the first or only one)
     price_per_hour: MoneyOut
     price_per_hour_with_fees: MoneyOut
     ip: str | None  # a cluster: its login node's
@@ -90,6 +91,39 @@ def machines(attempt: Any) -> list[MachineOut]:
     ]
 
 
+class AlternativeOut(BaseModel):
+    """One shape an order may take: its machine, providers, price cap and constraints."""
+
+    gpu_model: str
+    gpu_count: int
+    nodes: int = 1
+    providers: list[str]
+    max_price_per_hour: MoneyOut
+    regions: list[str] | None = None
+    min_disk_gb: int | None = None
+    interconnect: str | None = None
+    cluster_interconnect: str | None = None
+
+
+def alternatives_of(order: Any) -> list[AlternativeOut]:
+    """An order's alternatives: those it lists, or its own machine as the only one."""
+    if order.alternatives:
+        return [AlternativeOut.model_validate(a) for a in order.alternatives]
+    return [
+        AlternativeOut(
+            gpu_model=order.gpu_model,
+            gpu_count=order.gpu_count,
+            nodes=order.nodes,
+            providers=list(order.providers),
+            max_price_per_hour=order.max_price_per_hour,
+            regions=order.regions,
+            min_disk_gb=order.min_disk_gb,
+            interconnect=order.interconnect,
+            cluster_interconnect=order.cluster_interconnect,
+        )
+    ]
+
+
 class _OrderFields(BaseModel):
     """An order's fields but its SSH key, shared by what the API returns and events store."""
 
@@ -112,6 +146,10 @@ class _OrderFields(BaseModel):
     nodes: int = 1
     cluster_interconnect: str | None = None
     on_node_lost: str = "keep"
+    # Every shape the order may take (the fields above are the first); it deploys one, the
+    # cheapest that shows or, with `prefer: listed`, the first listed that shows.
+    alternatives: list[AlternativeOut] = []
+    prefer: str = "cheapest"
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -138,15 +176,16 @@ class _OrderFields(BaseModel):
     # node, the one public address: the nodes' own addresses are inside the cluster.
     login_ip: str | None = None
 
-    @field_validator("disabled_providers", mode="before")
+    @field_validator("disabled_providers", "alternatives", mode="before")
     @classmethod
-    def _none_is_empty(cls, value: list[str] | None) -> list[str]:
+    def _none_is_empty(cls, value: list[Any] | None) -> list[Any]:
         return value or []
 
     @classmethod
     def present(cls, order: Any, attempt: Any | None) -> Self:
         """The order with its latest create attempt, if it has one."""
         out = cls.model_validate(order)
+        out.alternatives = alternatives_of(order)
         if attempt is None:
             return out
         out.deployment = DeploymentOut.model_validate(attempt)

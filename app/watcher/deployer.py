@@ -68,7 +68,7 @@ class Deployer:
 
         Returns the intents, and the ids of orders that turned out not to be waiting any more.
         """
-        claims = [(a.order_id, a.offer, a.price_with_fees) for a in assignments]
+        claims = [(a.order_id, a.offer, a.price_with_fees, a.alternative) for a in assignments]
         try:
             return await self.writer.run(
                 functools.partial(

@@ -295,6 +295,7 @@ class TestListAndGet:
             "instance_type": "8B300.240V",
             "provider_vm_id": "vm-123",
             "nodes": 1,
+            "alternative": 1,
             "price_per_hour": "41.52",
             "price_per_hour_with_fees": "43.70",
             "ip": "203.0.113.7",

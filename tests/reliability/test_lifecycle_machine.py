@@ -50,7 +50,7 @@ from app.providers.fake import FakeAdapter
 from app.providers.registry import spec_for
 from app.services import accounts, attempts, ledger, orders, terminations
 from app.services.attempts import Intent
-from app.services.orders import NewOrder
+from app.services.orders import NewAlternative, NewOrder
 from app.storage.db import (
     create_engine,
     create_read_sessionmaker,
@@ -161,7 +161,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                     session,
                     account_id=self.account_id,
                     request=NewOrder(
-                        "H100", 1, [provider], Decimal("3.00"), max_runtime_hours=runtime
+                        (NewAlternative("H100", 1, [provider], Decimal("3.00")),),
+                        max_runtime_hours=runtime,
                     ),
                     enabled=set(PRICES),
                     max_waiting=100,

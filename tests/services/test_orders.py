@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import OrderEventKind
 from app.services import accounts, orders, timeline
-from app.services.orders import NewOrder
+from app.services.orders import NewAlternative, NewOrder
 from app.services.timeline import Line
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, OrderEvent
@@ -16,7 +16,7 @@ ALL = {"verda", "hyperstack", "quantacloud"}
 
 
 async def _place(engine: AsyncEngine, *providers: str) -> str:
-    request = NewOrder("B300", 8, providers, max_price_per_hour=Decimal(45))
+    request = NewOrder((NewAlternative("B300", 8, providers, max_price_per_hour=Decimal(45)),))
     async with session_scope(create_sessionmaker(engine)) as session:
         account, _key = await accounts.create_account(session, name="orders")
         return (

@@ -73,8 +73,8 @@ def test_orders_are_grouped_by_machine_with_its_nodes() -> None:
     single = OrderWants("ord_1", made, frozenset({"verda"}), "B200", 8, Decimal(50))
     cluster = replace(single, id="ord_2", created_at=made + timedelta(seconds=1), nodes=2)
     book = WaitingBook()
-    book.add(single)
-    book.add(cluster)
+    book.add((single,))
+    book.add((cluster,))
     assert book.machines_for("verda") == {MachineKey("B200", 8), MachineKey("B200", 8, 2)}
     assert book.candidates({MachineKey("B200", 8)}) == [single]
     assert book.candidates({MachineKey("B200", 8, 2)}) == [cluster]

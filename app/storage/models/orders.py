@@ -2,6 +2,7 @@
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -20,10 +21,11 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.catalogue import ClusterInterconnect
 from app.core.clock import utcnow
-from app.core.market import MAX_NODES
+from app.core.market import MAX_ALTERNATIVES, MAX_NODES
 from app.core.states import (
     OPEN_ATTEMPTS,
     VM_OWNING_ATTEMPTS,
+    AlternativePreference,
     AttemptStatus,
     NodeLostPolicy,
     OrderEventKind,
@@ -44,6 +46,8 @@ class Order(Base):
         Index("ix_orders_updated_at", "updated_at"),
         CheckConstraint(f"nodes BETWEEN 1 AND {MAX_NODES}", name="order_nodes"),
     )
+    # The machine columns (gpu_model ... cluster_interconnect, max_price_per_hour, providers)
+    # are its first alternative; `alternatives` lists all of them when there is more than one.
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
@@ -70,6 +74,14 @@ class Order(Base):
         state_column(NodeLostPolicy, "order_on_node_lost"),
         default=NodeLostPolicy.KEEP,
         server_default=text("'keep'"),
+    )
+    # Every alternative (`{"gpu_model", "gpu_count", "nodes", "providers",
+    # "max_price_per_hour", "regions", ...}`), when the order lists more than one; else None.
+    alternatives: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    prefer: Mapped[AlternativePreference] = mapped_column(
+        state_column(AlternativePreference, "order_prefer"),
+        default=AlternativePreference.CHEAPEST,
+        server_default=text("'cheapest'"),
     )
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ssh_public_key: Mapped[str | None] = mapped_column(Text)
@@ -118,6 +130,9 @@ class Attempt(Base):
     __tablename__ = "deployments"
     __table_args__ = (
         UniqueConstraint("order_id", "number"),
+        CheckConstraint(
+            f"alternative BETWEEN 1 AND {MAX_ALTERNATIVES}", name="deployment_alternative"
+        ),
         Index("ix_deployments_status", "status"),
         # Money rule: a VM belongs to one order. A second live attempt recording a VM another
         # already owns is refused, and the code reads the refusal as "not this attempt's VM".
@@ -153,6 +168,8 @@ class Attempt(Base):
     gpu_model: Mapped[str] = mapped_column(String(40), default="")
     gpu_count: Mapped[int] = mapped_column(Integer, default=0)  # per node
     nodes: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # Which of its order's alternatives the offer was for (1: the first, or the only one).
+    alternative: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     # A cluster's nodes as its provider last reported them (`machine_view`), while it has some.
     machines: Mapped[list[dict[str, str | None]] | None] = mapped_column(JSON)
     offer_id: Mapped[str | None] = mapped_column(String(128))

@@ -1,0 +1,165 @@
+"""Orders with alternatives: several shapes, one machine (or cluster) deployed, the cheapest that
+shows or, with `prefer: listed`, the first listed that shows. Black box, both databases."""
+
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+
+from app.simulators.control import SimControl
+from tests.factories import AccountHandle, create_account
+from tests.waiting import eventually
+from tests.watcher.orders import order, place, reaches
+
+VERDA_8B300 = ("verda", "8B300.240V", "FIN-03")  # $45.52/h
+VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200: $54.24/h
+HYPER_H100_X1 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h
+HYPER_H100_X2 = ("hyperstack", "n3-H100x2", "CANADA-1")  # $4.80/h
+
+
+def alternative(gpu_model: str, gpu_count: int, price: str, **more: Any) -> dict[str, Any]:
+    return {
+        "gpu_model": gpu_model,
+        "gpu_count": gpu_count,
+        "providers": more.pop("providers", ["verda"]),
+        "max_price_per_hour": price,
+        **more,
+    }
+
+
+KIMI = [alternative("B300", 8, "55.00"), alternative("H200", 8, "70.00", nodes=2)]
+H100S = [
+    alternative("H100", 2, "6.00", providers=["hyperstack"]),
+    alternative("H100", 1, "3.00", providers=["hyperstack"]),
+]
+
+
+async def creates(sim: SimControl, provider: str) -> list[dict[str, Any]]:
+    return list(await sim.creates(provider))
+
+
+async def placed(
+    client: httpx.AsyncClient, handle: AccountHandle, **body: Any
+) -> tuple[str, dict[str, Any]]:
+    order_id = await place(client, handle, body)
+    return order_id, await order(client, handle, order_id)
+
+
+class TestPlacing:
+    async def test_an_order_shows_its_alternatives_and_a_single_shape_order_its_one(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        handle = await create_account(client, credit="200")
+        _, listed = await placed(client, handle, alternatives=KIMI, prefer="Listed")
+        assert [
+            (a["gpu_model"], a["nodes"], a["max_price_per_hour"]) for a in listed["alternatives"]
+        ] == [("B300", 1, "55.00"), ("H200", 2, "70.00")]
+        assert listed["prefer"] == "listed"
+        # The top level is the first alternative, so a client that knows one shape reads it.
+        assert (listed["gpu_model"], listed["nodes"], listed["max_price_per_hour"]) == (
+            "B300",
+            1,
+            "55.00",
+        )
+        _, single = await placed(client, handle, **KIMI[1])
+        assert [(a["gpu_model"], a["nodes"]) for a in single["alternatives"]] == [("H200", 2)]
+        assert single["prefer"] == "cheapest"
+
+    @pytest.mark.parametrize(
+        ("body", "field", "says"),
+        [
+            ({"alternatives": []}, "alternatives", "at least 1 item"),
+            ({"alternatives": [KIMI[0]] * 9}, "alternatives", "at most 8 items"),
+            ({"alternatives": KIMI, "gpu_model": "B300"}, "gpu_model", "not both"),
+            ({"alternatives": KIMI, "nodes": 2}, "nodes", "not both"),
+            ({}, "gpu_model", "Field required"),
+            (
+                {"alternatives": [KIMI[0], {**KIMI[1], "gpu_model": "Z9"}]},
+                "alternatives.1.gpu_model",
+                "unknown GPU model",
+            ),
+            (
+                {"alternatives": [KIMI[0], {**KIMI[1], "providers": ["verda", "quantacloud"]}]},
+                "alternatives.1.providers",
+                "QuantaCloud makes no clusters",
+            ),
+            ({"alternatives": KIMI, "prefer": "random"}, "prefer", "cheapest"),
+            ({"alternatives": KIMI, "max_total_usd": "60"}, "max_total_usd", "$70.00"),
+        ],
+    )
+    async def test_bad_alternatives_are_a_422_naming_the_field(
+        self, client: httpx.AsyncClient, body: dict[str, Any], field: str, says: str
+    ) -> None:
+        handle = await create_account(client)
+        answer = await client.post("/v1/orders", json=body, headers=handle.headers)
+        assert answer.status_code == 422, answer.text
+        details = answer.json()["error"]["details"]
+        assert details[0]["field"] == field and says in details[0]["message"], details
+        listed = await client.get("/v1/orders", headers=handle.headers)
+        assert listed.json()["data"] == []
+
+
+class TestDeploying:
+    async def test_the_alternative_in_stock_deploys_and_the_order_says_which(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle = await create_account(client, credit="200")
+        order_id = await place(client, handle, {"alternatives": KIMI})
+        await sim.stock(*VERDA_16H200, 1)  # the cluster, not the B300
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        assert running["deployment"]["alternative"] == 2
+        assert (running["deployment"]["instance_type"], running["deployment"]["nodes"]) == (
+            "16H200",
+            2,
+        )
+        assert len(await creates(sim, "verda")) == 1
+
+    async def test_the_cheapest_alternative_in_stock_deploys_and_only_one(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle = await create_account(client, credit="100")
+        await sim.stock(*HYPER_H100_X2, 1)
+        await sim.stock(*HYPER_H100_X1, 1)
+        order_id = await place(client, handle, {"alternatives": H100S})  # x2 listed first
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        assert running["deployment"]["alternative"] == 2  # x1 is cheaper
+        assert [c["sku"] for c in await creates(sim, "hyperstack")] == ["n3-H100x1"]
+        # Positive control: the dearer alternative's machine was there all along; another
+        # order for it deploys it, and this order never sent a second create.
+        other = await place(client, handle, H100S[0])
+        await reaches(client, handle, other, "running", seconds=10)
+        skus = sorted(c["sku"] for c in await creates(sim, "hyperstack"))
+        assert skus == ["n3-H100x1", "n3-H100x2"]
+
+    async def test_prefer_listed_takes_the_first_listed_that_shows_even_if_dearer(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle = await create_account(client, credit="100")
+        await sim.stock(*HYPER_H100_X2, 1)
+        await sim.stock(*HYPER_H100_X1, 1)
+        order_id = await place(client, handle, {"alternatives": H100S, "prefer": "listed"})
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        assert running["deployment"]["alternative"] == 1
+        assert Decimal(running["deployment"]["price_per_hour"]) == Decimal("4.80")
+        assert [c["sku"] for c in await creates(sim, "hyperstack")] == ["n3-H100x2"]
+
+    async def test_an_alternative_above_its_own_cap_is_not_taken(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle = await create_account(client, credit="100")
+        capped = [H100S[0], {**H100S[1], "max_price_per_hour": "2.00"}]  # x1 costs $2.62
+        await sim.stock(*HYPER_H100_X1, 1)
+        order_id = await place(client, handle, {"alternatives": capped})
+
+        async def told_above_max() -> list[str] | None:
+            answer = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
+            said = [e["message"] for e in answer.json() if e["kind"] == "above_max"]
+            return said or None
+
+        (line,) = await eventually(told_above_max, 10)
+        assert "above your max of $2.00" in line
+        assert await creates(sim, "hyperstack") == []
+        await sim.stock(*HYPER_H100_X2, 1)  # positive control: the other alternative deploys
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        assert running["deployment"]["alternative"] == 1
