@@ -118,6 +118,8 @@ def place(
     ] = None,
     max_runtime_hours: options.MaxRuntime = None,
     max_total: options.MaxTotal = None,
+    alternatives: options.Alternatives = None,
+    prefer: options.Prefer = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -150,6 +152,14 @@ def place(
     }
     body.update({field: value for field, value in optional.items() if value is not None})
     body.update(options.cluster(nodes, cluster_interconnect, on_node_lost))
+    if alternatives:  # the options above are the first shape; each --alt another
+        machine = {k: body.pop(k) for k in options.MACHINE_FIELDS if k in body}
+        others = [options.alternative(a, machine["providers"]) for a in alternatives]
+        body["alternatives"] = [machine, *others]
+        if prefer is not None:
+            body["prefer"] = prefer
+    elif prefer is not None:
+        raise typer.BadParameter("is for orders with --alt", param_hint="--prefer")
     once = options.idempotency_key(idempotency_key)
     with _api(url, key) as api:
         answer = api.post(api_path("orders"), body, idempotency_key=once)

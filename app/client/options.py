@@ -126,3 +126,80 @@ def cluster(nodes: int, interconnect: str | None, on_node_lost: str | None) -> d
         "on_node_lost": on_node_lost,
     }
     return {name: value for name, value in fields.items() if value is not None}
+
+
+Alternatives = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--alt",
+        help="Another shape the order may take instead (repeat, up to 7): comma-separated "
+        "key=value pairs, e.g. gpu=h200,count=8,nodes=2,max-price=60 (also providers=verda+"
+        "hyperstack, regions=FIN-01+FIN-02, min-disk-gb, interconnect, cluster-interconnect; "
+        "providers default to --provider's). The order deploys one of them.",
+        show_default=False,
+    ),
+]
+Prefer = Annotated[
+    str | None,
+    typer.Option(
+        "--prefer",
+        help="With --alt: cheapest (the default: the cheapest offer any shape matches) or "
+        "listed (the first shape, in the order given, that shows).",
+        show_default=False,
+    ),
+]
+# The body's fields that make one shape (the top level's, or one alternative's).
+MACHINE_FIELDS = (
+    "gpu_model",
+    "gpu_count",
+    "providers",
+    "max_price_per_hour",
+    "regions",
+    "min_disk_gb",
+    "interconnect",
+    "nodes",
+    "cluster_interconnect",
+)
+# --alt keys -> the body's field names; lists take `+` between their items.
+_ALT_KEYS = {
+    "gpu": "gpu_model",
+    "count": "gpu_count",
+    "nodes": "nodes",
+    "providers": "providers",
+    "max-price": "max_price_per_hour",
+    "regions": "regions",
+    "min-disk-gb": "min_disk_gb",
+    "interconnect": "interconnect",
+    "cluster-interconnect": "cluster_interconnect",
+}
+_ALT_REQUIRED = ("gpu", "count", "max-price")
+
+
+def alternative(spec: str, providers: list[str]) -> dict[str, Any]:
+    """One `--alt` as the body's alternative; numbers are sent as typed, so the API's message
+    explains a wrong one (a malformed spec is refused here, naming the key)."""
+    given: dict[str, str] = {}
+    for pair in (part.strip() for part in spec.split(",") if part.strip()):
+        key, equals, value = pair.partition("=")
+        key = key.strip().lower()
+        if not equals or key not in _ALT_KEYS:
+            known = ", ".join(_ALT_KEYS)
+            raise typer.BadParameter(
+                f"{pair!r} is not key=value with a key of {known}", param_hint="--alt"
+            )
+        given[key] = value.strip()
+    missing = [key for key in _ALT_REQUIRED if key not in given]
+    if missing:
+        raise typer.BadParameter(f"{spec!r} needs {', '.join(missing)}", param_hint="--alt")
+    body: dict[str, Any] = {"providers": providers}
+    for key, value in given.items():
+        field = _ALT_KEYS[key]
+        if field in ("providers", "regions"):
+            body[field] = [item for item in value.split("+") if item]
+        elif field == "max_price_per_hour":
+            body[field] = usd(value, "--alt max-price")
+        elif field in ("gpu_count", "nodes", "min_disk_gb"):
+            body[field] = int(value) if value.isdigit() else value
+        else:
+            body[field] = value
+    return body

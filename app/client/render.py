@@ -76,7 +76,11 @@ def shape(item: dict[str, Any]) -> str:
 
 
 def machine_wanted(order: dict[str, Any]) -> str:
-    """`8x B300 on verda, hyperstack, up to $45.00/h` (`2 x 8x H200 ...` for a cluster)."""
+    """`8x B300 on verda, hyperstack, up to $45.00/h` (`2 x 8x H200 ...` for a cluster); an
+    order with alternatives: each, joined by `or`."""
+    listed = order.get("alternatives") or []
+    if len(listed) > 1:
+        return " or ".join(machine_wanted(alternative) for alternative in listed)
     providers = ", ".join(order.get("providers") or [])
     wanted = f"{shape(order)} on {providers}"
     return f"{wanted}, up to {usd(order.get('max_price_per_hour'))}/h"

@@ -83,3 +83,46 @@ def test_a_fabric_for_a_single_machine_is_refused(
     ran = autoprovision("orders", "place", *B300, "--cluster-interconnect", "infiniband")
     assert ran.code == 2 and "cluster_interconnect:" in ran.err, ran.err
     assert account.orders() == []
+
+
+def test_alternatives_are_sent_as_shapes_after_the_first(
+    autoprovision: Autoprovision, account: Account
+) -> None:
+    ran = autoprovision(
+        "orders", "place", "-g", "b300", "-n", "8", "-p", "verda", "--max-price", "55",
+        "--alt", "gpu=h200,count=8,nodes=2,max-price=70",
+        "--alt", "gpu=b200,count=8,nodes=2,max-price=65,providers=verda+hyperstack",
+        "--prefer", "listed",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    (order,) = account.orders()
+    shapes = [
+        (a["gpu_model"], a["nodes"], a["providers"], a["max_price_per_hour"])
+        for a in order["alternatives"]
+    ]
+    assert shapes == [
+        ("B300", 1, ["verda"], "55.00"),
+        ("H200", 2, ["verda"], "70.00"),
+        ("B200", 2, ["verda", "hyperstack"], "65.00"),
+    ]
+    assert order["prefer"] == "listed"
+    assert "8x B300 on verda, up to $55.00/h or 2 x 8x H200 on verda" in ran.out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("--alt", "gpu=h200,count=8"), "needs max-price"),
+        (("--alt", "gpu=h200,count=8,max-price=70,colour=red"), "'colour=red' is not key=value"),
+        (("--alt", "gpu=h200,count=8,max-price=cheap"), "is not an amount"),
+        (("--prefer", "listed"), "is for orders with --alt"),
+        (("--alt", "gpu=h200,count=eight,max-price=70"), "alternatives.1.gpu_count"),
+    ],
+)
+def test_a_bad_alternative_is_exit_2_with_its_message(
+    autoprovision: Autoprovision, account: Account, change: tuple[str, str], message: str
+) -> None:
+    ran = autoprovision("orders", "place", *H200_CLUSTER, *change)
+    assert ran.code == 2, ran.err
+    assert message in ran.err, ran.err
+    assert account.orders() == []

@@ -123,3 +123,32 @@ def test_a_running_clusters_page_shows_its_login_ip_and_its_nodes(
         expect(line).to_contain_text(machine["ip"])
         expect(line).to_contain_text("running")
     rich.client.close()
+
+
+def test_an_order_with_alternatives_shows_them_and_which_one_deployed(
+    page: Page, service: str, sim_sync: SimControlSync
+) -> None:
+    rich = Api(service, credit="200")
+    order = rich.place(
+        alternatives=[
+            {"gpu_model": "B300", "gpu_count": 8, "providers": ["verda"],
+             "max_price_per_hour": "55.00"},
+            {"gpu_model": "H200", "gpu_count": 8, "nodes": 2, "providers": ["verda"],
+             "max_price_per_hour": "70.00"},
+        ],
+        name="kimi",
+    )  # fmt: skip
+    sign_in(page, rich.key)
+    expect(row(page, order["id"]).locator('[data-field="gpu"]')).to_have_text("8x B300 (or 1 more)")
+    sim_sync.stock(*VERDA_16H200, 1)
+    status = row(page, order["id"]).locator('[data-field="status"]')
+    expect(status).to_have_text("running", timeout=SLOW)
+    row(page, order["id"]).get_by_role("link").click()
+    listed = page.get_by_test_id("alternatives").locator("li")
+    expect(listed).to_have_text(
+        ["8x B300 on Verda, up to $55.00/h", "2 x 8x H200 on Verda, up to $70.00/h"]
+    )
+    expect(page.get_by_test_id("alternatives")).to_contain_text("the cheapest that shows")
+    expect(page.get_by_test_id("alternative")).to_have_text(
+        "2: 2 x 8x H200 on Verda, up to $70.00/h"
+    )

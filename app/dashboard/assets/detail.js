@@ -14,15 +14,28 @@ const ENDED_BECAUSE = {
 
 const any = (value, none = "Any") => (value === null || value === undefined || value === "" ? none : value);
 
+// `8x B300 on Verda, Hyperstack, up to $50.00/h`: one of an order's alternatives.
+const shape = (a) => `${gpu(a)} on ${a.providers.map(providerName).join(", ")}, up to ${perHour(a.max_price_per_hour)}`;
+
+function alternativesField(o) {
+  if (!(o.alternatives?.length > 1)) return null;
+  const which = o.prefer === "listed" ? "the first listed that shows" : "the cheapest that shows";
+  return ["Alternatives", h("div", { "data-testid": "alternatives" },
+    h("ol", {}, o.alternatives.map((a) => h("li", {}, shape(a)))),
+    h("p", { class: "muted" }, `Deploys one of them: ${which}.`))];
+}
+
 function orderFields(o) {
+  const one = !(o.alternatives?.length > 1); // else the alternatives say what it may take
   return dl(([
     ["Status", pill(o.status)],
-    ["GPU", gpu(o)],
-    ["Providers", o.providers.map(providerName).join(", ")],
-    ["Max price (incl. fees)", perHour(o.max_price_per_hour)],
-    ["Regions", o.regions?.length ? o.regions.join(", ") : "Any"],
-    ["Min disk", o.min_disk_gb ? `${o.min_disk_gb} GB` : "Any"],
-    ["Interconnect", any(o.interconnect)],
+    alternativesField(o),
+    one && ["GPU", gpu(o)],
+    one && ["Providers", o.providers.map(providerName).join(", ")],
+    one && ["Max price (incl. fees)", perHour(o.max_price_per_hour)],
+    one && ["Regions", o.regions?.length ? o.regions.join(", ") : "Any"],
+    one && ["Min disk", o.min_disk_gb ? `${o.min_disk_gb} GB` : "Any"],
+    one && ["Interconnect", any(o.interconnect)],
     o.nodes > 1 && ["Nodes", `${o.nodes} (one cluster; the max price is for all of it)`],
     o.nodes > 1 && ["Cluster interconnect", any(o.cluster_interconnect)],
     o.nodes > 1 && ["If a node is lost", o.on_node_lost === "terminate" ? "terminate the cluster" : "keep the rest"],
@@ -44,6 +57,7 @@ function deploymentFields(o) {
   const note = isDeadAttempt(d) &&
     h("p", { class: "muted" }, `The latest try did not give a machine (${d.status.replace("_", " ")}); see the timeline.`);
   return [note, dl([
+    o.alternatives?.length > 1 && ["Alternative", h("span", { "data-testid": "alternative" }, `${d.alternative}: ${shape(o.alternatives[d.alternative - 1])}`)],
     ["Provider", providerName(d.provider)],
     ["Region", d.region],
     ["Instance type", h("code", {}, d.instance_type)],

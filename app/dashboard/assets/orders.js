@@ -86,7 +86,8 @@ function deploymentCell(o) {
 const COLUMNS = [
   ["Order", "name", "", (o) => h("a", { href: `#/orders/${encodeURIComponent(o.id)}` }, orderLabel(o))],
   ["Status", "status", "", (o) => pill(o.status)],
-  ["GPU", "gpu", "nowrap", gpu],
+  ["GPU", "gpu", "nowrap", (o) => (o.alternatives?.length > 1
+    ? `${gpu(o)} (or ${o.alternatives.length - 1} more)` : gpu(o))],
   ["Providers", "providers", "", (o) => o.providers.map(providerName).join(", ")],
   ["Max price", "max_price_per_hour", "num", (o) => perHour(o.max_price_per_hour)],
   ["Waiting", "waited", "nowrap", (o) => waited(o).text],
