@@ -26,7 +26,7 @@ from app.providers.registry import enabled_providers
 from app.services import orders, terminations
 from app.services.stock import estimate as stock_estimate
 from app.services.stock.views import OrderWithEstimateOut
-from app.services.views import OrderOut
+from app.services.views import AlternativeOut, OrderOut, OrderPreviewOut
 from app.storage.models import Order
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/orders", tags=["orders"])
@@ -54,7 +54,7 @@ async def place_order(
         order = await orders.place_order(
             session,
             account_id=account.id,
-            request=body.new_order(),
+            request=body.new_order(request.app.state.open_models),
             enabled=set(enabled_providers(settings)),
             max_waiting=settings.max_waiting_orders_per_account,
         )
@@ -69,6 +69,21 @@ async def place_order(
         body=body,
         status_code=201,
         action=place,
+    )
+
+
+@router.post("/preview")
+async def preview_order(
+    body: OrderCreate, request: Request, account: CurrentAccount
+) -> OrderPreviewOut:
+    """What an order would be, placed now: its alternatives (an order by model, expanded),
+    checked as placing checks them; nothing is written."""
+    new = body.new_order(request.app.state.open_models)
+    orders.check_request(new)
+    return OrderPreviewOut(
+        model=new.model,
+        prefer=new.prefer,
+        alternatives=[AlternativeOut.model_validate(a.stored()) for a in new.alternatives],
     )
 
 

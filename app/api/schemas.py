@@ -2,6 +2,7 @@
 
 import base64
 import binascii
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, TypeVar
@@ -32,9 +33,11 @@ from app.core.catalogue import (
 from app.core.errors import ValidationFailed, field_error
 from app.core.market import MAX_ALTERNATIVES, MAX_NODES
 from app.core.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
+from app.core.open_models import OpenModel
 from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKind
-from app.core.text import MultiLine, OneLine
+from app.core.text import MultiLine, OneLine, quote
 from app.providers.registry import offered_providers
+from app.services import model_fit
 from app.services.orders import NewAlternative, NewOrder
 from app.services.views import MoneyOut
 
@@ -247,6 +250,8 @@ MACHINE_FIELDS = (
     "cluster_interconnect",
 )
 REQUIRED_MACHINE_FIELDS = MACHINE_FIELDS[:4]
+# What an order by model leaves to the model (providers, price, regions and disk stay its own).
+BY_MODEL_CHOSEN = ("gpu_model", "gpu_count", "nodes", "interconnect", "cluster_interconnect")
 
 
 class MachineWanted(BaseModel):
@@ -321,6 +326,25 @@ class AlternativeIn(MachineWanted):
         return NewAlternative(**self.model_dump())
 
 
+class ShapePriceIn(BaseModel):
+    """An order by model's own price cap for one of the shapes it expands to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_model: GpuModelIn
+    gpu_count: GpuCountIn
+    nodes: Annotated[StrictInt, Field(ge=1, le=MAX_NODES)] = 1
+    max_price_per_hour: PriceIn
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_gpu_model(cls, value: str) -> str:
+        normalized = normalize_gpu_model(value)
+        if normalized is None:
+            raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
+        return normalized
+
+
 class OrderCreate(MachineWanted, OrderLimits):
     """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour; or
     `alternatives`, several such shapes of which it deploys one."""
@@ -339,6 +363,33 @@ class OrderCreate(MachineWanted, OrderLimits):
                 description="Up to 8 shapes, each with its own machine, providers, price and "
                 "constraints; the order deploys one of them. Without it, the top level is the "
                 "order's one shape.",
+            ),
+        ]
+        | None
+    ) = None
+    model: (
+        Annotated[
+            str,
+            StringConstraints(max_length=200),
+            Field(
+                description="Order by model: a Hugging Face id from GET /v1/models. The order "
+                "takes every shape that holds it (the alternatives it shows), at "
+                "`max_price_per_hour` or the shape's own in `prices`."
+            ),
+        ]
+        | None
+    ) = None
+    min_cache_gb: Annotated[
+        StrictInt,
+        Field(ge=0, le=100_000, description="With model: room the KV cache needs, in GB."),
+    ] = 100
+    prices: (
+        Annotated[
+            list[ShapePriceIn],
+            Field(
+                min_length=1,
+                max_length=MAX_ALTERNATIVES,
+                description="With model: a price cap per shape, over max_price_per_hour.",
             ),
         ]
         | None
@@ -395,10 +446,18 @@ class OrderCreate(MachineWanted, OrderLimits):
             )
         return value
 
-    def new_order(self) -> NewOrder:
-        """The order as the services take it: a machine at the top level, or alternatives
-        (422 naming the field when it is both, or neither)."""
-        values = self.model_dump(exclude={"alternatives", *MACHINE_FIELDS})
+    def new_order(self, models: Mapping[str, OpenModel] | None = None) -> NewOrder:
+        """The order as the services take it: a machine at the top level, alternatives, or a
+        model (one of `models`) expanded into them (422 naming the field when it is more than
+        one of those, or none)."""
+        values = self.model_dump(
+            exclude={"alternatives", "model", "min_cache_gb", "prices", *MACHINE_FIELDS}
+        )
+        if self.model is not None:
+            return NewOrder(alternatives=self._by_model(models or {}), model=self.model, **values)
+        for field in ("prices", "min_cache_gb"):
+            if field in self.model_fields_set:
+                raise field_error(field, "is for an order by model: give model too")
         if self.alternatives is not None:
             given = [f for f in MACHINE_FIELDS if f in self.model_fields_set]
             if given:
@@ -416,6 +475,35 @@ class OrderCreate(MachineWanted, OrderLimits):
             machine = self.model_dump(include=set(MACHINE_FIELDS))
             listed = (NewAlternative(**machine),)
         return NewOrder(alternatives=listed, **values)
+
+    def _by_model(self, models: Mapping[str, OpenModel]) -> list[NewAlternative]:
+        chosen = [f for f in ("alternatives", *BY_MODEL_CHOSEN) if f in self.model_fields_set]
+        if chosen:
+            raise field_error(
+                chosen[0], "is chosen from the model: leave it out, or leave out model"
+            )
+        assert self.model is not None
+        model = models.get(self.model)
+        if model is None:
+            raise field_error(
+                "model", f"unknown model {quote(self.model)}; GET /v1/models lists them"
+            )
+        if self.providers is None:
+            raise field_error("providers", "Field required")
+        prices = {
+            (p.gpu_model, p.gpu_count, p.nodes): p.max_price_per_hour for p in self.prices or []
+        }
+        return model_fit.alternatives_for(
+            model_fit.ModelOrder(
+                model=model,
+                providers=[str(p) for p in self.providers],
+                max_price_per_hour=self.max_price_per_hour,
+                min_cache_gb=self.min_cache_gb,
+                regions=self.regions,
+                min_disk_gb=self.min_disk_gb,
+                prices=prices,
+            )
+        )
 
 
 def is_openssh_public_key(line: str) -> bool:

@@ -21,6 +21,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 FIT_SHARE = Decimal("0.92")  # of the GPU memory, usable for weights and cache
+# The GPUs the model guides size machines of, most memory first: an order by model may take
+# the smallest machine of each that holds the model.
+SERVING_GPUS = ("B300", "B200", "H200", "H100")
 SHIPPED_FILE = "open_models.toml"
 
 # GB of memory per GPU, as the model guides count a machine's memory (8x H200: 1,128 GB). B300

@@ -1,12 +1,16 @@
 """Which machine shapes hold an open model: the fit rule over every GPU the catalogue names,
 and the smallest cluster a provider can make where no single machine holds it."""
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
 from app.core.catalogue import GPU_MODELS
-from app.core.open_models import Fit, OpenModel, fit
-from app.providers.registry import offered_providers, spec_for
+from app.core.errors import field_error
+from app.core.market import MAX_ALTERNATIVES
+from app.core.open_models import SERVING_GPUS, Fit, OpenModel, fit
+from app.providers.registry import display_name, offered_providers, spec_for
+from app.services.orders import NewAlternative
 
 GPU_COUNTS = (1, 2, 4, 8)  # GPUs per machine the providers sell
 CLUSTER_GPUS = 8  # a cluster's nodes are 8-GPU machines (the only nodes any provider clusters)
@@ -57,3 +61,85 @@ def shapes(model: OpenModel, *, min_cache_gb: Decimal = Decimal(0)) -> list[Shap
             if cluster is not None:
                 found.append(cluster)
     return sorted(found, key=lambda s: (not s.holds, s.fit.gpu_memory_gb, s.fit.nodes))
+
+
+Shape = tuple[str, int, int]  # GPU model, GPUs per node, nodes
+
+
+@dataclass(frozen=True)
+class ModelOrder:
+    """An order by model as the API took it in: what to expand into alternatives."""
+
+    model: OpenModel
+    providers: Sequence[str]
+    max_price_per_hour: Decimal | None
+    min_cache_gb: int
+    regions: list[str] | None = None
+    min_disk_gb: int | None = None
+    prices: Mapping[Shape, Decimal] | None = None  # per shape, over max_price_per_hour
+
+
+def _serving_shape(model: OpenModel, gpu_model: str, min_cache: Decimal) -> Fit | None:
+    """The smallest machine (GPUs, then nodes of 8) of `gpu_model` that holds `model`."""
+    for count in GPU_COUNTS:
+        single = fit(model, gpu_model, count)
+        if single.holds(min_cache):
+            return single
+    for nodes in range(2, MAX_MODEL_NODES + 1):
+        cluster = fit(model, gpu_model, CLUSTER_GPUS, nodes)
+        if cluster.holds(min_cache):
+            return cluster
+    return None
+
+
+def alternatives_for(order: ModelOrder) -> list[NewAlternative]:
+    """The shapes that hold the model with the cache room asked for, at the order's
+    providers that can make them: for each GPU the model guides size machines of, its
+    smallest such machine; NVLink (or SXM) between the GPUs of a node; a disk that holds the
+    checkpoint. 422 naming the field when nothing holds it or a price names no such shape."""
+    prices = dict(order.prices or {})
+    if order.max_price_per_hour is None and not prices:
+        raise field_error("max_price_per_hour", "Field required (or give prices per shape)")
+    disk = max(order.model.disk_gb, order.min_disk_gb or 0)
+    found: list[NewAlternative] = []
+    for gpu_model in SERVING_GPUS:
+        shape = _serving_shape(order.model, gpu_model, Decimal(order.min_cache_gb))
+        if shape is None:
+            continue
+        key = (shape.gpu_model, shape.gpu_count, shape.nodes)
+        able = [
+            p
+            for p in order.providers
+            if shape.nodes == 1
+            or spec_for(p).cluster_refusal(gpu_model, CLUSTER_GPUS, shape.nodes, None) is None
+        ]
+        price = prices.pop(key, order.max_price_per_hour)
+        if not able or price is None:
+            continue
+        found.append(
+            NewAlternative(
+                gpu_model=gpu_model,
+                gpu_count=shape.gpu_count,
+                providers=able,
+                max_price_per_hour=price,
+                regions=order.regions,
+                min_disk_gb=disk,
+                interconnect="nvlink" if shape.gpu_count > 1 else None,
+                nodes=shape.nodes,
+            )
+        )
+    if prices:
+        gpu_model, count, nodes = next(iter(prices))
+        raise field_error(
+            "prices",
+            f"{nodes} x {count}x {gpu_model} is not a shape this order takes for "
+            f"{order.model.name} (the shapes: GET /v1/models/{order.model.id}/fit)",
+        )
+    if not found:
+        names = ", ".join(display_name(p) for p in order.providers)
+        raise field_error(
+            "model",
+            f"no machine {names} can make holds {order.model.name} with "
+            f"{order.min_cache_gb} GB for the cache",
+        )
+    return found[:MAX_ALTERNATIVES]

@@ -98,6 +98,7 @@ class NewOrder:
 
     alternatives: Sequence[NewAlternative]
     prefer: str = "cheapest"
+    model: str | None = None  # ordered by model: its id (the alternatives hold it)
     on_node_lost: str = "keep"
     expires_at: datetime | None = None
     name: str | None = None
@@ -159,6 +160,20 @@ def _check_clusters(alternative: NewAlternative, prefix: str) -> None:
             )
 
 
+def check_request(request: NewOrder) -> None:
+    """What placing an order checks before it looks at the account (422 naming the field)."""
+    dearest = max(a.max_price_per_hour for a in request.alternatives)
+    if request.max_total_usd is not None and request.max_total_usd < dearest:
+        raise field_error(
+            "max_total_usd",
+            f"must cover at least one hour at max_price_per_hour "
+            f"({format_usd(dearest)}): the first hour is paid at deploy",
+        )
+    listed = len(request.alternatives) > 1
+    for position, alternative in enumerate(request.alternatives):
+        _check_clusters(alternative, f"alternatives.{position}." if listed else "")
+
+
 async def place_order(
     session: AsyncSession,
     *,
@@ -170,16 +185,8 @@ async def place_order(
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
     can deploy on; an order that accepts none of them is refused, as is one past the
     account's `max_waiting` orders waiting."""
-    dearest = max(a.max_price_per_hour for a in request.alternatives)
-    if request.max_total_usd is not None and request.max_total_usd < dearest:
-        raise field_error(
-            "max_total_usd",
-            f"must cover at least one hour at max_price_per_hour "
-            f"({format_usd(dearest)}): the first hour is paid at deploy",
-        )
+    check_request(request)
     listed = len(request.alternatives) > 1
-    for position, alternative in enumerate(request.alternatives):
-        _check_clusters(alternative, f"alternatives.{position}." if listed else "")
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
     if len(disabled) == len(request.providers):
         raise ProvidersNotEnabled(
@@ -205,6 +212,7 @@ async def place_order(
         cluster_interconnect=request.first.cluster_interconnect,
         alternatives=[a.stored() for a in request.alternatives] if listed else None,
         prefer=request.prefer,
+        model=request.model,
         on_node_lost=request.on_node_lost,
         expires_at=request.expires_at,
         name=request.name,
@@ -229,9 +237,10 @@ async def place_order(
 
 
 def _placed_line(order: Order) -> str:
+    by_model = f"for {order.model}, " if order.model else ""
     if not order.alternatives:
         return (
-            f"Order placed: {describe_request(order)} at up to "
+            f"Order placed: {by_model}{describe_request(order)} at up to "
             f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock."
         )
     which = (
@@ -240,8 +249,8 @@ def _placed_line(order: Order) -> str:
         else "whichever is cheapest when stock shows"
     )
     return (
-        f"Order placed: {describe_request(order)}, incl. fees; one of them will deploy "
-        f"({which}). Waiting for stock."
+        f"Order placed: {by_model}{describe_request(order)}, incl. fees; one of them will "
+        f"deploy ({which}). Waiting for stock."
     )
 
 

@@ -105,6 +105,14 @@ class AlternativeOut(BaseModel):
     cluster_interconnect: str | None = None
 
 
+class OrderPreviewOut(BaseModel):
+    """What an order would be if placed now: the shapes it would take."""
+
+    model: str | None
+    prefer: str
+    alternatives: list[AlternativeOut]
+
+
 def alternatives_of(order: Any) -> list[AlternativeOut]:
     """An order's alternatives: those it lists, or its own machine as the only one."""
     if order.alternatives:
@@ -150,6 +158,7 @@ class _OrderFields(BaseModel):
     # cheapest that shows or, with `prefer: listed`, the first listed that shows.
     alternatives: list[AlternativeOut] = []
     prefer: str = "cheapest"
+    model: str | None = None  # ordered by model: its Hugging Face id
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime

@@ -1,12 +1,12 @@
 """orders with alternatives: the shapes an order lists (when more than one), which it prefers,
-and which alternative each create attempt was for
+the model it was ordered by, and which alternative each create attempt was for
 
 Revision ID: 0020
 Revises: 0019
 Create Date: 2026-12-03 17:40:00.000000
 
 Every order before this had one shape, its own columns: no list, the cheapest preferred (the
-only one), and every attempt for that first and only alternative.
+only one), no model, and every attempt for that first and only alternative.
 """
 
 from collections.abc import Sequence
@@ -27,6 +27,7 @@ PREFERENCES = ("cheapest", "listed")
 def upgrade() -> None:
     with op.batch_alter_table("orders") as batch:
         batch.add_column(sa.Column("alternatives", sa.JSON()))
+        batch.add_column(sa.Column("model", sa.String(length=200)))
         batch.add_column(
             sa.Column(
                 "prefer", sa.String(length=20), nullable=False, server_default=sa.text("'cheapest'")
@@ -51,4 +52,5 @@ def downgrade() -> None:
     with op.batch_alter_table("orders") as batch:
         batch.drop_constraint("order_prefer", type_="check")
         batch.drop_column("prefer")
+        batch.drop_column("model")
         batch.drop_column("alternatives")

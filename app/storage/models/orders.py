@@ -78,6 +78,7 @@ class Order(Base):
     # Every alternative (`{"gpu_model", "gpu_count", "nodes", "providers",
     # "max_price_per_hour", "regions", ...}`), when the order lists more than one; else None.
     alternatives: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    model: Mapped[str | None] = mapped_column(String(200))  # ordered by model: its id
     prefer: Mapped[AlternativePreference] = mapped_column(
         state_column(AlternativePreference, "order_prefer"),
         default=AlternativePreference.CHEAPEST,
