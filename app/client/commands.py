@@ -67,10 +67,6 @@ def _api(url: str | None, key: str | None) -> Api:
 
 @orders.command("place")
 def place(
-    gpu_model: Annotated[
-        str, typer.Option("--gpu-model", "-g", help="GPU model, e.g. B300 or h100.")
-    ],
-    gpu_count: Annotated[int, typer.Option("--gpu-count", "-n", help="GPUs in the machine.")],
     provider: Annotated[
         list[str],
         typer.Option(
@@ -85,6 +81,27 @@ def place(
             "whole cluster with --nodes), fees included (USD, e.g. 46.50).",
         ),
     ],
+    gpu_model: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-model", "-g", help="GPU model, e.g. B300 or h100 (not with --model)."
+        ),
+    ] = None,
+    gpu_count: Annotated[
+        int | None, typer.Option("--gpu-count", "-n", help="GPUs in the machine.")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Order by model instead of -g/-n: a Hugging Face id (see `models`); the order "
+            "takes every machine that holds it.",
+        ),
+    ] = None,
+    min_cache_gb: Annotated[
+        int | None,
+        typer.Option("--min-cache-gb", help="With --model: room the KV cache needs (GB, 100)."),
+    ] = None,
     region: Annotated[
         list[str] | None,
         typer.Option("--region", "-r", help="A region you accept; repeat. Default: any."),
@@ -134,12 +151,9 @@ def place(
     as_json: Json = False,
 ) -> None:
     """Place an order: it waits, at no cost, until matching stock appears, then deploys."""
-    body: dict[str, Any] = {
-        "gpu_model": gpu_model,
-        "gpu_count": gpu_count,
-        "providers": options.listed(provider),
-        "max_price_per_hour": options.usd(max_price, "--max-price"),
-    }
+    body: dict[str, Any] = options.machine_or_model(gpu_model, gpu_count, model, min_cache_gb)
+    body["providers"] = options.listed(provider)
+    body["max_price_per_hour"] = options.usd(max_price, "--max-price")
     optional = {
         "regions": options.listed(region) or None,
         "min_disk_gb": min_disk_gb,

@@ -203,3 +203,22 @@ def alternative(spec: str, providers: list[str]) -> dict[str, Any]:
         else:
             body[field] = value
     return body
+
+
+def machine_or_model(
+    gpu_model: str | None, gpu_count: int | None, model: str | None, min_cache_gb: int | None
+) -> dict[str, Any]:
+    """The body's machine (-g and -n) or model (--model, --min-cache-gb): one of the two."""
+    if model is not None:
+        if gpu_model is not None or gpu_count is not None:
+            raise typer.BadParameter("give -g/-n or --model, not both", param_hint="--model")
+        body: dict[str, Any] = {"model": model}
+        if min_cache_gb is not None:
+            body["min_cache_gb"] = min_cache_gb
+        return body
+    if min_cache_gb is not None:
+        raise typer.BadParameter("is for orders by --model", param_hint="--min-cache-gb")
+    if gpu_model is None or gpu_count is None:
+        missing = "--gpu-model" if gpu_model is None else "--gpu-count"
+        raise typer.BadParameter(f"missing {missing} (or order by --model)", param_hint=missing)
+    return {"gpu_model": gpu_model, "gpu_count": gpu_count}

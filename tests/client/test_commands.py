@@ -90,7 +90,7 @@ class TestPlace:
     @pytest.mark.parametrize(
         ("args", "message"),
         [
-            (("-g", "b300", "-p", "verda", "--max-price", "4"), "Missing option '--gpu-count'"),
+            (("-g", "b300", "-p", "verda", "--max-price", "4"), "missing --gpu-count"),
             ((*B300[:-1], "lots"), "'lots' is not an amount like 46.50"),
             ((*B300[:-1], "NaN"), "'NaN' is not an amount like 46.50"),
             ((*B300, "-n", "eight"), "'--gpu-count' / '-n': Input should be a valid integer"),

@@ -37,3 +37,34 @@ def test_an_unknown_model_is_refused_with_its_message(
     ran = autoprovision("models", "fit", "acme/Nothing")
     assert ran.code == 2, ran.err  # bad input, as any 4xx
     assert "no model 'acme/Nothing'" in ran.err and ran.out == ""
+
+
+def test_orders_place_by_model_sends_the_model_and_shows_what_it_expanded_to(
+    autoprovision: Autoprovision, account: Account
+) -> None:
+    ran = autoprovision(
+        "orders", "place", "--model", "moonshotai/Kimi-K3", "-p", "verda", "--max-price", "70",
+        "--min-cache-gb", "200",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    (order,) = account.orders()
+    assert order["model"] == "moonshotai/Kimi-K3"
+    assert [(a["gpu_model"], a["nodes"]) for a in order["alternatives"]] == [
+        ("B300", 1),
+        ("B200", 2),
+        ("H200", 2),
+    ]
+    assert "8x B300 on verda, up to $70.00/h or 2 x 8x B200 on verda" in ran.out
+
+
+def test_a_machine_and_a_model_together_or_neither_is_refused(
+    autoprovision: Autoprovision, account: Account
+) -> None:
+    both = autoprovision(
+        "orders", "place", "--model", "moonshotai/Kimi-K3", "-g", "h200", "-p", "verda",
+        "--max-price", "70",
+    )  # fmt: skip
+    assert both.code == 2 and "not both" in both.err, both.err
+    neither = autoprovision("orders", "place", "-p", "verda", "--max-price", "70")
+    assert neither.code == 2 and "missing --gpu-model" in neither.err, neither.err
+    assert account.orders() == []

@@ -151,7 +151,10 @@ class TestTerminate:
         handle, order_id, _ = await running_order(client, sim, "hyperstack")
         first = await terminate(client, handle, order_id)
         second = await terminate(client, handle, order_id)
-        assert (first["status"], second["status"]) == ("terminating", "terminating")
+        # The second answers as the first did, unless the delete already went through (a
+        # loaded machine can take that long between two requests).
+        assert first["status"] == "terminating"
+        assert second["status"] in ("terminating", "terminated")
         await reaches(client, handle, order_id, "terminated")
         third = await terminate(client, handle, order_id)
         assert third["status"] == "terminated"
