@@ -16,6 +16,13 @@ from app.services import model_fit
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/models", tags=["models"])
 
 
+class EngineOut(BaseModel):
+    """How an engine serves the model: its image and the model's own arguments."""
+
+    image: str
+    args: list[str]
+
+
 class ModelOut(BaseModel):
     """An open model: its Hugging Face id, size, and where each figure comes from."""
 
@@ -28,6 +35,9 @@ class ModelOut(BaseModel):
     parameters: str | None
     notes: str | None
     sources: dict[str, str]
+    # The engines' recipes the catalogue has for it (an order's `serve` may name another
+    # engine: it then runs that engine's latest image).
+    serve: dict[str, EngineOut]
 
 
 class ModelsOut(BaseModel):
@@ -70,6 +80,7 @@ def _out(model: OpenModel) -> ModelOut:
         parameters=model.parameters,
         notes=model.notes,
         sources=model.sources,
+        serve={e: EngineOut(image=r.image, args=list(r.args)) for e, r in model.serve.items()},
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -55,6 +55,15 @@ class ModelsFileError(ValueError):
     """A models file that cannot be used; the message names the file, the entry and the field."""
 
 
+class _Engine(BaseModel):
+    """How one engine serves a model: its image and the arguments the recipe adds."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    image: str = Field(min_length=3, max_length=200, pattern=r"^[\w./:@-]+$")
+    args: list[str] = Field(default_factory=list, max_length=40)
+
+
 class _Entry(BaseModel):
     """One `[[model]]` of a models file, as written."""
 
@@ -68,6 +77,15 @@ class _Entry(BaseModel):
     parameters: str | None = Field(default=None, max_length=100)
     notes: str | None = Field(default=None, max_length=1000)
     sources: dict[str, str] = Field(default_factory=dict)
+    serve: dict[Literal["vllm", "sglang"], _Engine] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineRecipe:
+    """How an engine serves a model: its container image and the model's own arguments."""
+
+    image: str
+    args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,7 @@ class OpenModel:
     parameters: str | None = None
     notes: str | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    serve: dict[str, EngineRecipe] = field(default_factory=dict)  # engine -> its recipe
 
     @property
     def disk_gb(self) -> int:
@@ -148,7 +167,11 @@ def _model(entry: Any, where: str) -> OpenModel:
         error = exc.errors()[0]
         place = ".".join(str(part) for part in error["loc"]) or "entry"
         raise ModelsFileError(f"{where}: {place}: {error['msg']}") from exc
-    return OpenModel(**valid.model_dump())
+    values = valid.model_dump(exclude={"serve"})
+    recipes: dict[str, EngineRecipe] = {
+        engine: EngineRecipe(r.image, tuple(r.args)) for engine, r in valid.serve.items()
+    }
+    return OpenModel(**values, serve=recipes)
 
 
 def shipped() -> list[OpenModel]:
