@@ -116,7 +116,8 @@ def startup_script(serving: Serving) -> str:
         lines += [
             quoted(_docker_run(serving)),
             f'echo "autoprovision: {serving.engine} is starting on 127.0.0.1:{serving.port}; '
-            f'the first load takes long (follow it: docker logs -f autoprovision-{serving.engine})"',
+            "the first load takes long (follow it: docker logs -f "
+            f'autoprovision-{serving.engine})"',
         ]
     else:
         note = "/root/autoprovision-serve.txt"

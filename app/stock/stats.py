@@ -201,14 +201,21 @@ def estimate(
     since: datetime,
     now: datetime,
     step: float | None = None,
+    also: Sequence[OrderWants] = (),
 ) -> Estimate:
     """The expected wait of `wants` over [since, now], from the recorded stock and the coverage
-    of the order's providers."""
+    of the order's providers; with `also` (an order's other alternatives), the wait for the
+    first stock any of them matches."""
     lo, hi = since.timestamp(), now.timestamp()
     observed = clip(union(coverage), lo, hi)
     observed_seconds = length(observed)
     window = describe_duration(hi - lo)
-    matching = [s for s in stock if matches(wants, s.offer, fees.apply(s.offer.price_per_hour))]
+    every = (wants, *also)
+    matching = [
+        s
+        for s in stock
+        if any(matches(w, s.offer, fees.apply(s.offer.price_per_hour)) for w in every)
+    ]
     appearances = runs(matching)
     appearances = appearances[observed_within(observed, appearances) > 0]
     in_stock = union(appearances)

@@ -258,3 +258,21 @@ def test_nearest_rank() -> None:
     assert nearest_rank(np.array([3.0, 1.0, 2.0]), 0.5) == 2.0
     assert nearest_rank(np.array([4.0, 1.0, 3.0, 2.0]), 0.9) == 4.0
     assert nearest_rank(np.array([]), 0.5) is None
+
+
+def test_an_orders_alternatives_wait_for_the_first_of_them() -> None:
+    # 8x B300 shows 6h-7h; 4x B300 (the other alternative) shows 2h-3h. Alone, the first
+    # alternative's wait at t=0 is 6h; with the other it is 2h: the first of either to show.
+    both = [seen(6, 7), seen(2, 3, sku="4B300", gpu_count=4)]
+    alone = run(wants(), both, [span(0, 10)])
+    assert alone.appearances == 1
+    other = wants(gpu_count=4, alternative=2)
+    together = estimate(
+        wants(), both, spans_of([span(0, 10)]), fees=NO_FEES, since=T0, now=NOW, step=H,
+        also=[other],
+    )  # fmt: skip
+    assert together.appearances == 2
+    assert together.in_stock_fraction == 0.2
+    assert together.wait is not None and alone.wait is not None
+    assert together.wait.median_seconds is not None
+    assert together.wait.median_seconds < (alone.wait.median_seconds or float("inf"))

@@ -2,12 +2,13 @@
 arithmetic to `app/stock/stats.py`, and keeps each waiting order's answer briefly."""
 
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
-from app.core.market import Fees, OrderWants, wants_of
+from app.core.market import Fees, OrderWants, all_wants_of
 from app.core.states import OrderStatus
 from app.services.stock import reads as stock_reads
 from app.services.stock.views import EstimateOut, WaitOut
@@ -32,26 +33,31 @@ async def expected_wait(
     fees: Fees,
     window: timedelta,
     now: datetime | None = None,
+    also: Sequence[OrderWants] = (),
 ) -> EstimateOut:
-    """The expected wait of `wants` over the last `window`, at its max and around it."""
+    """The expected wait of `wants` over the last `window`, at its max and around it; with
+    `also` (an order's other alternatives), the wait for the first of them, and no curve (a
+    curve moves one price, and each alternative has its own)."""
     until = now or utcnow()
     since = until - window
-    keys = await stock_reads.stock(
-        session,
-        since=since,
-        until=until,
-        gpu_model=wants.gpu_model,
-        gpu_count=wants.gpu_count,
-        nodes=wants.nodes,
-        providers=wants.providers,
-    )
-    windows = await stock_reads.coverage(
-        session, since=since, until=until, providers=wants.providers
-    )
-    seen = [item for key_stock in keys.values() for item in key_stock.stock]
+    every = (wants, *also)
+    seen = []
+    for machine in dict.fromkeys(w.machine for w in every):
+        keys = await stock_reads.stock(
+            session,
+            since=since,
+            until=until,
+            gpu_model=machine.gpu_model,
+            gpu_count=machine.gpu_count,
+            nodes=machine.nodes,
+            providers=frozenset(p for w in every if w.machine == machine for p in w.providers),
+        )
+        seen += [item for key_stock in keys.values() for item in key_stock.stock]
+    providers = frozenset(p for w in every for p in w.providers)
+    windows = await stock_reads.coverage(session, since=since, until=until, providers=providers)
     covered = spans_of(stock_reads.span_of(w) for w in windows)
-    main = estimate(wants, seen, covered, fees=fees, since=since, now=until)
-    curve = price_curve(wants, seen, covered, fees=fees, since=since, now=until)
+    main = estimate(wants, seen, covered, fees=fees, since=since, now=until, also=also)
+    curve = [] if also else price_curve(wants, seen, covered, fees=fees, since=since, now=until)
     return EstimateOut(
         **dict(WaitOut.present(main)),
         nodes=wants.nodes,
@@ -74,7 +80,8 @@ async def order_estimate(
     cached = _cache.get(key)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
-    out = await expected_wait(session, wants=wants_of(order), fees=fees, window=window)
+    first, *others = all_wants_of(order)
+    out = await expected_wait(session, wants=first, fees=fees, window=window, also=others)
     if len(_cache) >= _CACHE_LIMIT:
         now = time.monotonic()
         for stale in [k for k, (expires, _) in _cache.items() if expires <= now]:
