@@ -122,11 +122,19 @@ def _names(providers: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def accepted_providers(order: Order) -> list[str]:
+    """Every provider the order accepts: its own, or any of its alternatives'."""
+    if not order.alternatives:
+        return list(order.providers)
+    return list(dict.fromkeys(p for a in order.alternatives for p in a["providers"]))
+
+
 def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
     """The timeline line for a change in which of the order's providers can deploy."""
-    usable = [p for p in order.providers if p not in disabled]
+    accepted = accepted_providers(order)
+    usable = [p for p in accepted if p not in disabled]
     if not disabled:
-        text = f"{_names(order.providers)}: all available on this service again."
+        text = f"{_names(accepted)}: all available on this service again."
     elif not usable:
         text = (
             f"{_names(disabled)}: not available on this service (no credentials configured); "
@@ -284,7 +292,7 @@ async def note_disabled_providers(session: AsyncSession, *, enabled: Collection[
     ).scalars()
     changed = []
     for order in waiting:
-        disabled = [p for p in order.providers if p not in enabled]
+        disabled = [p for p in accepted_providers(order) if p not in enabled]
         if disabled != (order.disabled_providers or []):
             order.disabled_providers = disabled or None
             order.updated_at = utcnow()
