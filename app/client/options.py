@@ -133,8 +133,8 @@ Alternatives = Annotated[
     typer.Option(
         "--alt",
         help="Another shape the order may take instead (repeat, up to 7): comma-separated "
-        "key=value pairs, e.g. gpu=h200,count=8,nodes=2,max-price=60 (also providers=verda+"
-        "hyperstack, regions=FIN-01+FIN-02, min-disk-gb, interconnect, cluster-interconnect; "
+        "key=value pairs, e.g. gpu=h200,count=8,nodes=2,max-price=60 (also providers=a+b, "
+        "regions=A+B, min-disk-gb, interconnect, cluster-interconnect; "
         "providers default to --provider's). The order deploys one of them.",
         show_default=False,
     ),

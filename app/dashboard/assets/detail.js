@@ -14,7 +14,7 @@ const ENDED_BECAUSE = {
 
 const any = (value, none = "Any") => (value === null || value === undefined || value === "" ? none : value);
 
-// `8x B300 on Verda, Hyperstack, up to $50.00/h`: one of an order's alternatives.
+// `8x B300 on <provider names>, up to $50.00/h`: one of an order's alternatives.
 const shape = (a) => `${gpu(a)} on ${a.providers.map(providerName).join(", ")}, up to ${perHour(a.max_price_per_hour)}`;
 
 function alternativesField(o) {
