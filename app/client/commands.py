@@ -83,9 +83,7 @@ def place(
     ],
     gpu_model: Annotated[
         str | None,
-        typer.Option(
-            "--gpu-model", "-g", help="GPU model, e.g. B300 or h100 (not with --model)."
-        ),
+        typer.Option("--gpu-model", "-g", help="GPU model, e.g. B300 or h100 (not with --model)."),
     ] = None,
     gpu_count: Annotated[
         int | None, typer.Option("--gpu-count", "-n", help="GPUs in the machine.")
