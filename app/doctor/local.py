@@ -7,6 +7,7 @@ from sqlalchemy.engine import make_url
 
 from app.core.market import OrderWants, wants_of
 from app.providers.diagnosis import Check, Status
+from app.providers.registry import script_runners
 from app.services import waiting_orders
 from app.services.webhooks.secrets import SecretBox, SecretKeyError
 from app.settings import Settings
@@ -47,7 +48,9 @@ async def check_database(settings: Settings) -> tuple[list[Check], list[OrderWan
             checks.append(_check("migrations", Status.WARN, reason))
             return checks, None
         async with create_read_sessionmaker(engine)() as session:
-            waiting = [wants_of(row) for row in await waiting_orders.waiting(session)]
+            runners = script_runners()
+            rows = await waiting_orders.waiting(session)
+            waiting = [wants_of(row, script_runners=runners) for row in rows]
         checks.append(_check("waiting orders", Status.PASS, f"{len(waiting)}"))
         return checks, waiting
     finally:

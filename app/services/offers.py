@@ -13,6 +13,7 @@ from app.core.clock import utcnow
 from app.core.market import Fees, Offer, OrderWants, disk_price_per_hour, matches, wants_of
 from app.core.money import format_money
 from app.core.states import OrderStatus
+from app.providers.registry import script_runners
 from app.services.views import OfferOut, OffersOut, ProviderReadOut
 from app.storage.models import OfferSnapshot, Order
 
@@ -74,7 +75,8 @@ async def _waiting_orders(session: AsyncSession, account_id: str) -> list[OrderW
         .where(Order.account_id == account_id, Order.status == OrderStatus.WAITING)
         .order_by(Order.created_at, Order.id)
     )
-    return [wants_of(order) for order in rows.scalars()]
+    runners = script_runners()
+    return [wants_of(order, script_runners=runners) for order in rows.scalars()]
 
 
 async def latest_offers(

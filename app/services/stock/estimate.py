@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.clock import utcnow
 from app.core.market import Fees, OrderWants, wants_of
 from app.core.states import OrderStatus
+from app.providers.registry import script_runners
 from app.services.stock import reads as stock_reads
 from app.services.stock.views import EstimateOut, WaitOut
 from app.stock.stats import estimate, price_curve, spans_of
@@ -74,7 +75,9 @@ async def order_estimate(
     cached = _cache.get(key)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
-    out = await expected_wait(session, wants=wants_of(order), fees=fees, window=window)
+    out = await expected_wait(
+        session, wants=wants_of(order, script_runners=script_runners()), fees=fees, window=window
+    )
     if len(_cache) >= _CACHE_LIMIT:
         now = time.monotonic()
         for stale in [k for k, (expires, _) in _cache.items() if expires <= now]:
