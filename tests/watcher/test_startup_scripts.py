@@ -3,6 +3,7 @@ databases. The script reaches each provider that runs one byte for byte (Verda's
 scripts, Hyperstack's user data, every node of a cluster), never QuantaCloud, and Verda's
 script is deleted once its VM is gone, so its 100-script quota never fills."""
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,8 +71,9 @@ def vm_name(order_id: str, attempt: int = 1) -> str:
 
 class TestVerda:
     async def test_a_vm_gets_the_script_and_the_script_goes_with_the_vm(
-        self, client: httpx.AsyncClient, sim: SimControl
+        self, client: httpx.AsyncClient, sim: SimControl, caplog: pytest.LogCaptureFixture
     ) -> None:
+        caplog.set_level(logging.DEBUG)
         handle = await create_account(client, credit="50")
         order_id = await place(client, handle, h100(["verda"]))
         await sim.stock(*VERDA_H100, 1)
@@ -84,6 +86,7 @@ class TestVerda:
         await terminate(client, handle, order_id)
         await reaches(client, handle, order_id, "terminated", seconds=10)
         await eventually(none_kept(sim), 5)
+        assert [r for r in caplog.records if "hf_s3cr3t" in r.getMessage()] == []
 
     async def test_a_cluster_gets_the_script_and_the_script_goes_with_it(
         self, client: httpx.AsyncClient, sim: SimControl
