@@ -110,4 +110,4 @@ def seal(box: SecretBox | None, order_id: str, script: str) -> Sealed:
 
 def open_sealed(box: SecretBox, order_id: str, sealed: str) -> str:
     """The script sealed for `order_id` (SealedSecretError when the keys cannot open it)."""
-    return box.open(order_id, sealed, what=WHAT)
+    return box.open(order_id, sealed, what=WHAT, owner_kind="order")

@@ -57,8 +57,15 @@ class SecretBox:
         """The secret encrypted for storage on row `owner_id`."""
         return self._fernet.encrypt(f"{owner_id}:{secret}".encode()).decode()
 
-    def open(self, owner_id: str, sealed: str, *, what: str = "the signing secret") -> str:
-        """The secret sealed for row `owner_id` (`what` it is, for the error)."""
+    def open(
+        self,
+        owner_id: str,
+        sealed: str,
+        *,
+        what: str = "the signing secret",
+        owner_kind: str = "endpoint",
+    ) -> str:
+        """The secret sealed for row `owner_id` (`what` and `owner_kind` name them in errors)."""
         try:
             plain = self._fernet.decrypt(sealed.encode()).decode()
         except InvalidToken as exc:
@@ -68,7 +75,7 @@ class SecretBox:
             ) from exc
         owner, _, secret = plain.partition(":")
         if owner != owner_id:
-            raise SealedSecretError(f"{what} belongs to another row than {owner_id}")
+            raise SealedSecretError(f"{what} belongs to another {owner_kind}")
         return secret
 
 
