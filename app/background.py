@@ -148,6 +148,7 @@ class Background:
                 sessionmaker=self.sessionmaker,
                 read_sessionmaker=self.read_sessionmaker,
                 wall_clock=self.clock,
+                secret_boxes=self.secret_boxes,
             )
             await watcher.start()
             self.watcher = watcher

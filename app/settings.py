@@ -339,7 +339,8 @@ class Settings(BaseSettings):
     secret_key: SecretStr | None = Field(
         default=None,
         description="Fernet keys, comma-separated (the first encrypts, all decrypt), that "
-        'encrypt webhook secrets at rest. Make one with `python -c "from cryptography.fernet '
+        "encrypt webhook secrets and orders' start-up scripts at rest. Make one with "
+        '`python -c "from cryptography.fernet '
         'import Fernet; print(Fernet.generate_key().decode())"`. Replicas must share it. Demo '
         "mode derives the demo account's API key from the first key, so it survives restarts.",
     )

@@ -18,9 +18,10 @@ from app.providers.base import Offer
 from app.services import accounts, attempts, ledger, orders
 from app.services.attempts import Intent
 from app.services.stock import days as stock_days
+from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, StockCoverage, StockInterval
-from tests.fixtures.settings import ADMIN_KEY
+from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
@@ -116,13 +117,20 @@ async def force_order_status(engine: AsyncEngine, order_id: str, status: OrderSt
 
 
 async def waiting_orders(
-    engine: AsyncEngine, offer: Offer, count: int = 1, *, credit: int = 100
+    engine: AsyncEngine,
+    offer: Offer,
+    count: int = 1,
+    *,
+    credit: int = 100,
+    startup_script: str | None = None,
 ) -> list[str]:
     """`count` orders for `offer`'s machine that accept only its provider and price, placed
-    through the service layer by one new account with `credit` dollars."""
+    through the service layer by one new account with `credit` dollars (each with the start-up
+    script, if one is given, sealed with the test secret key)."""
     request = OrderCreate.model_validate(
         {"gpu_model": offer.gpu_model, "gpu_count": offer.gpu_count,
-         "providers": [str(offer.provider)], "max_price_per_hour": offer.price_per_hour}
+         "providers": [str(offer.provider)], "max_price_per_hour": offer.price_per_hour,
+         "startup_script": startup_script}
     ).new_order()  # fmt: skip
     async with session_scope(create_sessionmaker(engine)) as session:
         account, _key = await accounts.create_account(session, name="service layer")
@@ -135,6 +143,7 @@ async def waiting_orders(
                     request=request,
                     enabled={offer.provider},
                     max_waiting=count,
+                    box=SecretBox([SECRET_KEY]),
                 )
             ).id
             for _ in range(count)

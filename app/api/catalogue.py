@@ -6,7 +6,12 @@ from pydantic import BaseModel
 from app.api.deps import SettingsDep
 from app.api.strict_json import StrictJsonRoute
 from app.core.catalogue import GPU_MODELS, Interconnect
-from app.providers.registry import display_name, enabled_providers, offered_providers
+from app.providers.registry import (
+    display_name,
+    enabled_providers,
+    offered_providers,
+    script_runners,
+)
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/catalogue", tags=["catalogue"])
 
@@ -24,6 +29,7 @@ class ProviderOut(BaseModel):
     id: str
     name: str
     enabled: bool  # whether this service has credentials for it, so can deploy there
+    runs_startup_scripts: bool = False  # whether an order's `startup_script` can deploy there
 
 
 class CatalogueOut(BaseModel):
@@ -39,10 +45,16 @@ class CatalogueOut(BaseModel):
 async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
     """The GPU models, providers and interconnects orders may name (no key needed)."""
     enabled = set(enabled_providers(settings))
+    runners = script_runners()
     return CatalogueOut(
         gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
         providers=[
-            ProviderOut(id=str(p), name=display_name(p), enabled=p in enabled)
+            ProviderOut(
+                id=str(p),
+                name=display_name(p),
+                enabled=p in enabled,
+                runs_startup_scripts=p in runners,
+            )
             for p in offered_providers()
         ],
         interconnects=[str(i) for i in Interconnect],

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Forbidden, Unauthorized
 from app.services import accounts
+from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.storage.models import Account
@@ -32,6 +33,12 @@ def get_settings_dep(request: Request) -> Settings:
     """The settings the app was created with."""
     settings: Settings = request.app.state.settings
     return settings
+
+
+def secret_boxes(request: Request) -> SecretBoxLoader:
+    """What seals secrets at rest (webhook secrets, start-up scripts), loaded on first use."""
+    loader: SecretBoxLoader = request.app.state.secret_boxes
+    return loader
 
 
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]

@@ -13,6 +13,7 @@ from app.api.deps import (
     SettingsDep,
     nudge_terminator,
     nudge_watcher,
+    secret_boxes,
 )
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
 from app.api.pagination import PageRequest, paged
@@ -57,6 +58,8 @@ async def place_order(
             request=body.new_order(request.app.state.open_models),
             enabled=set(enabled_providers(settings)),
             max_waiting=settings.max_waiting_orders_per_account,
+            # Loaded only for a script: a service that never seals one makes no key file.
+            box=None if body.startup_script is None else secret_boxes(request).get(),
         )
         return (await _present(session, [order]))[0]
 

@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictInt,
+    StrictStr,
     StringConstraints,
     WithJsonSchema,
     computed_field,
@@ -37,7 +38,7 @@ from app.core.open_models import OpenModel
 from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKind
 from app.core.text import MultiLine, OneLine, quote
 from app.providers.registry import offered_providers
-from app.services import model_fit
+from app.services import model_fit, startup_scripts
 from app.services.orders import NewAlternative, NewOrder
 from app.services.views import MoneyOut
 
@@ -421,6 +422,20 @@ class OrderCreate(MachineWanted, OrderLimits):
         ]
         | None
     ) = None
+    startup_script: (
+        Annotated[
+            StrictStr,
+            Field(
+                description="Run once when the machine boots, at the providers that can (the"
+                " catalogue's `runs_startup_scripts`); an order with one never deploys at the"
+                f" others. UTF-8 text, at most {startup_scripts.MAX_BYTES} bytes, no NUL. Kept"
+                " encrypted and never shown again: orders show its `startup_script_sha256`"
+                " and `startup_script_bytes`.",
+                json_schema_extra={"maxLength": startup_scripts.MAX_BYTES},
+            ),
+        ]
+        | None
+    ) = None
 
     @field_validator("expires_at")
     @classmethod
@@ -432,6 +447,14 @@ class OrderCreate(MachineWanted, OrderLimits):
             raise ValueError("expires_at must be in the future")
         if value.year > datetime.now(UTC).year + 10:
             raise ValueError("expires_at must be within ten years")
+        return value
+
+    @field_validator("startup_script")
+    @classmethod
+    def _usable_script(cls, value: str | None) -> str | None:
+        problem = None if value is None else startup_scripts.problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("ssh_public_key")

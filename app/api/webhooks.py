@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.deps import CurrentAccount, SessionDep, SettingsDep, secret_boxes
 from app.api.pagination import PageRequest, paged
 from app.api.params import PathId
 from app.api.schemas import Page
@@ -19,7 +19,7 @@ from app.api.webhook_schemas import (
 )
 from app.services.webhooks import endpoints as webhook_endpoints
 from app.services.webhooks import outbox
-from app.services.webhooks.secrets import SecretBox, SecretBoxLoader
+from app.services.webhooks.secrets import SecretBox
 from app.storage.models import WebhookDelivery, WebhookEndpoint
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/webhook-endpoints", tags=["webhooks"])
@@ -30,8 +30,7 @@ deliveries_router = APIRouter(
 
 def get_secret_box(request: Request) -> SecretBox:
     """The box that seals signing secrets at rest."""
-    loader: SecretBoxLoader = request.app.state.secret_boxes
-    return loader.get()
+    return secret_boxes(request).get()
 
 
 SecretBoxDep = Annotated[SecretBox, Depends(get_secret_box)]

@@ -135,6 +135,7 @@ def place(
     max_total: options.MaxTotal = None,
     alternatives: options.Alternatives = None,
     prefer: options.Prefer = None,
+    startup_script: options.StartupScript = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -161,6 +162,7 @@ def place(
         "ssh_public_key": options.ssh_key(ssh_public_key, ssh_public_key_file),
         "max_runtime_hours": options.limit(max_runtime_hours, "--max-runtime-hours", money=False),
         "max_total_usd": options.limit(max_total, "--max-total", money=True),
+        "startup_script": options.script_text(startup_script),
     }
     body.update({field: value for field, value in optional.items() if value is not None})
     body.update(options.cluster(nodes, cluster_interconnect, on_node_lost))

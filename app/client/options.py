@@ -90,6 +90,30 @@ def ssh_key(line: str | None, path: Path | None) -> str | None:
         raise typer.BadParameter(message, param_hint="--ssh-public-key-file") from None
 
 
+StartupScript = Annotated[
+    Path | None,
+    typer.Option(
+        "--startup-script",
+        help="A file (UTF-8 text, at most 32 KiB) the machine runs once when it boots, at "
+        "providers that run one; kept encrypted, shown again only as its size and SHA-256.",
+    ),
+]
+
+
+def script_text(path: Path | None) -> str | None:
+    """The start-up script in `path`, as it is (UTF-8); a clear error if it cannot be read."""
+    if path is None:
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        message = f"cannot read {path}: {exc}"
+        raise typer.BadParameter(message, param_hint="--startup-script") from None
+    except UnicodeDecodeError as exc:
+        message = f"{path} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x})"
+        raise typer.BadParameter(message, param_hint="--startup-script") from None
+
+
 Nodes = Annotated[
     int,
     typer.Option(

@@ -180,6 +180,7 @@ def order_detail(order: dict[str, Any]) -> Table:
         ("Min disk", f"{order['min_disk_gb']} GB" if order.get("min_disk_gb") else None),
         ("Interconnect", order.get("interconnect")),
         ("Cluster", cluster(order)),
+        ("Start-up script", startup_script(order)),
         ("No credentials for", ", ".join(order.get("disabled_providers") or []) or None),
         ("Expires", when(order["expires_at"]) if order.get("expires_at") else None),
         ("Placed", when(order.get("created_at"))),
@@ -201,6 +202,14 @@ def order_detail(order: dict[str, Any]) -> Table:
         if value:
             grid.add_row(label, str(value))
     return grid
+
+
+def startup_script(order: dict[str, Any]) -> str | None:
+    """`1,234 bytes, SHA-256 9f86d0...`: the script an order carries, as the API shows it."""
+    size, digest = order.get("startup_script_bytes"), order.get("startup_script_sha256")
+    if size is None or digest is None:
+        return None
+    return f"{size:,} bytes, SHA-256 {digest}"
 
 
 def _hours(value: Any) -> str | None:

@@ -4,6 +4,7 @@ the adapters speak these types, and the matcher, the waiting-order book and the 
 shows all decide by them.
 """
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_UP, Decimal
@@ -138,6 +139,8 @@ class OrderWants:
 
     id: str
     created_at: datetime
+    # Where it may deploy: the providers it accepts, less those that cannot run its start-up
+    # script when it has one (`wants_of`), so no offer of theirs fits it.
     providers: frozenset[str]
     gpu_model: str
     gpu_count: int  # per node
@@ -148,6 +151,7 @@ class OrderWants:
     account_id: str = ""
     nodes: int = 1
     cluster_interconnect: ClusterInterconnect | None = None  # the fabric required; None = any
+    needs_startup_script: bool = False  # its machine must run a script at boot
     # Which of the order's alternatives this is (1: its first, or its only one), and whether
     # the order takes them strictly in the order listed rather than the cheapest.
     alternative: int = 1
@@ -179,12 +183,17 @@ class Fees:
         )
 
 
-def wants_of(row: Any) -> OrderWants:
-    """What the matcher needs of an order row (or of a row with the same columns)."""
+def wants_of(row: Any, *, script_runners: Collection[str]) -> OrderWants:
+    """What the matcher needs of an order row (or of a row with the same columns).
+
+    `script_runners`: the providers that can run a start-up script (`registry.script_runners`);
+    an order with one may deploy only there.
+    """
+    scripted = row.startup_script_bytes is not None
     return OrderWants(
         id=row.id,
         created_at=row.created_at,
-        providers=frozenset(row.providers),
+        providers=frozenset(p for p in row.providers if not scripted or p in script_runners),
         gpu_model=row.gpu_model,
         gpu_count=row.gpu_count,
         max_price_per_hour=row.max_price_per_hour,
@@ -196,13 +205,15 @@ def wants_of(row: Any) -> OrderWants:
         cluster_interconnect=(
             ClusterInterconnect(row.cluster_interconnect) if row.cluster_interconnect else None
         ),
+        needs_startup_script=scripted,
     )
 
 
-def all_wants_of(row: Any) -> tuple[OrderWants, ...]:
+def all_wants_of(row: Any, *, script_runners: Collection[str]) -> tuple[OrderWants, ...]:
     """What the matcher needs of each of an order's alternatives (`row.alternatives`, when it
-    has more than one; else its own columns), in the order they were listed."""
-    first = wants_of(row)
+    has more than one; else its own columns), in the order they were listed (`script_runners`:
+    as for `wants_of`)."""
+    first = wants_of(row, script_runners=script_runners)
     listed = getattr(row, "alternatives", None)
     prefer_listed = getattr(row, "prefer", None) == "listed"
     if not listed or len(listed) < 2:
@@ -210,7 +221,9 @@ def all_wants_of(row: Any) -> tuple[OrderWants, ...]:
     return tuple(
         replace(
             first,
-            providers=frozenset(alt["providers"]),
+            providers=frozenset(
+                p for p in alt["providers"] if not first.needs_startup_script or p in script_runners
+            ),
             gpu_model=alt["gpu_model"],
             gpu_count=alt["gpu_count"],
             max_price_per_hour=Decimal(alt["max_price_per_hour"]),
@@ -232,6 +245,7 @@ def all_wants_of(row: Any) -> tuple[OrderWants, ...]:
 
 def fits(order: OrderWants, offer: Offer) -> bool:
     """Whether `offer` satisfies every constraint of `order` except the price."""
+    # A provider that cannot run the order's start-up script is not among its `providers`.
     if str(offer.provider) not in order.providers:
         return False
     if (

@@ -109,11 +109,14 @@ class ProviderAdapter(Protocol):
         tag: str,
         ssh_public_key: str | None,
         disk_gb: int | None = None,
+        startup_script: str | None = None,
     ) -> VM:
         """Create one plain VM from `offer`, named `name` and tagged `tag` where possible.
 
         `disk_gb` sizes the OS disk where the provider lets us choose it (`offer.disk_fixed`
-        false); fixed-disk offers ignore it.
+        false); fixed-disk offers ignore it. `startup_script` runs once when it boots (each
+        node of a cluster); a provider whose spec does not say `runs_startup_scripts` refuses
+        one (`Rejected`) rather than make a VM without it.
 
         Raises `Unavailable` (not `OutcomeUnknown`) when a call needed before the create
         itself failed: nothing was sent, so no VM can exist.
@@ -147,4 +150,14 @@ class ProviderAdapter(Protocol):
 
     async def balance(self) -> Decimal:
         """Our account's balance at the provider, in USD."""
+        ...
+
+    async def delete_startup_script(self, name: str) -> None:
+        """Delete the start-up script kept for the VM named `name`, where the provider keeps
+        scripts apart from VMs (Verda) and this adapter knows of one; elsewhere nothing."""
+        ...
+
+    async def list_startup_scripts(self) -> list[str]:
+        """The names of the start-up scripts kept on the account (none where a script goes
+        with the create)."""
         ...

@@ -52,6 +52,11 @@ def offered_providers() -> list[Provider]:
     return [spec.provider for spec in offered()]
 
 
+def script_runners() -> frozenset[str]:
+    """The providers whose creates can carry a start-up script (see `ProviderSpec`)."""
+    return frozenset(spec.name for spec in _known().values() if spec.runs_startup_scripts)
+
+
 def display_name(provider: str) -> str:
     """The provider's name as people write it."""
     return spec_for(provider).display_name

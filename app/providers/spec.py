@@ -102,6 +102,10 @@ class ProviderSpec(Generic[S]):
     # A provider for tests only: orders may name it only while a test offers it (see registry).
     for_tests: bool = False
     clusters: ClusterShapes | None = None  # None: single machines only
+    # Whether a create can carry a start-up script the machine runs once at boot (Verda's
+    # startup scripts, Hyperstack's user data). False: an order with a script never deploys
+    # here; a provider says it can, so one that forgets is never sent a script it drops.
+    runs_startup_scripts: bool = False
 
     def cluster_refusal(
         self, gpu_model: str, gpu_count: int, nodes: int, fabric: str | None

@@ -76,6 +76,8 @@ def _claim_statement(alternative: int) -> Any:
             _orders.c.ssh_public_key,
             _orders.c.min_disk_gb,
             _orders.c.attempts,
+            # Read by the claim itself: no statement more on the way from stock to create.
+            _orders.c.startup_script,
         )
     )
 
@@ -107,11 +109,16 @@ class Intent:
     ssh_public_key: str | None
     disk_gb: int | None
     created_at: datetime
+    # The order's start-up script as stored (sealed for the order's id): the deployer opens it.
+    sealed_startup_script: str | None = None
+
+
+VM_NAME_PREFIX = "ap-"
 
 
 def vm_name(order_id: str, number: int) -> str:
     """The VM name an attempt is created with: `ap-<order token>-<attempt>` (<= 50 chars)."""
-    return f"ap-{order_id.partition('_')[2]}-{number}"
+    return f"{VM_NAME_PREFIX}{order_id.partition('_')[2]}-{number}"
 
 
 VM_TAG_PREFIX = "ap-order-"
@@ -205,7 +212,7 @@ def claim_on(
     ).first()
     if claimed is None:
         return None
-    account_id, ssh_public_key, min_disk_gb, number = claimed
+    account_id, ssh_public_key, min_disk_gb, number, sealed_script = claimed
     hold = ledger.place_hold_on(
         connection, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
@@ -274,6 +281,7 @@ def claim_on(
         ssh_public_key=ssh_public_key,
         disk_gb=min_disk_gb,
         created_at=now,
+        sealed_startup_script=sealed_script,
     )
 
 

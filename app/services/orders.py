@@ -22,10 +22,11 @@ from app.core.money import format_usd
 from app.core.states import OrderEventKind, OrderStatus, WebhookEventType, check_order_move
 from app.core.text import quote
 from app.providers.registry import display_name, spec_for
-from app.services import timeline
+from app.services import startup_scripts, timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
+from app.services.webhooks.secrets import SecretBox
 from app.storage.models import Account, Attempt, Order, OrderEvent
 
 
@@ -105,6 +106,7 @@ class NewOrder:
     ssh_public_key: str | None = None
     max_runtime_hours: Decimal | None = None
     max_total_usd: Decimal | None = None
+    startup_script: str | None = None  # run once when its machine boots; sealed at rest
 
     @property
     def first(self) -> NewAlternative:
@@ -131,10 +133,12 @@ def accepted_providers(order: Order) -> list[str]:
 
 def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
     """The timeline line for a change in which of the order's providers can deploy."""
-    accepted = accepted_providers(order)
-    usable = [p for p in accepted if p not in disabled]
+    candidates = startup_scripts.deployable(
+        accepted_providers(order), has_script=order.startup_script_bytes is not None
+    )
+    usable = [p for p in candidates if p not in disabled]
     if not disabled:
-        text = f"{_names(accepted)}: all available on this service again."
+        text = f"{_names(candidates)}: all available on this service again."
     elif not usable:
         text = (
             f"{_names(disabled)}: not available on this service (no credentials configured); "
@@ -189,23 +193,33 @@ async def place_order(
     request: NewOrder,
     enabled: Collection[str],
     max_waiting: int,
+    box: SecretBox | None = None,
 ) -> Order:
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
     can deploy on; an order that accepts none of them is refused, as is one past the
-    account's `max_waiting` orders waiting."""
+    account's `max_waiting` orders waiting. `box` seals its start-up script, if it has one."""
     check_request(request)
     listed = len(request.alternatives) > 1
+    scriptless = startup_scripts.check(request.startup_script, request.providers)
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
-    if len(disabled) == len(request.providers):
+    candidates = [str(p) for p in request.providers if str(p) not in scriptless]
+    if all(p in disabled for p in candidates):
+        runs = " and runs start-up scripts" if scriptless else ""
         raise ProvidersNotEnabled(
-            f"{_names(disabled)}: not available on this service (no credentials configured); "
-            "accept at least one provider that is",
+            f"{_names([p for p in candidates if p in disabled])}: not available on this "
+            f"service (no credentials configured); accept at least one provider that is{runs}",
             details={"disabled_providers": disabled},
         )
     await _check_room(session, account_id, max_waiting)
     now = utcnow()
+    order_id = new_id("ord")
+    script = (
+        None
+        if request.startup_script is None
+        else startup_scripts.seal(box, order_id, request.startup_script)
+    )
     order = Order(
-        id=new_id("ord"),
+        id=order_id,
         account_id=account_id,
         status=OrderStatus.WAITING,
         gpu_model=request.first.gpu_model,
@@ -227,6 +241,9 @@ async def place_order(
         ssh_public_key=request.ssh_public_key,
         max_runtime_hours=request.max_runtime_hours,
         max_total_usd=request.max_total_usd,
+        startup_script=None if script is None else script.sealed,
+        startup_script_sha256=None if script is None else script.sha256,
+        startup_script_bytes=None if script is None else script.size,
         created_at=now,
         updated_at=now,
     )
@@ -239,6 +256,7 @@ async def place_order(
             OrderEventKind.PLACED,
             _placed_line(order),
         ),
+        *([startup_scripts.placed_line(order.id, scriptless, candidates)] if scriptless else []),
         *([_disabled_line(order, disabled)] if disabled else []),
     )
     return order

@@ -166,6 +166,10 @@ class _OrderFields(BaseModel):
     # hour would take `charged_usd` past this total.
     max_runtime_hours: HoursOut | None = None
     max_total_usd: MoneyOut | None = None
+    # Its start-up script is never shown (it may hold tokens): only the SHA-256 (hex) of its
+    # UTF-8 bytes and how many there are, to check it is the one sent (null: none).
+    startup_script_sha256: str | None = None
+    startup_script_bytes: int | None = None
     # Why it was terminated (null until a terminate): requested, admin, unpaid, max_runtime or
     # max_total.
     terminate_reason: TerminateReason | None = None

@@ -25,6 +25,7 @@ _ORDER_COLUMNS = (
     Order.interconnect,
     Order.nodes,
     Order.cluster_interconnect,
+    Order.startup_script_bytes,
     Order.account_id,
     Order.alternatives,
     Order.prefer,

@@ -112,8 +112,9 @@ class SimControl:
         await self._send("POST", provider, "faults", {"kind": kind, **extra})
 
     async def creates(self, provider: str) -> list[dict[str, Any]]:
-        """Every create received: `[{received_at, sku, region, name, outcome, vm_id, kind}]`
-        (`kind`: `instance`, or `cluster` for a Verda cluster create)."""
+        """Every create received: `[{received_at, sku, region, name, outcome, vm_id, kind,
+        startup_script}]` (`kind`: `instance`, or `cluster` for a Verda cluster create;
+        `startup_script`: the text the VM got, as the provider received it, or null)."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "creates")
         return result
 
@@ -126,6 +127,17 @@ class SimControl:
         """The VMs that exist, with their status in the provider's words."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "vms")
         return result
+
+    async def startup_scripts(self, provider: str) -> list[dict[str, Any]]:
+        """The start-up scripts kept apart from VMs (Verda's): `[{id, name, script}]`."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "startup-scripts")
+        return result
+
+    async def add_startup_script(self, provider: str, name: str, script: str) -> str:
+        """Keep a start-up script as if made through the provider's API; its id."""
+        body = {"name": name, "script": script}
+        made: str = (await self._send("POST", provider, "startup-scripts", body))["id"]
+        return made
 
     async def clusters(self, provider: str) -> list[dict[str, Any]]:
         """Every cluster made (Verda's Instant Clusters), discontinued ones too: `[{id, name,

@@ -81,6 +81,8 @@ class CreateRecord:
     outcome: str
     vm_id: str | None = None
     kind: str = "instance"  # or "cluster" (Verda's Instant Clusters)
+    # The start-up script the VM got, as the provider received it (null: none).
+    startup_script: str | None = None
 
 
 class Fleet:
@@ -216,8 +218,9 @@ class Fleet:
         outcome: str,
         vm_id: str | None = None,
         kind: str = "instance",
+        startup_script: str | None = None,
     ) -> CreateRecord:
         """Log a create request and its outcome for the control API."""
-        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id, kind)
+        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id, kind, startup_script)
         self.creates.append(record)
         return record

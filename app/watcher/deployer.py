@@ -23,14 +23,16 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.registry import display_name, spec_for
-from app.services import attempts, timeline
+from app.services import attempts, startup_scripts, timeline
 from app.services.attempts import Intent, KindBusy, VMAlreadyOwned
 from app.services.timeline import Line
+from app.services.webhooks.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.storage.db import session_scope
 from app.storage.one_hop import OneHopWriter
 from app.support.metrics import CREATES
 from app.watcher.book import OfferBook, Taken
 from app.watcher.match import Assignment
+from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
 RATE_LIMIT_PAUSE_SECONDS = 5.0
@@ -49,8 +51,10 @@ class Deployer:
         pause_provider: Callable[[Provider, float], None],
         on_outcome: Callable[[Provider], None] = lambda _provider: None,
         billing_hour_seconds: float = attempts.DEFAULT_HOUR_SECONDS,
+        secret_boxes: SecretBoxLoader | None = None,
     ) -> None:
         self.adapters = adapters
+        self.secret_boxes = secret_boxes  # opens orders' start-up scripts
         self.sessionmaker = sessionmaker
         self.writer = OneHopWriter(sessionmaker)
         self.book = book
@@ -111,12 +115,27 @@ class Deployer:
         provider = offer.provider
         adapter = self.adapters[provider]
         try:
+            script = self._script(intent)
+        except (SealedSecretError, SecretKeyError) as exc:
+            log.error("the start-up script of %s cannot be opened: %s", intent.order_id, exc)
+            await self._not_created(
+                intent,
+                OrderEventKind.REJECTED,
+                "The start-up script cannot be decrypted with this service's keys "
+                "(AUTOPROVISION_SECRET_KEY changed?): nothing sent; the order cannot succeed.",
+                fail_order=True,
+            )
+            self.book.answered(taken, consumed=False)
+            self.on_settled()
+            return
+        try:
             vm = await adapter.create_vm(
                 offer,
                 name=intent.vm_name,
                 tag=intent.tag,
                 ssh_public_key=intent.ssh_public_key,
                 disk_gb=intent.disk_gb,
+                startup_script=script,
             )
         except NoCapacity as exc:
             self.book.cool(offer.key, exc.retry_after)
@@ -190,6 +209,17 @@ class Deployer:
             self.book.answered(taken, consumed=consumed)
         self.on_settled()
         self.on_outcome(provider)
+        if script is not None and not consumed:  # no VM came of it: nor may its script stay
+            await delete_startup_script(adapter, intent.vm_name)
+
+    def _script(self, intent: Intent) -> str | None:
+        """The order's start-up script, opened (None when it has none)."""
+        if intent.sealed_startup_script is None:
+            return None
+        if self.secret_boxes is None:
+            raise SecretKeyError("no secret key is configured to open start-up scripts")
+        box = self.secret_boxes.get()
+        return startup_scripts.open_sealed(box, intent.order_id, intent.sealed_startup_script)
 
     async def _not_created(
         self, intent: Intent, kind: OrderEventKind, message: str, *, fail_order: bool = False

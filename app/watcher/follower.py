@@ -20,6 +20,7 @@ from app.storage.db import session_scope
 from app.storage.models import Attempt
 from app.support.metrics import DEPLOY_TO_RUNNING_SECONDS
 from app.watcher import adoption
+from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ class Follower:
             await attempts.settle_failed_before_running(
                 session, attempt_id=attempt.id, reason=reason
             )
+        if vm is None or vm.state is VMState.GONE:  # else the reconciler's, once it is gone
+            await delete_startup_script(adapter, attempt.vm_name)
 
     def _unassembled(self, attempt: Attempt, vm: VM | None) -> str | None:
         """Why a cluster made of single VMs will not come together, or None: fewer nodes than
@@ -204,29 +207,36 @@ class Follower:
                     message=f"Looked it up at {display_name(provider)}: no VM came of the "
                     "create; keeps waiting.",
                 )
-                self.on_settled()
-                return
-            try:
-                adopted = await attempts.settle_created(
-                    session, attempt_id=attempt.id, vm=decision.vm
-                )
-            except attempts.VMAlreadyOwned:
-                log.warning("%s VM %s is another order's by now", provider, decision.vm.id)
+            elif not await self._adopt(session, attempt, decision):
                 return  # looked at again next tick, with that VM owned
-            if adopted:
-                others_note = (
-                    f" ({', '.join(vm.id for vm in decision.others)} could have been too, "
-                    "and are reported as owned by no order)"
-                    if decision.others
-                    else ""
-                )
-                await timeline.write(
-                    session,
-                    Line(
-                        attempt.order_id,
-                        OrderEventKind.ADOPTED,
-                        f"Found the VM the unclear create made ({decision.vm.id}): it is this "
-                        f"order's{others_note}.",
-                    ),
-                )
+        if isinstance(decision, adoption.NotCreated):  # committed: nor may its script stay
+            await delete_startup_script(adapter, attempt.vm_name)
         self.on_settled()
+
+    async def _adopt(
+        self, session: AsyncSession, attempt: Attempt, decision: adoption.Adopt
+    ) -> bool:
+        """Settle the attempt with the VM its unclear create made; False when that VM is
+        another attempt's by now."""
+        try:
+            adopted = await attempts.settle_created(session, attempt_id=attempt.id, vm=decision.vm)
+        except attempts.VMAlreadyOwned:
+            log.warning("%s VM %s is another order's by now", attempt.provider, decision.vm.id)
+            return False
+        if adopted:
+            others_note = (
+                f" ({', '.join(vm.id for vm in decision.others)} could have been too, "
+                "and are reported as owned by no order)"
+                if decision.others
+                else ""
+            )
+            await timeline.write(
+                session,
+                Line(
+                    attempt.order_id,
+                    OrderEventKind.ADOPTED,
+                    f"Found the VM the unclear create made ({decision.vm.id}): it is this "
+                    f"order's{others_note}.",
+                ),
+            )
+        return True

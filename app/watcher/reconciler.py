@@ -1,4 +1,5 @@
-"""Periodic checks that nothing is left behind: open holds, and VMs no order owns."""
+"""Periodic checks that nothing is left behind: open holds, VMs no order owns, and start-up
+scripts whose VM is gone."""
 
 import logging
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from app.storage.db import session_scope
 from app.storage.models import Attempt
 from app.support.metrics import UNTRACKED_VMS
 from app.watcher.adoption import possible_owners, view
+from app.watcher.scripts import delete_startup_script, stale_scripts
 
 log = logging.getLogger(__name__)
 GONE = (VMState.GONE, VMState.DELETING)
@@ -53,6 +55,23 @@ class Reconciler:
                 await self._sweep(provider, adapter)
             except ProviderError as exc:
                 log.info("untracked-VM sweep of %s skipped: %s", provider, exc)
+            try:
+                await self._sweep_scripts(provider, adapter)
+            except ProviderError as exc:
+                log.info("start-up script sweep of %s skipped: %s", provider, exc)
+
+    async def _sweep_scripts(self, provider: Provider, adapter: ProviderAdapter) -> None:
+        """Delete the start-up scripts whose VM is gone (`scripts.stale_scripts`)."""
+        # Listed first: a script listed was made after its attempt was committed, so the
+        # attempts read next know it, open if its create may still be on the way.
+        names = await adapter.list_startup_scripts()
+        if not names:
+            return
+        vms = await adapter.list_vms()
+        recorded = await self._recorded(provider)
+        for name in stale_scripts(names, recorded, vms, delete_untracked=self.delete_untracked):
+            log.info("deleting %s's start-up script %s: its VM is gone", provider, name)
+            await delete_startup_script(adapter, name)
 
     async def _recorded(self, provider: Provider) -> list[Attempt]:
         async with session_scope(self.sessionmaker) as session:

@@ -17,6 +17,7 @@ from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
 from app.services import attempts, cluster_nodes, terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
+from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
 STILL_THERE = frozenset({VMState.FAILED, VMState.SUSPENDED})  # deleted after they are lost
@@ -79,6 +80,8 @@ class RunningWatch:
             log.warning("%s ended VM %s (%s)", adapter.provider, attempt.provider_vm_id, reported)
             if vm is not None and vm.state in STILL_THERE:
                 await adapter.delete_vm(vm.id)  # best effort: the reconciler deletes it too
+        if vm is None or vm.state is VMState.GONE:  # else the reconciler's, once it is gone
+            await delete_startup_script(adapter, attempt.vm_name)
 
     async def _nodes(self, attempt: Attempt, vm: VM) -> None:
         """A cluster that runs: its nodes as reported, and what a lost one does."""

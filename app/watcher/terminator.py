@@ -21,6 +21,7 @@ from app.providers.registry import display_name
 from app.services import terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
+from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 1.0  # a delete refused (still booting) or failed is sent again after this,
@@ -137,6 +138,7 @@ class Terminator:
             return False
         async with session_scope(self.sessionmaker) as session:
             await terminations.settle_terminated(session, attempt_id=attempt.id, now=self.clock())
+        await delete_startup_script(adapter, attempt.vm_name)  # its VM is gone
         return True
 
     async def _check_again(self, attempt: Attempt) -> None:

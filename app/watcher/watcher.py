@@ -23,6 +23,7 @@ from app.providers.registry import enabled_providers, planned_providers, poll_pe
 from app.services import attempts, orders, provider_status
 from app.services.attempts import Intent
 from app.services.stock import history as stock_history
+from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.aio import wait_until_set
@@ -65,6 +66,7 @@ class Watcher:
         read_sessionmaker: async_sessionmaker[AsyncSession],
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = utcnow,
+        secret_boxes: SecretBoxLoader | None = None,
     ) -> None:
         self.settings = settings
         self.adapters = adapters
@@ -97,6 +99,7 @@ class Watcher:
             pause_provider=lambda p, seconds: self.pollers[p].pause(seconds),
             on_outcome=self._after_create,
             billing_hour_seconds=settings.billing_hour_seconds,
+            secret_boxes=secret_boxes or SecretBoxLoader(settings),
         )
         self.follower = Follower(
             adapters=adapters,

@@ -9,8 +9,13 @@ async def test_the_catalogue_lists_what_orders_may_name(client: httpx.AsyncClien
     body = answer.json()
     assert {"name": "B300", "description": "NVIDIA B300 288GB"} in body["gpu_models"]
     assert body["providers"] == [
-        {"id": "verda", "name": "Verda", "enabled": True},
-        {"id": "hyperstack", "name": "Hyperstack", "enabled": True},
-        {"id": "quantacloud", "name": "QuantaCloud", "enabled": True},
+        {"id": "verda", "name": "Verda", "enabled": True, "runs_startup_scripts": True},
+        {"id": "hyperstack", "name": "Hyperstack", "enabled": True, "runs_startup_scripts": True},
+        {
+            "id": "quantacloud",
+            "name": "QuantaCloud",
+            "enabled": True,
+            "runs_startup_scripts": False,
+        },
     ]
     assert body["interconnects"] == ["pcie", "nvlink", "sxm"]

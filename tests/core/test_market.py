@@ -78,13 +78,27 @@ def _row(**columns: object) -> SimpleNamespace:
         "account_id": "acct_a",
         "nodes": 1,
         "cluster_interconnect": None,
+        "startup_script_bytes": None,
     }
     return SimpleNamespace(**(base | columns))
 
 
 def test_an_order_row_wants_its_nodes_and_their_fabric() -> None:
-    wants = wants_of(_row())
+    wants = wants_of(_row(), script_runners=())
     assert (wants.nodes, wants.cluster_interconnect) == (1, None)
     assert wants.machine == MachineKey("B200", 8)
-    clustered = wants_of(_row(nodes=2, cluster_interconnect="infiniband"))
+    clustered = wants_of(_row(nodes=2, cluster_interconnect="infiniband"), script_runners=())
     assert (clustered.nodes, clustered.cluster_interconnect) == (2, INFINIBAND)
+
+
+def test_an_order_with_a_start_up_script_fits_only_offers_of_providers_that_run_one() -> None:
+    row = _row(providers=["runs", "cannot"], startup_script_bytes=12)
+    wants = wants_of(row, script_runners={"runs"})
+    assert (wants.providers, wants.needs_startup_script) == (frozenset({"runs"}), True)
+    at_runner = replace(MACHINE, provider=Provider("runs"))
+    assert fits(wants, at_runner)
+    assert not fits(wants, replace(MACHINE, provider=Provider("cannot")))
+    # Positive control: without a script, the other provider's offer fits as well.
+    plain = wants_of(_row(providers=["runs", "cannot"]), script_runners={"runs"})
+    assert not plain.needs_startup_script
+    assert fits(plain, replace(MACHINE, provider=Provider("cannot")))

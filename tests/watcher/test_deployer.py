@@ -56,6 +56,12 @@ class AnswersWith:
     async def balance(self) -> Decimal:
         return Decimal(0)
 
+    async def delete_startup_script(self, name: str) -> None:
+        return None
+
+    async def list_startup_scripts(self) -> list[str]:
+        return []
+
 
 def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Deployer:
     return Deployer(

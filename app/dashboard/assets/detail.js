@@ -44,6 +44,9 @@ function orderFields(o) {
     ["Max total (incl. fees)", o.max_total_usd ? money(o.max_total_usd) : "None"],
     o.terminate_reason && ["Why it ended", ENDED_BECAUSE[o.terminate_reason] || o.terminate_reason],
     ["SSH key", o.ssh_public_key ? h("code", { class: "wrap" }, o.ssh_public_key) : "None"],
+    ["Start-up script", o.startup_script_bytes == null ? "None"
+      : h("span", { "data-testid": "startup-script" }, `${o.startup_script_bytes} bytes, SHA-256 `,
+        h("code", { class: "wrap" }, o.startup_script_sha256))],
     ["Placed", when(o.created_at)],
     ["Last change", when(o.updated_at)],
     ["Order id", h("code", { class: "wrap" }, o.id)],

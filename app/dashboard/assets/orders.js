@@ -137,6 +137,11 @@ const CHECKS = {
   min_disk_gb: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1) ? "" : "Enter a whole number of GB, 1 or more, or leave it empty."),
   expires_at: (v) => (!v || Date.parse(v) > Date.now() ? "" : "Choose a time in the future, or leave it empty."),
   name: (v) => (v.length <= 100 ? "" : "Keep the name to 100 characters."),
+  startup_script: (v) => {
+    if (v.includes("\0")) return "Remove the NUL character from the script.";
+    const size = new TextEncoder().encode(v).length;
+    return size <= SCRIPT_BYTES ? "" : `Keep the script to ${SCRIPT_BYTES} bytes (it has ${size}).`;
+  },
   max_runtime_hours: (v) => (!v || (AMOUNT.test(v) && Number(v) > 0)
     ? ""
     : "Enter a number of hours above 0 with at most two decimals, e.g. 12 or 0.5, or leave it empty."),
@@ -150,11 +155,13 @@ const CHECKS = {
   },
 };
 
+const SCRIPT_BYTES = 32768; // the API's limit on a start-up script, in UTF-8 bytes
+
 /** What people call the fields the API names. */
 const LABELS = {
   gpu_model: "GPU model", gpu_count: "GPU count", max_price_per_hour: "max price per hour", min_disk_gb: "min disk",
   expires_at: "expiry time", max_runtime_hours: "max runtime", max_total_usd: "max total", ssh_public_key: "SSH public key",
-  cluster_interconnect: "cluster interconnect", on_node_lost: "if a node is lost",
+  cluster_interconnect: "cluster interconnect", on_node_lost: "if a node is lost", startup_script: "start-up script",
 };
 
 /** Pydantic's own wording ("Field required", "List should have at least 1 item after validation"). */
@@ -237,7 +244,10 @@ function orderForm(onPlaced, ctx) {
     ),
     h("div", { class: "grid single" },
       field("SSH public key", "ssh_public_key",
-        h("textarea", { rows: 2, placeholder: "optional: ssh-ed25519 AAAA… you@laptop (the machine accepts it)", spellcheck: "false", autocomplete: "off" }))),
+        h("textarea", { rows: 2, placeholder: "optional: ssh-ed25519 AAAA… you@laptop (the machine accepts it)", spellcheck: "false", autocomplete: "off" })),
+      field("Start-up script", "startup_script",
+        h("textarea", { rows: 4, placeholder: "optional: #!/bin/bash …", spellcheck: "false", autocomplete: "off" }),
+        "Runs once when the machine boots, at the providers that run one (an order with a script never deploys at the others). Kept encrypted: shown again only as its size and SHA-256.")),
     h("fieldset", { class: "providers", "aria-describedby": "error-providers" },
       h("legend", {}, "Providers"), providers, errorSlot("providers")),
     status,
@@ -285,6 +295,8 @@ function orderForm(onPlaced, ctx) {
     if (v("max_runtime_hours")) b.max_runtime_hours = v("max_runtime_hours");
     if (v("max_total_usd")) b.max_total_usd = v("max_total_usd");
     if (v("ssh_public_key")) b.ssh_public_key = v("ssh_public_key");
+    const script = form.elements.startup_script.value; // sent as typed: the machine runs these bytes
+    if (script.trim()) b.startup_script = script;
     return b;
   }
 

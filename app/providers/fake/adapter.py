@@ -82,6 +82,7 @@ class CreateCall:
     disk_gb: int | None
     outcome: Create
     vm_id: str | None = None
+    startup_script: str | None = None
 
 
 class FakeAdapter:
@@ -97,9 +98,14 @@ class FakeAdapter:
         self.outcomes: deque[Create] = deque()
         self.read_errors: deque[type[ProviderError]] = deque()
         self.delete_errors: deque[type[ProviderError]] = deque()
+        self.script_delete_errors: deque[type[ProviderError]] = deque()
         self.creates: list[CreateCall] = []
         self.vms: dict[str, VM] = {}
         self.deleted: list[str] = []
+        # Start-up scripts kept apart from VMs, as Verda keeps them: made by a create that
+        # carries one (named after the VM), until deleted; and the names deleted, in order.
+        self.startup_scripts: dict[str, str] = {}
+        self.deleted_scripts: list[str] = []
         self.account_balance = Decimal("1000")
         self.balance_error: ProviderError | None = None  # raised by balance() when set
         self.calls: Counter[str] = Counter()  # ProviderAdapter method name -> calls made
@@ -152,6 +158,10 @@ class FakeAdapter:
         """The next `delete_vm` calls raise these, in order (a refused or failed delete)."""
         self.delete_errors.extend(errors)
 
+    def fail_script_deletes(self, *errors: type[ProviderError]) -> None:
+        """The next `delete_startup_script` calls raise these, in order."""
+        self.script_delete_errors.extend(errors)
+
     def advance(self, vm_id: str, state: VMState, *, ip: str | None = None) -> VM:
         """Move a VM to `state` (and give it `ip`); returns it as `get_vm` will now."""
         vm = replace(self.vms[vm_id], state=state, provider_status=str(state))
@@ -185,11 +195,16 @@ class FakeAdapter:
         tag: str,
         ssh_public_key: str | None,
         disk_gb: int | None = None,
+        startup_script: str | None = None,
     ) -> VM:
-        """Do what the next queued outcome says (by default: make a pending VM)."""
+        """Do what the next queued outcome says (by default: make a pending VM); a start-up
+        script is kept under the VM's name first, whatever the outcome."""
         self.calls["create_vm"] += 1
         outcome = self.outcomes.popleft() if self.outcomes else Create.ok()
         call = CreateCall(offer, name, tag, ssh_public_key, disk_gb, outcome)
+        call.startup_script = startup_script
+        if startup_script is not None:
+            self.startup_scripts[name] = startup_script
         self.creates.append(call)
         if outcome.wait_for is not None:
             await outcome.wait_for.wait()
@@ -240,6 +255,19 @@ class FakeAdapter:
         if self.balance_error is not None:
             raise self.balance_error
         return self.account_balance
+
+    async def delete_startup_script(self, name: str) -> None:
+        """Forget the script kept for `name`; none is fine (unless a delete error is queued)."""
+        self.calls["delete_startup_script"] += 1
+        if self.script_delete_errors:
+            raise self.script_delete_errors.popleft()(self.provider, "scripted delete failure")
+        if self.startup_scripts.pop(name, None) is not None:
+            self.deleted_scripts.append(name)
+
+    async def list_startup_scripts(self) -> list[str]:
+        """The names of the scripts kept."""
+        self.calls["list_startup_scripts"] += 1
+        return sorted(self.startup_scripts)
 
     # --- internals -------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ def fake_spec(
         simulator=None,
         for_tests=True,
         clusters=ClusterShapes(max_nodes=16, interconnect=ClusterInterconnect.INFINIBAND),
+        runs_startup_scripts=True,
     )
 
 

@@ -134,22 +134,40 @@ class HyperstackAdapter:
         tag: str,
         ssh_public_key: str | None,
         disk_gb: int | None = None,
+        startup_script: str | None = None,
     ) -> VM:
-        """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled;
-        a cluster's offer: its N VMs at once (`assembly`)."""
+        """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled,
+        a `startup_script` as its `user_data`; a cluster's offer: its N VMs at once
+        (`assembly`), each with the script."""
         if offer.nodes > 1:
             await self.prepare(offer.region, ssh_public_key)  # once, before the N creates
 
             async def create_node(single: Offer, node: str) -> VM:
                 return await self._create_single(
-                    single, name=node, tag=tag, ssh_public_key=ssh_public_key
+                    single,
+                    name=node,
+                    tag=tag,
+                    ssh_public_key=ssh_public_key,
+                    startup_script=startup_script,
                 )
 
             return await self._clusters.create(offer, name=name, create_one=create_node)
-        return await self._create_single(offer, name=name, tag=tag, ssh_public_key=ssh_public_key)
+        return await self._create_single(
+            offer,
+            name=name,
+            tag=tag,
+            ssh_public_key=ssh_public_key,
+            startup_script=startup_script,
+        )
 
     async def _create_single(
-        self, offer: Offer, *, name: str, tag: str, ssh_public_key: str | None
+        self,
+        offer: Offer,
+        *,
+        name: str,
+        tag: str,
+        ssh_public_key: str | None,
+        startup_script: str | None,
     ) -> VM:
         environment = self.environment_name(offer.region)
         from_cache = environment in self._environments
@@ -165,6 +183,8 @@ class HyperstackAdapter:
             "labels": [tag],
             "security_rules": [SSH_RULE],
         }
+        if startup_script is not None:
+            payload["user_data"] = startup_script  # cloud-init runs it once, at first boot
         try:
             body = await self._api.create_vm(
                 payload, region=offer.region, price_per_hour=offer.price_per_hour
@@ -289,3 +309,10 @@ class HyperstackAdapter:
     async def balance(self) -> Decimal:
         """The account's credit in USD."""
         return parse.credit(await self._api.credit())
+
+    async def delete_startup_script(self, name: str) -> None:
+        """Nothing to do: a script is the VM's `user_data` and goes with it."""
+
+    async def list_startup_scripts(self) -> list[str]:
+        """None kept apart from VMs."""
+        return []

@@ -89,6 +89,7 @@ SPEC = ProviderSpec(
     ssh_user="ubuntu",
     # No cluster product: N of its VMs created together, in one region, with no fabric between.
     clusters=ClusterShapes(max_nodes=MAX_NODES, assembled=True),
+    runs_startup_scripts=True,  # `user_data` (cloud-init) in the create
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/hyperstack",

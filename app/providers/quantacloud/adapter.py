@@ -78,8 +78,12 @@ class QuantaCloudAdapter:
         tag: str,
         ssh_public_key: str | None,
         disk_gb: int | None = None,
+        startup_script: str | None = None,
     ) -> VM:
-        """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set."""
+        """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set, and
+        runs no start-up script: a create with one is refused before anything is sent."""
+        if startup_script is not None:
+            raise Rejected(self.provider, "QuantaCloud runs no start-up script")
         if not offer.offer_id:
             raise Rejected(self.provider, f"offer {offer.sku} in {offer.region} has no offer id")
         body: dict[str, Any] = {"provider": PROVIDER_SLUG, "offer_id": offer.offer_id}
@@ -127,6 +131,13 @@ class QuantaCloudAdapter:
     async def balance(self) -> Decimal:
         """Balance in USD."""
         return parse.balance(await self._api.balance())
+
+    async def delete_startup_script(self, name: str) -> None:
+        """Nothing to do: QuantaCloud keeps no start-up scripts."""
+
+    async def list_startup_scripts(self) -> list[str]:
+        """None: QuantaCloud keeps no start-up scripts."""
+        return []
 
     async def _ssh_key_id(self, public_key: str) -> str:
         """The id of this key on the account, registering it if it is not there yet."""

@@ -40,6 +40,7 @@ from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.cluster_parse import cluster_id_of
 from app.providers.verda.cluster_side import ClusterSide
 from app.providers.verda.parse import PROVIDER
+from app.providers.verda.scripts import StartupScripts
 from app.providers.verda.stock_pairs import StockPairs
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class VerdaAdapter:
         self.budget = self._api.http.budget
         self._image = image
         self._clusters = ClusterSide(self._api, image=cluster_image, clock=clock)
+        self._scripts = StartupScripts(self._api)
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: dict[str, MachineKey] = {}  # instance type -> its machine
         self._stock = StockPairs(clock)  # instance types in stock, as the full list said
@@ -185,13 +187,23 @@ class VerdaAdapter:
         tag: str,
         ssh_public_key: str | None,
         disk_gb: int | None = None,
+        startup_script: str | None = None,
     ) -> VM:
         """`POST /v1/instances` (Verda answers 202 with the bare instance id), or for a cluster
-        (`offer.nodes > 1`) `POST /v1/clusters`, its shared volume sized by `disk_gb`."""
+        (`offer.nodes > 1`) `POST /v1/clusters`, its shared volume sized by `disk_gb`; a
+        `startup_script` is made first (`POST /v1/scripts`, named `name`) and named by its id."""
+        script_id = None
+        if startup_script is not None:
+            script_id = await self._scripts.make(name, startup_script)
         if offer.nodes > 1:
             keys = [await self._ssh_key_id(ssh_public_key)] if ssh_public_key else []
             return await self._clusters.create(
-                offer, name=name, tag=tag, ssh_key_ids=keys, disk_gb=disk_gb
+                offer,
+                name=name,
+                tag=tag,
+                ssh_key_ids=keys,
+                disk_gb=disk_gb,
+                startup_script_id=script_id,
             )
         body: dict[str, Any] = {
             "instance_type": offer.sku,
@@ -209,6 +221,8 @@ class VerdaAdapter:
             body["os_volume"] = {"name": f"{name}-os", "size": disk_size_gb(disk_gb)}
         if ssh_public_key:
             body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
+        if script_id is not None:
+            body["startup_script_id"] = script_id
         try:
             vm_id = await self._api.create_instance(
                 body, where=f"create {offer.sku} in {offer.region}"
@@ -254,6 +268,15 @@ class VerdaAdapter:
         except DeleteRefused as refused:
             current = await self.get_vm(vm_id)
             parse.after_refused_delete(current, f"instance {vm_id}", refused.status_code)
+
+    async def delete_startup_script(self, name: str) -> None:
+        """Delete the startup script made (or last listed) for the VM named `name`; one this
+        adapter does not know of waits for the reconciler's listing."""
+        await self._scripts.delete(name)
+
+    async def list_startup_scripts(self) -> list[str]:
+        """The names of every startup script on the account (known by name after)."""
+        return [script.name for script in await self._scripts.listed()]
 
     # --- account ---------------------------------------------------------------------------
 

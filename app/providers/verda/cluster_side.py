@@ -89,10 +89,17 @@ class ClusterSide:
     # --- VMs -------------------------------------------------------------------------------
 
     async def create(
-        self, offer: Offer, *, name: str, tag: str, ssh_key_ids: list[str], disk_gb: int | None
+        self,
+        offer: Offer,
+        *,
+        name: str,
+        tag: str,
+        ssh_key_ids: list[str],
+        disk_gb: int | None,
+        startup_script_id: str | None = None,
     ) -> VM:
         """`POST /clusters` with the body the SDK sends, the shared volume always sized (the
-        SDK's default is 30 TB, billed)."""
+        SDK's default is 30 TB, billed); `startup_script_id` runs on its nodes at boot."""
         body: dict[str, Any] = {
             "hostname": name,
             "cluster_type": offer.sku,
@@ -103,6 +110,8 @@ class ClusterSide:
             "ssh_key_ids": ssh_key_ids,
             "shared_volume": {"name": f"{name}-shared", "size": disk_size_gb(disk_gb)},
         }
+        if startup_script_id is not None:
+            body["startup_script_id"] = startup_script_id
         try:
             cluster_id = await self._calls.create_cluster(
                 body, where=f"create {offer.sku} in {offer.region}"

@@ -89,6 +89,7 @@ SPEC = ProviderSpec(
         interconnect=ClusterInterconnect.INFINIBAND,
     ),
     ssh_user="root",
+    runs_startup_scripts=True,  # `POST /v1/scripts`, named by id in the create
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/verda",

@@ -1,4 +1,5 @@
-"""Webhook signing secrets: made, sealed at rest with Fernet, and opened again to sign."""
+"""Secrets at rest: webhook signing secrets (made here) and orders' start-up scripts, sealed
+with Fernet and opened again to sign or to send."""
 
 import base64
 import hashlib
@@ -56,18 +57,25 @@ class SecretBox:
         """The secret encrypted for storage on row `owner_id`."""
         return self._fernet.encrypt(f"{owner_id}:{secret}".encode()).decode()
 
-    def open(self, owner_id: str, sealed: str) -> str:
-        """The secret sealed for row `owner_id`."""
+    def open(
+        self,
+        owner_id: str,
+        sealed: str,
+        *,
+        what: str = "the signing secret",
+        owner_kind: str = "endpoint",
+    ) -> str:
+        """The secret sealed for row `owner_id` (`what` and `owner_kind` name them in errors)."""
         try:
             plain = self._fernet.decrypt(sealed.encode()).decode()
         except InvalidToken as exc:
             raise SealedSecretError(
-                "the signing secret cannot be decrypted: was AUTOPROVISION_SECRET_KEY changed "
+                f"{what} cannot be decrypted: was AUTOPROVISION_SECRET_KEY changed "
                 "without keeping the old key after it?"
             ) from exc
         owner, _, secret = plain.partition(":")
         if owner != owner_id:
-            raise SealedSecretError("the signing secret belongs to another endpoint")
+            raise SealedSecretError(f"{what} belongs to another {owner_kind}")
         return secret
 
 

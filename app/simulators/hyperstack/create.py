@@ -58,6 +58,8 @@ def _validate_fields(body: dict[str, Any]) -> str | None:
         return "each security rule needs direction, ethertype, protocol and remote_ip_prefix"
     if not isinstance(body.get("assign_floating_ip", False), bool):
         return "assign_floating_ip must be a boolean"
+    if not isinstance(body.get("user_data") or "", str):
+        return "user_data must be a string"
     return None
 
 
@@ -84,6 +86,7 @@ def _parse(sim: HyperstackSimulator, body: dict[str, Any]) -> CreateRequest | Re
         "key_name": body["key_name"],
         "assign_floating_ip": body.get("assign_floating_ip", False),
         "callback_url": body.get("callback_url"),
+        "user_data": body.get("user_data"),
         "security_rules": [
             {k: rule.get(k) for k in (*RULE_KEYS, "port_range_min", "port_range_max")}
             for rule in body.get("security_rules", [])
@@ -114,7 +117,12 @@ async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
 
     def record(outcome: str, vm_id: str | None = None) -> None:
         sim.record_create(
-            sku=entry.sku, region=entry.region, name=parsed.name, outcome=outcome, vm_id=vm_id
+            sku=entry.sku,
+            region=entry.region,
+            name=parsed.name,
+            outcome=outcome,
+            vm_id=vm_id,
+            startup_script=parsed.details["user_data"],
         )
 
     if sim.balance < entry.price_per_hour * count:

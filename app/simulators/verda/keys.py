@@ -102,9 +102,22 @@ def script_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             return error(404, "not_found", "Startup script not found")
         return JSONResponse([record])  # a list of one, as the Python SDK reads it
 
+    async def control(request: Request) -> Response:
+        """`/_sim/startup-scripts`: every script kept, or one more (`{name, script}`)."""
+        if request.method == "GET":
+            return JSONResponse(list(sim.startup_scripts.values()))
+        body = await json_body(request)
+        if isinstance(body, Response):
+            return body
+        name, script = body.get("name"), body.get("script")
+        if not isinstance(name, str) or not isinstance(script, str):
+            return JSONResponse({"error": "name and script must be strings"}, 422)
+        return JSONResponse(sim.add_startup_script(name, script), 201)
+
     missing = "Startup script not found"
     delete = authed(sim, _deleter(lambda: sim.startup_scripts, "scripts", missing))
     return [
+        Route("/_sim/startup-scripts", control, methods=["GET", "POST"]),
         Route("/v1/scripts", authed(sim, scripts), methods=["GET", "POST"]),
         Route("/v1/scripts", delete, methods=["DELETE"]),
         Route("/v1/scripts/{item_id}", authed(sim, script), methods=["GET"]),

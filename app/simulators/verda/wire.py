@@ -63,6 +63,8 @@ async def create(
     outcome logged in `/_sim/creates`; the create fault kinds apply. `unsellable` is a body
     the catalogue cannot serve even when the kind is stocked (a spot instance)."""
     sku, region, hostname = (body.get(k) for k in (sku_field, "location_code", "hostname"))
+    # The script's text as it is at the create (a later delete of the script changes nothing).
+    script = sim.startup_scripts.get(str(body.get("startup_script_id")), {}).get("script")
 
     def record(outcome: str, made: str | None = None) -> None:
         sim.record_create(
@@ -72,6 +74,7 @@ async def create(
             outcome=outcome,
             vm_id=made,
             kind=kind,
+            startup_script=script,
         )
 
     said = problem(body)

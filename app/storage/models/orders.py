@@ -86,6 +86,11 @@ class Order(Base):
     )
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ssh_public_key: Mapped[str | None] = mapped_column(Text)
+    # A script its machine runs once at boot, sealed like webhook secrets (`SecretBox`, owned
+    # by the order's id: it may hold tokens); the API shows only its SHA-256 and size (UTF-8).
+    startup_script: Mapped[str | None] = mapped_column(Text)
+    startup_script_sha256: Mapped[str | None] = mapped_column(String(64))
+    startup_script_bytes: Mapped[int | None] = mapped_column(Integer)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # create attempts so far
     # Limits the owner set (changeable while it runs): terminate after this many billed hours
     # running, or before an hour would take what it was charged past this total.
