@@ -24,7 +24,7 @@ from app.core.clock import utcnow
 from app.core.market import Fees
 from app.core.states import OrderStatus, TerminateReason
 from app.providers.registry import enabled_providers
-from app.services import orders, terminations
+from app.services import orders, startup_scripts, terminations
 from app.services.stock import estimate as stock_estimate
 from app.services.stock.views import OrderWithEstimateOut
 from app.services.views import AlternativeOut, OrderOut, OrderPreviewOut
@@ -52,14 +52,15 @@ async def place_order(
     """Place an order; it waits, at no cost, until matching stock appears."""
 
     async def place() -> OrderOut:
+        new = body.new_order(request.app.state.open_models)
         order = await orders.place_order(
             session,
             account_id=account.id,
-            request=body.new_order(request.app.state.open_models),
+            request=new,
             enabled=set(enabled_providers(settings)),
             max_waiting=settings.max_waiting_orders_per_account,
             # Loaded only for a script: a service that never seals one makes no key file.
-            box=None if body.startup_script is None else secret_boxes(request).get(),
+            box=None if new.startup_script is None else secret_boxes(request).get(),
         )
         return (await _present(session, [order]))[0]
 
@@ -83,10 +84,13 @@ async def preview_order(
     checked as placing checks them; nothing is written."""
     new = body.new_order(request.app.state.open_models)
     orders.check_request(new)
+    startup_scripts.check(new.startup_script, new.providers)
     return OrderPreviewOut(
         model=new.model,
         prefer=new.prefer,
         alternatives=[AlternativeOut.model_validate(a.stored()) for a in new.alternatives],
+        serve_engine=new.serve_engine,
+        startup_script=new.startup_script if new.serve_engine else None,
     )
 
 

@@ -5,7 +5,7 @@ import binascii
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from app.api.params import OfferedProvider
-from app.core import metering
+from app.core import metering, serving
 from app.core.catalogue import (
     GPU_MODELS,
     ClusterInterconnect,
@@ -346,6 +346,14 @@ class ShapePriceIn(BaseModel):
         return normalized
 
 
+class ServeIn(BaseModel):
+    """Serve the ordered model when the machine boots, with this engine."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: Annotated[Literal["vllm", "sglang"], BeforeValidator(_lower)]
+
+
 class OrderCreate(MachineWanted, OrderLimits):
     """Body of `POST /v1/orders`: what machine, where, and the most it may cost per hour; or
     `alternatives`, several such shapes of which it deploys one."""
@@ -376,6 +384,17 @@ class OrderCreate(MachineWanted, OrderLimits):
                 description="Order by model: a Hugging Face id from GET /v1/models. The order "
                 "takes every shape that holds it (the alternatives it shows), at "
                 "`max_price_per_hour` or the shape's own in `prices`."
+            ),
+        ]
+        | None
+    ) = None
+    serve: (
+        Annotated[
+            ServeIn,
+            Field(
+                description="With model: a start-up script, generated from the catalogue, "
+                "that serves it (its port on the machine's loopback; the order shows the SSH "
+                "tunnel once it runs). POST /v1/orders/preview shows the script."
             ),
         ]
         | None
@@ -474,11 +493,24 @@ class OrderCreate(MachineWanted, OrderLimits):
         model (one of `models`) expanded into them (422 naming the field when it is more than
         one of those, or none)."""
         values = self.model_dump(
-            exclude={"alternatives", "model", "min_cache_gb", "prices", *MACHINE_FIELDS}
+            exclude={"alternatives", "model", "min_cache_gb", "prices", "serve", *MACHINE_FIELDS}
         )
         if self.model is not None:
-            return NewOrder(alternatives=self._by_model(models or {}), model=self.model, **values)
-        for field in ("prices", "min_cache_gb"):
+            alternatives = self._by_model(models or {})
+            if self.serve is not None:
+                if self.startup_script is not None:
+                    raise field_error(
+                        "startup_script", "serve writes the start-up script: give one of them"
+                    )
+                served = serving.Serving((models or {})[self.model], self.serve.engine)
+                values["startup_script"] = serving.startup_script(served)
+            return NewOrder(
+                alternatives=alternatives,
+                model=self.model,
+                serve_engine=None if self.serve is None else self.serve.engine,
+                **values,
+            )
+        for field in ("prices", "min_cache_gb", "serve"):
             if field in self.model_fields_set:
                 raise field_error(field, "is for an order by model: give model too")
         if self.alternatives is not None:

@@ -100,6 +100,14 @@ def place(
         int | None,
         typer.Option("--min-cache-gb", help="With --model: room the KV cache needs (GB, 100)."),
     ] = None,
+    serve: Annotated[
+        str | None,
+        typer.Option(
+            "--serve",
+            help="With --model: serve it at boot with this engine (vllm or sglang); its port is "
+            "on the machine's loopback, and `orders get` shows the SSH tunnel once it runs.",
+        ),
+    ] = None,
     region: Annotated[
         list[str] | None,
         typer.Option("--region", "-r", help="A region you accept; repeat. Default: any."),
@@ -151,6 +159,10 @@ def place(
 ) -> None:
     """Place an order: it waits, at no cost, until matching stock appears, then deploys."""
     body: dict[str, Any] = options.machine_or_model(gpu_model, gpu_count, model, min_cache_gb)
+    if serve is not None:
+        if model is None:
+            raise typer.BadParameter("is for orders by --model", param_hint="--serve")
+        body["serve"] = {"engine": serve}
     body["providers"] = options.listed(provider)
     body["max_price_per_hour"] = options.usd(max_price, "--max-price")
     optional = {

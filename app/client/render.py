@@ -189,6 +189,7 @@ def order_detail(order: dict[str, Any]) -> Table:
         ("Machine", machine_got(order.get("deployment"))),
         ("Login IP", order.get("login_ip")),
         ("SSH", order.get("ssh_command")),
+        ("Engine tunnel", order.get("serve_tunnel")),
         ("Machines", machines(order)),
         ("Running since", when(order["running_since"]) if order.get("running_since") else None),
         ("Paid until", when(order["paid_until"]) if _billing(order) else None),

@@ -100,6 +100,7 @@ class NewOrder:
     alternatives: Sequence[NewAlternative]
     prefer: str = "cheapest"
     model: str | None = None  # ordered by model: its id (the alternatives hold it)
+    serve_engine: str | None = None  # the engine its generated start-up script serves it with
     on_node_lost: str = "keep"
     expires_at: datetime | None = None
     name: str | None = None
@@ -235,6 +236,7 @@ async def place_order(
         alternatives=[a.stored() for a in request.alternatives] if listed else None,
         prefer=request.prefer,
         model=request.model,
+        serve_engine=request.serve_engine,
         on_node_lost=request.on_node_lost,
         expires_at=request.expires_at,
         name=request.name,

@@ -16,6 +16,7 @@ from pydantic import (
 
 from app.core import metering
 from app.core.money import format_money
+from app.core.serving import PORTS, tunnel_command
 from app.core.states import AttemptStatus, OrderStatus, TerminateReason
 from app.providers.registry import spec_for
 from app.services.limits import terminates_at
@@ -106,11 +107,14 @@ class AlternativeOut(BaseModel):
 
 
 class OrderPreviewOut(BaseModel):
-    """What an order would be if placed now: the shapes it would take."""
+    """What an order would be if placed now: the shapes it would take, and the start-up script
+    `serve` would give it (a script you wrote yourself is not repeated)."""
 
     model: str | None
     prefer: str
     alternatives: list[AlternativeOut]
+    serve_engine: str | None = None
+    startup_script: str | None = None
 
 
 def alternatives_of(order: Any) -> list[AlternativeOut]:
@@ -159,6 +163,10 @@ class _OrderFields(BaseModel):
     alternatives: list[AlternativeOut] = []
     prefer: str = "cheapest"
     model: str | None = None  # ordered by model: its Hugging Face id
+    # The engine its start-up script serves the model with (`vllm`, `sglang`), and once it runs
+    # the SSH tunnel that reaches the engine's port (published on the machine's loopback only).
+    serve_engine: str | None = None
+    serve_tunnel: str | None = None
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
@@ -217,6 +225,8 @@ class _OrderFields(BaseModel):
         if attempt.status is AttemptStatus.RUNNING and attempt.ip:
             user = spec_for(attempt.provider).ssh_user
             out.ssh_command = f"ssh {user}@{attempt.ip}"
+            if order.serve_engine in PORTS:
+                out.serve_tunnel = tunnel_command(PORTS[order.serve_engine], user, attempt.ip)
         return out
 
 

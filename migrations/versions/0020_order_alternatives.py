@@ -1,5 +1,6 @@
 """orders with alternatives: the shapes an order lists (when more than one), which it prefers,
-the model it was ordered by, and which alternative each create attempt was for
+the model it was ordered by and the engine that serves it, and which alternative each create
+attempt was for
 
 Revision ID: 0020
 Revises: 0019
@@ -28,6 +29,7 @@ def upgrade() -> None:
     with op.batch_alter_table("orders") as batch:
         batch.add_column(sa.Column("alternatives", sa.JSON()))
         batch.add_column(sa.Column("model", sa.String(length=200)))
+        batch.add_column(sa.Column("serve_engine", sa.String(length=20)))
         batch.add_column(
             sa.Column(
                 "prefer", sa.String(length=20), nullable=False, server_default=sa.text("'cheapest'")
@@ -52,5 +54,6 @@ def downgrade() -> None:
     with op.batch_alter_table("orders") as batch:
         batch.drop_constraint("order_prefer", type_="check")
         batch.drop_column("prefer")
+        batch.drop_column("serve_engine")
         batch.drop_column("model")
         batch.drop_column("alternatives")

@@ -68,3 +68,20 @@ def test_a_machine_and_a_model_together_or_neither_is_refused(
     neither = autoprovision("orders", "place", "-p", "verda", "--max-price", "70")
     assert neither.code == 2 and "missing --gpu-model" in neither.err, neither.err
     assert account.orders() == []
+
+
+def test_orders_place_by_model_with_serve_sends_the_engine(
+    autoprovision: Autoprovision, account: Account
+) -> None:
+    ran = autoprovision(
+        "orders", "place", "--model", "moonshotai/Kimi-K3", "--serve", "sglang", "-p", "verda",
+        "--max-price", "70", "--json",
+    )  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert ran.json()["serve_engine"] == "sglang"
+    assert ran.json()["startup_script_bytes"] > 0
+    without_model = autoprovision(
+        "orders", "place", "-g", "h200", "-n", "8", "-p", "verda", "--max-price", "70",
+        "--serve", "vllm",
+    )  # fmt: skip
+    assert without_model.code == 2 and "is for orders by --model" in without_model.err

@@ -1,7 +1,11 @@
-"""The start-up script that serves a model: what it runs, checked as text and by bash itself."""
+"""The start-up script that serves a model, run by bash against stand-ins for `nvidia-smi` and
+`docker`: what it starts on a machine that holds the model, what it leaves on a cluster's node,
+and what it refuses."""
 
 import shutil
 import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -10,55 +14,104 @@ from app.core.serving import Serving, startup_script, tunnel_command
 
 KIMI = next(m for m in shipped() if m.id == "moonshotai/Kimi-K3")
 K27 = next(m for m in shipped() if m.id == "moonshotai/Kimi-K2.7-Code")
+B300_MIB, H200_MIB = 275040, 143771  # what nvidia-smi says of one GPU's memory
 
 
-def bash_accepts(script: str) -> bool:
+@dataclass
+class Boot:
+    """What the script did: its exit code, the docker commands it ran, its log and note."""
+
+    code: int
+    docker: list[str]
+    log: str
+    note: str | None
+
+
+def boot(tmp_path: Path, script: str, *, gpus: int, mib: int, driver: str = "580.65.06") -> Boot:
+    """Run `script` as a machine with `gpus` GPUs of `mib` MiB each would at boot."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "docker-calls"
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/bash\n"
+        f'case "$*" in\n'
+        f"  *driver_version*) for i in $(seq {gpus}); do echo {driver}; done ;;\n"
+        f"  *memory.total*) for i in $(seq {gpus}); do echo {mib}; done ;;\n"
+        f'  -L) for i in $(seq 0 {gpus - 1}); do echo "GPU $i: NVIDIA (UUID: GPU-$i)"; done ;;\n'
+        "esac\n"
+    )
+    (bin_dir / "docker").write_text(f'#!/bin/bash\necho "$*" >> {calls}\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    log, note = tmp_path / "serve.log", tmp_path / "serve.txt"
     bash = shutil.which("bash")
     assert bash is not None
-    return subprocess.run([bash, "-n"], input=script, text=True).returncode == 0
-
-
-def test_vllm_on_one_machine_runs_the_recipe_on_loopback_with_a_long_ready_timeout() -> None:
-    script = startup_script(Serving(KIMI, "vllm", gpus_per_node=8))
-    assert script.startswith("#!/bin/bash\n") and bash_accepts(script)
-    assert "docker pull vllm/vllm-openai:kimi-k3" in script
-    (run,) = [line for line in script.splitlines() if line.startswith("docker run -d")]
-    assert "-p 127.0.0.1:8000:8000" in run  # published on loopback only
-    assert "--tensor-parallel-size 8" in run and "moonshotai/Kimi-K3" in run
-    assert "--tool-call-parser kimi_k3 --reasoning-parser kimi_k3" in run
-    assert "VLLM_ENGINE_READY_TIMEOUT_S=3600" in run
-    assert "-v /var/lib/autoprovision/hf:/root/.cache/huggingface" in run
-    assert "-lt 580" in script  # the driver check
-
-
-def test_sglang_uses_its_port_shared_memory_and_tp_of_the_gpus_per_node() -> None:
-    script = startup_script(Serving(KIMI, "sglang", gpus_per_node=8))
-    assert bash_accepts(script)
-    (run,) = [line for line in script.splitlines() if line.startswith("docker run -d")]
-    assert "-p 127.0.0.1:30000:30000" in run and "--shm-size 32g" in run
-    assert "lmsysorg/sglang:kimi-k3 sglang serve --model-path moonshotai/Kimi-K3" in run
-    assert "--tp-size 8" in run
-
-
-def test_a_model_without_an_engines_recipe_gets_its_latest_image() -> None:
-    script = startup_script(Serving(K27, "sglang", gpus_per_node=4))
-    assert "docker pull lmsysorg/sglang:latest" in script and "--tp-size 4" in script
-
-
-def test_a_cluster_prepares_each_node_and_says_how_to_start_the_engine() -> None:
-    script = startup_script(Serving(KIMI, "vllm", gpus_per_node=8, nodes=2))
-    assert bash_accepts(script)
-    lines = script.splitlines()
-    assert not [line for line in lines if line.startswith("docker run -d")]  # not started
-    assert any(
-        "huggingface-cli" in line and "download moonshotai/Kimi-K3" in line for line in lines
+    ran = subprocess.run(
+        [bash, "-c", script],
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "AUTOPROVISION_SERVE_LOG": str(log),
+            "AUTOPROVISION_HF_CACHE": str(tmp_path / "hf"),
+            "AUTOPROVISION_SERVE_NOTE": str(note),
+        },
+        timeout=30,
     )
-    assert "/root/autoprovision-serve.txt" in script and "2 nodes" in script
+    return Boot(
+        ran.returncode,
+        calls.read_text().splitlines() if calls.exists() else [],
+        log.read_text() if log.exists() else "",
+        note.read_text() if note.exists() else None,
+    )
+
+
+def test_vllm_on_a_machine_that_holds_the_model_serves_it_on_loopback(tmp_path: Path) -> None:
+    ran = boot(tmp_path, startup_script(Serving(KIMI, "vllm")), gpus=8, mib=B300_MIB)
+    assert ran.code == 0, ran.log
+    pull, run = ran.docker
+    assert pull == "pull vllm/vllm-openai:kimi-k3"
+    assert run.startswith("run -d --name autoprovision-vllm --restart unless-stopped")
+    assert "-p 127.0.0.1:8000:8000" in run  # published on loopback only
+    assert f"-v {tmp_path / 'hf'}:/root/.cache/huggingface" in run
+    assert "-e VLLM_ENGINE_READY_TIMEOUT_S=3600 vllm/vllm-openai:kimi-k3 moonshotai/Kimi-K3" in run
+    assert "--tensor-parallel-size 8 --port 8000 --trust-remote-code" in run
+    assert "--tool-call-parser kimi_k3 --reasoning-parser kimi_k3" in run
+    assert (tmp_path / "hf").is_dir() and ran.note is None
+    assert "vllm is starting on 127.0.0.1:8000 over 8 GPUs" in ran.log
+
+
+def test_sglang_takes_its_port_shared_memory_and_the_gpus_it_finds(tmp_path: Path) -> None:
+    ran = boot(tmp_path, startup_script(Serving(K27, "sglang")), gpus=4, mib=B300_MIB)
+    assert ran.code == 0, ran.log
+    pull, run = ran.docker
+    assert pull == "pull lmsysorg/sglang:latest"  # no sglang recipe in the catalogue: latest
+    assert "-p 127.0.0.1:30000:30000" in run and "--shm-size 32g" in run
+    assert "sglang serve --model-path moonshotai/Kimi-K2.7-Code --tp-size 4" in run
+
+
+def test_a_node_that_alone_does_not_hold_it_is_prepared_and_told_how_to_start(
+    tmp_path: Path,
+) -> None:
+    # One node of 8 H200 (about 1,150 GB) does not hold Kimi K3's 1,561 GB: a cluster's node.
+    ran = boot(tmp_path, startup_script(Serving(KIMI, "vllm")), gpus=8, mib=H200_MIB)
+    assert ran.code == 0, ran.log
+    pull, download = ran.docker
+    assert pull == "pull vllm/vllm-openai:kimi-k3"
+    assert "download moonshotai/Kimi-K3" in download and not download.startswith("run -d")
+    assert ran.note is not None and "one node of a cluster" in ran.note
+    assert "--tensor-parallel-size" in ran.note
+
+
+def test_an_old_driver_stops_it_before_anything_is_pulled(tmp_path: Path) -> None:
+    ran = boot(
+        tmp_path, startup_script(Serving(KIMI, "vllm")), gpus=8, mib=B300_MIB, driver="570.1"
+    )
+    assert ran.code == 1 and ran.docker == []
+    assert "older than R580" in ran.log
 
 
 def test_an_unknown_engine_is_refused() -> None:
     with pytest.raises(ValueError):
-        startup_script(Serving(KIMI, "llama.cpp", gpus_per_node=8))
+        startup_script(Serving(KIMI, "llama.cpp"))
 
 
 def test_the_tunnel_reaches_the_loopback_port() -> None:

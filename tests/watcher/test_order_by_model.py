@@ -8,7 +8,7 @@ import pytest
 
 from app.simulators.control import SimControl
 from tests.factories import create_account
-from tests.watcher.orders import place, reaches
+from tests.watcher.orders import order, place, reaches
 
 KIMI = "moonshotai/Kimi-K3"
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200
@@ -130,3 +130,58 @@ async def test_a_preview_shows_the_expansion_and_places_nothing(
     )
     assert refused.status_code == 422, refused.text
     assert refused.json()["error"]["details"][0]["field"] == "providers"
+
+
+class TestServe:
+    async def test_the_generated_script_reaches_the_machine_and_the_order_shows_the_tunnel(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle = await create_account(client, credit="100")
+        body = {
+            "model": "moonshotai/Kimi-K2.7-Code",
+            "providers": ["verda", "quantacloud"],
+            "max_price_per_hour": "40.00",
+            "serve": {"engine": "vllm"},
+        }
+        preview = await client.post("/v1/orders/preview", json=body, headers=handle.headers)
+        assert preview.status_code == 200, preview.text
+        script = preview.json()["startup_script"]
+        assert "vllm/vllm-openai:latest" in script and "moonshotai/Kimi-K2.7-Code" in script
+        # QuantaCloud runs no script: every alternative leaves it out when deploying.
+        order_id = await place(client, handle, body)
+        placed = await order(client, handle, order_id)
+        assert placed["serve_engine"] == "vllm" and placed["startup_script_bytes"] == len(
+            script.encode()
+        )
+        await sim.stock("verda", "4B300.120V", "FIN-03", 1)  # 4x B300 holds it
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        (create,) = await sim.creates("verda")
+        assert create["startup_script"] == script  # byte for byte
+        ip = running["deployment"]["ip"]
+        assert running["serve_tunnel"] == f"ssh -N -L 8000:127.0.0.1:8000 root@{ip}"
+
+    @pytest.mark.parametrize(
+        ("change", "field", "says"),
+        [
+            ({"serve": {"engine": "tgi"}}, "serve.engine", "'vllm' or 'sglang'"),
+            ({"startup_script": "echo mine"}, "startup_script", "serve writes the start-up"),
+            ({"providers": ["quantacloud"]}, "startup_script", "cannot run a start-up script"),
+            ({"model": None, "gpu_model": "B300", "gpu_count": 8}, "serve", "give model too"),
+        ],
+    )
+    async def test_a_bad_serve_is_a_422_naming_the_field(
+        self, client: httpx.AsyncClient, change: dict[str, Any], field: str, says: str
+    ) -> None:
+        handle = await create_account(client)
+        body = {
+            "model": KIMI,
+            "providers": ["verda"],
+            "max_price_per_hour": "70.00",
+            "serve": {"engine": "vllm"},
+            **change,
+        }
+        body = {k: v for k, v in body.items() if v is not None}
+        answer = await client.post("/v1/orders", json=body, headers=handle.headers)
+        assert answer.status_code == 422, answer.text
+        (detail, *_) = answer.json()["error"]["details"]
+        assert detail["field"] == field and says in detail["message"], detail

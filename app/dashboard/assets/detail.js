@@ -70,6 +70,7 @@ function deploymentFields(o) {
       ? ["Login IP", h("code", { "data-testid": "login-ip" }, o.login_ip)]
       : ["IP address", d.ip ? h("code", {}, d.ip) : "pending"],
     o.ssh_command && ["Connect", h("code", { class: "wrap", "data-testid": "ssh-command" }, o.ssh_command)],
+    o.serve_tunnel && [`Reach ${o.serve_engine}`, h("code", { class: "wrap", "data-testid": "serve-tunnel" }, o.serve_tunnel)],
     ["Running since", o.running_since ? when(o.running_since) : "—"],
     ["Paid until", o.paid_until && !o.ended_at ? when(o.paid_until) : "—"],
     ["Cost so far (incl. fees)", h("span", { "data-testid": "charged" }, money(o.charged_usd))],

@@ -79,6 +79,8 @@ class Order(Base):
     # "max_price_per_hour", "regions", ...}`), when the order lists more than one; else None.
     alternatives: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     model: Mapped[str | None] = mapped_column(String(200))  # ordered by model: its id
+    # The engine its start-up script serves the model with (`serve`), for its page's tunnel.
+    serve_engine: Mapped[str | None] = mapped_column(String(20))
     prefer: Mapped[AlternativePreference] = mapped_column(
         state_column(AlternativePreference, "order_prefer"),
         default=AlternativePreference.CHEAPEST,
