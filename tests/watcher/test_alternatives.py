@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account
 from tests.waiting import eventually
@@ -163,3 +164,62 @@ class TestDeploying:
         await sim.stock(*HYPER_H100_X2, 1)  # positive control: the other alternative deploys
         running = await reaches(client, handle, order_id, "running", seconds=10)
         assert running["deployment"]["alternative"] == 1
+
+
+VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")  # $2.59/h -> $2.82 with fees
+ACROSS = [
+    alternative("H100", 1, "4.00", providers=["verda"]),
+    alternative("H100", 2, "6.00", providers=["hyperstack"]),
+]
+
+
+async def offers_shown(client: httpx.AsyncClient, handle: AccountHandle, n: int) -> None:
+    """Wait until the latest reads show `n` offers (both providers read: both in the book)."""
+
+    async def shown() -> bool | None:
+        answer = await client.get("/v1/offers", headers=handle.headers)
+        return True if len(answer.json()["data"]) >= n else None
+
+    await eventually(shown, 10)
+
+
+class TestTwoProviders:
+    async def test_the_first_alternative_to_show_deploys_and_the_other_never_gets_a_create(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        handle = await create_account(client, credit="100")
+        order_id = await place(client, handle, {"alternatives": ACROSS})
+        await sim.stock(*HYPER_H100_X2, 1)  # the dearer one shows first
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        assert running["deployment"]["alternative"] == 2
+        await sim.stock(*VERDA_H100, 1)  # the cheaper one, too late
+        # Positive control: the Verda machine is there for an order that wants it.
+        other = await place(client, handle, ACROSS[0])
+        taken = await reaches(client, handle, other, "running", seconds=10)
+        assert taken["deployment"]["provider"] == "verda"
+        verda = await creates(sim, "verda")
+        assert [c["name"] for c in verda] == [f"ap-{other.removeprefix('ord_')}-1"]
+        assert len(await creates(sim, "hyperstack")) == 1
+
+
+class TestBothShowing:
+    @pytest.fixture
+    def settings(self, settings: Settings) -> Settings:
+        """Every provider read even with nobody waiting, so both offers are known at once."""
+        return settings.model_copy(update={"history_poll_seconds": 0.2})
+
+    @pytest.mark.parametrize(("prefer", "deployed"), [("cheapest", 1), ("listed", 2)])
+    async def test_with_both_showing_the_cheaper_or_the_first_listed_deploys(
+        self, client: httpx.AsyncClient, sim: SimControl, prefer: str, deployed: int
+    ) -> None:
+        handle = await create_account(client, credit="100")
+        await sim.stock(*VERDA_H100, 1)
+        await sim.stock(*HYPER_H100_X2, 1)
+        await offers_shown(client, handle, 2)
+        listed = [ACROSS[1], ACROSS[0]] if prefer == "listed" else ACROSS
+        order_id = await place(client, handle, {"alternatives": listed, "prefer": prefer})
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        chosen = listed[running["deployment"]["alternative"] - 1]
+        assert chosen == ACROSS[deployed - 1]
+        made = [*await creates(sim, "verda"), *await creates(sim, "hyperstack")]
+        assert len(made) == 1  # one order, one machine

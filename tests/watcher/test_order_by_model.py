@@ -39,6 +39,7 @@ async def test_kimi_k3_at_verda_is_one_b300_or_two_nodes_of_b200_or_h200(
     assert {(a["min_disk_gb"], a["interconnect"]) for a in order["alternatives"]} == {
         (1561, "nvlink")
     }
+    assert ("H200", 8, 1, ["verda"], "70.00") not in shapes(order)  # one 8x H200 is too small
     said = await client.get(f"/v1/orders/{order['id']}/events", headers=handle.headers)
     assert said.json()[0]["message"].startswith(f"Order placed: for {KIMI}, 8x B300 on Verda")
 
@@ -185,3 +186,17 @@ class TestServe:
         assert answer.status_code == 422, answer.text
         (detail, *_) = answer.json()["error"]["details"]
         assert detail["field"] == field and says in detail["message"], detail
+
+
+async def test_kimi_k27_code_includes_one_8x_h200(client: httpx.AsyncClient) -> None:
+    handle = await create_account(client)
+    body = {
+        "model": "moonshotai/Kimi-K2.7-Code",
+        "providers": ["verda", "hyperstack"],
+        "max_price_per_hour": "40.00",
+    }
+    answer = await client.post("/v1/orders/preview", json=body, headers=handle.headers)
+    assert answer.status_code == 200, answer.text
+    taken = [(a["gpu_model"], a["gpu_count"], a["nodes"]) for a in answer.json()["alternatives"]]
+    assert ("H200", 8, 1) in taken  # 1,128 GB: about 443 GB left for the cache
+    assert ("B300", 4, 1) in taken and ("B200", 8, 1) in taken
