@@ -5,7 +5,7 @@ import binascii
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar, cast
 
 from pydantic import (
     AfterValidator,
@@ -14,13 +14,17 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     StrictInt,
     StrictStr,
     StringConstraints,
+    ValidationError,
     WithJsonSchema,
     computed_field,
     field_validator,
+    model_validator,
 )
+from pydantic_core import InitErrorDetails
 
 from app.api.params import OfferedProvider
 from app.core import metering, serving
@@ -487,6 +491,33 @@ class OrderCreate(MachineWanted, OrderLimits):
                 "must be one OpenSSH public key line, e.g. 'ssh-ed25519 AAAA... me@host'"
             )
         return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _machine_required(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        """Without alternatives or a model, the top-level machine's fields are required: said
+        with the body's other errors, so a form can mark every field at once."""
+        missing: list[InitErrorDetails] = []
+        if (
+            isinstance(data, dict)
+            and data.get("alternatives") is None
+            and data.get("model") is None
+        ):
+            missing = [
+                InitErrorDetails(type="missing", loc=(field,), input=data)
+                for field in REQUIRED_MACHINE_FIELDS
+                if data.get(field) is None
+            ]
+        try:
+            order = handler(data)
+        except ValidationError as exc:
+            if not missing:
+                raise
+            said = [cast(InitErrorDetails, e) for e in exc.errors()]
+            raise ValidationError.from_exception_data(exc.title, [*missing, *said]) from None
+        if missing:
+            raise ValidationError.from_exception_data(cls.__name__, missing)
+        return order
 
     def new_order(self, models: Mapping[str, OpenModel] | None = None) -> NewOrder:
         """The order as the services take it: a machine at the top level, alternatives, or a
