@@ -259,6 +259,14 @@ REQUIRED_MACHINE_FIELDS = MACHINE_FIELDS[:4]
 BY_MODEL_CHOSEN = ("gpu_model", "gpu_count", "nodes", "interconnect", "cluster_interconnect")
 
 
+def gpu_model_name(value: str) -> str:
+    """The catalogue's spelling of a GPU model (ValueError naming the known ones)."""
+    normalized = normalize_gpu_model(value)
+    if normalized is None:
+        raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
+    return normalized
+
+
 class MachineWanted(BaseModel):
     """What machine, where, and the most it may cost per hour: the fields an order and a stock
     estimate share, with one set of rules."""
@@ -285,12 +293,8 @@ class MachineWanted(BaseModel):
     @field_validator("gpu_model")
     @classmethod
     def _known_gpu_model(cls, value: str | None) -> str | None:
-        if value is None:  # an order that lists alternatives has none at its top level
-            return None
-        normalized = normalize_gpu_model(value)
-        if normalized is None:
-            raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
-        return normalized
+        # None: an order that lists alternatives has no machine at its top level.
+        return None if value is None else gpu_model_name(value)
 
     @field_validator("providers")
     @classmethod
@@ -344,10 +348,7 @@ class ShapePriceIn(BaseModel):
     @field_validator("gpu_model")
     @classmethod
     def _known_gpu_model(cls, value: str) -> str:
-        normalized = normalize_gpu_model(value)
-        if normalized is None:
-            raise ValueError(f"unknown GPU model; known models: {', '.join(GPU_MODELS)}")
-        return normalized
+        return gpu_model_name(value)
 
 
 class ServeIn(BaseModel):

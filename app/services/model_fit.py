@@ -30,21 +30,30 @@ class ShapeFit:
     cluster_providers: tuple[str, ...] | None = None
 
 
-def _cluster_providers(gpu_model: str, nodes: int) -> tuple[str, ...]:
+def _cluster_providers(
+    gpu_model: str, nodes: int, among: Sequence[str] | None = None
+) -> tuple[str, ...]:
+    """Those of `among` (default: every provider orders may name) that make such a cluster."""
     return tuple(
         str(p)
-        for p in offered_providers()
+        for p in (offered_providers() if among is None else among)
         if spec_for(p).cluster_refusal(gpu_model, CLUSTER_GPUS, nodes, None) is None
     )
 
 
-def _smallest_cluster(model: OpenModel, gpu_model: str, min_cache_gb: Decimal) -> ShapeFit | None:
+def _smallest_cluster_fit(model: OpenModel, gpu_model: str, min_cache_gb: Decimal) -> Fit | None:
+    """The fewest nodes of 8 `gpu_model` (2 to MAX_MODEL_NODES) that hold `model`, if any."""
     for nodes in range(2, MAX_MODEL_NODES + 1):
         made = fit(model, gpu_model, CLUSTER_GPUS, nodes)
         if made.holds(min_cache_gb):
-            providers = _cluster_providers(gpu_model, nodes)
-            return ShapeFit(made, True, providers) if providers else None
+            return made
     return None
+
+
+def _smallest_cluster(model: OpenModel, gpu_model: str, min_cache_gb: Decimal) -> ShapeFit | None:
+    made = _smallest_cluster_fit(model, gpu_model, min_cache_gb)
+    providers = () if made is None else _cluster_providers(gpu_model, made.nodes)
+    return ShapeFit(made, True, providers) if made is not None and providers else None
 
 
 def shapes(model: OpenModel, *, min_cache_gb: Decimal = Decimal(0)) -> list[ShapeFit]:
@@ -85,11 +94,7 @@ def _serving_shape(model: OpenModel, gpu_model: str, min_cache: Decimal) -> Fit 
         single = fit(model, gpu_model, count)
         if single.holds(min_cache):
             return single
-    for nodes in range(2, MAX_MODEL_NODES + 1):
-        cluster = fit(model, gpu_model, CLUSTER_GPUS, nodes)
-        if cluster.holds(min_cache):
-            return cluster
-    return None
+    return _smallest_cluster_fit(model, gpu_model, min_cache)
 
 
 def alternatives_for(order: ModelOrder) -> list[NewAlternative]:
@@ -107,12 +112,11 @@ def alternatives_for(order: ModelOrder) -> list[NewAlternative]:
         if shape is None:
             continue
         key = (shape.gpu_model, shape.gpu_count, shape.nodes)
-        able = [
-            p
-            for p in order.providers
+        able = (
+            [str(p) for p in order.providers]
             if shape.nodes == 1
-            or spec_for(p).cluster_refusal(gpu_model, CLUSTER_GPUS, shape.nodes, None) is None
-        ]
+            else list(_cluster_providers(gpu_model, shape.nodes, among=order.providers))
+        )
         price = prices.pop(key, order.max_price_per_hour)
         if not able or price is None:
             continue
