@@ -5,6 +5,7 @@ the typed outcomes below, keyed on HTTP status and error code, never on message 
 """
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
@@ -82,6 +83,19 @@ class OutcomeUnknown(ProviderError):
     """A create got no clear answer (timeout, dropped connection, 5xx): the VM may exist."""
 
 
+@dataclass(frozen=True)
+class Images:
+    """The OS images a provider's creates may name: each by every name a create takes (an
+    image type or name, an id), for single machines and for clusters."""
+
+    machines: frozenset[str] = frozenset()
+    clusters: frozenset[str] = frozenset()
+
+    def lists(self, image: str, *, cluster: bool) -> bool:
+        """Whether `image` boots a machine (or a cluster's nodes, with `cluster`) here."""
+        return image in (self.clusters if cluster else self.machines)
+
+
 class ProviderAdapter(Protocol):
     """What the service needs from a GPU cloud."""
 
@@ -110,13 +124,15 @@ class ProviderAdapter(Protocol):
         ssh_public_key: str | None,
         disk_gb: int | None = None,
         startup_script: str | None = None,
+        image: str | None = None,
     ) -> VM:
         """Create one plain VM from `offer`, named `name` and tagged `tag` where possible.
 
         `disk_gb` sizes the OS disk where the provider lets us choose it (`offer.disk_fixed`
         false); fixed-disk offers ignore it. `startup_script` runs once when it boots (each
         node of a cluster); a provider whose spec does not say `runs_startup_scripts` refuses
-        one (`Rejected`) rather than make a VM without it.
+        one (`Rejected`) rather than make a VM without it. `image` replaces the configured
+        image where the spec says `chooses_image` (elsewhere a create with one is `Rejected`).
 
         Raises `Unavailable` (not `OutcomeUnknown`) when a call needed before the create
         itself failed: nothing was sent, so no VM can exist.
@@ -150,6 +166,10 @@ class ProviderAdapter(Protocol):
 
     async def balance(self) -> Decimal:
         """Our account's balance at the provider, in USD."""
+        ...
+
+    async def images(self) -> Images:
+        """The images its creates may name (none where the spec does not say `chooses_image`)."""
         ...
 
     async def delete_startup_script(self, name: str) -> None:

@@ -106,6 +106,9 @@ class ProviderSpec(Generic[S]):
     # startup scripts, Hyperstack's user data). False: an order with a script never deploys
     # here; a provider says it can, so one that forgets is never sent a script it drops.
     runs_startup_scripts: bool = False
+    # Whether an order may name the image its machine boots (`ProviderAdapter.images` lists
+    # them). False: one stock image, and an order naming an image never deploys here.
+    chooses_image: bool = False
 
     def cluster_refusal(
         self, gpu_model: str, gpu_count: int, nodes: int, fabric: str | None

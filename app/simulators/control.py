@@ -113,8 +113,9 @@ class SimControl:
 
     async def creates(self, provider: str) -> list[dict[str, Any]]:
         """Every create received: `[{received_at, sku, region, name, outcome, vm_id, kind,
-        startup_script}]` (`kind`: `instance`, or `cluster` for a Verda cluster create;
-        `startup_script`: the text the VM got, as the provider received it, or null)."""
+        startup_script, image}]` (`kind`: `instance`, or `cluster` for a Verda cluster create;
+        `startup_script`: the text the VM got, as the provider received it, or null; `image`:
+        the image the create named, or null)."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "creates")
         return result
 

@@ -83,6 +83,7 @@ class CreateRecord:
     kind: str = "instance"  # or "cluster" (Verda's Instant Clusters)
     # The start-up script the VM got, as the provider received it (null: none).
     startup_script: str | None = None
+    image: str | None = None  # the image the create named, as received (null: none)
 
 
 class Fleet:
@@ -219,8 +220,11 @@ class Fleet:
         vm_id: str | None = None,
         kind: str = "instance",
         startup_script: str | None = None,
+        image: str | None = None,
     ) -> CreateRecord:
         """Log a create request and its outcome for the control API."""
-        record = CreateRecord(time.time(), sku, region, name, outcome, vm_id, kind, startup_script)
+        record = CreateRecord(
+            time.time(), sku, region, name, outcome, vm_id, kind, startup_script, image
+        )
         self.creates.append(record)
         return record

@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.states import AttemptStatus, LedgerKind, OrderStatus
-from app.providers.base import VM, MachineKey, Offer, VMState
+from app.providers.base import VM, Images, MachineKey, Offer, VMState
 from app.providers.budget import Budget, StockRead
 from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
@@ -55,6 +55,9 @@ class AnswersWith:
 
     async def balance(self) -> Decimal:
         return Decimal(0)
+
+    async def images(self) -> Images:
+        return Images()
 
     async def delete_startup_script(self, name: str) -> None:
         return None

@@ -32,6 +32,7 @@ from typing import Any
 from app.core.catalogue import Interconnect, Provider
 from app.providers.base import (
     VM,
+    Images,
     MachineKey,
     Offer,
     OutcomeUnknown,
@@ -83,6 +84,7 @@ class CreateCall:
     outcome: Create
     vm_id: str | None = None
     startup_script: str | None = None
+    image: str | None = None
 
 
 class FakeAdapter:
@@ -106,6 +108,9 @@ class FakeAdapter:
         # carries one (named after the VM), until deleted; and the names deleted, in order.
         self.startup_scripts: dict[str, str] = {}
         self.deleted_scripts: list[str] = []
+        # The images creates may name (`images()`); `image_error` is raised by it when set.
+        self.known_images = Images(machines=frozenset({"fake-os"}), clusters=frozenset({"fake-os"}))
+        self.image_error: ProviderError | None = None
         self.account_balance = Decimal("1000")
         self.balance_error: ProviderError | None = None  # raised by balance() when set
         self.calls: Counter[str] = Counter()  # ProviderAdapter method name -> calls made
@@ -196,6 +201,7 @@ class FakeAdapter:
         ssh_public_key: str | None,
         disk_gb: int | None = None,
         startup_script: str | None = None,
+        image: str | None = None,
     ) -> VM:
         """Do what the next queued outcome says (by default: make a pending VM); a start-up
         script is kept under the VM's name first, whatever the outcome."""
@@ -203,6 +209,7 @@ class FakeAdapter:
         outcome = self.outcomes.popleft() if self.outcomes else Create.ok()
         call = CreateCall(offer, name, tag, ssh_public_key, disk_gb, outcome)
         call.startup_script = startup_script
+        call.image = image
         if startup_script is not None:
             self.startup_scripts[name] = startup_script
         self.creates.append(call)
@@ -255,6 +262,13 @@ class FakeAdapter:
         if self.balance_error is not None:
             raise self.balance_error
         return self.account_balance
+
+    async def images(self) -> Images:
+        """`known_images` (or `image_error`, raised)."""
+        self.calls["images"] += 1
+        if self.image_error is not None:
+            raise self.image_error
+        return self.known_images
 
     async def delete_startup_script(self, name: str) -> None:
         """Forget the script kept for `name`; none is fine (unless a delete error is queued)."""

@@ -45,6 +45,7 @@ def fake_spec(
         for_tests=True,
         clusters=ClusterShapes(max_nodes=16, interconnect=ClusterInterconnect.INFINIBAND),
         runs_startup_scripts=True,
+        chooses_image=True,
     )
 
 

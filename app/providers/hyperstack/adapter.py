@@ -12,7 +12,15 @@ from decimal import Decimal
 from pydantic import SecretStr
 
 from app.providers import assembly
-from app.providers.base import VM, MachineKey, Offer, OutcomeUnknown, Rejected, Unavailable
+from app.providers.base import (
+    VM,
+    Images,
+    MachineKey,
+    Offer,
+    OutcomeUnknown,
+    Rejected,
+    Unavailable,
+)
 from app.providers.budget import StockRead
 from app.providers.http import Connections
 from app.providers.hyperstack import limits, parse
@@ -135,10 +143,11 @@ class HyperstackAdapter:
         ssh_public_key: str | None,
         disk_gb: int | None = None,
         startup_script: str | None = None,
+        image: str | None = None,
     ) -> VM:
         """Create one VM of `offer`'s flavor with a public IP and SSH open, named and labelled,
-        a `startup_script` as its `user_data`; a cluster's offer: its N VMs at once
-        (`assembly`), each with the script."""
+        a `startup_script` as its `user_data`, booting `image` (a name) or the configured one;
+        a cluster's offer: its N VMs at once (`assembly`), each with the script and image."""
         if offer.nodes > 1:
             await self.prepare(offer.region, ssh_public_key)  # once, before the N creates
 
@@ -149,6 +158,7 @@ class HyperstackAdapter:
                     tag=tag,
                     ssh_public_key=ssh_public_key,
                     startup_script=startup_script,
+                    image=image,
                 )
 
             return await self._clusters.create(offer, name=name, create_one=create_node)
@@ -158,6 +168,7 @@ class HyperstackAdapter:
             tag=tag,
             ssh_public_key=ssh_public_key,
             startup_script=startup_script,
+            image=image,
         )
 
     async def _create_single(
@@ -168,6 +179,7 @@ class HyperstackAdapter:
         tag: str,
         ssh_public_key: str | None,
         startup_script: str | None,
+        image: str | None = None,
     ) -> VM:
         environment = self.environment_name(offer.region)
         from_cache = environment in self._environments
@@ -176,7 +188,7 @@ class HyperstackAdapter:
             "name": name,
             "environment_name": environment,
             "flavor_name": offer.sku,
-            "image_name": self.image,
+            "image_name": image or self.image,
             "key_name": key,
             "count": 1,
             "assign_floating_ip": True,
@@ -248,6 +260,12 @@ class HyperstackAdapter:
     async def gpu_regions(self) -> list[str]:
         """The regions where Hyperstack sells GPU VMs (from its flavors, in stock or not)."""
         return parse.gpu_regions(parse.flavor_rows(await self._api.flavors()))
+
+    async def images(self) -> Images:
+        """`GET /core/images`: the names of the images of every region (a cluster's nodes are
+        VMs, so they boot the same ones)."""
+        names = frozenset(parse.image_names(await self._api.images()))
+        return Images(machines=names, clusters=names)
 
     async def has_image(self, region: str) -> bool:
         """Whether the configured image can be booted in `region`."""

@@ -100,9 +100,9 @@ class HyperstackClient:
 
     # --- what a create needs ---------------------------------------------------------------
 
-    async def images(self, region: str) -> Any:
-        """`GET /core/images?region=`."""
-        return await self._read("/core/images", {"region": region})
+    async def images(self, region: str | None = None) -> Any:
+        """`GET /core/images[?region=]` (without a region: every region's)."""
+        return await self._read("/core/images", {"region": region} if region else None)
 
     async def environments(self, search: str) -> Any:
         """`GET /core/environments?search=`."""

@@ -90,6 +90,7 @@ SPEC = ProviderSpec(
     # No cluster product: N of its VMs created together, in one region, with no fabric between.
     clusters=ClusterShapes(max_nodes=MAX_NODES, assembled=True),
     runs_startup_scripts=True,  # `user_data` (cloud-init) in the create
+    chooses_image=True,  # `image_name` in the create, from `GET /core/images`
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/hyperstack",

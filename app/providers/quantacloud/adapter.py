@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from app.providers.base import (
     PROVIDER_CLOCK_SKEW,
     VM,
+    Images,
     MachineKey,
     Offer,
     OutcomeUnknown,
@@ -79,11 +80,15 @@ class QuantaCloudAdapter:
         ssh_public_key: str | None,
         disk_gb: int | None = None,
         startup_script: str | None = None,
+        image: str | None = None,
     ) -> VM:
-        """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set, and
-        runs no start-up script: a create with one is refused before anything is sent."""
+        """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set, runs
+        no start-up script and boots one stock image: a create with either is refused before
+        anything is sent."""
         if startup_script is not None:
             raise Rejected(self.provider, "QuantaCloud runs no start-up script")
+        if image is not None:
+            raise Rejected(self.provider, "QuantaCloud boots one stock image")
         if not offer.offer_id:
             raise Rejected(self.provider, f"offer {offer.sku} in {offer.region} has no offer id")
         body: dict[str, Any] = {"provider": PROVIDER_SLUG, "offer_id": offer.offer_id}
@@ -131,6 +136,10 @@ class QuantaCloudAdapter:
     async def balance(self) -> Decimal:
         """Balance in USD."""
         return parse.balance(await self._api.balance())
+
+    async def images(self) -> Images:
+        """None: every QuantaCloud deployment boots one stock image."""
+        return Images()
 
     async def delete_startup_script(self, name: str) -> None:
         """Nothing to do: QuantaCloud keeps no start-up scripts."""

@@ -28,6 +28,7 @@ from pydantic import SecretStr
 from app.core.market import disk_size_gb
 from app.providers.base import (
     VM,
+    Images,
     MachineKey,
     Offer,
     ProviderError,
@@ -188,10 +189,12 @@ class VerdaAdapter:
         ssh_public_key: str | None,
         disk_gb: int | None = None,
         startup_script: str | None = None,
+        image: str | None = None,
     ) -> VM:
         """`POST /v1/instances` (Verda answers 202 with the bare instance id), or for a cluster
         (`offer.nodes > 1`) `POST /v1/clusters`, its shared volume sized by `disk_gb`; a
-        `startup_script` is made first (`POST /v1/scripts`, named `name`) and named by its id."""
+        `startup_script` is made first (`POST /v1/scripts`, named `name`) and named by its id.
+        `image` (an image type or id) replaces the configured one."""
         script_id = None
         if startup_script is not None:
             script_id = await self._scripts.make(name, startup_script)
@@ -204,10 +207,11 @@ class VerdaAdapter:
                 ssh_key_ids=keys,
                 disk_gb=disk_gb,
                 startup_script_id=script_id,
+                image=image,
             )
         body: dict[str, Any] = {
             "instance_type": offer.sku,
-            "image": self._image,
+            "image": image or self._image,
             "hostname": name,
             "description": f"autoprovision {tag}",
             "location_code": offer.region,
@@ -283,6 +287,11 @@ class VerdaAdapter:
     async def balance(self) -> Decimal:
         """`GET /v1/balance`: the amount in the project's billing currency."""
         return parse.balance(await self._api.balance())
+
+    async def images(self) -> Images:
+        """`GET /v1/images` and `GET /v1/images/cluster`: every type and id a create may name."""
+        machines = parse.image_keys(await self._api.images())
+        return Images(machines=machines, clusters=await self._clusters.image_keys())
 
     async def find_image(self) -> str | None:
         """How Verda knows the configured image ("image type" or "id"), or None if it does not."""

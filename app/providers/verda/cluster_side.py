@@ -40,6 +40,10 @@ class ClusterSide:
         """The image cluster creates boot (a cluster image type or id)."""
         return self._image
 
+    async def image_keys(self) -> frozenset[str]:
+        """Every cluster image type and id a cluster create may name."""
+        return parse.image_keys(await self._calls.cluster_images())
+
     async def find_image(self) -> str | None:
         """How Verda knows the cluster image ("image type" or "id"), or None if it does not."""
         return parse.image_match(await self._calls.cluster_images(), self._image)
@@ -97,13 +101,15 @@ class ClusterSide:
         ssh_key_ids: list[str],
         disk_gb: int | None,
         startup_script_id: str | None = None,
+        image: str | None = None,
     ) -> VM:
         """`POST /clusters` with the body the SDK sends, the shared volume always sized (the
-        SDK's default is 30 TB, billed); `startup_script_id` runs on its nodes at boot."""
+        SDK's default is 30 TB, billed); `startup_script_id` runs on its nodes at boot; `image`
+        (a cluster image type or id) replaces the configured one."""
         body: dict[str, Any] = {
             "hostname": name,
             "cluster_type": offer.sku,
-            "image": self._image,
+            "image": image or self._image,
             "description": cluster_parse.description(tag),
             "location_code": offer.region,
             "contract": "PAY_AS_YOU_GO",

@@ -367,6 +367,16 @@ def image_match(body: Any, image: str) -> str | None:
     return None
 
 
+def image_keys(body: Any) -> frozenset[str]:
+    """`GET /images` (or `/images/cluster`) -> every key a create's `image` takes: each image's
+    type and id."""
+    keys: set[str] = set()
+    for row in as_list(body):
+        if isinstance(row, dict):
+            keys.update(row[k] for k in ("image_type", "id") if isinstance(row.get(k), str))
+    return frozenset(keys)
+
+
 def as_list(value: Any) -> list[Any]:
     """`value` if it is a list, else an empty one."""
     return value if isinstance(value, list) else []

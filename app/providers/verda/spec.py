@@ -90,6 +90,7 @@ SPEC = ProviderSpec(
     ),
     ssh_user="root",
     runs_startup_scripts=True,  # `POST /v1/scripts`, named by id in the create
+    chooses_image=True,  # `image` in the create: an image type or id of `GET /v1/images`
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/verda",

@@ -182,4 +182,7 @@ IMAGES: tuple[tuple[int, str, str, str], ...] = (
     (1, "Ubuntu Server 22.04 LTS R535 CUDA 12.2", "Ubuntu", "22.04"),
     (2, "Ubuntu Server 24.04 LTS R570 CUDA 12.8", "Ubuntu", "24.04"),
     (3, "Ubuntu Server 22.04 LTS R535 CUDA 12.2 with Docker", "Ubuntu", "22.04"),
+    # Made up in the pattern of the names above: the R580 driver and CUDA 13 that Kimi K3's
+    # engines need (../shared/models.md), so an order can name such an image here.
+    (4, "Ubuntu Server 24.04 LTS R580 CUDA 13.0 with Docker", "Ubuntu", "24.04"),
 )

@@ -123,6 +123,7 @@ async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
             outcome=outcome,
             vm_id=vm_id,
             startup_script=parsed.details["user_data"],
+            image=parsed.details["image_name"],
         )
 
     if sim.balance < entry.price_per_hour * count:

@@ -65,6 +65,7 @@ async def create(
     sku, region, hostname = (body.get(k) for k in (sku_field, "location_code", "hostname"))
     # The script's text as it is at the create (a later delete of the script changes nothing).
     script = sim.startup_scripts.get(str(body.get("startup_script_id")), {}).get("script")
+    image = body.get("image")
 
     def record(outcome: str, made: str | None = None) -> None:
         sim.record_create(
@@ -75,6 +76,7 @@ async def create(
             vm_id=made,
             kind=kind,
             startup_script=script,
+            image=image if isinstance(image, str) else None,
         )
 
     said = problem(body)
