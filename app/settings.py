@@ -300,6 +300,14 @@ class Settings(BaseSettings):
         "each create's outcome); before a create it must cover one hour. `0`: never read, "
         "nothing held back.",
     )
+    provider_images_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        le=86400,
+        description="How often each provider's image list is read (also at start), so an "
+        "order's `image` is checked when it is placed. `0`: never read, and an image is "
+        "checked only by the create.",
+    )
     history_poll_seconds: float = Field(
         default=30.0,
         ge=0,

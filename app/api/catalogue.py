@@ -9,6 +9,7 @@ from app.core.catalogue import GPU_MODELS, Interconnect
 from app.providers.registry import (
     display_name,
     enabled_providers,
+    image_choosers,
     offered_providers,
     script_runners,
 )
@@ -30,6 +31,7 @@ class ProviderOut(BaseModel):
     name: str
     enabled: bool  # whether this service has credentials for it, so can deploy there
     runs_startup_scripts: bool = False  # whether an order's `startup_script` can deploy there
+    chooses_image: bool = False  # whether an order's `image` can deploy there
 
 
 class CatalogueOut(BaseModel):
@@ -45,7 +47,7 @@ class CatalogueOut(BaseModel):
 async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
     """The GPU models, providers and interconnects orders may name (no key needed)."""
     enabled = set(enabled_providers(settings))
-    runners = script_runners()
+    runners, choosers = script_runners(), image_choosers()
     return CatalogueOut(
         gpu_models=[GpuModelOut(name=n, description=d) for n, d in GPU_MODELS.items()],
         providers=[
@@ -54,6 +56,7 @@ async def get_catalogue(settings: SettingsDep) -> CatalogueOut:
                 name=display_name(p),
                 enabled=p in enabled,
                 runs_startup_scripts=p in runners,
+                chooses_image=p in choosers,
             )
             for p in offered_providers()
         ],

@@ -78,13 +78,14 @@ async def place_order(
 
 @router.post("/preview")
 async def preview_order(
-    body: OrderCreate, request: Request, account: CurrentAccount
+    body: OrderCreate, request: Request, account: CurrentAccount, session: SessionDep
 ) -> OrderPreviewOut:
     """What an order would be, placed now: its alternatives (an order by model, expanded),
     checked as placing checks them; nothing is written."""
     new = body.new_order(request.app.state.open_models)
     orders.check_request(new)
     startup_scripts.check(new.startup_script, new.providers)
+    new, _ = await orders.check_image(session, new)
     return OrderPreviewOut(
         model=new.model,
         prefer=new.prefer,

@@ -42,7 +42,7 @@ from app.core.open_models import OpenModel
 from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKind
 from app.core.text import MultiLine, OneLine, quote
 from app.providers.registry import offered_providers
-from app.services import model_fit, startup_scripts
+from app.services import images, model_fit, startup_scripts
 from app.services.orders import NewAlternative, NewOrder
 from app.services.views import MoneyOut
 
@@ -460,6 +460,19 @@ class OrderCreate(MachineWanted, OrderLimits):
         ]
         | None
     ) = None
+    image: (
+        Annotated[
+            StrictStr,
+            Field(
+                description="The OS image the machine boots, as its providers name it (an"
+                " image type, name or id), checked against their image lists when placed. Only"
+                " providers that let an order choose one (the catalogue's `chooses_image`)"
+                " deploy it; null: each provider's configured image.",
+                json_schema_extra={"maxLength": images.MAX_LENGTH},
+            ),
+        ]
+        | None
+    ) = None
 
     @field_validator("expires_at")
     @classmethod
@@ -477,6 +490,14 @@ class OrderCreate(MachineWanted, OrderLimits):
     @classmethod
     def _usable_script(cls, value: str | None) -> str | None:
         problem = None if value is None else startup_scripts.problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _usable_image(cls, value: str | None) -> str | None:
+        problem = None if value is None else images.problem(value)
         if problem is not None:
             raise ValueError(problem)
         return value

@@ -144,6 +144,7 @@ def place(
     alternatives: options.Alternatives = None,
     prefer: options.Prefer = None,
     startup_script: options.StartupScript = None,
+    image: options.Image = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
@@ -175,6 +176,7 @@ def place(
         "max_runtime_hours": options.limit(max_runtime_hours, "--max-runtime-hours", money=False),
         "max_total_usd": options.limit(max_total, "--max-total", money=True),
         "startup_script": options.script_text(startup_script),
+        "image": image,
     }
     body.update({field: value for field, value in optional.items() if value is not None})
     body.update(options.cluster(nodes, cluster_interconnect, on_node_lost))

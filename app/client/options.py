@@ -90,6 +90,15 @@ def ssh_key(line: str | None, path: Path | None) -> str | None:
         raise typer.BadParameter(message, param_hint="--ssh-public-key-file") from None
 
 
+Image = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        help="The OS image the machine boots, as its providers name it (checked against their "
+        "image lists when placed); only providers that let an order choose one deploy it.",
+    ),
+]
+
 StartupScript = Annotated[
     Path | None,
     typer.Option(

@@ -181,6 +181,7 @@ def order_detail(order: dict[str, Any]) -> Table:
         ("Interconnect", order.get("interconnect")),
         ("Cluster", cluster(order)),
         ("Start-up script", startup_script(order)),
+        ("Image", order.get("image")),
         ("No credentials for", ", ".join(order.get("disabled_providers") or []) or None),
         ("Expires", when(order["expires_at"]) if order.get("expires_at") else None),
         ("Placed", when(order.get("created_at"))),

@@ -183,17 +183,35 @@ class Fees:
         )
 
 
-def wants_of(row: Any, *, script_runners: Collection[str]) -> OrderWants:
-    """What the matcher needs of an order row (or of a row with the same columns).
+@dataclass(frozen=True)
+class Abilities:
+    """What each provider's creates can carry beyond the machine (`registry.abilities`): an
+    order with a start-up script deploys only where one runs, one naming an image only where
+    an image can be chosen."""
 
-    `script_runners`: the providers that can run a start-up script (`registry.script_runners`);
-    an order with one may deploy only there.
-    """
+    script_runners: frozenset[str] = frozenset()
+    image_choosers: frozenset[str] = frozenset()
+
+    def deployable(self, providers: Collection[str], row: Any) -> frozenset[str]:
+        """Those of `providers` an order row (its script and image columns) may deploy at."""
+        scripted = row.startup_script_bytes is not None
+        imaged = getattr(row, "image", None) is not None
+        return frozenset(
+            p
+            for p in providers
+            if (not scripted or p in self.script_runners)
+            and (not imaged or p in self.image_choosers)
+        )
+
+
+def wants_of(row: Any, *, able: Abilities) -> OrderWants:
+    """What the matcher needs of an order row (or of a row with the same columns); `able`
+    leaves out the providers that cannot carry its start-up script or image."""
     scripted = row.startup_script_bytes is not None
     return OrderWants(
         id=row.id,
         created_at=row.created_at,
-        providers=frozenset(p for p in row.providers if not scripted or p in script_runners),
+        providers=able.deployable(row.providers, row),
         gpu_model=row.gpu_model,
         gpu_count=row.gpu_count,
         max_price_per_hour=row.max_price_per_hour,
@@ -209,11 +227,11 @@ def wants_of(row: Any, *, script_runners: Collection[str]) -> OrderWants:
     )
 
 
-def all_wants_of(row: Any, *, script_runners: Collection[str]) -> tuple[OrderWants, ...]:
+def all_wants_of(row: Any, *, able: Abilities) -> tuple[OrderWants, ...]:
     """What the matcher needs of each of an order's alternatives (`row.alternatives`, when it
-    has more than one; else its own columns), in the order they were listed (`script_runners`:
-    as for `wants_of`)."""
-    first = wants_of(row, script_runners=script_runners)
+    has more than one; else its own columns), in the order they were listed (`able`: as for
+    `wants_of`)."""
+    first = wants_of(row, able=able)
     listed = getattr(row, "alternatives", None)
     prefer_listed = getattr(row, "prefer", None) == "listed"
     if not listed or len(listed) < 2:
@@ -221,9 +239,7 @@ def all_wants_of(row: Any, *, script_runners: Collection[str]) -> tuple[OrderWan
     return tuple(
         replace(
             first,
-            providers=frozenset(
-                p for p in alt["providers"] if not first.needs_startup_script or p in script_runners
-            ),
+            providers=able.deployable(alt["providers"], row),
             gpu_model=alt["gpu_model"],
             gpu_count=alt["gpu_count"],
             max_price_per_hour=Decimal(alt["max_price_per_hour"]),

@@ -7,7 +7,7 @@ from sqlalchemy.engine import make_url
 
 from app.core.market import OrderWants, all_wants_of
 from app.providers.diagnosis import Check, Status
-from app.providers.registry import script_runners
+from app.providers.registry import abilities
 from app.services import waiting_orders
 from app.services.webhooks.secrets import SecretBox, SecretKeyError
 from app.settings import Settings
@@ -48,9 +48,9 @@ async def check_database(settings: Settings) -> tuple[list[Check], list[OrderWan
             checks.append(_check("migrations", Status.WARN, reason))
             return checks, None
         async with create_read_sessionmaker(engine)() as session:
-            runners = script_runners()
+            able = abilities()
             rows = await waiting_orders.waiting(session)
-            waiting = [w for row in rows for w in all_wants_of(row, script_runners=runners)]
+            waiting = [w for row in rows for w in all_wants_of(row, able=able)]
         checks.append(_check("waiting orders", Status.PASS, f"{len(rows)}"))
         return checks, waiting
     finally:

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.core.catalogue import Provider
+from app.core.market import Abilities
 from app.providers import fake, hyperstack, quantacloud, verda
 from app.providers.base import ProviderAdapter, ProviderError
 from app.providers.http import Connections
@@ -55,6 +56,16 @@ def offered_providers() -> list[Provider]:
 def script_runners() -> frozenset[str]:
     """The providers whose creates can carry a start-up script (see `ProviderSpec`)."""
     return frozenset(spec.name for spec in _known().values() if spec.runs_startup_scripts)
+
+
+def image_choosers() -> frozenset[str]:
+    """The providers whose creates can name the image a machine boots (see `ProviderSpec`)."""
+    return frozenset(spec.name for spec in _known().values() if spec.chooses_image)
+
+
+def abilities() -> Abilities:
+    """What each provider's creates can carry: start-up scripts, a chosen image."""
+    return Abilities(script_runners=script_runners(), image_choosers=image_choosers())
 
 
 def display_name(provider: str) -> str:

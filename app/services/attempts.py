@@ -78,6 +78,7 @@ def _claim_statement(alternative: int) -> Any:
             _orders.c.attempts,
             # Read by the claim itself: no statement more on the way from stock to create.
             _orders.c.startup_script,
+            _orders.c.image,
         )
     )
 
@@ -111,6 +112,7 @@ class Intent:
     created_at: datetime
     # The order's start-up script as stored (sealed for the order's id): the deployer opens it.
     sealed_startup_script: str | None = None
+    image: str | None = None  # the image the order names (None: the provider's configured one)
 
 
 VM_NAME_PREFIX = "ap-"
@@ -212,7 +214,7 @@ def claim_on(
     ).first()
     if claimed is None:
         return None
-    account_id, ssh_public_key, min_disk_gb, number, sealed_script = claimed
+    account_id, ssh_public_key, min_disk_gb, number, sealed_script, image = claimed
     hold = ledger.place_hold_on(
         connection, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
@@ -282,6 +284,7 @@ def claim_on(
         disk_gb=min_disk_gb,
         created_at=now,
         sealed_startup_script=sealed_script,
+        image=image,
     )
 
 

@@ -20,7 +20,7 @@ from app.core.market import (
 )
 from app.core.money import format_money
 from app.core.states import OrderStatus
-from app.providers.registry import script_runners
+from app.providers.registry import abilities
 from app.services.views import OfferOut, OffersOut, ProviderReadOut
 from app.storage.models import OfferSnapshot, Order
 
@@ -82,10 +82,8 @@ async def _waiting_orders(session: AsyncSession, account_id: str) -> list[OrderW
         .where(Order.account_id == account_id, Order.status == OrderStatus.WAITING)
         .order_by(Order.created_at, Order.id)
     )
-    runners = script_runners()
-    return [
-        wants for order in rows.scalars() for wants in all_wants_of(order, script_runners=runners)
-    ]
+    able = abilities()
+    return [wants for order in rows.scalars() for wants in all_wants_of(order, able=able)]
 
 
 async def latest_offers(

@@ -1,7 +1,7 @@
 """Orders: placing, reading, cancelling, and the timeline of what happened to each."""
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -21,8 +21,8 @@ from app.core.ids import new_id
 from app.core.money import format_usd
 from app.core.states import OrderEventKind, OrderStatus, WebhookEventType, check_order_move
 from app.core.text import quote
-from app.providers.registry import display_name, spec_for
-from app.services import startup_scripts, timeline
+from app.providers.registry import abilities, display_name, spec_for
+from app.services import images, startup_scripts, timeline
 from app.services.limits import limits_line
 from app.services.timeline import Line
 from app.services.webhooks import outbox
@@ -108,6 +108,7 @@ class NewOrder:
     max_runtime_hours: Decimal | None = None
     max_total_usd: Decimal | None = None
     startup_script: str | None = None  # run once when its machine boots; sealed at rest
+    image: str | None = None  # the OS image its machine boots, as its providers name it
 
     @property
     def first(self) -> NewAlternative:
@@ -134,8 +135,9 @@ def accepted_providers(order: Order) -> list[str]:
 
 def _disabled_line(order: Order, disabled: Sequence[str]) -> Line:
     """The timeline line for a change in which of the order's providers can deploy."""
-    candidates = startup_scripts.deployable(
-        accepted_providers(order), has_script=order.startup_script_bytes is not None
+    candidates = sorted(
+        abilities().deployable(accepted_providers(order), order),
+        key=accepted_providers(order).index,
     )
     usable = [p for p in candidates if p not in disabled]
     if not disabled:
@@ -187,6 +189,26 @@ def check_request(request: NewOrder) -> None:
         _check_clusters(alternative, f"alternatives.{position}." if listed else "")
 
 
+async def check_image(
+    session: AsyncSession, request: NewOrder
+) -> tuple[NewOrder, images.ImageCheck]:
+    """Check the order's image, if it names one, against its providers' image lists as the
+    watcher last read them: the order without the providers that list no such image (an
+    alternative left with none is left out), and what was found. A 422 naming `image` when
+    it cannot boot anywhere the order accepts."""
+    if request.image is None:
+        return request, images.ImageCheck([], [], {})
+    wanted = [images.Wanted(a.providers, a.nodes > 1) for a in request.alternatives]
+    found = images.check(request.image, wanted, await images.known(session))
+    kept = []
+    for position, alternative in enumerate(request.alternatives):
+        unlisted = found.unlisted.get(position, [])
+        providers = [p for p in alternative.providers if str(p) not in unlisted]
+        if providers:
+            kept.append(replace(alternative, providers=providers))
+    return replace(request, alternatives=kept), found
+
+
 async def place_order(
     session: AsyncSession,
     *,
@@ -200,12 +222,18 @@ async def place_order(
     can deploy on; an order that accepts none of them is refused, as is one past the
     account's `max_waiting` orders waiting. `box` seals its start-up script, if it has one."""
     check_request(request)
+    request, imaged = await check_image(session, request)
     listed = len(request.alternatives) > 1
     scriptless = startup_scripts.check(request.startup_script, request.providers)
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
-    candidates = [str(p) for p in request.providers if str(p) not in scriptless]
+    candidates = [
+        str(p)
+        for p in request.providers
+        if str(p) not in scriptless and str(p) not in imaged.stock_only
+    ]
     if all(p in disabled for p in candidates):
         runs = " and runs start-up scripts" if scriptless else ""
+        runs += " and lets an order choose its image" if imaged.stock_only else ""
         raise ProvidersNotEnabled(
             f"{_names([p for p in candidates if p in disabled])}: not available on this "
             f"service (no credentials configured); accept at least one provider that is{runs}",
@@ -246,6 +274,7 @@ async def place_order(
         startup_script=None if script is None else script.sealed,
         startup_script_sha256=None if script is None else script.sha256,
         startup_script_bytes=None if script is None else script.size,
+        image=request.image,
         created_at=now,
         updated_at=now,
     )
@@ -259,6 +288,11 @@ async def place_order(
             _placed_line(order),
         ),
         *([startup_scripts.placed_line(order.id, scriptless, candidates)] if scriptless else []),
+        *(
+            images.placed_lines(order.id, request.image, imaged, candidates)
+            if request.image
+            else []
+        ),
         *([_disabled_line(order, disabled)] if disabled else []),
     )
     return order

@@ -91,15 +91,6 @@ def _names(providers: Sequence[str], last: str) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" {last} " + names[-1]
 
 
-def deployable(providers: Sequence[str], *, has_script: bool) -> list[str]:
-    """Those of an order's `providers` it may deploy at: all, or with a script those that run
-    one."""
-    if not has_script:
-        return [str(p) for p in providers]
-    runners = script_runners()
-    return [str(p) for p in providers if str(p) in runners]
-
-
 def seal(box: SecretBox | None, order_id: str, script: str) -> Sealed:
     """The script sealed for the order's row, with its SHA-256 and size."""
     if box is None:

@@ -178,6 +178,8 @@ class _OrderFields(BaseModel):
     # UTF-8 bytes and how many there are, to check it is the one sent (null: none).
     startup_script_sha256: str | None = None
     startup_script_bytes: int | None = None
+    # The OS image its machine boots, as its providers name it (null: each one's configured).
+    image: str | None = None
     # Why it was terminated (null until a terminate): requested, admin, unpaid, max_runtime or
     # max_total.
     terminate_reason: TerminateReason | None = None

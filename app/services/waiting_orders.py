@@ -26,6 +26,7 @@ _ORDER_COLUMNS = (
     Order.nodes,
     Order.cluster_interconnect,
     Order.startup_script_bytes,
+    Order.image,
     Order.account_id,
     Order.alternatives,
     Order.prefer,

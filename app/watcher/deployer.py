@@ -136,6 +136,7 @@ class Deployer:
                 ssh_public_key=intent.ssh_public_key,
                 disk_gb=intent.disk_gb,
                 startup_script=script,
+                image=intent.image,
             )
         except NoCapacity as exc:
             self.book.cool(offer.key, exc.retry_after)

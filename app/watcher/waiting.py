@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.clock import utcnow
 from app.core.market import MachineKey, OrderWants, all_wants_of
 from app.core.states import OrderStatus
-from app.providers.registry import script_runners
+from app.providers.registry import abilities
 from app.services import waiting_orders
 
 OVERLAP = timedelta(seconds=10)  # > the longest write transaction, and the clock skew
@@ -111,9 +111,9 @@ class WaitingBook:
     async def _read_everything(self, session: AsyncSession) -> None:
         rows = await waiting_orders.waiting(session)
         self._clear()
-        runners = script_runners()
+        able = abilities()
         for row in rows:
-            self.add(all_wants_of(row, script_runners=runners))
+            self.add(all_wants_of(row, able=able))
         self._add_funds(
             await waiting_orders.funds_of(
                 session, {alternatives[0].account_id for alternatives in self.orders.values()}
@@ -123,10 +123,10 @@ class WaitingBook:
     async def _read_changes(self, session: AsyncSession) -> None:
         assert self._orders_since is not None and self._accounts_since is not None
         unknown_accounts = set()
-        runners = script_runners()
+        able = abilities()
         for row in await waiting_orders.changed_since(session, self._orders_since):
             if row.status == OrderStatus.WAITING:
-                self.add(all_wants_of(row, script_runners=runners))
+                self.add(all_wants_of(row, able=able))
                 if row.account_id not in self.funds:
                     unknown_accounts.add(row.account_id)
             else:

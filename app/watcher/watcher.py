@@ -34,6 +34,7 @@ from app.watcher.deployer import Deployer
 from app.watcher.dry_run import WouldDeploy
 from app.watcher.follower import Follower
 from app.watcher.history import StockHistory
+from app.watcher.images import ImageLists
 from app.watcher.match import Assignment, assign
 from app.watcher.meter import Meter
 from app.watcher.notes import WaitingNotes
@@ -88,6 +89,7 @@ class Watcher:
             sessionmaker, self.book, lambda provider: adapters[provider].budget.remaining()
         )
         self.history = StockHistory(sessionmaker, fees=self.fees, clock=wall_clock)
+        self.images = ImageLists(adapters, sessionmaker, clock=wall_clock)
         self.pollers = {
             provider: self._poller(provider, adapter) for provider, adapter in adapters.items()
         }
@@ -207,6 +209,14 @@ class Watcher:
                     "read provider balances",
                     self.settings.provider_balance_seconds,
                     self.balances.read_all,
+                )
+            )
+        if self.settings.provider_images_seconds > 0:
+            jobs.append(
+                (
+                    "read provider images",
+                    self.settings.provider_images_seconds,
+                    self.images.read_all,
                 )
             )
         return jobs

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
-from app.core.market import MachineKey, Offer, OrderWants, fits, matches, wants_of
+from app.core.market import Abilities, MachineKey, Offer, OrderWants, fits, matches, wants_of
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 INFINIBAND = ClusterInterconnect.INFINIBAND
@@ -79,26 +79,40 @@ def _row(**columns: object) -> SimpleNamespace:
         "nodes": 1,
         "cluster_interconnect": None,
         "startup_script_bytes": None,
+        "image": None,
     }
     return SimpleNamespace(**(base | columns))
 
 
 def test_an_order_row_wants_its_nodes_and_their_fabric() -> None:
-    wants = wants_of(_row(), script_runners=())
+    wants = wants_of(_row(), able=Abilities())
     assert (wants.nodes, wants.cluster_interconnect) == (1, None)
     assert wants.machine == MachineKey("B200", 8)
-    clustered = wants_of(_row(nodes=2, cluster_interconnect="infiniband"), script_runners=())
+    clustered = wants_of(_row(nodes=2, cluster_interconnect="infiniband"), able=Abilities())
     assert (clustered.nodes, clustered.cluster_interconnect) == (2, INFINIBAND)
 
 
 def test_an_order_with_a_start_up_script_fits_only_offers_of_providers_that_run_one() -> None:
     row = _row(providers=["runs", "cannot"], startup_script_bytes=12)
-    wants = wants_of(row, script_runners={"runs"})
+    wants = wants_of(row, able=Abilities(script_runners=frozenset({"runs"})))
     assert (wants.providers, wants.needs_startup_script) == (frozenset({"runs"}), True)
     at_runner = replace(MACHINE, provider=Provider("runs"))
     assert fits(wants, at_runner)
     assert not fits(wants, replace(MACHINE, provider=Provider("cannot")))
     # Positive control: without a script, the other provider's offer fits as well.
-    plain = wants_of(_row(providers=["runs", "cannot"]), script_runners={"runs"})
+    plain = wants_of(
+        _row(providers=["runs", "cannot"]), able=Abilities(script_runners=frozenset({"runs"}))
+    )
     assert not plain.needs_startup_script
     assert fits(plain, replace(MACHINE, provider=Provider("cannot")))
+
+
+def test_an_order_naming_an_image_fits_only_offers_of_providers_that_choose_one() -> None:
+    able = Abilities(image_choosers=frozenset({"chooses"}))
+    wants = wants_of(_row(providers=["chooses", "stock"], image="os-13"), able=able)
+    assert wants.providers == frozenset({"chooses"})
+    assert fits(wants, replace(MACHINE, provider=Provider("chooses")))
+    assert not fits(wants, replace(MACHINE, provider=Provider("stock")))
+    # Positive control: without an image, the stock-image provider's offer fits as well.
+    plain = wants_of(_row(providers=["chooses", "stock"]), able=able)
+    assert fits(plain, replace(MACHINE, provider=Provider("stock")))

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.clock import utcnow
 from app.core.market import Fees, OrderWants, all_wants_of
 from app.core.states import OrderStatus
-from app.providers.registry import script_runners
+from app.providers.registry import abilities
 from app.services.stock import reads as stock_reads
 from app.services.stock.views import EstimateOut, WaitOut
 from app.stock.stats import estimate, price_curve, spans_of
@@ -81,7 +81,7 @@ async def order_estimate(
     cached = _cache.get(key)
     if cached is not None and cached[0] > time.monotonic():
         return cached[1]
-    first, *others = all_wants_of(order, script_runners=script_runners())
+    first, *others = all_wants_of(order, able=abilities())
     out = await expected_wait(session, wants=first, fees=fees, window=window, also=others)
     if len(_cache) >= _CACHE_LIMIT:
         now = time.monotonic()

@@ -15,6 +15,7 @@ from app.storage.models.orders import Attempt, Order, OrderEvent
 from app.storage.models.stock import (
     OfferSnapshot,
     ProviderBalance,
+    ProviderImages,
     StockCoverage,
     StockDay,
     StockInterval,
@@ -34,6 +35,7 @@ __all__ = [
     "Order",
     "OrderEvent",
     "ProviderBalance",
+    "ProviderImages",
     "PublishedEvent",
     "StockCoverage",
     "StockDay",

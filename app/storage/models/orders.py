@@ -93,6 +93,8 @@ class Order(Base):
     startup_script: Mapped[str | None] = mapped_column(Text)
     startup_script_sha256: Mapped[str | None] = mapped_column(String(64))
     startup_script_bytes: Mapped[int | None] = mapped_column(Integer)
+    # The OS image its machine boots, as the provider names it (None: the configured one).
+    image: Mapped[str | None] = mapped_column(String(200))
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # create attempts so far
     # Limits the owner set (changeable while it runs): terminate after this many billed hours
     # running, or before an hour would take what it was charged past this total.

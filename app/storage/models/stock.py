@@ -45,6 +45,18 @@ class ProviderBalance(Base):
     error: Mapped[str | None] = mapped_column(String(500))
 
 
+class ProviderImages(Base):
+    """The OS images a provider's creates may name, as last read, so any replica can check an
+    order's image against them when it is placed."""
+
+    __tablename__ = "provider_images"
+
+    provider: Mapped[str] = mapped_column(String(20), primary_key=True)
+    machines: Mapped[Any] = mapped_column(JSON)  # every name or id a single machine boots
+    clusters: Mapped[Any] = mapped_column(JSON)  # those a cluster's nodes boot
+    read_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 _OPEN_INTERVAL = text("gone_at IS NULL")
 _ONE = text("1")
 _OPEN_WINDOW = text("ended_at IS NULL")
