@@ -1,11 +1,12 @@
 // The orders view (#/orders): the live table of the account's orders, the "Place an order" form, and cancelling.
 
 import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
-import { attachEstimate } from "./estimate.js";
 import {
-  between, clearFieldError, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors,
-  showState, since, syncList, when,
+  between, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
+  syncList, when,
 } from "./dom.js";
+import { attachEstimate } from "./estimate.js";
+import { checkedProviders, describeError, errorSlot, field, int, providerChecks, recheckField } from "./order_fields.js";
 
 const FINAL = ["cancelled", "expired", "failed", "terminated", "lost"];
 /** Statuses a terminate applies to: a machine is (or is about to be) there. */
@@ -111,99 +112,7 @@ function renderRow(ctx, tr, o) {
   tr.cells[5].title = waited(o).title;
 }
 
-// ---- the form's errors, in words for people -------------------------------------------------
-
-const AMOUNT = /^\d+(\.\d{1,2})?$/;
-const WHOLE = /^\d+$/;
-const REGION = /^[\w.-]+$/;
-
-/**
- * Per field, what is wrong with its value as a person would be told, or "" when nothing this
- * page can see is. The API decides (it checks more); these word its refusals and tell when a
- * refused field has been fixed.
- */
-const CHECKS = {
-  gpu_model: (v) => (v ? "" : "Choose a GPU model."),
-  gpu_count: (v) => (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16 ? "" : "Enter a whole number of GPUs, from 1 to 16."),
-  nodes: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16) ? "" : "Enter a whole number of nodes, from 1 to 16."),
-  providers: (_v, form) => (form.querySelector("input[name=providers]:checked") ? "" : "Choose at least one provider."),
-  max_price_per_hour: (v) => {
-    if (!v) return "Enter the most you will pay per hour, e.g. 46.50.";
-    return AMOUNT.test(v) ? "" : "Enter an amount in USD with at most two decimals, e.g. 46.50.";
-  },
-  regions: (v) => (v.split(",").map((r) => r.trim()).filter(Boolean).every((r) => REGION.test(r))
-    ? ""
-    : "Write region names with letters, digits, dots and dashes, separated by commas, e.g. FIN-01, CANADA-1."),
-  min_disk_gb: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1) ? "" : "Enter a whole number of GB, 1 or more, or leave it empty."),
-  expires_at: (v) => (!v || Date.parse(v) > Date.now() ? "" : "Choose a time in the future, or leave it empty."),
-  name: (v) => (v.length <= 100 ? "" : "Keep the name to 100 characters."),
-  startup_script: (v) => {
-    if (v.includes("\0")) return "Remove the NUL character from the script.";
-    const size = new TextEncoder().encode(v).length;
-    return size <= SCRIPT_BYTES ? "" : `Keep the script to ${SCRIPT_BYTES} bytes (it has ${size}).`;
-  },
-  max_runtime_hours: (v) => (!v || (AMOUNT.test(v) && Number(v) > 0)
-    ? ""
-    : "Enter a number of hours above 0 with at most two decimals, e.g. 12 or 0.5, or leave it empty."),
-  max_total_usd: (v, form) => {
-    if (!v) return "";
-    if (!AMOUNT.test(v)) return "Enter an amount in USD with at most two decimals, e.g. 500, or leave it empty.";
-    const price = form.elements.max_price_per_hour.value.trim();
-    return AMOUNT.test(price) && Number(v) < Number(price)
-      ? "Make it at least the max price per hour: the first hour is paid when the machine deploys."
-      : "";
-  },
-};
-
-const SCRIPT_BYTES = 32768; // the API's limit on a start-up script, in UTF-8 bytes
-
-/** What people call the fields the API names. */
-const LABELS = {
-  gpu_model: "GPU model", gpu_count: "GPU count", max_price_per_hour: "max price per hour", min_disk_gb: "min disk",
-  expires_at: "expiry time", max_runtime_hours: "max runtime", max_total_usd: "max total", ssh_public_key: "SSH public key",
-  cluster_interconnect: "cluster interconnect", on_node_lost: "if a node is lost", startup_script: "start-up script",
-};
-
-/** Pydantic's own wording ("Field required", "List should have at least 1 item after validation"). */
-const GENERIC = /^(Field required|Input should|List should|String should|Value error|Decimal input|Extra inputs)/;
-
-const fieldValue = (form, field) => {
-  const el = form.elements[field];
-  return el && typeof el.value === "string" ? el.value.trim() : "";
-};
-
-/** One refused field's message: this page's words when it sees the problem, else the API's made into a sentence. */
-function describeError(form, field, detail) {
-  const seen = CHECKS[field]?.(fieldValue(form, field), form);
-  if (seen) return seen;
-  if (GENERIC.test(detail.message)) return "This value is not accepted; check it.";
-  let text = detail.message;
-  for (const [name, label] of Object.entries(LABELS)) text = text.replaceAll(name, label);
-  text = text[0].toUpperCase() + text.slice(1);
-  return /[.!?]$/.test(text) ? text : `${text}.`;
-}
-
-/** As a field showing an error changes: its message follows the value, and goes once the value is fixed. */
-function recheckField(form, event) {
-  const field = event.target.name;
-  const slot = field && form.querySelector(`#error-${CSS.escape(field)}`);
-  if (!slot || !slot.textContent) return;
-  const problem = CHECKS[field]?.(fieldValue(form, field), form) ?? "";
-  if (problem) slot.textContent = problem;
-  else clearFieldError(form, slot);
-}
-
 // ---- the form --------------------------------------------------------------------------------
-
-const errorSlot = (field) => h("p", { class: "field-error", id: `error-${field}` });
-
-function field(label, id, input, hint) {
-  input.id = id;
-  input.name = id;
-  input.setAttribute("aria-describedby", hint ? `hint-${id} error-${id}` : `error-${id}`);
-  return h("div", { class: "field" }, h("label", { for: id }, label), input,
-    hint && h("p", { class: "hint muted small", id: `hint-${id}` }, hint), errorSlot(id));
-}
 
 /** Whether the form asks for a cluster (nodes 2 or more): only then do its cluster fields count. */
 const isCluster = (form) => Number(form.elements.nodes.value) > 1;
@@ -259,23 +168,16 @@ function orderForm(onPlaced, ctx) {
     if (providers.childElementCount) return;
     for (const m of cat.gpu_models) gpuSelect.append(h("option", { value: m.name }, `${m.name} · ${m.description}`));
     for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
-    for (const p of cat.providers) {
-      const id = `provider-${p.id}`;
-      const off = p.enabled === false; // no credentials on this service: it cannot deploy there
-      providers.append(h("label", { class: "check", for: id },
-        h("input", { type: "checkbox", id, name: "providers", value: p.id, "aria-describedby": "error-providers", ...(off && { disabled: "" }) }),
-        off ? `${p.name} (not available here)` : p.name));
-    }
+    providers.append(...providerChecks(cat, "providers", "provider-"));
   };
 
   /** The request body: only the fields filled in; anything odd is sent as typed so the API explains it. */
   function body() {
     const v = (name) => form.elements[name].value.trim();
-    const int = (s) => (/^\d+$/.test(s) ? Number(s) : s);
     const b = {
       gpu_model: v("gpu_model") || undefined,
       gpu_count: v("gpu_count") ? int(v("gpu_count")) : undefined,
-      providers: [...form.querySelectorAll("input[name=providers]:checked")].map((c) => c.value),
+      providers: checkedProviders(form, "providers"),
       max_price_per_hour: v("max_price_per_hour") || undefined,
     };
     const regions = v("regions").split(",").map((s) => s.trim()).filter(Boolean);
