@@ -1,4 +1,5 @@
-// The order form's fields and their errors in words for people (the form: orders.js).
+// The order form's fields and their errors in words for people: shared by the form (orders.js)
+// and its added shapes (alternatives.js).
 
 import { clearFieldError, h } from "./dom.js";
 
@@ -7,13 +8,14 @@ const WHOLE = /^\d+$/;
 const REGION = /^[\w.-]+$/;
 const SCRIPT_BYTES = 32768; // the API's limit on a start-up script, in UTF-8 bytes
 
-/** A field's own name, the last part of its path: `a.max_price_per_hour` is a `max_price_per_hour`. */
+/** A field's own name, the last part of its path: `alt-2.max_price_per_hour` is a `max_price_per_hour`. */
 const leaf = (path) => path.slice(path.lastIndexOf(".") + 1);
 
 /**
  * Per field, what is wrong with its value as a person would be told, or "" when nothing this
  * page can see is. The API decides (it checks more); these word its refusals and tell when a
- * refused field has been fixed. `path` is the field's name in the form.
+ * refused field has been fixed. `path` is the field's name in the form (an added shape's
+ * fields are named `alt-N.<field>`).
  */
 const CHECKS = {
   gpu_model: (v) => (v ? "" : "Choose a GPU model."),

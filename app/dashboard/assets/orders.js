@@ -1,5 +1,6 @@
 // The orders view (#/orders): the live table of the account's orders, the "Place an order" form, and cancelling.
 
+import { attachAlternatives } from "./alternatives.js";
 import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
 import {
   between, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
@@ -114,8 +115,12 @@ function renderRow(ctx, tr, o) {
 
 // ---- the form --------------------------------------------------------------------------------
 
-/** Whether the form asks for a cluster (nodes 2 or more): only then do its cluster fields count. */
+/** Whether the form's own shape is a cluster (nodes 2 or more): only then do its cluster fields count. */
 const isCluster = (form) => Number(form.elements.nodes.value) > 1;
+
+/** An order's machine fields: with alternatives, the form's own shape is the first of them. */
+const MACHINE = ["gpu_model", "gpu_count", "nodes", "providers", "max_price_per_hour", "regions", "min_disk_gb", "interconnect",
+  "cluster_interconnect"];
 
 function orderForm(onPlaced, ctx) {
   const gpuSelect = h("select", {}, h("option", { value: "" }, "Choose a GPU…"));
@@ -126,6 +131,9 @@ function orderForm(onPlaced, ctx) {
   ];
   const providers = h("div", { class: "checks" });
   const status = h("p", { class: "form-alert", role: "alert" });
+  const scriptField = field("Start-up script", "startup_script",
+    h("textarea", { rows: 4, placeholder: "optional: #!/bin/bash …", spellcheck: "false", autocomplete: "off" }),
+    "Runs once when the machine boots, at the providers that run one (an order with a script never deploys at the others). Kept encrypted: shown again only as its size and SHA-256.");
   let idemKey = newIdempotencyKey();
 
   const form = h("form", { class: "card order-form", novalidate: true, "aria-labelledby": "place-heading" },
@@ -154,25 +162,15 @@ function orderForm(onPlaced, ctx) {
     h("div", { class: "grid single" },
       field("SSH public key", "ssh_public_key",
         h("textarea", { rows: 2, placeholder: "optional: ssh-ed25519 AAAA… you@laptop (the machine accepts it)", spellcheck: "false", autocomplete: "off" })),
-      field("Start-up script", "startup_script",
-        h("textarea", { rows: 4, placeholder: "optional: #!/bin/bash …", spellcheck: "false", autocomplete: "off" }),
-        "Runs once when the machine boots, at the providers that run one (an order with a script never deploys at the others). Kept encrypted: shown again only as its size and SHA-256.")),
+      scriptField),
     h("fieldset", { class: "providers", "aria-describedby": "error-providers" },
       h("legend", {}, "Providers"), providers, errorSlot("providers")),
     status,
     h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary" }, "Place order")),
   );
 
-  /** Fills the GPU, interconnect and provider choices once the catalogue has loaded. */
-  form.fill = (cat) => {
-    if (providers.childElementCount) return;
-    for (const m of cat.gpu_models) gpuSelect.append(h("option", { value: m.name }, `${m.name} · ${m.description}`));
-    for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
-    providers.append(...providerChecks(cat, "providers", "provider-"));
-  };
-
-  /** The request body: only the fields filled in; anything odd is sent as typed so the API explains it. */
-  function body() {
+  /** The form's own shape as today's single-shape request: only the fields filled in; anything odd is sent as typed so the API explains it. */
+  function shapeBody() {
     const v = (name) => form.elements[name].value.trim();
     const b = {
       gpu_model: v("gpu_model") || undefined,
@@ -185,10 +183,8 @@ function orderForm(onPlaced, ctx) {
     if (v("min_disk_gb")) b.min_disk_gb = int(v("min_disk_gb"));
     if (v("interconnect")) b.interconnect = v("interconnect");
     if (v("nodes") && v("nodes") !== "1") b.nodes = int(v("nodes"));
-    if (isCluster(form)) {
-      if (v("cluster_interconnect")) b.cluster_interconnect = v("cluster_interconnect");
-      b.on_node_lost = v("on_node_lost");
-    }
+    if (isCluster(form) && v("cluster_interconnect")) b.cluster_interconnect = v("cluster_interconnect");
+    if (isCluster(form) || alternatives.anyCluster()) b.on_node_lost = v("on_node_lost");
     if (v("expires_at")) {
       const t = new Date(v("expires_at"));
       b.expires_at = Number.isNaN(t.getTime()) ? v("expires_at") : t.toISOString();
@@ -202,25 +198,57 @@ function orderForm(onPlaced, ctx) {
     return b;
   }
 
-  /** What the estimate needs (the order's matching fields), or null until they are filled in. */
+  /** The request body: the form's shape alone (today's body), or with its alternatives. */
+  function body() {
+    const b = shapeBody();
+    if (!alternatives.count()) return b;
+    const first = {};
+    for (const name of MACHINE) {
+      if (name in b) first[name] = b[name];
+      delete b[name];
+    }
+    return { ...alternatives.request(first), ...b };
+  }
+
+  /** What the estimate needs (the form's own shape's matching fields), or null until they are filled in. */
   function estimateRequest() {
     const { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, nodes = 1,
-      cluster_interconnect } = body();
+      cluster_interconnect } = shapeBody();
     if (!gpu_model || !Number.isInteger(gpu_count) || !chosen.length || !max_price_per_hour) return null;
     if (min_disk_gb !== undefined && !Number.isInteger(min_disk_gb)) return null;
     if (!Number.isInteger(nodes)) return null;
     return { gpu_model, gpu_count, nodes, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, cluster_interconnect };
   }
 
-  /** The cluster's own fields can be chosen only while nodes is 2 or more. */
-  const syncCluster = () => {
-    for (const select of clusterFields) select.disabled = !isCluster(form);
+  const alternatives = attachAlternatives(ctx, form, () => {
+    const { regions, min_disk_gb } = shapeBody();
+    return { regions, min_disk_gb };
+  });
+
+  /** Fills the GPU, interconnect and provider choices once the catalogue has loaded. */
+  form.fill = (cat) => {
+    alternatives.fill(cat);
+    if (providers.childElementCount) return;
+    for (const m of cat.gpu_models) gpuSelect.append(h("option", { value: m.name }, `${m.name} · ${m.description}`));
+    for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
+    providers.append(...providerChecks(cat, "providers", "provider-"));
   };
-  syncCluster();
-  form.elements.nodes.addEventListener("input", syncCluster);
-  form.querySelector(".providers").after(attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour));
+
+  /** The cluster's own fields count only for a cluster (what a lost node does: for any shape that is one). */
+  const sync = () => {
+    clusterFields[0].disabled = !isCluster(form);
+    clusterFields[1].disabled = !(isCluster(form) || alternatives.anyCluster());
+  };
+  form.querySelector(".providers").after(
+    attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour), alternatives.section);
+  sync();
+  form.addEventListener("input", sync);
+  form.addEventListener("change", sync);
   form.addEventListener("input", (event) => recheckField(form, event));
   form.addEventListener("change", (event) => recheckField(form, event));
+
+  /** Where the API's error about `path` shows: an alternative's at its shape. */
+  const fieldOf = (path) => alternatives.fieldOf(path);
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -231,12 +259,14 @@ function orderForm(onPlaced, ctx) {
       const order = await ctx.api("/v1/orders", { method: "POST", body: body(), headers: { "Idempotency-Key": idemKey } });
       idemKey = newIdempotencyKey();
       form.reset();
-      syncCluster();
+      alternatives.clear();
+      sync();
       ctx.notify(`Order placed: “${orderLabel(order)}” is waiting for stock.`);
       onPlaced(order);
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
-        showFieldErrors(form, err, "error-", (field, detail) => describeError(form, field, detail));
+        const details = err.details.map((d) => ({ ...d, field: fieldOf(String(d.field || "")) }));
+        showFieldErrors(form, { message: err.message, details }, "error-", (path, detail) => describeError(form, path, detail));
       }
       else if (err instanceof ApiError && err.status !== 401 && err.status !== 403) status.textContent = err.message;
       else if (err instanceof ApiError) ctx.handleError(err);
