@@ -1,5 +1,5 @@
-// The order form's fields and their errors in words for people: shared by the form (orders.js)
-// and its added shapes (alternatives.js).
+// The order form's fields and their errors in words for people: shared by the form (orders.js),
+// its added shapes (alternatives.js) and ordering by model (model_order.js).
 
 import { clearFieldError, h } from "./dom.js";
 
@@ -48,6 +48,10 @@ const CHECKS = {
       ? "Make it at least the max price per hour: the first hour is paid when the machine deploys."
       : "";
   },
+  model: (v) => (v ? "" : "Choose a model."),
+  min_cache_gb: (v) => (!v || (WHOLE.test(v) && Number(v) <= 100000)
+    ? ""
+    : "Enter a whole number of GB, from 0 to 100000, or leave it empty for 100."),
 };
 
 /** What people call the fields the API names. */
@@ -55,6 +59,7 @@ const LABELS = {
   gpu_model: "GPU model", gpu_count: "GPU count", max_price_per_hour: "max price per hour", min_disk_gb: "min disk",
   expires_at: "expiry time", max_runtime_hours: "max runtime", max_total_usd: "max total", ssh_public_key: "SSH public key",
   cluster_interconnect: "cluster interconnect", on_node_lost: "if a node is lost", startup_script: "start-up script",
+  min_cache_gb: "min cache room",
 };
 
 /** Pydantic's own wording ("Field required", "List should have at least 1 item after validation"). */

@@ -7,6 +7,7 @@ import {
   syncList, when,
 } from "./dom.js";
 import { attachEstimate } from "./estimate.js";
+import { attachModelOrder } from "./model_order.js";
 import { checkedProviders, describeError, errorSlot, field, int, providerChecks, recheckField } from "./order_fields.js";
 
 const FINAL = ["cancelled", "expired", "failed", "terminated", "lost"];
@@ -122,6 +123,12 @@ const isCluster = (form) => Number(form.elements.nodes.value) > 1;
 const MACHINE = ["gpu_model", "gpu_count", "nodes", "providers", "max_price_per_hour", "regions", "min_disk_gb", "interconnect",
   "cluster_interconnect"];
 
+/** Marks a field that only ordering a machine shape has (ordering by model, the model chooses it). */
+const shapeOnly = (el) => {
+  el.dataset.shapeOnly = "";
+  return el;
+};
+
 function orderForm(onPlaced, ctx) {
   const gpuSelect = h("select", {}, h("option", { value: "" }, "Choose a GPU…"));
   const interconnect = h("select", {}, h("option", { value: "" }, "Any"));
@@ -131,6 +138,8 @@ function orderForm(onPlaced, ctx) {
   ];
   const providers = h("div", { class: "checks" });
   const status = h("p", { class: "form-alert", role: "alert" });
+  const kind = (value, label, checked) => h("label", { class: "check", for: `kind-${value}` },
+    h("input", { type: "radio", id: `kind-${value}`, name: "kind", value, checked }), label);
   const scriptField = field("Start-up script", "startup_script",
     h("textarea", { rows: 4, placeholder: "optional: #!/bin/bash …", spellcheck: "false", autocomplete: "off" }),
     "Runs once when the machine boots, at the providers that run one (an order with a script never deploys at the others). Kept encrypted: shown again only as its size and SHA-256.");
@@ -138,15 +147,17 @@ function orderForm(onPlaced, ctx) {
 
   const form = h("form", { class: "card order-form", novalidate: true, "aria-labelledby": "place-heading" },
     h("h2", { id: "place-heading" }, "Place an order"),
+    h("fieldset", { class: "order-kind" }, h("legend", {}, "What to order"),
+      h("div", { class: "checks" }, kind("shape", "A machine shape", true), kind("model", "A model to run", false))),
     h("div", { class: "grid" },
-      field("GPU model", "gpu_model", gpuSelect),
-      field("GPU count", "gpu_count", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" })),
+      shapeOnly(field("GPU model", "gpu_model", gpuSelect)),
+      shapeOnly(field("GPU count", "gpu_count", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }))),
       field("Max price per hour (USD, incl. fees)", "max_price_per_hour",
         h("input", { type: "text", inputmode: "decimal", placeholder: "e.g. 46.50", autocomplete: "off" })),
       field("Name", "name", h("input", { type: "text", maxlength: 100, placeholder: "optional", autocomplete: "off" })),
       field("Regions", "regions", h("input", { type: "text", placeholder: "any; or e.g. FIN-01, CANADA-1", autocomplete: "off" })),
       field("Min disk (GB)", "min_disk_gb", h("input", { type: "number", min: 1, step: 1, placeholder: "any", inputmode: "numeric" })),
-      field("Interconnect", "interconnect", interconnect),
+      shapeOnly(field("Interconnect", "interconnect", interconnect)),
       field("Expires at", "expires_at", h("input", { type: "datetime-local" })),
       field("Max runtime (hours)", "max_runtime_hours",
         h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 12", autocomplete: "off" })),
@@ -154,9 +165,9 @@ function orderForm(onPlaced, ctx) {
         h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 500", autocomplete: "off" })),
     ),
     h("div", { class: "grid cluster" },
-      field("Nodes", "nodes", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }),
-        "Machines deployed together as one cluster; the max price is for the whole cluster."),
-      field("Cluster interconnect", "cluster_interconnect", clusterFields[0]),
+      shapeOnly(field("Nodes", "nodes", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }),
+        "Machines deployed together as one cluster; the max price is for the whole cluster.")),
+      shapeOnly(field("Cluster interconnect", "cluster_interconnect", clusterFields[0])),
       field("If a node is lost", "on_node_lost", clusterFields[1]),
     ),
     h("div", { class: "grid single" },
@@ -168,6 +179,8 @@ function orderForm(onPlaced, ctx) {
     status,
     h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary" }, "Place order")),
   );
+
+  const byModel = () => form.elements.kind.value === "model";
 
   /** The form's own shape as today's single-shape request: only the fields filled in; anything odd is sent as typed so the API explains it. */
   function shapeBody() {
@@ -184,7 +197,7 @@ function orderForm(onPlaced, ctx) {
     if (v("interconnect")) b.interconnect = v("interconnect");
     if (v("nodes") && v("nodes") !== "1") b.nodes = int(v("nodes"));
     if (isCluster(form) && v("cluster_interconnect")) b.cluster_interconnect = v("cluster_interconnect");
-    if (isCluster(form) || alternatives.anyCluster()) b.on_node_lost = v("on_node_lost");
+    if (isCluster(form) || alternatives.anyCluster() || byModel()) b.on_node_lost = v("on_node_lost");
     if (v("expires_at")) {
       const t = new Date(v("expires_at"));
       b.expires_at = Number.isNaN(t.getTime()) ? v("expires_at") : t.toISOString();
@@ -198,9 +211,10 @@ function orderForm(onPlaced, ctx) {
     return b;
   }
 
-  /** The request body: the form's shape alone (today's body), or with its alternatives. */
+  /** The request body: the form's shape alone (today's body), with its alternatives, or the order by model. */
   function body() {
     const b = shapeBody();
+    if (byModel()) return byModelPart.request(b);
     if (!alternatives.count()) return b;
     const first = {};
     for (const name of MACHINE) {
@@ -212,6 +226,7 @@ function orderForm(onPlaced, ctx) {
 
   /** What the estimate needs (the form's own shape's matching fields), or null until they are filled in. */
   function estimateRequest() {
+    if (byModel()) return null;
     const { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, nodes = 1,
       cluster_interconnect } = shapeBody();
     if (!gpu_model || !Number.isInteger(gpu_count) || !chosen.length || !max_price_per_hour) return null;
@@ -224,6 +239,7 @@ function orderForm(onPlaced, ctx) {
     const { regions, min_disk_gb } = shapeBody();
     return { regions, min_disk_gb };
   });
+  const byModelPart = attachModelOrder(ctx, form, body, byModel);
 
   /** Fills the GPU, interconnect and provider choices once the catalogue has loaded. */
   form.fill = (cat) => {
@@ -233,22 +249,31 @@ function orderForm(onPlaced, ctx) {
     for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
     providers.append(...providerChecks(cat, "providers", "provider-"));
   };
+  form.loadModels = () => byModelPart.load();
 
-  /** The cluster's own fields count only for a cluster (what a lost node does: for any shape that is one). */
+  /** What shows for the kind of order chosen; the cluster's own fields count only for a cluster. */
   const sync = () => {
+    const model = byModel();
+    for (const el of form.querySelectorAll("[data-shape-only]")) el.hidden = model;
+    byModelPart.section.hidden = byModelPart.shapes.hidden = !model;
+    scriptField.hidden = model && byModelPart.serving();
     clusterFields[0].disabled = !isCluster(form);
-    clusterFields[1].disabled = !(isCluster(form) || alternatives.anyCluster());
+    clusterFields[1].disabled = !(isCluster(form) || alternatives.anyCluster() || model);
   };
+  form.querySelector(".order-kind").after(byModelPart.section);
   form.querySelector(".providers").after(
-    attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour), alternatives.section);
+    attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour), byModelPart.shapes, shapeOnly(alternatives.section));
   sync();
   form.addEventListener("input", sync);
   form.addEventListener("change", sync);
+  for (const radio of form.elements.kind) {
+    radio.addEventListener("change", () => clearFieldErrors(form)); // the other kind's errors no longer apply
+  }
   form.addEventListener("input", (event) => recheckField(form, event));
   form.addEventListener("change", (event) => recheckField(form, event));
 
-  /** Where the API's error about `path` shows: an alternative's at its shape. */
-  const fieldOf = (path) => alternatives.fieldOf(path);
+  /** Where the API's error about `path` shows: an alternative's at its shape, the engine's script at the engine. */
+  const fieldOf = (path) => (byModel() ? byModelPart.fieldOf(path) : alternatives.fieldOf(path));
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -260,6 +285,7 @@ function orderForm(onPlaced, ctx) {
       idemKey = newIdempotencyKey();
       form.reset();
       alternatives.clear();
+      byModelPart.reset();
       sync();
       ctx.notify(`Order placed: “${orderLabel(order)}” is waiting for stock.`);
       onPlaced(order);
@@ -317,6 +343,7 @@ export function mountOrders(root, ctx) {
     async refresh() {
       const cat = await getCatalogue().catch(() => null);
       if (cat) form.fill(cat);
+      form.loadModels(); // once; the orders need not wait for it
       const page = await ctx.api("/v1/orders?limit=100");
       orders = page.data;
       more.hidden = !page.next_cursor;
