@@ -89,17 +89,27 @@ export const pill = (status) => h("span", { class: `pill pill-${status}` }, stat
 export const dl = (pairs) =>
   h("dl", { class: "fields" }, pairs.map(([term, value]) => [h("dt", {}, term), h("dd", {}, value ?? "—")]));
 
+/** The element #<prefix><path> for the longest leading part of a dotted path that has one. */
+function slotFor(form, prefix, parts) {
+  for (let n = parts.length; n > 0; n--) {
+    const field = parts.slice(0, n).join(".");
+    const slot = field && form.querySelector(`#${CSS.escape(prefix + field)}`);
+    if (slot) return { field, slot };
+  }
+  return { field: parts[0], slot: null };
+}
+
 /**
- * Puts 422 details next to the fields they name: details[].field's first segment picks the
- * element #<prefix><field>; anything else (e.g. "body") goes to the form's alert element.
+ * Puts 422 details next to the fields they name: the longest leading part of details[].field
+ * that has an element #<prefix><part> picks it (`providers.0` goes to #error-providers,
+ * `alt-2.gpu_count` to its own); anything else (e.g. "body") goes to the form's alert element.
  * `describe(field, detail)` words each detail for the page (default: the API's message).
  */
 export function showFieldErrors(form, err, prefix = "error-", describe = (_field, d) => d.message) {
   clearFieldErrors(form);
   const general = [];
   for (const d of err.details || []) {
-    const field = String(d.field || "").split(".")[0];
-    const slot = field && form.querySelector(`#${CSS.escape(prefix + field)}`);
+    const { field, slot } = slotFor(form, prefix, String(d.field || "").split("."));
     const message = describe(field, d);
     if (!slot) {
       general.push(field && field !== "body" ? `${field}: ${message}` : message);

@@ -1,4 +1,4 @@
-// The order form's expected wait: as GPU, count, providers and price change, one line from POST /v1/stock/estimate and a price curve (choosing a point fills the price).
+// The order form's expected wait: as GPU, count, providers and price change, one line from POST /v1/stock/estimate and a price curve (choosing a point fills the price); and a plain line per shape for the form's other shapes.
 
 import { drawPriceCurve } from "./chart.js";
 import { duration, h, perHour } from "./dom.js";
@@ -99,4 +99,44 @@ export function attachEstimate(form, ctx, request, priceInput) {
     hide();
   });
   return box;
+}
+
+/**
+ * One shape's expected wait as a line of text (an added alternative's, or a shape an order by
+ * model takes): `line.show(body)` asks POST /v1/stock/estimate for that shape, `show(null)`
+ * clears it. Only the latest answer is shown.
+ */
+export function waitLine(ctx, attrs = {}) {
+  const line = h("p", { class: "estimate-line wait", hidden: true, ...attrs });
+  let seq = 0;
+  let sent = null;
+  line.show = async (body) => {
+    if (!body || !PRICE.test(body.max_price_per_hour || "")) {
+      seq++;
+      sent = null;
+      line.hidden = true;
+      line.textContent = "";
+      return;
+    }
+    const key = JSON.stringify(body);
+    if (key === sent) return;
+    sent = key;
+    const mine = ++seq;
+    let e;
+    try {
+      e = await ctx.api("/v1/stock/estimate", { method: "POST", body: { ...body, window: WINDOW } });
+    } catch {
+      if (mine !== seq) return;
+      sent = null; // asked again at the next change
+      line.textContent = "Expected wait: not known for this shape";
+      line.classList.add("insufficient");
+      line.hidden = false;
+      return;
+    }
+    if (mine !== seq) return;
+    line.textContent = estimateLine(e);
+    line.classList.toggle("insufficient", e.status !== "ok");
+    line.hidden = false;
+  };
+  return line;
 }

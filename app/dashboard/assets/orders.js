@@ -1,11 +1,14 @@
 // The orders view (#/orders): the live table of the account's orders, the "Place an order" form, and cancelling.
 
+import { attachAlternatives } from "./alternatives.js";
 import { ApiError, getCatalogue, newIdempotencyKey, providerName } from "./api.js";
-import { attachEstimate } from "./estimate.js";
 import {
-  between, clearFieldError, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors,
-  showState, since, syncList, when,
+  between, clearFieldErrors, gpu, h, money, orderLabel, patch, perHour, pill, showFieldErrors, showState, since,
+  syncList, when,
 } from "./dom.js";
+import { attachEstimate } from "./estimate.js";
+import { attachModelOrder } from "./model_order.js";
+import { checkedProviders, describeError, errorSlot, field, int, providerChecks, recheckField } from "./order_fields.js";
 
 const FINAL = ["cancelled", "expired", "failed", "terminated", "lost"];
 /** Statuses a terminate applies to: a machine is (or is about to be) there. */
@@ -111,102 +114,20 @@ function renderRow(ctx, tr, o) {
   tr.cells[5].title = waited(o).title;
 }
 
-// ---- the form's errors, in words for people -------------------------------------------------
-
-const AMOUNT = /^\d+(\.\d{1,2})?$/;
-const WHOLE = /^\d+$/;
-const REGION = /^[\w.-]+$/;
-
-/**
- * Per field, what is wrong with its value as a person would be told, or "" when nothing this
- * page can see is. The API decides (it checks more); these word its refusals and tell when a
- * refused field has been fixed.
- */
-const CHECKS = {
-  gpu_model: (v) => (v ? "" : "Choose a GPU model."),
-  gpu_count: (v) => (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16 ? "" : "Enter a whole number of GPUs, from 1 to 16."),
-  nodes: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1 && Number(v) <= 16) ? "" : "Enter a whole number of nodes, from 1 to 16."),
-  providers: (_v, form) => (form.querySelector("input[name=providers]:checked") ? "" : "Choose at least one provider."),
-  max_price_per_hour: (v) => {
-    if (!v) return "Enter the most you will pay per hour, e.g. 46.50.";
-    return AMOUNT.test(v) ? "" : "Enter an amount in USD with at most two decimals, e.g. 46.50.";
-  },
-  regions: (v) => (v.split(",").map((r) => r.trim()).filter(Boolean).every((r) => REGION.test(r))
-    ? ""
-    : "Write region names with letters, digits, dots and dashes, separated by commas, e.g. FIN-01, CANADA-1."),
-  min_disk_gb: (v) => (!v || (WHOLE.test(v) && Number(v) >= 1) ? "" : "Enter a whole number of GB, 1 or more, or leave it empty."),
-  expires_at: (v) => (!v || Date.parse(v) > Date.now() ? "" : "Choose a time in the future, or leave it empty."),
-  name: (v) => (v.length <= 100 ? "" : "Keep the name to 100 characters."),
-  startup_script: (v) => {
-    if (v.includes("\0")) return "Remove the NUL character from the script.";
-    const size = new TextEncoder().encode(v).length;
-    return size <= SCRIPT_BYTES ? "" : `Keep the script to ${SCRIPT_BYTES} bytes (it has ${size}).`;
-  },
-  max_runtime_hours: (v) => (!v || (AMOUNT.test(v) && Number(v) > 0)
-    ? ""
-    : "Enter a number of hours above 0 with at most two decimals, e.g. 12 or 0.5, or leave it empty."),
-  max_total_usd: (v, form) => {
-    if (!v) return "";
-    if (!AMOUNT.test(v)) return "Enter an amount in USD with at most two decimals, e.g. 500, or leave it empty.";
-    const price = form.elements.max_price_per_hour.value.trim();
-    return AMOUNT.test(price) && Number(v) < Number(price)
-      ? "Make it at least the max price per hour: the first hour is paid when the machine deploys."
-      : "";
-  },
-};
-
-const SCRIPT_BYTES = 32768; // the API's limit on a start-up script, in UTF-8 bytes
-
-/** What people call the fields the API names. */
-const LABELS = {
-  gpu_model: "GPU model", gpu_count: "GPU count", max_price_per_hour: "max price per hour", min_disk_gb: "min disk",
-  expires_at: "expiry time", max_runtime_hours: "max runtime", max_total_usd: "max total", ssh_public_key: "SSH public key",
-  cluster_interconnect: "cluster interconnect", on_node_lost: "if a node is lost", startup_script: "start-up script",
-};
-
-/** Pydantic's own wording ("Field required", "List should have at least 1 item after validation"). */
-const GENERIC = /^(Field required|Input should|List should|String should|Value error|Decimal input|Extra inputs)/;
-
-const fieldValue = (form, field) => {
-  const el = form.elements[field];
-  return el && typeof el.value === "string" ? el.value.trim() : "";
-};
-
-/** One refused field's message: this page's words when it sees the problem, else the API's made into a sentence. */
-function describeError(form, field, detail) {
-  const seen = CHECKS[field]?.(fieldValue(form, field), form);
-  if (seen) return seen;
-  if (GENERIC.test(detail.message)) return "This value is not accepted; check it.";
-  let text = detail.message;
-  for (const [name, label] of Object.entries(LABELS)) text = text.replaceAll(name, label);
-  text = text[0].toUpperCase() + text.slice(1);
-  return /[.!?]$/.test(text) ? text : `${text}.`;
-}
-
-/** As a field showing an error changes: its message follows the value, and goes once the value is fixed. */
-function recheckField(form, event) {
-  const field = event.target.name;
-  const slot = field && form.querySelector(`#error-${CSS.escape(field)}`);
-  if (!slot || !slot.textContent) return;
-  const problem = CHECKS[field]?.(fieldValue(form, field), form) ?? "";
-  if (problem) slot.textContent = problem;
-  else clearFieldError(form, slot);
-}
-
 // ---- the form --------------------------------------------------------------------------------
 
-const errorSlot = (field) => h("p", { class: "field-error", id: `error-${field}` });
-
-function field(label, id, input, hint) {
-  input.id = id;
-  input.name = id;
-  input.setAttribute("aria-describedby", hint ? `hint-${id} error-${id}` : `error-${id}`);
-  return h("div", { class: "field" }, h("label", { for: id }, label), input,
-    hint && h("p", { class: "hint muted small", id: `hint-${id}` }, hint), errorSlot(id));
-}
-
-/** Whether the form asks for a cluster (nodes 2 or more): only then do its cluster fields count. */
+/** Whether the form's own shape is a cluster (nodes 2 or more): only then do its cluster fields count. */
 const isCluster = (form) => Number(form.elements.nodes.value) > 1;
+
+/** An order's machine fields: with alternatives, the form's own shape is the first of them. */
+const MACHINE = ["gpu_model", "gpu_count", "nodes", "providers", "max_price_per_hour", "regions", "min_disk_gb", "interconnect",
+  "cluster_interconnect"];
+
+/** Marks a field that only ordering a machine shape has (ordering by model, the model chooses it). */
+const shapeOnly = (el) => {
+  el.dataset.shapeOnly = "";
+  return el;
+};
 
 function orderForm(onPlaced, ctx) {
   const gpuSelect = h("select", {}, h("option", { value: "" }, "Choose a GPU…"));
@@ -217,19 +138,26 @@ function orderForm(onPlaced, ctx) {
   ];
   const providers = h("div", { class: "checks" });
   const status = h("p", { class: "form-alert", role: "alert" });
+  const kind = (value, label, checked) => h("label", { class: "check", for: `kind-${value}` },
+    h("input", { type: "radio", id: `kind-${value}`, name: "kind", value, checked }), label);
+  const scriptField = field("Start-up script", "startup_script",
+    h("textarea", { rows: 4, placeholder: "optional: #!/bin/bash …", spellcheck: "false", autocomplete: "off" }),
+    "Runs once when the machine boots, at the providers that run one (an order with a script never deploys at the others). Kept encrypted: shown again only as its size and SHA-256.");
   let idemKey = newIdempotencyKey();
 
   const form = h("form", { class: "card order-form", novalidate: true, "aria-labelledby": "place-heading" },
     h("h2", { id: "place-heading" }, "Place an order"),
+    h("fieldset", { class: "order-kind" }, h("legend", {}, "What to order"),
+      h("div", { class: "checks" }, kind("shape", "A machine shape", true), kind("model", "A model to run", false))),
     h("div", { class: "grid" },
-      field("GPU model", "gpu_model", gpuSelect),
-      field("GPU count", "gpu_count", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" })),
+      shapeOnly(field("GPU model", "gpu_model", gpuSelect)),
+      shapeOnly(field("GPU count", "gpu_count", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }))),
       field("Max price per hour (USD, incl. fees)", "max_price_per_hour",
         h("input", { type: "text", inputmode: "decimal", placeholder: "e.g. 46.50", autocomplete: "off" })),
       field("Name", "name", h("input", { type: "text", maxlength: 100, placeholder: "optional", autocomplete: "off" })),
       field("Regions", "regions", h("input", { type: "text", placeholder: "any; or e.g. FIN-01, CANADA-1", autocomplete: "off" })),
       field("Min disk (GB)", "min_disk_gb", h("input", { type: "number", min: 1, step: 1, placeholder: "any", inputmode: "numeric" })),
-      field("Interconnect", "interconnect", interconnect),
+      shapeOnly(field("Interconnect", "interconnect", interconnect)),
       field("Expires at", "expires_at", h("input", { type: "datetime-local" })),
       field("Max runtime (hours)", "max_runtime_hours",
         h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 12", autocomplete: "off" })),
@@ -237,45 +165,30 @@ function orderForm(onPlaced, ctx) {
         h("input", { type: "text", inputmode: "decimal", placeholder: "none; e.g. 500", autocomplete: "off" })),
     ),
     h("div", { class: "grid cluster" },
-      field("Nodes", "nodes", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }),
-        "Machines deployed together as one cluster; the max price is for the whole cluster."),
-      field("Cluster interconnect", "cluster_interconnect", clusterFields[0]),
+      shapeOnly(field("Nodes", "nodes", h("input", { type: "number", min: 1, max: 16, step: 1, value: 1, inputmode: "numeric" }),
+        "Machines deployed together as one cluster; the max price is for the whole cluster.")),
+      shapeOnly(field("Cluster interconnect", "cluster_interconnect", clusterFields[0])),
       field("If a node is lost", "on_node_lost", clusterFields[1]),
     ),
     h("div", { class: "grid single" },
       field("SSH public key", "ssh_public_key",
         h("textarea", { rows: 2, placeholder: "optional: ssh-ed25519 AAAA… you@laptop (the machine accepts it)", spellcheck: "false", autocomplete: "off" })),
-      field("Start-up script", "startup_script",
-        h("textarea", { rows: 4, placeholder: "optional: #!/bin/bash …", spellcheck: "false", autocomplete: "off" }),
-        "Runs once when the machine boots, at the providers that run one (an order with a script never deploys at the others). Kept encrypted: shown again only as its size and SHA-256.")),
+      scriptField),
     h("fieldset", { class: "providers", "aria-describedby": "error-providers" },
       h("legend", {}, "Providers"), providers, errorSlot("providers")),
     status,
     h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary" }, "Place order")),
   );
 
-  /** Fills the GPU, interconnect and provider choices once the catalogue has loaded. */
-  form.fill = (cat) => {
-    if (providers.childElementCount) return;
-    for (const m of cat.gpu_models) gpuSelect.append(h("option", { value: m.name }, `${m.name} · ${m.description}`));
-    for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
-    for (const p of cat.providers) {
-      const id = `provider-${p.id}`;
-      const off = p.enabled === false; // no credentials on this service: it cannot deploy there
-      providers.append(h("label", { class: "check", for: id },
-        h("input", { type: "checkbox", id, name: "providers", value: p.id, "aria-describedby": "error-providers", ...(off && { disabled: "" }) }),
-        off ? `${p.name} (not available here)` : p.name));
-    }
-  };
+  const byModel = () => form.elements.kind.value === "model";
 
-  /** The request body: only the fields filled in; anything odd is sent as typed so the API explains it. */
-  function body() {
+  /** The form's own shape as today's single-shape request: only the fields filled in; anything odd is sent as typed so the API explains it. */
+  function shapeBody() {
     const v = (name) => form.elements[name].value.trim();
-    const int = (s) => (/^\d+$/.test(s) ? Number(s) : s);
     const b = {
       gpu_model: v("gpu_model") || undefined,
       gpu_count: v("gpu_count") ? int(v("gpu_count")) : undefined,
-      providers: [...form.querySelectorAll("input[name=providers]:checked")].map((c) => c.value),
+      providers: checkedProviders(form, "providers"),
       max_price_per_hour: v("max_price_per_hour") || undefined,
     };
     const regions = v("regions").split(",").map((s) => s.trim()).filter(Boolean);
@@ -283,10 +196,8 @@ function orderForm(onPlaced, ctx) {
     if (v("min_disk_gb")) b.min_disk_gb = int(v("min_disk_gb"));
     if (v("interconnect")) b.interconnect = v("interconnect");
     if (v("nodes") && v("nodes") !== "1") b.nodes = int(v("nodes"));
-    if (isCluster(form)) {
-      if (v("cluster_interconnect")) b.cluster_interconnect = v("cluster_interconnect");
-      b.on_node_lost = v("on_node_lost");
-    }
+    if (isCluster(form) && v("cluster_interconnect")) b.cluster_interconnect = v("cluster_interconnect");
+    if (isCluster(form) || alternatives.anyCluster() || byModel()) b.on_node_lost = v("on_node_lost");
     if (v("expires_at")) {
       const t = new Date(v("expires_at"));
       b.expires_at = Number.isNaN(t.getTime()) ? v("expires_at") : t.toISOString();
@@ -300,25 +211,69 @@ function orderForm(onPlaced, ctx) {
     return b;
   }
 
-  /** What the estimate needs (the order's matching fields), or null until they are filled in. */
+  /** The request body: the form's shape alone (today's body), with its alternatives, or the order by model. */
+  function body() {
+    const b = shapeBody();
+    if (byModel()) return byModelPart.request(b);
+    if (!alternatives.count()) return b;
+    const first = {};
+    for (const name of MACHINE) {
+      if (name in b) first[name] = b[name];
+      delete b[name];
+    }
+    return { ...alternatives.request(first), ...b };
+  }
+
+  /** What the estimate needs (the form's own shape's matching fields), or null until they are filled in. */
   function estimateRequest() {
+    if (byModel()) return null;
     const { gpu_model, gpu_count, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, nodes = 1,
-      cluster_interconnect } = body();
+      cluster_interconnect } = shapeBody();
     if (!gpu_model || !Number.isInteger(gpu_count) || !chosen.length || !max_price_per_hour) return null;
     if (min_disk_gb !== undefined && !Number.isInteger(min_disk_gb)) return null;
     if (!Number.isInteger(nodes)) return null;
     return { gpu_model, gpu_count, nodes, providers: chosen, max_price_per_hour, regions, min_disk_gb, interconnect, cluster_interconnect };
   }
 
-  /** The cluster's own fields can be chosen only while nodes is 2 or more. */
-  const syncCluster = () => {
-    for (const select of clusterFields) select.disabled = !isCluster(form);
+  const alternatives = attachAlternatives(ctx, form, () => {
+    const { regions, min_disk_gb } = shapeBody();
+    return { regions, min_disk_gb };
+  });
+  const byModelPart = attachModelOrder(ctx, form, body, byModel);
+
+  /** Fills the GPU, interconnect and provider choices once the catalogue has loaded. */
+  form.fill = (cat) => {
+    alternatives.fill(cat);
+    if (providers.childElementCount) return;
+    for (const m of cat.gpu_models) gpuSelect.append(h("option", { value: m.name }, `${m.name} · ${m.description}`));
+    for (const i of cat.interconnects) interconnect.append(h("option", { value: i }, i));
+    providers.append(...providerChecks(cat, "providers", "provider-"));
   };
-  syncCluster();
-  form.elements.nodes.addEventListener("input", syncCluster);
-  form.querySelector(".providers").after(attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour));
+  form.loadModels = () => byModelPart.load();
+
+  /** What shows for the kind of order chosen; the cluster's own fields count only for a cluster. */
+  const sync = () => {
+    const model = byModel();
+    for (const el of form.querySelectorAll("[data-shape-only]")) el.hidden = model;
+    byModelPart.section.hidden = byModelPart.shapes.hidden = !model;
+    scriptField.hidden = model && byModelPart.serving();
+    clusterFields[0].disabled = !isCluster(form);
+    clusterFields[1].disabled = !(isCluster(form) || alternatives.anyCluster() || model);
+  };
+  form.querySelector(".order-kind").after(byModelPart.section);
+  form.querySelector(".providers").after(
+    attachEstimate(form, ctx, estimateRequest, form.elements.max_price_per_hour), byModelPart.shapes, shapeOnly(alternatives.section));
+  sync();
+  form.addEventListener("input", sync);
+  form.addEventListener("change", sync);
+  for (const radio of form.elements.kind) {
+    radio.addEventListener("change", () => clearFieldErrors(form)); // the other kind's errors no longer apply
+  }
   form.addEventListener("input", (event) => recheckField(form, event));
   form.addEventListener("change", (event) => recheckField(form, event));
+
+  /** Where the API's error about `path` shows: an alternative's at its shape, the engine's script at the engine. */
+  const fieldOf = (path) => (byModel() ? byModelPart.fieldOf(path) : alternatives.fieldOf(path));
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -329,12 +284,15 @@ function orderForm(onPlaced, ctx) {
       const order = await ctx.api("/v1/orders", { method: "POST", body: body(), headers: { "Idempotency-Key": idemKey } });
       idemKey = newIdempotencyKey();
       form.reset();
-      syncCluster();
+      alternatives.clear();
+      byModelPart.reset();
+      sync();
       ctx.notify(`Order placed: “${orderLabel(order)}” is waiting for stock.`);
       onPlaced(order);
     } catch (err) {
       if (err instanceof ApiError && err.status === 422) {
-        showFieldErrors(form, err, "error-", (field, detail) => describeError(form, field, detail));
+        const details = err.details.map((d) => ({ ...d, field: fieldOf(String(d.field || "")) }));
+        showFieldErrors(form, { message: err.message, details }, "error-", (path, detail) => describeError(form, path, detail));
       }
       else if (err instanceof ApiError && err.status !== 401 && err.status !== 403) status.textContent = err.message;
       else if (err instanceof ApiError) ctx.handleError(err);
@@ -385,6 +343,7 @@ export function mountOrders(root, ctx) {
     async refresh() {
       const cat = await getCatalogue().catch(() => null);
       if (cat) form.fill(cat);
+      form.loadModels(); // once; the orders need not wait for it
       const page = await ctx.api("/v1/orders?limit=100");
       orders = page.data;
       more.hidden = !page.next_cursor;
