@@ -50,6 +50,11 @@ async def emit(session: AsyncSession, *, order_id: str, event_type: WebhookEvent
     targets = _subscribed(endpoints, event_type)
     if not targets:
         return
+    # The snapshot re-reads the order and its attempt from the database: what the caller has
+    # changed on them and not flushed yet (sessions do not autoflush) is written first, or the
+    # re-read would put the old values back (an attempt's `billed_from`, lost that way, left
+    # machines running on one paid hour).
+    await session.flush()
     order = await session.get(Order, order_id, populate_existing=True)
     assert order is not None  # it was joined just above
     attempt = (
