@@ -50,14 +50,23 @@ class Checker:
     """Reads the service's database and the simulators, and says which rules broke."""
 
     def __init__(self, database_url: str, sim: SimControl, *, settle_seconds: float) -> None:
-        self.engine = create_engine(database_url)
+        # Each check reads one snapshot (a ledger and its holds are written together; read apart,
+        # on PostgreSQL, a hold committed between two reads would look like a broken sum), and
+        # on SQLite it never takes the write lock the service's writers queue on.
+        snapshot = (
+            {"sqlite_begin": "DEFERRED"}
+            if database_url.startswith("sqlite")
+            else {"isolation_level": "REPEATABLE READ"}
+        )
+        self._base = create_engine(database_url)
+        self.engine = self._base.execution_options(**snapshot)
         self.sim = sim
         self.settle_seconds = settle_seconds
         self.runs: Counter[str] = Counter()  # how often each rule was checked
         self._first_seen: dict[str, float] = {}
 
     async def aclose(self) -> None:
-        await self.engine.dispose()
+        await self._base.dispose()
 
     def _lasting(self, seen: dict[str, str], limit: float) -> list[str]:
         """Of the suspicions seen now (key -> what), those seen for longer than `limit`."""
