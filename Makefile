@@ -9,7 +9,7 @@ RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 DOCS_STAMP := $(VENV)/.docs-stamp
 
-.PHONY: run test lint format migrate clean docs docs-serve reference
+.PHONY: run test lint format migrate clean docs docs-serve reference chaos
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
@@ -30,6 +30,16 @@ run: $(RUNTIME_STAMP)  ## serve the API (SQLite file ./autoprovision.db unless c
 
 test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_DATABASE_URL is set)
 	$(BIN)/pytest
+
+# The chaos run (bench/chaos.py): minutes of faults, kills and orders with the money invariants
+# checked throughout; a broken one fails it. SQLite with a fixed seed, PostgreSQL with a random
+# one (printed, to replay). Loopback only; each run stops by itself.
+CHAOS_MINUTES ?= 3
+CHAOS_POSTGRES_URL ?= postgresql+asyncpg://postgres@127.0.0.1:5432/test
+
+chaos: $(STAMP)  ## chaos for CHAOS_MINUTES (3) on SQLite (seed 1), then on PostgreSQL (random seed)
+	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) --database sqlite --seed 1
+	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) --database postgres --postgres-url "$(CHAOS_POSTGRES_URL)"
 
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check app migrations tests bench scripts
