@@ -52,6 +52,17 @@ class MatchResult:
     provider_short: list[Assignment] = field(default_factory=list)
 
 
+def price_floors(offers: Iterable[Offer], *, fees: Fees) -> dict[MachineKey, Decimal]:
+    """Per machine, the least an order must be willing to pay to take any of these offers (its
+    cheapest price with fees; a disk billed apart only adds to it)."""
+    floors: dict[MachineKey, Decimal] = {}
+    for offer in offers:
+        price = fees.apply(offer.price_per_hour)
+        if offer.machine not in floors or price < floors[offer.machine]:
+            floors[offer.machine] = price
+    return floors
+
+
 def assign(
     orders: Iterable[OrderWants],
     offers: Sequence[Offer],

@@ -1,15 +1,48 @@
 """Timeline notes that say why an order is still waiting, produced once per situation."""
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 
-from app.core.market import OrderWants
+from app.core.market import Fees, OrderWants
 from app.core.money import format_usd
 from app.core.states import OrderEventKind
+from app.providers.base import Offer
 from app.providers.registry import display_name
 from app.services.attempts import describe_offer
 from app.services.timeline import Line
-from app.watcher.match import Assignment, MatchResult
+from app.watcher.match import Assignment, MatchResult, assign
+from app.watcher.waiting import oldest_first
+
+
+def near_misses(
+    groups: Sequence[Sequence[OrderWants]],
+    offers: Sequence[Offer],
+    fees: Fees,
+    excluded: frozenset[tuple[str, str, str]],
+    funds: Mapping[str, Decimal],
+    provider_funds: Mapping[str, Decimal],
+) -> MatchResult:
+    """The full match, near misses included, of the orders in `groups` (each oldest first):
+    pure, so it may run off the event loop on copies."""
+    return assign(
+        oldest_first(groups),
+        offers,
+        fees=fees,
+        excluded=excluded,
+        funds=funds,
+        provider_funds=provider_funds,
+    )
+
+
+def still_waiting(result: MatchResult, waiting: Collection[str]) -> MatchResult:
+    """`result` without the orders that stopped waiting since it was worked out."""
+    return replace(
+        result,
+        short_of_funds=[a for a in result.short_of_funds if a.order_id in waiting],
+        above_max=[a for a in result.above_max if a.order_id in waiting],
+        provider_short=[a for a in result.provider_short if a.order_id in waiting],
+    )
 
 
 class WaitingNotes:

@@ -10,6 +10,7 @@ hundred milliseconds of event-loop time; a refresh of what changed costs next to
 import bisect
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -29,6 +30,22 @@ def _age(order: OrderWants) -> tuple[datetime, str, int]:
     return (order.created_at, order.id, order.alternative)
 
 
+def oldest_first(groups: Sequence[Sequence[OrderWants]]) -> list[OrderWants]:
+    """Groups each oldest first, merged into one list oldest first."""
+    if len(groups) == 1:
+        return list(groups[0])
+    return sorted((o for group in groups for o in group), key=_age)
+
+
+def _rank(order: OrderWants) -> tuple[Decimal, datetime, str, int]:
+    """Highest price cap first, then oldest: the orders an offer's price leaves are a prefix."""
+    return (-order.max_price_per_hour, order.created_at, order.id, order.alternative)
+
+
+def _negated_cap(order: OrderWants) -> Decimal:
+    return -order.max_price_per_hour
+
+
 class WaitingBook:
     """Every waiting order, grouped by machine and oldest first, and each account's funds."""
 
@@ -43,9 +60,12 @@ class WaitingBook:
         # Each waiting order's alternatives (one, for most), each in its machine's group.
         self.orders: dict[str, tuple[OrderWants, ...]] = {}
         self.by_machine: dict[MachineKey, list[OrderWants]] = defaultdict(list)
+        # The same alternatives, each machine's ranked by `_rank`.
+        self._by_cap: dict[MachineKey, list[OrderWants]] = defaultdict(list)
         self.funds: dict[str, Decimal] = {}
         self._providers: Counter[str] = Counter()
-        self._machines: tuple[int, dict[str, frozenset[MachineKey]]] = (-1, {})
+        # provider -> machine -> how many alternatives accepting it want that machine
+        self._wanted: dict[str, Counter[MachineKey]] = defaultdict(Counter)
 
     @property
     def providers(self) -> frozenset[str]:
@@ -54,23 +74,37 @@ class WaitingBook:
 
     def machines_for(self, provider: str) -> frozenset[MachineKey]:
         """The machines waiting orders that accept `provider` want."""
-        version, by_provider = self._machines
-        if version != self.version:
-            found: dict[str, set[MachineKey]] = defaultdict(set)
-            for machine, group in self.by_machine.items():
-                for accepted in {p for order in group for p in order.providers}:
-                    found[accepted].add(machine)
-            by_provider = {p: frozenset(machines) for p, machines in found.items()}
-            self._machines = (self.version, by_provider)
-        return by_provider.get(provider, frozenset())
+        wanted = self._wanted.get(provider)
+        return frozenset(m for m, n in wanted.items() if n > 0) if wanted else frozenset()
 
-    def candidates(self, machines: set[MachineKey]) -> list[OrderWants]:
+    def candidates(
+        self,
+        machines: Iterable[MachineKey],
+        *,
+        at_least: Mapping[MachineKey, Decimal] | None = None,
+    ) -> list[OrderWants]:
         """Waiting orders' alternatives for any of these machines, oldest order first (an
-        order's alternatives next to each other, in their order)."""
-        groups = [self.by_machine[m] for m in machines if self.by_machine.get(m)]
-        if len(groups) == 1:
-            return groups[0]
-        return sorted((o for group in groups for o in group), key=_age)
+        order's alternatives next to each other, in their order). With `at_least`, a machine
+        named there gives only the alternatives whose price cap is at least that much."""
+        groups = []
+        for machine in machines:
+            if not self.by_machine.get(machine):
+                continue
+            floor = None if at_least is None else at_least.get(machine)
+            if floor is None:
+                groups.append(self.by_machine[machine])
+                continue
+            ranked = self._by_cap[machine]
+            end = bisect.bisect_right(ranked, -floor, key=_negated_cap)
+            if end == len(ranked):
+                groups.append(self.by_machine[machine])
+            elif end:
+                groups.append(sorted(ranked[:end], key=_age))
+        return oldest_first(groups)
+
+    def groups(self, machines: Iterable[MachineKey]) -> list[list[OrderWants]]:
+        """Copies of these machines' groups, each oldest first: safe to read off the loop."""
+        return [list(self.by_machine[m]) for m in machines if self.by_machine.get(m)]
 
     def add(self, alternatives: tuple[OrderWants, ...]) -> None:
         """Keep (or replace) a waiting order: its alternatives (one, for most orders)."""
@@ -83,7 +117,11 @@ class WaitingBook:
         for order in alternatives:
             group = self.by_machine[order.machine]
             group.insert(bisect.bisect(group, _age(order), key=_age), order)
+            ranked = self._by_cap[order.machine]
+            ranked.insert(bisect.bisect(ranked, _rank(order), key=_rank), order)
             self._providers.update(order.providers)
+            for provider in order.providers:
+                self._wanted[provider][order.machine] += 1
 
     def discard(self, order_id: str) -> None:
         """Forget an order (claimed, cancelled, expired, ...)."""
@@ -96,7 +134,13 @@ class WaitingBook:
             index = bisect.bisect_left(group, _age(order), key=_age)
             if index < len(group) and group[index].id == order_id:
                 del group[index]
+            ranked = self._by_cap[order.machine]
+            index = bisect.bisect_left(ranked, _rank(order), key=_rank)
+            if index < len(ranked) and ranked[index].id == order_id:
+                del ranked[index]
             self._providers.subtract(order.providers)
+            for provider in order.providers:
+                self._wanted[provider][order.machine] -= 1
 
     async def refresh(self, session: AsyncSession) -> None:
         """Bring the book up to date: only what changed, or everything now and then."""

@@ -35,9 +35,9 @@ from app.watcher.dry_run import WouldDeploy
 from app.watcher.follower import Follower
 from app.watcher.history import StockHistory
 from app.watcher.images import ImageLists
-from app.watcher.match import Assignment, assign
+from app.watcher.match import Assignment, assign, price_floors
 from app.watcher.meter import Meter
-from app.watcher.notes import WaitingNotes
+from app.watcher.notes import WaitingNotes, near_misses, still_waiting
 from app.watcher.poller import ProviderPoller
 from app.watcher.reconciler import Reconciler
 from app.watcher.running import RunningWatch
@@ -148,6 +148,7 @@ class Watcher:
         self._pass_lock = asyncio.Lock()
         self._noted_at = 0.0
         self._noted_situation: object = None
+        self._noting: asyncio.Task[None] | None = None
         self._refresh = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -255,9 +256,12 @@ class Watcher:
 
     async def stop(self) -> None:
         """Stop taking new work, let creates in flight finish (bounded), stop the loops."""
+        if self._noting is not None:
+            self._noting.cancel()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.notes_written()
         await self.deployer.drain(DRAIN_SECONDS)
         self.deployer.close()
         await self.balances.stop()
@@ -300,9 +304,10 @@ class Watcher:
             offers = self._fresh_offers()
             if self.would_deploy is not None:
                 self.would_deploy.shown(o.key for o in offers)
-            candidates = self.waiting.candidates({o.machine for o in offers})
-            if not candidates:
-                return
+            # Orders whose cap is below every offer for their machine cannot take one: the hot
+            # path does not look at them (near misses are for the notes, off this path).
+            floors = price_floors(offers, fees=self.fees)
+            candidates = self.waiting.candidates(floors, at_least=floors)
             result = assign(
                 candidates,
                 offers,
@@ -330,7 +335,7 @@ class Watcher:
             self.deployer.launch(intent, taken)
         if len(intents) < len(result.assignments) and self.would_deploy is None:
             self.nudge()  # some claims lost a race or the balance moved: re-read
-        await self._note_why_waiting()
+        self._note_why_waiting()
 
     async def _tell_would_deploy(self, assignments: list[Assignment]) -> None:
         """Dry run: tell each order what it would have taken; no claim, no hold, no create."""
@@ -348,12 +353,23 @@ class Watcher:
         max_age = {p: period * STALE_AFTER_PERIODS for p, period in self.periods.items()}
         return self.book.current(max_age=max_age)
 
-    async def _note_why_waiting(self) -> None:
-        """Now and then, off the hot path: tell orders why matching stock did not go to them."""
+    def _note_why_waiting(self) -> None:
+        """Now and then: start telling orders why matching stock did not go to them, in a task
+        of its own so the pass (and the next read) does not wait for it."""
         now = self.clock()
         if now - self._noted_at < NOTES_EVERY_SECONDS:
             return
+        if self._noting is not None and not self._noting.done():
+            return
         self._noted_at = now
+        self._noting = asyncio.create_task(self._write_why_waiting(), name="note why waiting")
+
+    async def notes_written(self) -> None:
+        """Wait for the notes being worked out, if any (tests, and stopping)."""
+        if self._noting is not None:
+            await asyncio.gather(self._noting, return_exceptions=True)
+
+    async def _write_why_waiting(self) -> None:
         offers = self._fresh_offers()
         excluded = self._excluded()
         headroom = self.balances.headroom()
@@ -365,18 +381,22 @@ class Watcher:
         )
         if situation == self._noted_situation:
             return  # nothing changed since every order was told: skip the work
-        candidates = self.waiting.candidates({o.machine for o in offers})
-        result = assign(
-            candidates,
-            offers,
-            fees=self.fees,
-            excluded=excluded,
-            funds=self.waiting.funds,
-            provider_funds=headroom,
-        )
-        notes = self.notes.fresh(result, self.waiting.orders, self.waiting.funds, headroom)
-        if notes:
-            await self.deployer.write_notes(notes[:MAX_NOTES_PER_WRITE])
+        try:
+            # A full match with near misses over every candidate: tens of milliseconds with
+            # 10,000 orders, so in a thread, on copies, while the loop serves the hot path.
+            groups = self.waiting.groups({o.machine for o in offers})
+            funds = dict(self.waiting.funds)
+            result = await asyncio.to_thread(
+                near_misses, groups, offers, self.fees, excluded, funds, headroom
+            )
+            waiting = self.waiting.orders  # orders gone meanwhile need no note
+            result = still_waiting(result, waiting)
+            notes = self.notes.fresh(result, waiting, self.waiting.funds, headroom)
+            if notes:
+                await self.deployer.write_notes(notes[:MAX_NOTES_PER_WRITE])
+        except Exception:
+            log.exception("noting why orders wait failed")
+            return
         # Only when every note went out is this situation done; else the rest go next time.
         self._noted_situation = situation if len(notes) <= MAX_NOTES_PER_WRITE else None
 

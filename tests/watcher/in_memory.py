@@ -71,8 +71,10 @@ class InMemory(OnFakeAdapter):
         await self.settle()
 
     async def settle(self) -> None:
-        """Wait for the creates in flight (the fake answers at once), then re-read the orders."""
+        """Wait for the creates in flight (the fake answers at once) and the notes being
+        written, then re-read the orders."""
         await asyncio.gather(*self.watcher.deployer.in_flight)
+        await self.watcher.notes_written()
         await self.watcher.refresh_waiting()
 
     async def status(self, order_id: str) -> OrderStatus:

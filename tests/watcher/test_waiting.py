@@ -4,12 +4,17 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.schemas import OrderCreate
-from app.core.market import MachineKey, OrderWants
+from app.core.catalogue import Provider
+from app.core.market import Fees, MachineKey, OrderWants
+from app.providers.base import Offer
 from app.services import accounts, ledger, orders
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.watcher.match import assign, price_floors
 from app.watcher.waiting import WaitingBook
 
 
@@ -81,3 +86,101 @@ def test_orders_are_grouped_by_machine_with_its_nodes() -> None:
     book.discard(cluster.id)
     assert book.candidates({MachineKey("B200", 8, 2)}) == []
     assert book.candidates({MachineKey("B200", 8)}) == [single]
+
+
+def test_with_a_price_floor_only_orders_that_pay_that_much_come_oldest_first() -> None:
+    made = datetime(2026, 12, 3, tzinfo=UTC)
+    caps = [40, 55, 50, 60, 45]  # oldest first
+    wants = [
+        OrderWants(f"ord_{n}", made + timedelta(seconds=n), frozenset({"verda"}), "B300", 8, cap)
+        for n, cap in enumerate(map(Decimal, caps))
+    ]
+    book = WaitingBook()
+    for order in reversed(wants):
+        book.add((order,))
+    b300 = MachineKey("B300", 8)
+    floor = {b300: Decimal(50)}
+    assert [o.id for o in book.candidates({b300}, at_least=floor)] == ["ord_1", "ord_2", "ord_3"]
+    assert book.candidates({b300}, at_least={b300: Decimal(61)}) == []
+    assert [o.id for o in book.candidates({b300})] == [o.id for o in wants]  # no floor: all
+    book.discard("ord_2")
+    assert [o.id for o in book.candidates({b300}, at_least=floor)] == ["ord_1", "ord_3"]
+    assert book.machines_for("verda") == {b300}
+    for order in wants:
+        book.discard(order.id)
+    assert book.machines_for("verda") == frozenset()
+    assert book.candidates({b300}, at_least=floor) == []
+
+
+GPUS = st.sampled_from([("B300", 8), ("H200", 8), ("H100", 1)])
+PROVIDERS = ["verda", "hyperstack"]
+
+
+@st.composite
+def markets(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[OrderWants, ...]], list[Offer], dict[str, Decimal]]:
+    """Waiting orders (some with two alternatives), offers, and the accounts' funds."""
+    made = datetime(2026, 12, 3, tzinfo=UTC)
+    prices = st.integers(min_value=1, max_value=12).map(lambda n: Decimal(n) * 5)
+    placed = []
+    for n in range(draw(st.integers(min_value=0, max_value=25))):
+        shapes = draw(st.lists(GPUS, min_size=1, max_size=2, unique=True))
+        listed = draw(st.booleans())
+        placed.append(
+            tuple(
+                OrderWants(
+                    f"ord_{n:02}",
+                    made + timedelta(seconds=draw(st.integers(0, 30))),
+                    frozenset(draw(st.lists(st.sampled_from(PROVIDERS), min_size=1, unique=True))),
+                    model,
+                    count,
+                    draw(prices),
+                    account_id=f"acc_{draw(st.integers(0, 3))}",
+                    alternative=position,
+                    prefer_listed=listed,
+                )
+                for position, (model, count) in enumerate(shapes, start=1)
+            )
+        )
+    offers = []
+    for n in range(draw(st.integers(min_value=0, max_value=6))):
+        model, count = draw(GPUS)
+        offers.append(
+            Offer(
+                provider=Provider(draw(st.sampled_from(PROVIDERS))),
+                region="R1",
+                sku=f"sku-{n}",
+                gpu_model=model,
+                gpu_count=count,
+                price_per_hour=draw(prices),
+                available=draw(st.integers(min_value=1, max_value=3)),
+            )
+        )
+    funds = {f"acc_{n}": draw(prices) * 2 for n in range(4)}
+    return placed, offers, funds
+
+
+@settings(max_examples=300, deadline=None)
+@given(markets())
+def test_the_price_floor_changes_nothing_the_hot_path_decides(
+    market: tuple[list[tuple[OrderWants, ...]], list[Offer], dict[str, Decimal]],
+) -> None:
+    placed, offers, funds = market
+    book = WaitingBook()
+    for alternatives in placed:
+        book.add(alternatives)
+    fees = Fees(percent=Decimal(10))
+    floors = price_floors(offers, fees=fees)
+    every = book.candidates({o.machine for o in offers})
+    floored = book.candidates(floors, at_least=floors)
+
+    def decided(candidates: list[OrderWants]) -> list[tuple[str, object, int]]:
+        result = assign(candidates, offers, fees=fees, funds=funds, near_misses=False)
+        return [(a.order_id, a.offer.key, a.alternative) for a in result.assignments]
+
+    assert decided(floored) == decided(every)
+    assert {o.id for o in floored} <= {o.id for o in every}
+    # What the floor leaves out could not pay the cheapest offer for its machine.
+    for order in set(every) - set(floored):
+        assert order.max_price_per_hour < floors[order.machine]
