@@ -121,10 +121,13 @@ async def wait_up(
     raise RuntimeError(f"{url} did not come up")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(*pids: int) -> float:
+    """User + system CPU time these processes have used."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def machine_cpu() -> tuple[float, float]:
