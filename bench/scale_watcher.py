@@ -97,6 +97,7 @@ from common import (
     start,
     wait_up,
 )
+from placing import place_for
 
 from app.providers.verda import limits as verda_limits
 from app.simulators.control import SimControl
@@ -151,6 +152,8 @@ SSH_KEY = (
 TARGET_P99_MS = 20.0
 TARGET_RSS_MB = 250.0  # per process, with 10,000 orders
 TARGET_RSS_MB_100K = 400.0  # ... and with more (up to 100,000)
+TARGET_PLACED_PER_SECOND = 500.0  # across the replicas, for a minute
+TARGET_PLACE_P99_MS = 1000.0
 SAME_RATE_TOLERANCE = 0.03
 # Jobs on a fixed clock (the reconciler's VM listing every 60 s) land 0 or 1 times in a window.
 SAME_RATE_SLACK = 3.0
@@ -346,8 +349,11 @@ def order_mix(count: int, targets_per_provider: int, rng: random.Random) -> list
     return orders
 
 
-async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -> float:
-    """Migrate, make `accounts` funded accounts and place `orders` among them; seconds taken."""
+async def seed(
+    database_url: str, orders: list[dict[str, Any]], accounts: int
+) -> tuple[float, list[str]]:
+    """Migrate, make `accounts` funded accounts and place `orders` among them; seconds taken,
+    and the accounts' API keys."""
     from app.api.schemas import OrderCreate
     from app.services import ledger
     from app.services import orders as order_service
@@ -359,10 +365,11 @@ async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -
     try:
         await migrate(engine)
         sessionmaker = create_sessionmaker(engine)
-        account_ids = []
+        account_ids, keys = [], []
         async with session_scope(sessionmaker) as session:
             for n in range(accounts):
-                account, _ = await create_account(session, name=f"bench {n}")
+                account, key = await create_account(session, name=f"bench {n}")
+                keys.append(key)
                 await ledger.credit(session, account_id=account.id, amount=Decimal(100_000))
                 account_ids.append(account.id)
         for first in range(0, len(orders), 500):
@@ -377,7 +384,7 @@ async def seed(database_url: str, orders: list[dict[str, Any]], accounts: int) -
                     )
     finally:
         await engine.dispose()
-    return time.monotonic() - started
+    return time.monotonic() - started, keys
 
 
 async def count_by_status(database_url: str) -> dict[str, int]:
@@ -608,9 +615,11 @@ async def service_run(
     database_url: str,
     profile: Path | None = None,
     replicas: int = 1,
+    placing: tuple[float, int] = (0.0, 0),
 ) -> dict[str, Any]:
-    """Seed a fresh database, start the service (`replicas` processes) on it, measure, stop."""
-    seed_seconds = await seed(database_url, orders, accounts)
+    """Seed a fresh database, start the service (`replicas` processes) on it, measure, stop.
+    With `placing` (seconds, clients): then orders placed as fast as the replicas take them."""
+    seed_seconds, keys = await seed(database_url, orders, accounts)
     waiting_at_start = (await count_by_status(database_url)).get("waiting", 0)
     await set_background_stock(sim)
     processes: list[subprocess.Popen[bytes]] = []
@@ -673,6 +682,19 @@ async def service_run(
                     metric = stock_to_create_metric((await api.get("/metrics")).text)
                 if any(row.get("count") for row in metric.values()):
                     report["service_metric_stock_to_create"] = metric
+        place_seconds, place_clients = placing
+        if place_seconds:
+            bodies = order_mix(2_000, 0, random.Random(20261204))  # none of them ever deploys
+            report["placing"] = await place_for(
+                [f"http://127.0.0.1:{port}" for port in api_ports],
+                pids,
+                keys=keys,
+                bodies=bodies,
+                clients=place_clients,
+                seconds=place_seconds,
+                rng=rng,
+            )
+            report["waiting_after_placing"] = (await count_by_status(database_url))["waiting"]
         memory = [proc_status(pid) for pid in pids]
         report["rss_mb_by_replica"] = [round(m["VmRSS"] / 1024, 1) for m in memory]
         report["peak_rss_mb_by_replica"] = [round(m["VmHWM"] / 1024, 1) for m in memory]
@@ -700,6 +722,7 @@ async def run(
     profile: Path | None = None,
     postgres: str | None = None,
     replicas: int = 1,
+    placing: tuple[float, int] = (0.0, 0),
 ) -> dict[str, Any]:
     rng = random.Random(20261129)
     workdir = Path(tempfile.mkdtemp(prefix="ap-scale-"))
@@ -760,6 +783,7 @@ async def run(
                     rng=rng,
                     profile=profile,
                     replicas=replicas,
+                    placing=placing,
                 )
     finally:
         sim_process.terminate()
@@ -794,11 +818,17 @@ def verdicts(report: dict[str, Any]) -> dict[str, bool]:
         for p in PROVIDERS
     )
     verda = many["steady"]["providers"]["verda"]["per_minute"]
-    return {
+    met = {
         "read_to_create_p99": p99 < TARGET_P99_MS,
         "requests_per_minute_same": same and verda <= VERDA_PROJECT_LIMIT,
         "peak_rss": report["many"]["peak_rss_mb"] < rss_target(report["orders"]),
     }
+    placing = report["many"].get("placing")
+    if placing is not None:
+        post = placing["post"]
+        met["placing_rate"] = post["per_second"] >= TARGET_PLACED_PER_SECOND
+        met["placing_p99"] = post["p99_ms"] is not None and post["p99_ms"] < TARGET_PLACE_P99_MS
+    return met
 
 
 def print_report(report: dict[str, Any], met: dict[str, bool]) -> None:
@@ -858,6 +888,21 @@ def print_report(report: dict[str, Any], met: dict[str, bool]) -> None:
     out.write(f"| peak RSS (VmHWM) | {few['peak_rss_mb']} MB | {many['peak_rss_mb']} MB |\n")
     target = rss_target(report["orders"])
     out.write(f"\ntarget < {target:.0f} MB: {'met' if met['peak_rss'] else 'MISSED'}\n")
+    by_replica = ", ".join(f"{mb} MB" for mb in many["peak_rss_mb_by_replica"])
+    out.write(f"peak RSS per replica with {report['orders']:,} orders: {by_replica}\n")
+    placing = many.get("placing")
+    if placing is not None:
+        post = placing["post"]
+        out.write(
+            f"\n(d) placing orders: {placing['clients']} clients over {placing['replicas']} "
+            f"replicas for {placing['seconds']} s\n\n"
+            f"{post['per_second']} orders/s (target >= {TARGET_PLACED_PER_SECOND:.0f}: "
+            f"{'met' if met['placing_rate'] else 'MISSED'}), p50 {post['p50_ms']} ms, "
+            f"p99 {post['p99_ms']} ms (target < {TARGET_PLACE_P99_MS:.0f}: "
+            f"{'met' if met['placing_p99'] else 'MISSED'}), {post['shed_503']} 503s, "
+            f"errors {post['errors']}; service CPU {placing['service_cpu_percent']} % "
+            f"(all replicas), machine busy {placing['machine_busy_percent']} %\n"
+        )
     out.flush()
 
 
@@ -888,6 +933,13 @@ def main() -> int:
         help="service processes on the one database (more than one needs --postgres); the "
         "lease holder watches, every replica's RSS is reported",
     )
+    parser.add_argument(
+        "--place-seconds",
+        type=float,
+        default=0.0,
+        help="after the rounds, place orders across the replicas for this long (none by default)",
+    )
+    parser.add_argument("--place-clients", type=int, default=64, help="clients that place orders")
     parser.add_argument("--serve-sim", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.replicas > 1 and not args.postgres:
@@ -906,6 +958,7 @@ def main() -> int:
             args.profile,
             args.postgres,
             args.replicas,
+            (args.place_seconds, args.place_clients),
         )
     )
     met = verdicts(report)
