@@ -133,7 +133,7 @@ ACCEPTED_INTERCONNECTS: dict[Interconnect, frozenset[Interconnect]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: the watcher keeps one per waiting order
 class OrderWants:
     """The part of a waiting order the matcher looks at."""
 
@@ -204,7 +204,7 @@ class Abilities:
         )
 
 
-def wants_of(row: Any, *, able: Abilities) -> OrderWants:
+def wants_of(row: Any, *, able: Abilities, prefer_listed: bool = False) -> OrderWants:
     """What the matcher needs of an order row (or of a row with the same columns); `able`
     leaves out the providers that cannot carry its start-up script or image."""
     scripted = row.startup_script_bytes is not None
@@ -224,6 +224,7 @@ def wants_of(row: Any, *, able: Abilities) -> OrderWants:
             ClusterInterconnect(row.cluster_interconnect) if row.cluster_interconnect else None
         ),
         needs_startup_script=scripted,
+        prefer_listed=prefer_listed,
     )
 
 
@@ -231,11 +232,11 @@ def all_wants_of(row: Any, *, able: Abilities) -> tuple[OrderWants, ...]:
     """What the matcher needs of each of an order's alternatives (`row.alternatives`, when it
     has more than one; else its own columns), in the order they were listed (`able`: as for
     `wants_of`)."""
-    first = wants_of(row, able=able)
-    listed = getattr(row, "alternatives", None)
     prefer_listed = getattr(row, "prefer", None) == "listed"
+    first = wants_of(row, able=able, prefer_listed=prefer_listed)
+    listed = getattr(row, "alternatives", None)
     if not listed or len(listed) < 2:
-        return (replace(first, prefer_listed=prefer_listed),)
+        return (first,)
     return tuple(
         replace(
             first,

@@ -127,11 +127,12 @@ def markets(
     for n in range(draw(st.integers(min_value=0, max_value=25))):
         shapes = draw(st.lists(GPUS, min_size=1, max_size=2, unique=True))
         listed = draw(st.booleans())
+        created_at = made + timedelta(seconds=draw(st.integers(0, 30)))  # one for its shapes
         placed.append(
             tuple(
                 OrderWants(
                     f"ord_{n:02}",
-                    made + timedelta(seconds=draw(st.integers(0, 30))),
+                    created_at,
                     frozenset(draw(st.lists(st.sampled_from(PROVIDERS), min_size=1, unique=True))),
                     model,
                     count,
