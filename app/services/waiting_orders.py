@@ -1,6 +1,6 @@
 """The reads behind the watcher's in-memory book of waiting orders and their accounts' funds."""
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -30,6 +30,7 @@ _ORDER_COLUMNS = (
     Order.account_id,
     Order.alternatives,
     Order.prefer,
+    Order.updated_at,
 )
 
 
@@ -37,6 +38,32 @@ async def waiting(session: AsyncSession) -> Sequence[Any]:
     """Every waiting order (the matcher's columns)."""
     rows = await session.execute(select(*_ORDER_COLUMNS).where(Order.status == OrderStatus.WAITING))
     return rows.all()
+
+
+async def waiting_pages(session: AsyncSession, size: int) -> AsyncIterator[Sequence[Any]]:
+    """Every waiting order (the matcher's columns), `size` rows at a time."""
+    query = select(*_ORDER_COLUMNS).where(Order.status == OrderStatus.WAITING)
+    result = await session.stream(query.execution_options(yield_per=size))
+    async for page in result.partitions(size):
+        yield page
+
+
+async def waiting_stamps(
+    session: AsyncSession, size: int
+) -> AsyncIterator[Sequence[tuple[str, datetime]]]:
+    """(id, updated_at) of every waiting order, `size` at a time."""
+    query = select(Order.id, Order.updated_at).where(Order.status == OrderStatus.WAITING)
+    result = await session.stream(query.execution_options(yield_per=size))
+    async for page in result.partitions(size):
+        yield [(order_id, stamp) for order_id, stamp in page]
+
+
+async def waiting_by_id(session: AsyncSession, order_ids: Collection[str]) -> Sequence[Any]:
+    """These orders, those of them still waiting (the matcher's columns)."""
+    query = select(*_ORDER_COLUMNS).where(
+        Order.id.in_(order_ids), Order.status == OrderStatus.WAITING
+    )
+    return (await session.execute(query)).all()
 
 
 async def changed_since(session: AsyncSession, since: datetime) -> Sequence[Any]:

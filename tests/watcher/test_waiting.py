@@ -6,14 +6,17 @@ from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.schemas import OrderCreate
 from app.core.catalogue import Provider
 from app.core.market import Fees, MachineKey, OrderWants
+from app.core.states import OrderStatus
 from app.providers.base import Offer
 from app.services import accounts, ledger, orders
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import Order
 from app.watcher.match import assign, price_floors
 from app.watcher.waiting import WaitingBook
 
@@ -185,3 +188,42 @@ def test_the_price_floor_changes_nothing_the_hot_path_decides(
     # What the floor leaves out could not pay the cheapest offer for its machine.
     for order in set(every) - set(floored):
         assert order.max_price_per_hour < floors[order.machine]
+
+
+async def test_the_check_of_everything_finds_what_the_reads_of_changes_missed(
+    engine: AsyncEngine,
+) -> None:
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        account, _key = await accounts.create_account(session, name="book")
+        await ledger.credit(session, account_id=account.id, amount=Decimal(100))
+    kept, repriced, cancelled = [await _place(engine, account.id) for _ in range(3)]
+    book = WaitingBook()
+    await _refresh(book, engine)  # the full read
+    assert set(book.orders) == {kept, repriced, cancelled}
+
+    # Two writes whose updated_at is older than the refresh's overlap: reads of what changed
+    # since the last refresh cannot see them (a transaction that committed very late).
+    long_ago = datetime(2026, 1, 1, tzinfo=UTC)
+    async with session_scope(maker) as session:
+        await session.execute(
+            update(Order)
+            .where(Order.id == repriced)
+            .values(max_price_per_hour=Decimal(60), updated_at=long_ago)
+        )
+        await session.execute(
+            update(Order)
+            .where(Order.id == cancelled)
+            .values(status=OrderStatus.CANCELLED, updated_at=long_ago)
+        )
+    await _refresh(book, engine)
+    assert set(book.orders) == {kept, repriced, cancelled}  # missed, as expected
+    assert book.orders[repriced][0].max_price_per_hour == Decimal(50)
+
+    book._full_read_at = 0.0  # the safety net is due
+    await _refresh(book, engine)
+    assert set(book.orders) == {kept, repriced}
+    assert book.orders[repriced][0].max_price_per_hour == Decimal(60)
+    b300 = MachineKey("B300", 8)
+    assert [o.id for o in book.candidates({b300}, at_least={b300: Decimal(55)})] == [repriced]
+    assert book.funds[account.id] == Decimal(100)
