@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from app.core.clock import utcnow
 from app.core.states import AttemptStatus, DeliveryStatus, HoldStatus, LedgerKind, OrderStatus
 from app.simulators.control import SimControl
 from app.storage.db import create_engine
@@ -36,6 +37,7 @@ LIVE_ATTEMPTS = {AttemptStatus.CREATING, AttemptStatus.UNKNOWN, AttemptStatus.DE
 OWNING_ORDERS = {OrderStatus.DEPLOYING, OrderStatus.DEPLOYED, OrderStatus.RUNNING,
                  OrderStatus.TERMINATING}  # fmt: skip
 STUCK_AFTER = {OrderStatus.DEPLOYING: 120.0, OrderStatus.TERMINATING: 180.0}
+OVERDUE_DELETE = 30.0  # a delete retry this late: the terminator is not doing its work
 
 
 @dataclass(frozen=True)
@@ -229,7 +231,9 @@ class Checker:
 
     async def stuck_orders(self) -> list[Broken]:
         """No order deploying or terminating for longer than its outcome or delete retries
-        allow."""
+        allow. A delete the provider keeps refusing is retried with a growing wait (up to a
+        minute), for as long as it refuses: such an order is stuck only once its next delete
+        is overdue by OVERDUE_DELETE seconds, not for being refused many times."""
         self.runs["stuck_orders"] += 1
         statuses = list(STUCK_AFTER)
         async with self.engine.connect() as connection:
@@ -238,15 +242,34 @@ class Checker:
                     select(Order.id, Order.status).where(Order.status.in_(statuses))
                 )
             ).all()
-        now = time.monotonic()
+            retries = dict(
+                (
+                    await connection.execute(
+                        select(Attempt.order_id, func.max(Attempt.next_delete_at))
+                        .where(
+                            Attempt.status == AttemptStatus.TERMINATING,
+                            Attempt.delete_attempts > 0,
+                        )
+                        .group_by(Attempt.order_id)
+                    )
+                ).all()
+            )
+        now, wall = time.monotonic(), utcnow()
         seen = {f"order|{order_id}|{status}" for order_id, status in rows}
         for key in [k for k in self._first_seen if k.startswith("order|") and k not in seen]:
             del self._first_seen[key]
         broken = []
         for order_id, status in rows:
             first = self._first_seen.setdefault(f"order|{order_id}|{status}", now)
-            if now - first > STUCK_AFTER[OrderStatus(status)]:
-                broken.append(Broken("order_stuck", f"{order_id} {status} for {now - first:.0f} s"))
+            if now - first <= STUCK_AFTER[OrderStatus(status)]:
+                continue
+            next_delete = retries.get(order_id)
+            if next_delete is not None and (wall - next_delete).total_seconds() < OVERDUE_DELETE:
+                continue  # refused again and again, and retried on time
+            late = "" if next_delete is None else f", its next delete due at {next_delete:%X}"
+            broken.append(
+                Broken("order_stuck", f"{order_id} {status} for {now - first:.0f} s{late}")
+            )
         return broken
 
     # --- events ----------------------------------------------------------------------------
