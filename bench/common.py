@@ -6,14 +6,18 @@ import os
 import socket
 import ssl
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 
-from app.providers.registry import simulated_specs
-from app.simulators.control import SimControl, control_path
-
 ROOT = Path(__file__).resolve().parent.parent
+# The app next to these scripts, not the one the virtualenv was installed from (another
+# checkout, when a benchmark runs an older revision): before this or any script imports `app`.
+sys.path.insert(0, str(ROOT))
+
+from app.providers.registry import simulated_specs  # noqa: E402
+from app.simulators.control import SimControl, control_path  # noqa: E402
 
 
 def providers() -> list[str]:
