@@ -23,6 +23,7 @@ from app.providers.registry import enabled_providers, planned_providers, poll_pe
 from app.services import attempts, orders, provider_status
 from app.services.attempts import Intent
 from app.services.stock import history as stock_history
+from app.services.timeline import Line
 from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
 from app.storage.db import session_scope
@@ -48,7 +49,7 @@ from app.watcher.waiting import WaitingBook
 log = logging.getLogger(__name__)
 STALE_AFTER_PERIODS = 3  # offers older than this many poll periods are not acted on
 NOTES_EVERY_SECONDS = 1.0  # near-miss notes are worked out at most this often
-MAX_NOTES_PER_WRITE = 200  # the rest are noted on later passes
+MAX_NOTES_PER_WRITE = 200  # the rest are written on later turns, one batch a turn
 DRAIN_SECONDS = 20.0
 HISTORY_FLUSH_SECONDS = 1.0  # stock history is written in a batch this often
 HISTORY_PRUNE_SECONDS = 3600.0
@@ -149,6 +150,7 @@ class Watcher:
         self._noted_at = 0.0
         self._noted_situation: object = None
         self._noting: asyncio.Task[None] | None = None
+        self._unwritten: list[Line] = []  # notes worked out, not written yet
         self._refresh = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -379,26 +381,32 @@ class Watcher:
             self.waiting.version,
             frozenset(headroom.items()),
         )
-        if situation == self._noted_situation:
-            return  # nothing changed since every order was told: skip the work
+        batch: list[Line] = []
         try:
-            # A full match with near misses over every candidate: tens of milliseconds with
-            # 10,000 orders, so in a thread, on copies, while the loop serves the hot path.
-            groups = self.waiting.groups({o.machine for o in offers})
-            funds = dict(self.waiting.funds)
-            result = await asyncio.to_thread(
-                near_misses, groups, offers, self.fees, excluded, funds, headroom
-            )
-            waiting = self.waiting.orders  # orders gone meanwhile need no note
-            result = still_waiting(result, waiting)
-            notes = self.notes.fresh(result, waiting, self.waiting.funds, headroom)
-            if notes:
-                await self.deployer.write_notes(notes[:MAX_NOTES_PER_WRITE])
+            if situation != self._noted_situation:
+                # A full match with near misses over every candidate: a second of CPU with
+                # 100,000 orders, so in a thread, on copies, while the loop serves the hot
+                # path; and once per situation, not once per batch of notes written.
+                groups = self.waiting.groups({o.machine for o in offers})
+                funds = dict(self.waiting.funds)
+                result = await asyncio.to_thread(
+                    near_misses, groups, offers, self.fees, excluded, funds, headroom
+                )
+                waiting = self.waiting.orders  # orders gone meanwhile need no note
+                result = still_waiting(result, waiting)
+                self._unwritten.extend(
+                    self.notes.fresh(result, waiting, self.waiting.funds, headroom)
+                )
+                self._noted_situation = situation
+            # Told means written: the notes wait their turn, MAX_NOTES_PER_WRITE at a time.
+            batch = self._unwritten[:MAX_NOTES_PER_WRITE]
+            del self._unwritten[:MAX_NOTES_PER_WRITE]
+            waiting = self.waiting.orders
+            if live := [line for line in batch if line.order_id in waiting]:
+                await self.deployer.write_notes(live)
         except Exception:
+            self._unwritten[:0] = batch
             log.exception("noting why orders wait failed")
-            return
-        # Only when every note went out is this situation done; else the rest go next time.
-        self._noted_situation = situation if len(notes) <= MAX_NOTES_PER_WRITE else None
 
     async def _refresh_loop(self) -> None:
         while True:
