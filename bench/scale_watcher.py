@@ -663,6 +663,7 @@ async def service_run(
     replicas: int = 1,
     placing: tuple[float, int] = (0.0, 0),
     placed: int | None = None,
+    settle: float = 10.0,
 ) -> dict[str, Any]:
     """Seed a fresh database, start the service (`replicas` processes) on it, measure, stop.
     With `placing` (seconds, clients): then orders placed as fast as the replicas take them."""
@@ -685,6 +686,7 @@ async def service_run(
         "waiting_at_start": waiting_at_start,
         "replicas": replicas,
         "orders_placed_one_by_one": placed,
+        "settle_seconds": settle,
     }
     try:
         for port, process in zip(api_ports, processes, strict=True):
@@ -692,7 +694,7 @@ async def service_run(
         pids = [
             service_pid(p, profiled=profile is not None and n == 0) for n, p in enumerate(processes)
         ]
-        await asyncio.sleep(10)  # first reads, price lists, token: then steady state
+        await asyncio.sleep(settle)  # first reads, price lists, token (and notes): then steady
         report["load_average_before"] = load_average()
         report["steady"] = await steady_window(window, pids, log)
         if rounds:
@@ -772,6 +774,7 @@ async def run(
     replicas: int = 1,
     placing: tuple[float, int] = (0.0, 0),
     placed: int | None = None,
+    settle: float = 10.0,
 ) -> dict[str, Any]:
     rng = random.Random(20261129)
     workdir = Path(tempfile.mkdtemp(prefix="ap-scale-"))
@@ -834,6 +837,7 @@ async def run(
                     replicas=replicas,
                     placing=placing,
                     placed=placed,
+                    settle=settle,
                 )
     finally:
         sim_process.terminate()
@@ -996,6 +1000,13 @@ def main() -> int:
         help="place only this many orders one by one (place_order); the rest are copies of "
         "them made in SQL (default: all placed one by one)",
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=10.0,
+        help="seconds between the many-orders service answering and the first measurement "
+        "(after a start it tells every order near a price why it waits: minutes with 100,000)",
+    )
     parser.add_argument("--serve-sim", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.replicas > 1 and not args.postgres:
@@ -1016,6 +1027,7 @@ def main() -> int:
             args.replicas,
             (args.place_seconds, args.place_clients),
             args.placed,
+            args.settle,
         )
     )
     met = verdicts(report)
