@@ -213,7 +213,7 @@ class Settings(BaseSettings):
         le=3600,
         description="After a create with no clear answer, wait this long, then look the VM up "
         "by name or tag. Keep it above how late a provider makes a VM: at one that can neither "
-        "name nor tag VMs (QuantaCloud), a VM that appears after the look-up is nobody's.",
+        "name nor tag VMs, a VM that appears after the look-up is nobody's.",
     )
     waiting_refresh_seconds: float = Field(
         default=1.0,
