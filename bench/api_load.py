@@ -215,12 +215,15 @@ async def poster(
     tally: Tally,
     placed: list[tuple[str, str]],
     rng: random.Random,
+    body_of: Callable[[random.Random, int], dict[str, Any]] = order_body,
 ) -> None:
+    """Place orders back to back until `until` (the `n`th body from `body_of`), backing off
+    after a 503 as its Retry-After says."""
     n = 0
     while time.monotonic() < until:
         key = rng.choice(keys)
         headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": str(uuid.uuid4())}
-        body = order_body(rng, n)
+        body = body_of(rng, n)
         n += 1
         began = time.perf_counter()
         response: httpx.Response | None = None

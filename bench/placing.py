@@ -10,36 +10,11 @@ import asyncio
 import contextlib
 import random
 import time
-import uuid
 from typing import Any
 
 import httpx
-from api_load import ONE_CONNECTION, TLS, Tally, back_off
+from api_load import ONE_CONNECTION, TLS, Tally, poster
 from common import busy_percent, cpu_seconds, machine_cpu
-
-
-async def _client(
-    api: httpx.AsyncClient,
-    keys: list[str],
-    bodies: list[dict[str, Any]],
-    until: float,
-    tally: Tally,
-    rng: random.Random,
-) -> None:
-    while time.monotonic() < until:
-        headers = {
-            "Authorization": f"Bearer {rng.choice(keys)}",
-            "Idempotency-Key": str(uuid.uuid4()),
-        }
-        began = time.perf_counter()
-        response: httpx.Response | None = None
-        try:
-            response = await api.post("/v1/orders", json=rng.choice(bodies), headers=headers)
-            status: int | str = response.status_code
-        except httpx.HTTPError as exc:
-            status = type(exc).__name__
-        tally.add(time.perf_counter() - began, status)
-        await back_off(response, until)
 
 
 async def place_for(
@@ -66,7 +41,13 @@ async def place_for(
         until = time.monotonic() + seconds
         service_before, machine_before = cpu_seconds(*pids), machine_cpu()
         began = time.monotonic()
-        await asyncio.gather(*(_client(api, keys, bodies, until, tally, rng) for api in apis))
+        placed: list[tuple[str, str]] = []
+        await asyncio.gather(
+            *(
+                poster(api, keys, until, tally, placed, rng, lambda r, _n: r.choice(bodies))
+                for api in apis
+            )
+        )
         elapsed = time.monotonic() - began
         service = cpu_seconds(*pids) - service_before
     return {
