@@ -70,14 +70,13 @@ class WaitingBook:
         self._by_cap: dict[MachineKey, list[OrderWants]] = defaultdict(list)
         self.funds: dict[str, Decimal] = {}
         self._stamps: dict[str, datetime] = {}  # order id -> its updated_at as read
-        self._providers: Counter[str] = Counter()
         # provider -> machine -> how many alternatives accepting it want that machine
         self._wanted: dict[str, Counter[MachineKey]] = defaultdict(Counter)
 
     @property
     def providers(self) -> frozenset[str]:
         """Providers that at least one waiting order accepts."""
-        return frozenset(p for p, n in self._providers.items() if n > 0)
+        return frozenset(p for p, wanted in self._wanted.items() if any(wanted.values()))
 
     def machines_for(self, provider: str) -> frozenset[MachineKey]:
         """The machines waiting orders that accept `provider` want."""
@@ -133,7 +132,6 @@ class WaitingBook:
 
     def _count(self, order: OrderWants, change: int) -> None:
         for provider in order.providers:
-            self._providers[provider] += change
             self._wanted[provider][order.machine] += change
 
     def _bulk(self, read: list[tuple[tuple[OrderWants, ...], datetime]]) -> None:
