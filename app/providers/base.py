@@ -4,7 +4,9 @@ Adapters turn each provider's wire format into these types and each provider's f
 the typed outcomes below, keyed on HTTP status and error code, never on message text.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -20,6 +22,24 @@ __all__ = ["VM", "Machine", "MachineKey", "Offer", "VMState"]
 
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
+
+_RELEASING: ContextVar[bool] = ContextVar("releasing", default=False)
+
+
+@contextmanager
+def releasing() -> Iterator[None]:
+    """Within: requests stop a machine costing money (a delete and the reads it needs), so they
+    rank with creates and are never held back to keep the rate limit for stock reads."""
+    token = _RELEASING.set(True)
+    try:
+        yield
+    finally:
+        _RELEASING.reset(token)
+
+
+def is_releasing() -> bool:
+    """Whether the current task is inside `releasing()`."""
+    return _RELEASING.get()
 
 
 class ProviderError(Exception):

@@ -201,7 +201,8 @@ class Budget:
 
     def hold(self, method: str, path: str) -> float:
         """Seconds to hold back a request that is neither a create nor a stock read (0: send
-        it), so that such requests never take the share kept for stock reads."""
+        it), so that such requests never take the share kept for stock reads. Deletes are not
+        asked (`base.releasing`): a machine left running costs more than a stock read."""
         if (method, path) == self.create or self.is_stock_read(method, path):
             return 0.0
         now = self.clock()

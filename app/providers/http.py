@@ -17,7 +17,13 @@ import certifi
 import httpx
 
 from app.core.catalogue import Provider
-from app.providers.base import AuthFailed, OutcomeUnknown, RateLimited, Unavailable
+from app.providers.base import (
+    AuthFailed,
+    OutcomeUnknown,
+    RateLimited,
+    Unavailable,
+    is_releasing,
+)
 from app.providers.budget import Budget, Published
 from app.providers.headroom import Headroom
 from app.support.metrics import (
@@ -82,13 +88,13 @@ class ProviderHTTP:
         timeout = self.create_timeout if is_create else self.timeout
         provider = str(self.provider)
         held = self.headroom.wait_before(method, path, is_create=is_create)
-        kept_for_reads = 0.0 if is_create else self.budget.hold(method, path)
+        kept_for_reads = 0.0 if is_create or is_releasing() else self.budget.hold(method, path)
         if kept_for_reads > held:
             PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
             raise RateLimited(
                 self.provider,
                 f"{method} {path}: held back {kept_for_reads:.0f} s: the rest of the rate limit "
-                "is kept for stock reads and creates",
+                "is kept for stock reads, creates and deletes",
                 status_code=None,
                 retry_after=kept_for_reads,
             )

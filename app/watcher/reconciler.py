@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import AttemptStatus
-from app.providers.base import VM, ProviderAdapter, ProviderError, VMState
+from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, releasing
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, ledger
 from app.services.attempts import VM_TAG_PREFIX
@@ -146,7 +146,8 @@ class Reconciler:
             if vm.id not in ended or vm.id in live or vm.state in GONE:
                 continue
             try:
-                await adapter.delete_vm(vm.id)
+                with releasing():
+                    await adapter.delete_vm(vm.id)
             except ProviderError as exc:
                 log.warning(
                     "%s VM %s of ended order %s is still there and cannot be deleted: %s",
@@ -168,7 +169,8 @@ async def _deleted(adapter: ProviderAdapter, vm: VM) -> bool:
     """Delete one VM; a refusal (it is still being created, say) is logged and tried again on
     the next sweep, without stopping this one."""
     try:
-        await adapter.delete_vm(vm.id)
+        with releasing():
+            await adapter.delete_vm(vm.id)
     except ProviderError as exc:
         log.info("%s VM %s not deleted yet: %s", adapter.provider, vm.id, exc.message)
         return False

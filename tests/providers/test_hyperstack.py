@@ -1,6 +1,7 @@
 """The Hyperstack adapter against the simulator on a real socket: offers, VMs, typed outcomes."""
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -10,7 +11,8 @@ import pytest
 from pydantic import SecretStr
 
 from app.core.catalogue import Interconnect, Provider
-from app.core.market import OfferKey
+from app.core.market import MachineKey, OfferKey
+from app.providers import assembly
 from app.providers.base import (
     VM,
     AuthFailed,
@@ -22,9 +24,11 @@ from app.providers.base import (
     Rejected,
     Unavailable,
     VMState,
+    releasing,
 )
 from app.providers.hyperstack import HyperstackAdapter
 from app.providers.hyperstack.adapter import keypair_name
+from app.providers.hyperstack.limits import STOCK_READ
 from tests.waiting import eventually, vm_reaches
 
 IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
@@ -330,6 +334,10 @@ async def _gone(adapter: HyperstackAdapter, vm_id: str) -> bool:
     return await adapter.get_vm(vm_id) is None
 
 
+async def _none_left(http: httpx.AsyncClient, hyperstack_url: str) -> bool:
+    return all(vm["status"] == "DELETING" for vm in await sim_vms(http, hyperstack_url))
+
+
 Call = Callable[[HyperstackAdapter], Awaitable[Any]]
 READS: dict[str, Call] = {
     "fetch_offers": lambda a: a.fetch_offers(),
@@ -451,6 +459,25 @@ class TestOutcomes:
         with pytest.raises(Rejected) as raised:
             await create(adapter)
         assert raised.value.status_code in (400, 404)
+
+    async def test_a_cluster_delete_is_never_held_back_for_stock_reads(
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
+    ) -> None:
+        (cluster,) = assembly.assembled_offers(
+            [replace(offer(), available=2)], {MachineKey("H100", 1, 2)}
+        )
+        vm = await ready.create_vm(cluster, name=NAME, tag=TAG, ssh_public_key=None)
+        await vm_reaches(ready, vm.id, VMState.RUNNING)
+        # Other requests (status reads) have taken all the rate limit not kept for stock reads.
+        ready.budget.sent(*STOCK_READ[0])
+        while ready.budget.hold("GET", "/core/virtual-machines") == 0:
+            ready.budget.sent("GET", "/core/virtual-machines/1")
+        with pytest.raises(RateLimited, match="held back"):
+            await ready.delete_vm(vm.id)  # the control: outside `releasing`, it waits
+        assert len(await sim_vms(http, hyperstack_url)) == 2
+        with releasing():
+            await ready.delete_vm(vm.id)  # the node listing and both deletes go
+        await eventually(lambda: _none_left(http, hyperstack_url), what="both nodes deleted")
 
     async def test_rate_limits_are_rate_limited_without_a_retry_after(
         self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
