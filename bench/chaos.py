@@ -29,6 +29,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -314,8 +315,8 @@ class Chaos:
             receiver.mode = "up"
         for provider in SimControl.providers():
             await self.sim.config(provider, latency_ms=0, jitter_ms=0)
-        for account in self.accounts:
-            await self._top_up(account["id"], "1000")
+        for account_id, amount in (await self._final_top_ups()).items():
+            await self._top_up(account_id, amount)
         for provider, sku, region in STOCK:
             await self.sim.stock(provider, sku, region, 500)  # more than all orders need
         if not await self._until_none(["waiting"], 120):
@@ -341,6 +342,23 @@ class Chaos:
             await self._until(lambda s=stream, t=truth: _caught_up(s, t), 30)
             self.broken += Checker.stream(stream.name, stream.ids, truth)
         await self._check(final=True)
+
+    async def _final_top_ups(self) -> dict[str, str]:
+        """What each account is given so that all its orders can deploy and run through the
+        drain: a hold of one hour for each waiting order and another hour for each machine
+        already out, at its order's highest price, and $100 over. (A flat $1,000 was short
+        for accounts with dozens of orders waiting, and their orders stayed waiting.)"""
+        open_ = ["waiting", "deploying", "deployed", "running", "terminating"]
+        async with self.checker.engine.connect() as connection:
+            rows = (
+                await connection.execute(
+                    select(Order.account_id, func.sum(Order.max_price_per_hour))
+                    .where(Order.status.in_(open_))
+                    .group_by(Order.account_id)
+                )
+            ).all()
+        need = {account_id: Decimal(total) for account_id, total in rows}
+        return {a["id"]: str(2 * need.get(a["id"], Decimal(0)) + 100) for a in self.accounts}
 
     async def _until(self, holds: Any, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
