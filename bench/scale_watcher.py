@@ -356,7 +356,7 @@ async def seed(
     and the accounts' API keys. With `placed`, only the first `placed` orders go through
     `place_order`; each of the rest is a copy of one of those (every column but its id and
     name) made in SQL: placing 100,000 one by one takes a quarter of an hour here."""
-    from app.api.schemas import OrderCreate
+    from app.api.order_schemas import OrderCreate
     from app.services import ledger
     from app.services import orders as order_service
     from app.services.accounts import create_account

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.schemas import OrderCreate
+from app.api.order_schemas import OrderCreate
 from app.core.catalogue import Provider
 from app.core.ids import new_id
 from app.core.market import Fees

@@ -16,9 +16,10 @@ from app.api.deps import (
     secret_boxes,
 )
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
+from app.api.order_schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate
 from app.api.pagination import PageRequest, paged
 from app.api.params import PathId
-from app.api.schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate, Page
+from app.api.schemas import Page
 from app.api.strict_json import StrictJsonRoute
 from app.core.clock import utcnow
 from app.core.market import Fees

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import Field
 
-from app.api.schemas import NODES_DESCRIPTION, MachineWanted
+from app.api.order_schemas import NODES_DESCRIPTION, MachineWanted
 from app.core.catalogue import GPU_MODELS, normalize_gpu_model
 from app.core.errors import ValidationFailed
 from app.core.market import MAX_NODES, OrderWants

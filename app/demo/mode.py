@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.schemas import OrderCreate
+from app.api.order_schemas import OrderCreate
 from app.core.errors import TooManyOrders
 from app.core.ids import new_id
 from app.core.states import OrderStatus

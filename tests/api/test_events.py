@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.events import _events
-from app.api.schemas import OrderCreate
+from app.api.order_schemas import OrderCreate
 from app.core.clock import utcnow
 from app.events.hub import Hub
 from app.events.publisher import Publisher

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
-from app.api.schemas import OrderCreate
+from app.api.order_schemas import OrderCreate
 from app.core.catalogue import ClusterInterconnect, Provider
 from app.providers import fake
 from app.providers.base import (

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.schemas import OrderCreate
+from app.api.order_schemas import OrderCreate
 from app.core.catalogue import Provider
 from app.core.market import Fees, MachineKey, OrderWants
 from app.core.states import OrderStatus

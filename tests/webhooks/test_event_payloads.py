@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.api.schemas import MAX_SSH_KEY_LENGTH
+from app.api.order_schemas import MAX_SSH_KEY_LENGTH
 from app.support.security import ssh_key_fingerprint
 from tests.factories import create_account
 from tests.waiting import eventually

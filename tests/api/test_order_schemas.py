@@ -1,6 +1,6 @@
 """Order request validation that does not need a database."""
 
-from app.api.schemas import is_openssh_public_key
+from app.api.order_schemas import is_openssh_public_key
 from tests.factories import ssh_key
 
 
