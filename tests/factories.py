@@ -15,8 +15,8 @@ from app.core.ids import new_id
 from app.core.market import Fees
 from app.core.states import OrderStatus
 from app.providers.base import Offer
-from app.services import accounts, attempts, ledger, orders
-from app.services.attempts import Intent
+from app.services import accounts, claims, ledger, orders
+from app.services.claims import Intent
 from app.services.stock import days as stock_days
 from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
@@ -28,6 +28,8 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 # An offer for the tests of the layers below the API: 1x L40S at Hyperstack, $1.10 an hour.
 HYPER_L40S = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
+# The same at QuantaCloud, whose VMs have no name: its creates of one kind go one at a time.
+QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
 
 
 class AccountHandle:
@@ -108,6 +110,14 @@ async def place_in_database(engine: AsyncEngine, account_id: str) -> str:
         return order.id
 
 
+async def order_status(engine: AsyncEngine, order_id: str) -> OrderStatus:
+    """An order's status as stored."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await session.get(Order, order_id)
+        assert order is not None
+        return order.status
+
+
 async def force_order_status(engine: AsyncEngine, order_id: str, status: OrderStatus) -> None:
     """Move an order to `status` behind the API's back (for states the API cannot reach yet)."""
     async with session_scope(create_sessionmaker(engine)) as session:
@@ -153,7 +163,7 @@ async def waiting_orders(
 async def claim(engine: AsyncEngine, order_id: str, offer: Offer) -> Intent:
     """Claim a waiting order for `offer` at its price, committed, as a deploy pass does."""
     async with session_scope(create_sessionmaker(engine)) as session:
-        intent = await attempts.claim(
+        intent = await claims.claim(
             session, order_id=order_id, offer=offer, price_with_fees=offer.price_per_hour
         )
     assert intent is not None

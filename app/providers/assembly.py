@@ -23,7 +23,7 @@ from app.providers.base import OutcomeUnknown, ProviderError
 
 ASSEMBLED_PREFIX = "nodes:"
 _SKU = re.compile(r"^(?P<sku>.+)\.x(?P<nodes>[0-9]+)$")
-# `ap-<order token>-<attempt>-<node>`: the names `attempts.vm_name` makes, plus a node.
+# `ap-<order token>-<attempt>-<node>`: the names `claims.vm_name` makes, plus a node.
 _NODE_NAME = re.compile(r"^(?P<base>ap-[0-9a-z]+-[0-9]+)-(?P<node>[0-9]+)$")
 
 CreateOne = Callable[[Offer, str], Awaitable[VM]]  # (single offer, node name) -> the VM

@@ -23,8 +23,9 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.registry import display_name, spec_for
-from app.services import attempts, startup_scripts, timeline
-from app.services.attempts import Intent, KindBusy, VMAlreadyOwned
+from app.services import attempts, claims, startup_scripts, timeline
+from app.services.attempts import VMAlreadyOwned
+from app.services.claims import Intent, KindBusy
 from app.services.timeline import Line
 from app.services.webhooks.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.storage.db import session_scope
@@ -50,7 +51,7 @@ class Deployer:
         on_settled: Callable[[], None],
         pause_provider: Callable[[Provider, float], None],
         on_outcome: Callable[[Provider], None] = lambda _provider: None,
-        billing_hour_seconds: float = attempts.DEFAULT_HOUR_SECONDS,
+        billing_hour_seconds: float = claims.DEFAULT_HOUR_SECONDS,
         secret_boxes: SecretBoxLoader | None = None,
     ) -> None:
         self.adapters = adapters
@@ -72,12 +73,12 @@ class Deployer:
 
         Returns the intents, and the ids of orders that turned out not to be waiting any more.
         """
-        claims = [(a.order_id, a.offer, a.price_with_fees, a.alternative) for a in assignments]
+        wanted = [(a.order_id, a.offer, a.price_with_fees, a.alternative) for a in assignments]
         try:
             return await self.writer.run(
                 functools.partial(
-                    attempts.claim_all,
-                    claims=claims,
+                    claims.claim_all,
+                    claims=wanted,
                     billing_hour_seconds=self.billing_hour_seconds,
                 )
             )

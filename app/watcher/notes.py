@@ -9,7 +9,7 @@ from app.core.money import format_usd
 from app.core.states import OrderEventKind
 from app.providers.base import Offer
 from app.providers.registry import display_name
-from app.services.attempts import describe_offer
+from app.services.claims import describe_offer
 from app.services.timeline import Line
 from app.watcher.match import Assignment, MatchResult, assign
 from app.watcher.waiting import oldest_first

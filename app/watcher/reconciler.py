@@ -13,7 +13,7 @@ from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, releasing
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, ledger
-from app.services.attempts import VM_TAG_PREFIX
+from app.services.claims import VM_TAG_PREFIX
 from app.storage.db import session_scope
 from app.storage.models import Attempt
 from app.support.metrics import UNTRACKED_VMS

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from app.core.market import VM, VMState
 from app.providers.base import ProviderAdapter, ProviderError
-from app.services.attempts import VM_NAME_PREFIX
+from app.services.claims import VM_NAME_PREFIX
 from app.storage.models import Attempt
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from app.core.states import OrderStatus
 from app.providers.base import Offer, ProviderAdapter
 from app.providers.registry import enabled_providers, planned_providers, poll_periods
 from app.services import attempts, orders, provider_status
-from app.services.attempts import Intent
+from app.services.claims import Intent
 from app.services.stock import history as stock_history
 from app.services.timeline import Line
 from app.services.webhooks.secrets import SecretBoxLoader

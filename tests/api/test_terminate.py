@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.catalogue import Provider
 from app.core.states import OrderStatus
 from app.providers.base import VM, Offer, VMState
-from app.services import attempts
+from app.services import attempts, claims
 from app.storage.db import create_sessionmaker, session_scope
 from tests.factories import ADMIN, AccountHandle, create_account, force_order_status, place_order
 
@@ -27,7 +27,7 @@ async def running(
     order_id = (await place_order(client, account, **order))["id"]
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        intent = await attempts.claim(
+        intent = await claims.claim(
             session, order_id=order_id, offer=OFFER, price_with_fees=OFFER.price_per_hour
         )
     assert intent is not None

@@ -9,7 +9,7 @@ import pytest
 
 from app.core.catalogue import Provider
 from app.providers.base import VM, Offer, VMState
-from app.services import attempts
+from app.services import attempts, claims
 from app.storage.db import create_engine, create_sessionmaker, session_scope
 from tests.client.cli import Account, Autoprovision, place
 
@@ -24,7 +24,7 @@ def runs(database_url: str, order_id: str) -> None:
         maker = create_sessionmaker(engine)
         try:
             async with session_scope(maker) as session:
-                intent = await attempts.claim(
+                intent = await claims.claim(
                     session, order_id=order_id, offer=OFFER, price_with_fees=Decimal("40.00")
                 )
             assert intent is not None

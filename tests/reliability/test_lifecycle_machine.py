@@ -48,8 +48,8 @@ from app.core.states import AttemptStatus, LedgerKind, OrderStatus, TerminateRea
 from app.providers.base import Offer, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import FakeAdapter
 from app.providers.registry import spec_for
-from app.services import accounts, attempts, ledger, orders, terminations
-from app.services.attempts import Intent
+from app.services import accounts, attempts, claims, ledger, orders, terminations
+from app.services.claims import Intent
 from app.services.orders import NewAlternative, NewOrder
 from app.storage.db import (
     create_engine,
@@ -188,7 +188,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     async def _claim(self, order_id: str, offer: Offer) -> Intent | None:
         def claim(sync: Connection) -> Intent | None:
-            return attempts.claim_on(
+            return claims.claim_on(
                 sync,
                 order_id=order_id,
                 offer=offer,

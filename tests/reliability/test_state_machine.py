@@ -116,7 +116,7 @@ PROVIDERS = ("verda", "hyperstack", "quantacloud")
 UNNAMED = "quantacloud"  # its VMs carry no name: see the module docstring
 # The simulators' words for a VM on its way out.
 GONE = {"deleting", "discontinued", "DELETING", "DELETED", "stopping", "terminated"}
-VM_NAME = re.compile(r"^ap-([0-9a-z]+)-(\d+)$")  # app.services.attempts.vm_name
+VM_NAME = re.compile(r"^ap-([0-9a-z]+)-(\d+)$")  # app.services.claims.vm_name
 TAG = re.compile(r"(?:^|=)ap-order-([0-9a-z]+)$")  # Hyperstack label / Verda `autoprovision=...`
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 

@@ -1,4 +1,4 @@
-"""The deploy protocol's database rules: one owner per VM, one open attempt per unnamed kind."""
+"""The deploy protocol's settles: one owner per VM, and the whole path from claim to running."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -26,7 +26,7 @@ from app.providers.base import (
 from app.providers.fake import Create, FakeAdapter
 from app.services import accounts, attempts
 from app.services import orders as orders_service
-from app.services.attempts import KindBusy, VMAlreadyOwned
+from app.services.attempts import VMAlreadyOwned
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Attempt, LedgerEntry, Order
 from app.watcher.book import OfferBook
@@ -34,21 +34,11 @@ from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower
 from app.watcher.match import Assignment
 from tests.clock import FakeWallClock
-from tests.factories import HYPER_L40S, claim, claimed, waiting_orders
-
-QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
-QUANTA_H100 = Offer(Provider("quantacloud"), "us-east-1", "h100-sxm-x1", "H100", 1, Decimal("2.00"))
+from tests.factories import HYPER_L40S, QUANTA_L40S, claimed, order_status, waiting_orders
 
 
 def _vm(vm_id: str, provider: Provider = Provider("hyperstack")) -> VM:
     return VM(provider, vm_id, VMState.PENDING, "BUILD")
-
-
-async def _status(engine: AsyncEngine, order_id: str) -> str:
-    async with session_scope(create_sessionmaker(engine)) as session:
-        order = await session.get(Order, order_id)
-        assert order is not None
-        return order.status
 
 
 async def test_a_vm_owned_by_one_attempt_is_refused_to_another(engine: AsyncEngine) -> None:
@@ -64,7 +54,7 @@ async def test_a_vm_owned_by_one_attempt_is_refused_to_another(engine: AsyncEngi
         # The refusal leaves the unit of work usable: nothing of it was written.
         attempt = await session.get(Attempt, two.attempt_id, populate_existing=True)
         assert attempt is not None and attempt.status == AttemptStatus.CREATING
-    assert await _status(engine, second) == OrderStatus.DEPLOYING
+    assert await order_status(engine, second) == OrderStatus.DEPLOYING
     async with session_scope(maker) as session:
         debits = await session.scalar(
             select(func.count())
@@ -75,7 +65,7 @@ async def test_a_vm_owned_by_one_attempt_is_refused_to_another(engine: AsyncEngi
     # Positive control: the same attempt records a VM of its own.
     async with session_scope(maker) as session:
         assert await attempts.settle_created(session, attempt_id=two.attempt_id, vm=_vm("vm-2"))
-    assert await _status(engine, second) == OrderStatus.DEPLOYED
+    assert await order_status(engine, second) == OrderStatus.DEPLOYED
 
 
 async def test_the_same_vm_id_at_another_provider_is_another_vm(
@@ -89,42 +79,6 @@ async def test_the_same_vm_id_at_another_provider_is_another_vm(
         assert await attempts.settle_created(
             session, attempt_id=two.attempt_id, vm=_vm("42", Provider("quantacloud"))
         )
-
-
-async def test_one_open_attempt_per_kind_where_vms_have_no_name(engine: AsyncEngine) -> None:
-    first, second = await waiting_orders(engine, QUANTA_L40S, 2)
-    maker = create_sessionmaker(engine)
-    one = await claim(engine, first, QUANTA_L40S)
-    with pytest.raises(KindBusy):
-        await claim(engine, second, QUANTA_L40S)
-    assert await _status(engine, second) == OrderStatus.WAITING  # rolled back, hold and all
-    async with session_scope(maker) as session:
-        await attempts.mark_unknown(session, attempt_id=one.attempt_id, message="500")
-    with pytest.raises(KindBusy):  # unclear is still open
-        await claim(engine, second, QUANTA_L40S)
-    async with session_scope(maker) as session:
-        busy = await attempts.open_serial_kinds(session)
-    assert busy == {("quantacloud", "us-east-1", "l40s-x1")}
-    async with session_scope(maker) as session:
-        await attempts.settle_created(
-            session, attempt_id=one.attempt_id, vm=_vm("dep_1", Provider("quantacloud"))
-        )
-    two = await claim(engine, second, QUANTA_L40S)  # resolved: the kind is free again
-    assert two.order_id == second
-
-
-async def test_other_kinds_and_providers_with_names_are_not_serialized(
-    engine: AsyncEngine,
-) -> None:
-    intents = await claimed(
-        engine,
-        QUANTA_L40S,
-        QUANTA_H100,  # another kind at the same provider
-        HYPER_L40S,
-        HYPER_L40S,  # VMs there carry names: no need to wait
-    )
-    statuses = {await _status(engine, i.order_id) for i in intents}
-    assert statuses == {OrderStatus.DEPLOYING}
 
 
 # --- the whole deploy path in memory: claim -> create -> outcome -> follow -> running ---------
