@@ -357,8 +357,7 @@ async def seed(
     `place_order`; each of the rest is a copy of one of those (every column but its id and
     name) made in SQL: placing 100,000 one by one takes a quarter of an hour here."""
     from app.api.order_schemas import OrderCreate
-    from app.services import ledger
-    from app.services import orders as order_service
+    from app.services import ledger, placing
     from app.services.accounts import create_account
     from app.storage.db import create_engine, create_sessionmaker, migrate, session_scope
 
@@ -380,7 +379,7 @@ async def seed(
         for first in range(0, through, 500):
             async with session_scope(sessionmaker) as session:
                 for n, body in enumerate(orders[first : min(first + 500, through)], start=first):
-                    await order_service.place_order(
+                    await placing.place_order(
                         session,
                         account_id=account_ids[n % accounts],
                         request=OrderCreate.model_validate(body).new_order(),

@@ -15,7 +15,7 @@ from app.core.ids import new_id
 from app.core.market import Fees
 from app.core.states import OrderStatus
 from app.providers.base import Offer
-from app.services import accounts, claims, ledger, orders
+from app.services import accounts, claims, ledger, placing
 from app.services.claims import Intent
 from app.services.stock import days as stock_days
 from app.services.webhooks.secrets import SecretBox
@@ -100,7 +100,7 @@ async def place_in_database(engine: AsyncEngine, account_id: str) -> str:
         gpu_model="H100", gpu_count=1, providers=["hyperstack"], max_price_per_hour="3.00"
     )
     async with session_scope(create_sessionmaker(engine)) as session:
-        order = await orders.place_order(
+        order = await placing.place_order(
             session,
             account_id=account_id,
             request=request.new_order(),
@@ -147,7 +147,7 @@ async def waiting_orders(
         await ledger.credit(session, account_id=account.id, amount=Decimal(credit))
         return [
             (
-                await orders.place_order(
+                await placing.place_order(
                     session,
                     account_id=account.id,
                     request=request,

@@ -40,7 +40,7 @@ from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKin
 from app.core.text import OneLine, quote
 from app.providers.registry import offered_providers
 from app.services import images, model_fit, startup_scripts
-from app.services.orders import NewAlternative, NewOrder
+from app.services.placing import NewAlternative, NewOrder
 
 MAX_GPU_COUNT = 16  # per node
 # Verda documents no largest OS volume; 10 TB is above every disk the three providers sell

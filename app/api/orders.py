@@ -25,7 +25,7 @@ from app.core.clock import utcnow
 from app.core.market import Fees
 from app.core.states import OrderStatus, TerminateReason
 from app.providers.registry import enabled_providers
-from app.services import orders, startup_scripts, terminations
+from app.services import orders, placing, startup_scripts, terminations
 from app.services.stock import estimate as stock_estimate
 from app.services.stock.views import OrderWithEstimateOut
 from app.services.views import AlternativeOut, OrderOut, OrderPreviewOut
@@ -54,7 +54,7 @@ async def place_order(
 
     async def place() -> OrderOut:
         new = body.new_order(request.app.state.open_models)
-        order = await orders.place_order(
+        order = await placing.place_order(
             session,
             account_id=account.id,
             request=new,
@@ -84,9 +84,9 @@ async def preview_order(
     """What an order would be, placed now: its alternatives (an order by model, expanded),
     checked as placing checks them; nothing is written."""
     new = body.new_order(request.app.state.open_models)
-    orders.check_request(new)
+    placing.check_request(new)
     startup_scripts.check(new.startup_script, new.providers)
-    new, _ = await orders.check_image(session, new)
+    new, _ = await placing.check_image(session, new)
     return OrderPreviewOut(
         model=new.model,
         prefer=new.prefer,

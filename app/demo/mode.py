@@ -25,7 +25,7 @@ from app.core.errors import TooManyOrders
 from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.providers.registry import display_name, simulated_specs
-from app.services import ledger, orders
+from app.services import ledger, placing
 from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
@@ -192,7 +192,7 @@ async def _place_demo_orders(session: AsyncSession, account_id: str, *, max_wait
             continue
         request = OrderCreate.model_validate(body).new_order()
         try:
-            await orders.place_order(
+            await placing.place_order(
                 session,
                 account_id=account_id,
                 request=request,

@@ -10,7 +10,7 @@ from app.core.errors import field_error
 from app.core.market import MAX_ALTERNATIVES
 from app.core.open_models import SERVING_GPUS, Fit, OpenModel, fit
 from app.providers.registry import display_name, offered_providers, spec_for
-from app.services.orders import NewAlternative
+from app.services.placing import NewAlternative
 
 GPU_COUNTS = (1, 2, 4, 8)  # GPUs per machine the providers sell
 CLUSTER_GPUS = 8  # a cluster's nodes are 8-GPU machines (the only nodes any provider clusters)

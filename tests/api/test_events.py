@@ -16,7 +16,7 @@ from app.core.clock import utcnow
 from app.events.hub import Hub
 from app.events.publisher import Publisher
 from app.main import create_app
-from app.services import orders, published_events
+from app.services import placing, published_events
 from app.settings import Settings
 from app.storage.db import (
     create_engine,
@@ -261,7 +261,7 @@ async def _place_many(database_url: str, account_id: str, count: int) -> None:
     try:
         async with session_scope(create_sessionmaker(engine)) as session:
             for _ in range(count):
-                await orders.place_order(
+                await placing.place_order(
                     session,
                     account_id=account_id,
                     request=request,

@@ -48,9 +48,9 @@ from app.core.states import AttemptStatus, LedgerKind, OrderStatus, TerminateRea
 from app.providers.base import Offer, ProviderAdapter, Unavailable, VMState
 from app.providers.fake import FakeAdapter
 from app.providers.registry import spec_for
-from app.services import accounts, attempts, claims, ledger, orders, terminations
+from app.services import accounts, attempts, claims, ledger, placing, terminations
 from app.services.claims import Intent
-from app.services.orders import NewAlternative, NewOrder
+from app.services.placing import NewAlternative, NewOrder
 from app.storage.db import (
     create_engine,
     create_read_sessionmaker,
@@ -157,7 +157,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         for provider, runtime in zip(where, runtimes, strict=True):
             offer = OFFERS[provider]
             async with session_scope(self.maker) as session:
-                order = await orders.place_order(
+                order = await placing.place_order(
                     session,
                     account_id=self.account_id,
                     request=NewOrder(

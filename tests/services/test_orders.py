@@ -6,8 +6,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import OrderEventKind
-from app.services import accounts, orders, timeline
-from app.services.orders import NewAlternative, NewOrder
+from app.services import accounts, orders, placing, timeline
+from app.services.placing import NewAlternative, NewOrder
 from app.services.timeline import Line
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, OrderEvent
@@ -20,7 +20,7 @@ async def _place(engine: AsyncEngine, *providers: str) -> str:
     async with session_scope(create_sessionmaker(engine)) as session:
         account, _key = await accounts.create_account(session, name="orders")
         return (
-            await orders.place_order(
+            await placing.place_order(
                 session, account_id=account.id, request=request, enabled=ALL, max_waiting=100
             )
         ).id

@@ -14,7 +14,7 @@ from app.core.catalogue import Provider
 from app.core.market import Fees, MachineKey, OrderWants
 from app.core.states import OrderStatus
 from app.providers.base import Offer
-from app.services import accounts, ledger, orders
+from app.services import accounts, ledger, orders, placing
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Order
 from app.watcher.match import assign, price_floors
@@ -30,7 +30,7 @@ async def _place(engine: AsyncEngine, account_id: str, **overrides: object) -> s
     body = {"gpu_model": "B300", "gpu_count": 8, "providers": ["verda"], "max_price_per_hour": 50}
     request = OrderCreate.model_validate(body | overrides).new_order()
     async with session_scope(create_sessionmaker(engine)) as session:
-        order = await orders.place_order(
+        order = await placing.place_order(
             session,
             account_id=account_id,
             request=request,
