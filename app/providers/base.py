@@ -23,23 +23,24 @@ __all__ = ["VM", "Machine", "MachineKey", "Offer", "VMState"]
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
 
-_RELEASING: ContextVar[bool] = ContextVar("releasing", default=False)
+_URGENT: ContextVar[bool] = ContextVar("urgent", default=False)
 
 
 @contextmanager
-def releasing() -> Iterator[None]:
-    """Within: requests stop a machine costing money (a delete and the reads it needs), so they
-    rank with creates and are never held back to keep the rate limit for stock reads."""
-    token = _RELEASING.set(True)
+def urgent() -> Iterator[None]:
+    """Within: the requests a create or a delete needs (a delete stops a machine costing money;
+    a create's look-ups, such as Hyperstack's environment, are part of it). They are never held
+    back to keep the rate limit for stock reads, only at the limit itself."""
+    token = _URGENT.set(True)
     try:
         yield
     finally:
-        _RELEASING.reset(token)
+        _URGENT.reset(token)
 
 
-def is_releasing() -> bool:
-    """Whether the current task is inside `releasing()`."""
-    return _RELEASING.get()
+def is_urgent() -> bool:
+    """Whether the current task is inside `urgent()`."""
+    return _URGENT.get()
 
 
 class ProviderError(Exception):

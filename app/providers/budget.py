@@ -199,15 +199,20 @@ class Budget:
                 if not self.buckets[key].sent:
                     del self.buckets[key]
 
-    def hold(self, method: str, path: str) -> float:
+    def hold(self, method: str, path: str, *, urgent: bool = False) -> float:
         """Seconds to hold back a request that is neither a create nor a stock read (0: send
-        it), so that such requests never take the share kept for stock reads. Deletes are not
-        asked (`base.releasing`): a machine left running costs more than a stock read."""
+        it), so that such requests never take the share kept for stock reads. An `urgent` one
+        (what a create or a delete needs: `base.urgent`) may take that share too, and is held
+        only where every request sent leaves no room under the limit less its margin: a
+        machine left running costs more than a stock read put off."""
         if (method, path) == self.create or self.is_stock_read(method, path):
             return 0.0
         now = self.clock()
         wait = 0.0
         for key, limit in self._keys(method, path):
+            if urgent:
+                wait = max(wait, self._room_in(self._bucket(key, limit), now))
+                continue
             if key not in self.read_buckets:
                 continue
             bucket = self._bucket(key, limit)
@@ -219,6 +224,17 @@ class Budget:
                 oldest = others[len(others) - allowed]
                 wait = max(wait, oldest + bucket.span - now)
         return wait
+
+    @staticmethod
+    def _room_in(bucket: _Bucket, now: float) -> float:
+        """Seconds until one more request of any kind fits `bucket` under its limit less its
+        margin (0: now)."""
+        bucket.forget_before(now)
+        allowed = bucket.usable
+        if len(bucket.sent) < allowed:
+            return 0.0
+        oldest = bucket.sent[len(bucket.sent) - allowed][0]
+        return max(0.0, oldest + bucket.span - now)
 
     def wait(self, read: StockRead) -> float:
         """Seconds until `read` fits the plan (0: it may go now)."""

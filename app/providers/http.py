@@ -22,7 +22,7 @@ from app.providers.base import (
     OutcomeUnknown,
     RateLimited,
     Unavailable,
-    is_releasing,
+    is_urgent,
 )
 from app.providers.budget import Budget, Published
 from app.providers.headroom import Headroom
@@ -88,7 +88,7 @@ class ProviderHTTP:
         timeout = self.create_timeout if is_create else self.timeout
         provider = str(self.provider)
         held = self.headroom.wait_before(method, path, is_create=is_create)
-        kept_for_reads = 0.0 if is_create or is_releasing() else self.budget.hold(method, path)
+        kept_for_reads = 0.0 if is_create else self.budget.hold(method, path, urgent=is_urgent())
         if kept_for_reads > held:
             PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
             raise RateLimited(

@@ -21,6 +21,7 @@ from app.providers.base import (
     RateLimited,
     Rejected,
     Unavailable,
+    urgent,
 )
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, claims, startup_scripts, timeline
@@ -130,15 +131,16 @@ class Deployer:
             self.on_settled()
             return
         try:
-            vm = await adapter.create_vm(
-                offer,
-                name=intent.vm_name,
-                tag=intent.tag,
-                ssh_public_key=intent.ssh_public_key,
-                disk_gb=intent.disk_gb,
-                startup_script=script,
-                image=intent.image,
-            )
+            with urgent():  # the look-ups a create needs go before stock reads
+                vm = await adapter.create_vm(
+                    offer,
+                    name=intent.vm_name,
+                    tag=intent.tag,
+                    ssh_public_key=intent.ssh_public_key,
+                    disk_gb=intent.disk_gb,
+                    startup_script=script,
+                    image=intent.image,
+                )
         except NoCapacity as exc:
             self.book.cool(offer.key, exc.retry_after)
             await self._not_created(

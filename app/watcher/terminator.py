@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.providers.base import ProviderAdapter, ProviderError, VMState, releasing
+from app.providers.base import ProviderAdapter, ProviderError, VMState, urgent
 from app.providers.registry import display_name
 from app.services import terminations
 from app.storage.db import session_scope
@@ -74,7 +74,7 @@ class Terminator:
         adapter = self.adapters[Provider(provider)]
         for attempt in due:
             try:
-                with releasing():  # the delete and the reads it needs go before stock reads
+                with urgent():  # the delete and the reads it needs go before stock reads
                     await self._delete(adapter, attempt)
             except Exception:
                 log.exception("deleting %s failed", attempt.id)

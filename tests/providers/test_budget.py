@@ -159,6 +159,24 @@ def test_other_requests_are_held_before_they_take_the_reads_share() -> None:
     assert budget.wait(hyperstack.STOCK_READ) < 1  # and the reads still have their share
 
 
+def test_urgent_requests_take_the_reads_share_but_never_pass_the_limit() -> None:
+    clock = FakeClock()
+    budget = hyperstack_budget(clock)
+    path = "/core/virtual-machines"
+    usable = 500 - max(planning.CREATE_MARGIN_MIN, int(500 * planning.CREATE_MARGIN_SHARE))
+    budget.sent(*hyperstack.STOCK_READ[0])
+    while budget.hold("GET", path) == 0:
+        budget.sent("GET", path)
+    assert budget.hold("GET", path, urgent=True) == 0  # held for the reads, not for a delete
+    for _ in range(usable - sum(len(b.sent) for b in budget.buckets.values())):
+        assert budget.hold("DELETE", f"{path}/7", urgent=True) == 0
+        budget.sent("DELETE", f"{path}/7")
+    held = budget.hold("DELETE", f"{path}/7", urgent=True)  # at the limit less the margin
+    assert 60 < held <= 60 + planning.WINDOW_SLACK
+    clock.advance(held)
+    assert budget.hold("DELETE", f"{path}/7", urgent=True) == 0  # the oldest left the window
+
+
 def verda_budget(clock: FakeClock, headroom: Headroom | None = None) -> Budget:
     return Budget(
         verda.RATE_LIMITS,

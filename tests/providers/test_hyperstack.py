@@ -24,7 +24,7 @@ from app.providers.base import (
     Rejected,
     Unavailable,
     VMState,
-    releasing,
+    urgent,
 )
 from app.providers.hyperstack import HyperstackAdapter
 from app.providers.hyperstack.adapter import keypair_name
@@ -473,9 +473,9 @@ class TestOutcomes:
         while ready.budget.hold("GET", "/core/virtual-machines") == 0:
             ready.budget.sent("GET", "/core/virtual-machines/1")
         with pytest.raises(RateLimited, match="held back"):
-            await ready.delete_vm(vm.id)  # the control: outside `releasing`, it waits
+            await ready.delete_vm(vm.id)  # the control: outside `urgent`, it waits
         assert len(await sim_vms(http, hyperstack_url)) == 2
-        with releasing():
+        with urgent():
             await ready.delete_vm(vm.id)  # the node listing and both deletes go
         await eventually(lambda: _none_left(http, hyperstack_url), what="both nodes deleted")
 
