@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import random
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from typing import Any
 
 from chaos_checks import Broken, Checker
 from chaos_world import (
+    SERVICE_SETTINGS,
     Api,
     History,
     Receiver,
@@ -47,10 +49,19 @@ from common import git_revision, pg_admin, stop
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
+from app.api.schemas import MAX_CREDIT
 from app.simulators.control import SimControl
 from app.simulators.faults import FAULT_KINDS
 from app.storage.models import Attempt, Lease, LedgerEntry, Order, OrderEvent, PublishedEvent
 
+# The end: how long every order may take to deploy once stock and money are back, and every
+# machine to end once its order is terminated: three minutes, and QuantaCloud's rate-limit
+# window (15 minutes) on top, because after an hour of reads that window is full and hundreds of
+# deletes at once get room only as it rolls (the deletes are held for room, not refused).
+WAIT_SECONDS = 120
+END_SECONDS = 180 + 15 * 60
+LIVE = ["deploying", "deployed", "running", "terminating"]
+BILLING_HOUR_SECONDS = float(SERVICE_SETTINGS["AUTOPROVISION_BILLING_HOUR_SECONDS"])
 # (provider, sku, region): the kinds of machine the orders below want.
 STOCK = [
     ("verda", "1H100.80S.30V", "FIN-01"),
@@ -164,9 +175,13 @@ class Chaos:
             self._spawn(stream.run(self.replicas, random.Random(self.rng.random()), self.history))
             self.accounts.append(account)
 
-    async def _top_up(self, account_id: str, amount: str) -> None:
+    async def _top_up(self, account_id: str, amount: str | Decimal) -> None:
         path = f"/v1/accounts/{account_id}/credits"
-        await self.api.call("POST", path, body={"amount": amount})
+        left = Decimal(amount)
+        while left > 0:  # in credits the API takes (up to MAX_CREDIT each)
+            credit = min(left, MAX_CREDIT)
+            await self.api.call("POST", path, body={"amount": str(credit)})
+            left -= credit
 
     async def _chaos(self, until: float) -> None:
         """Act at random until `until`, checking the rules every `--check-seconds`."""
@@ -319,16 +334,17 @@ class Chaos:
             await self._top_up(account_id, amount)
         for provider, sku, region in STOCK:
             await self.sim.stock(provider, sku, region, 500)  # more than all orders need
-        if not await self._until_none(["waiting"], 120):
+        if not await self._until_none(["waiting"], WAIT_SECONDS):
             waiting = await self._orders_in(["waiting"])
             self.broken.append(
                 Broken("order_stuck_waiting", f"still waiting with stock: {waiting[:5]}")
             )
-        for key, order_id in self.orders:
-            await self.api.call("POST", f"/v1/orders/{order_id}/terminate", key=key)
-        live = ["deploying", "deployed", "running", "terminating"]
-        if not await self._until_none(live, 180):
-            stuck = await self._orders_in(live)
+        # A machine that deploys after its order was sent a terminate is terminated then.
+        ending = time.monotonic()
+        ended = await self._until(self._end_every_order, END_SECONDS)
+        self.counts["end_seconds"] = round(time.monotonic() - ending)
+        if not ended:
+            stuck = await self._orders_in(LIVE)
             self.broken.append(Broken("order_stuck", f"not ended after terminate: {stuck[:5]}"))
         await self._until(self._no_live_vms, 60)
         self.broken += await self.checker.vm_owners(final=True)
@@ -343,12 +359,13 @@ class Chaos:
             self.broken += Checker.stream(stream.name, stream.ids, truth)
         await self._check(final=True)
 
-    async def _final_top_ups(self) -> dict[str, str]:
+    async def _final_top_ups(self) -> dict[str, Decimal]:
         """What each account is given so that all its orders can deploy and run through the
-        drain: a hold of one hour for each waiting order and another hour for each machine
-        already out, at its order's highest price, and $100 over. (A flat $1,000 was short
-        for accounts with dozens of orders waiting, and their orders stayed waiting.)"""
-        open_ = ["waiting", "deploying", "deployed", "running", "terminating"]
+        drain: every open order's highest price for each billing hour the drain can last (its
+        hours are 10 s) and one more (the hold), and $100 over. (A flat $1,000 was short for
+        accounts with dozens of orders waiting, and so were two hours: their machines billed
+        on through the drain, and the orders still waiting stayed short of money.)"""
+        open_ = ["waiting", *LIVE]
         async with self.checker.engine.connect() as connection:
             rows = (
                 await connection.execute(
@@ -358,7 +375,25 @@ class Chaos:
                 )
             ).all()
         need = {account_id: Decimal(total) for account_id, total in rows}
-        return {a["id"]: str(2 * need.get(a["id"], Decimal(0)) + 100) for a in self.accounts}
+        hours = math.ceil((WAIT_SECONDS + END_SECONDS) / BILLING_HOUR_SECONDS) + 1
+        return {a["id"]: need.get(a["id"], Decimal(0)) * hours + 100 for a in self.accounts}
+
+    async def _end_every_order(self) -> bool:
+        """Cancel every order still waiting and terminate every one with a machine, as their
+        users would; True once none is left open."""
+        keys = {order_id: key for key, order_id in self.orders}
+        async with self.checker.engine.connect() as connection:
+            rows = (
+                await connection.execute(
+                    select(Order.id, Order.status).where(Order.status.in_(["waiting", *LIVE]))
+                )
+            ).all()
+        for order_id, status in rows:
+            if order_id not in keys or status == "terminating":
+                continue
+            verb = "cancel" if status == "waiting" else "terminate"
+            await self.api.call("POST", f"/v1/orders/{order_id}/{verb}", key=keys[order_id])
+        return not rows
 
     async def _until(self, holds: Any, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
