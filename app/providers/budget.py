@@ -210,31 +210,19 @@ class Budget:
         now = self.clock()
         wait = 0.0
         for key, limit in self._keys(method, path):
-            if urgent:
-                wait = max(wait, self._room_in(self._bucket(key, limit), now))
-                continue
-            if key not in self.read_buckets:
+            if not urgent and key not in self.read_buckets:
                 continue
             bucket = self._bucket(key, limit)
             bucket.forget_before(now)
-            allowed = limit.requests - bucket.margin
-            allowed -= int(allowed * READ_FLOOR_SHARE)
-            others = [when for when, stock in bucket.sent if not stock]
-            if len(others) >= allowed:
-                oldest = others[len(others) - allowed]
-                wait = max(wait, oldest + bucket.span - now)
+            if urgent:  # every request sent counts against the limit less its margin
+                allowed = bucket.usable
+                sent = [when for when, _stock in bucket.sent]
+            else:  # other requests count against what the reads' floor leaves
+                allowed = bucket.usable - int(bucket.usable * READ_FLOOR_SHARE)
+                sent = [when for when, stock in bucket.sent if not stock]
+            if len(sent) >= allowed:
+                wait = max(wait, sent[len(sent) - allowed] + bucket.span - now)
         return wait
-
-    @staticmethod
-    def _room_in(bucket: _Bucket, now: float) -> float:
-        """Seconds until one more request of any kind fits `bucket` under its limit less its
-        margin (0: now)."""
-        bucket.forget_before(now)
-        allowed = bucket.usable
-        if len(bucket.sent) < allowed:
-            return 0.0
-        oldest = bucket.sent[len(bucket.sent) - allowed][0]
-        return max(0.0, oldest + bucket.span - now)
 
     def wait(self, read: StockRead) -> float:
         """Seconds until `read` fits the plan (0: it may go now)."""
