@@ -202,3 +202,10 @@ class ProviderAdapter(Protocol):
         """The names of the start-up scripts kept on the account (none where a script goes
         with the create)."""
         ...
+
+
+async def delete_urgently(adapter: ProviderAdapter, vm_id: str) -> None:
+    """`adapter.delete_vm` inside `urgent()`: how the watcher deletes a machine, so that no
+    delete is held back for stock reads while it costs money."""
+    with urgent():
+        await adapter.delete_vm(vm_id)

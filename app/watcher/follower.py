@@ -12,7 +12,7 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.market import ENDED_VM_STATES
 from app.core.states import FOLLOWED_ATTEMPTS, AttemptStatus, OrderEventKind
-from app.providers.base import VM, Offer, ProviderAdapter, ProviderError, VMState, urgent
+from app.providers.base import VM, Offer, ProviderAdapter, ProviderError, VMState, delete_urgently
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, timeline
 from app.services.timeline import Line
@@ -108,8 +108,7 @@ class Follower:
             self._taking_apart[attempt.id] = unassembled
             # All or nothing: every node made is deleted, the hour refunded, the order waits.
             if vm is not None:
-                with urgent():
-                    await adapter.delete_vm(vm.id)
+                await delete_urgently(adapter, vm.id)
             async with session_scope(self.sessionmaker) as session:
                 await attempts.settle_failed_before_running(
                     session, attempt_id=attempt.id, reason=unassembled
@@ -128,8 +127,7 @@ class Follower:
         if vm is not None and vm.state not in (VMState.FAILED, VMState.SUSPENDED, VMState.GONE):
             return  # still booting (or a status we do not know: wait and see)
         if vm is not None and vm.state in (VMState.FAILED, VMState.SUSPENDED):
-            with urgent():
-                await adapter.delete_vm(vm.id)
+            await delete_urgently(adapter, vm.id)
             reason = f"{name} failed the VM before it ran ({vm.provider_status})"
         else:
             reason = f"{name} lost the VM before it ran"

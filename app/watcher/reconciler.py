@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import AttemptStatus
-from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, urgent
+from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, delete_urgently
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, ledger
 from app.services.claims import VM_TAG_PREFIX
@@ -146,8 +146,7 @@ class Reconciler:
             if vm.id not in ended or vm.id in live or vm.state in GONE:
                 continue
             try:
-                with urgent():
-                    await adapter.delete_vm(vm.id)
+                await delete_urgently(adapter, vm.id)
             except ProviderError as exc:
                 log.warning(
                     "%s VM %s of ended order %s is still there and cannot be deleted: %s",
@@ -169,8 +168,7 @@ async def _deleted(adapter: ProviderAdapter, vm: VM) -> bool:
     """Delete one VM; a refusal (it is still being created, say) is logged and tried again on
     the next sweep, without stopping this one."""
     try:
-        with urgent():
-            await adapter.delete_vm(vm.id)
+        await delete_urgently(adapter, vm.id)
     except ProviderError as exc:
         log.info("%s VM %s not deleted yet: %s", adapter.provider, vm.id, exc.message)
         return False

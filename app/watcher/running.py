@@ -13,7 +13,7 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.market import ENDED_VM_STATES
 from app.core.states import AttemptStatus
-from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, urgent
+from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, delete_urgently
 from app.services import attempts, cluster_nodes, terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
@@ -79,8 +79,7 @@ class RunningWatch:
         if ended is not None:
             log.warning("%s ended VM %s (%s)", adapter.provider, attempt.provider_vm_id, reported)
             if vm is not None and vm.state in STILL_THERE:
-                with urgent():  # best effort: the reconciler deletes it too
-                    await adapter.delete_vm(vm.id)
+                await delete_urgently(adapter, vm.id)  # best effort: the reconciler deletes it too
         if vm is None or vm.state is VMState.GONE:  # else the reconciler's, once it is gone
             await delete_startup_script(adapter, attempt.vm_name)
 
