@@ -52,7 +52,15 @@ from sqlalchemy.engine import make_url
 from app.api.schemas import MAX_CREDIT
 from app.simulators.control import SimControl
 from app.simulators.faults import FAULT_KINDS
-from app.storage.models import Attempt, Lease, LedgerEntry, Order, OrderEvent, PublishedEvent
+from app.storage.models import (
+    Account,
+    Attempt,
+    Lease,
+    LedgerEntry,
+    Order,
+    OrderEvent,
+    PublishedEvent,
+)
 
 # The end: how long every order may take to deploy once stock and money are back, and every
 # machine to end once its order is terminated: three minutes, and QuantaCloud's rate-limit
@@ -175,13 +183,17 @@ class Chaos:
             self._spawn(stream.run(self.replicas, random.Random(self.rng.random()), self.history))
             self.accounts.append(account)
 
-    async def _top_up(self, account_id: str, amount: str | Decimal) -> None:
+    async def _top_up(self, account_id: str, amount: str | Decimal, *, tries: int = 6) -> bool:
+        """Credit `amount` in credits the API takes (up to MAX_CREDIT each); True if all landed.
+        Each credit is retried under its idempotency key, so a lost answer never pays twice."""
         path = f"/v1/accounts/{account_id}/credits"
-        left = Decimal(amount)
-        while left > 0:  # in credits the API takes (up to MAX_CREDIT each)
+        left, landed = Decimal(amount), True
+        while left > 0:
             credit = min(left, MAX_CREDIT)
-            await self.api.call("POST", path, body={"amount": str(credit)})
+            answer = await self.api.call("POST", path, body={"amount": str(credit)}, tries=tries)
+            landed = landed and answer is not None and answer.status_code == 201
             left -= credit
+        return landed
 
     async def _chaos(self, until: float) -> None:
         """Act at random until `until`, checking the rules every `--check-seconds`."""
@@ -331,13 +343,17 @@ class Chaos:
         for provider in SimControl.providers():
             await self.sim.config(provider, latency_ms=0, jitter_ms=0)
         for account_id, amount in (await self._final_top_ups()).items():
-            await self._top_up(account_id, amount)
+            if not await self._top_up(account_id, amount, tries=60):
+                self.broken.append(Broken("api_unanswered", f"top-up of {account_id} failed"))
         for provider, sku, region in STOCK:
             await self.sim.stock(provider, sku, region, 500)  # more than all orders need
         if not await self._until_none(["waiting"], WAIT_SECONDS):
             waiting = await self._orders_in(["waiting"])
             self.broken.append(
-                Broken("order_stuck_waiting", f"still waiting with stock: {waiting[:5]}")
+                Broken(
+                    "order_stuck_waiting",
+                    f"still waiting with stock: {waiting[:5]}; available: {await self._funds()}",
+                )
             )
         # A machine that deploys after its order was sent a terminate is terminated then.
         ending = time.monotonic()
@@ -361,20 +377,21 @@ class Chaos:
 
     async def _final_top_ups(self) -> dict[str, Decimal]:
         """What each account is given so that all its orders can deploy and run through the
-        drain: every open order's highest price for each billing hour the drain can last (its
-        hours are 10 s) and one more (the hold), and $100 over. (A flat $1,000 was short for
-        accounts with dozens of orders waiting, and so were two hours: their machines billed
-        on through the drain, and the orders still waiting stayed short of money.)"""
-        open_ = ["waiting", *LIVE]
+        drain: every open order's highest price (its dearest alternative's) for each billing
+        hour the drain can last (its hours are 10 s) and one more (the hold), and $100 over.
+        (A flat $1,000 was short for accounts with dozens of orders waiting, and so were two
+        hours: their machines billed on through the drain, and the orders still waiting stayed
+        short of money.)"""
+        need: dict[str, Decimal] = {}
         async with self.checker.engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(Order.account_id, func.sum(Order.max_price_per_hour))
-                    .where(Order.status.in_(open_))
-                    .group_by(Order.account_id)
+            rows = await connection.execute(
+                select(Order.account_id, Order.max_price_per_hour, Order.alternatives).where(
+                    Order.status.in_(["waiting", *LIVE])
                 )
-            ).all()
-        need = {account_id: Decimal(total) for account_id, total in rows}
+            )
+            for account_id, first_price, alternatives in rows:
+                prices = [Decimal(a["max_price_per_hour"]) for a in alternatives or []]
+                need[account_id] = need.get(account_id, Decimal(0)) + max([first_price, *prices])
         hours = math.ceil((WAIT_SECONDS + END_SECONDS) / BILLING_HOUR_SECONDS) + 1
         return {a["id"]: need.get(a["id"], Decimal(0)) * hours + 100 for a in self.accounts}
 
@@ -421,6 +438,12 @@ class Chaos:
                 )
                 described.append(f"{order_id} {status}: {last}")
             return described
+
+    async def _funds(self) -> dict[str, str]:
+        """Each account's available balance (balance less holds), as the watcher sees it."""
+        async with self.checker.engine.connect() as connection:
+            rows = await connection.execute(select(Account.id, Account.balance, Account.held))
+            return {account_id: str(balance - held) for account_id, balance, held in rows}
 
     async def _until_none(self, statuses: list[str], seconds: float) -> bool:
         async def none() -> bool:

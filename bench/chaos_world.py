@@ -115,8 +115,8 @@ class Replica:
 
 class Api:
     """Requests to whichever replica is up; every answer is kept, and any 5xx but a
-    `503 overloaded` is a broken rule. A POST that places an order carries an idempotency key,
-    so retrying it on another replica after a lost answer places it once."""
+    `503 overloaded` is a broken rule. Every POST carries an idempotency key, so retrying it on
+    another replica after a lost answer (an order placed, a top-up) acts once."""
 
     def __init__(self, replicas: list[Replica], history: History, rng: Random) -> None:
         self.replicas = replicas
@@ -135,7 +135,7 @@ class Api:
     ) -> httpx.Response | None:
         """The answer of a live replica, or None when none answered in `tries` tries."""
         headers = {"Authorization": f"Bearer {key or ADMIN_KEY}"}
-        if method == "POST" and path == "/v1/orders":
+        if method == "POST":
             headers["Idempotency-Key"] = uuid.uuid4().hex
         for attempt in range(tries):
             live = [r for r in self.replicas if r.alive] or self.replicas
