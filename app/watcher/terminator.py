@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.providers.base import ProviderAdapter, ProviderError, VMState, urgent
+from app.providers.base import ProviderAdapter, ProviderError, RateLimited, VMState, urgent
 from app.providers.registry import display_name
 from app.services import terminations
 from app.storage.db import session_scope
@@ -32,6 +32,17 @@ CHECK_AGAIN_SECONDS = 0.5  # a delete taken, the VM not gone yet: looked at agai
 def retry_after(attempts: int) -> timedelta:
     """How long after its `attempts`-th failed delete the next one goes."""
     return timedelta(seconds=min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2 ** max(attempts, 0)))
+
+
+def delete_retry_in(error: ProviderError, attempts: int) -> timedelta:
+    """When a delete that failed with `error` goes again: when a rate limit says there is room
+    (the provider's Retry-After, or our own budget's wait; at most RETRY_MAX_SECONDS), else
+    after the back-off for its `attempts`-th failure. A machine waiting on a rate limit bills
+    on, so it is not left to the back-off's doubling."""
+    if isinstance(error, RateLimited) and error.retry_after is not None:
+        wait = min(max(error.retry_after, CHECK_AGAIN_SECONDS), RETRY_MAX_SECONDS)
+        return timedelta(seconds=wait)
+    return retry_after(attempts)
 
 
 class Terminator:
@@ -94,7 +105,7 @@ class Terminator:
                     session,
                     attempt_id=attempt.id,
                     now=self.clock(),
-                    retry_in=retry_after(attempt.delete_attempts),
+                    retry_in=delete_retry_in(exc, attempt.delete_attempts),
                     message=f"{name} did not take the delete of VM {attempt.provider_vm_id} "
                     f"({exc.message})",
                 )
