@@ -62,11 +62,16 @@ from app.storage.models import (
     PublishedEvent,
 )
 
-# The end: how long every order may take to deploy once stock and money are back, and every
-# machine to end once its order is terminated: three minutes, and QuantaCloud's rate-limit
-# window (15 minutes) on top, because after an hour of reads that window is full and hundreds of
-# deletes at once get room only as it rolls (the deletes are held for room, not refused).
+# The end. Once stock and money are back, the orders still waiting deploy at the pace their
+# providers allow: a provider that says only whether a kind is available gets one create per
+# read of it, and every provider has its rate limit, so after an hour hundreds may wait for one
+# kind. Each kind of order still waiting must see one of its orders leave `waiting` within
+# WAIT_SECONDS, and all must be gone within WAIT_MAX_SECONDS. Then every machine must end
+# within three minutes of its terminate, and QuantaCloud's rate-limit window (15 minutes) on
+# top: after an hour of reads that window is full, and hundreds of deletes at once get room
+# only as it rolls (they are held for room, not refused).
 WAIT_SECONDS = 120
+WAIT_MAX_SECONDS = 20 * 60
 END_SECONDS = 180 + 15 * 60
 LIVE = ["deploying", "deployed", "running", "terminating"]
 BILLING_HOUR_SECONDS = float(SERVICE_SETTINGS["AUTOPROVISION_BILLING_HOUR_SECONDS"])
@@ -347,8 +352,11 @@ class Chaos:
                 self.broken.append(Broken("api_unanswered", f"top-up of {account_id} failed"))
         for provider, sku, region in STOCK:
             await self.sim.stock(provider, sku, region, 500)  # more than all orders need
-        if not await self._until_none(["waiting"], WAIT_SECONDS):
-            waiting = await self._orders_in(["waiting"])
+        waiting_since = time.monotonic()
+        stalled = await self._stalled_waiting()
+        self.counts["wait_seconds"] = round(time.monotonic() - waiting_since)
+        if stalled:
+            waiting = await self._orders_in(["waiting"], only=stalled)
             self.broken.append(
                 Broken(
                     "order_stuck_waiting",
@@ -392,8 +400,40 @@ class Chaos:
             for account_id, first_price, alternatives in rows:
                 prices = [Decimal(a["max_price_per_hour"]) for a in alternatives or []]
                 need[account_id] = need.get(account_id, Decimal(0)) + max([first_price, *prices])
-        hours = math.ceil((WAIT_SECONDS + END_SECONDS) / BILLING_HOUR_SECONDS) + 1
+        hours = math.ceil((WAIT_MAX_SECONDS + END_SECONDS) / BILLING_HOUR_SECONDS) + 1
         return {a["id"]: need.get(a["id"], Decimal(0)) * hours + 100 for a in self.accounts}
+
+    async def _stalled_waiting(self) -> set[str]:
+        """Wait until no order waits; the orders still waiting of every kind (what it wants)
+        that saw none of its orders leave `waiting` for WAIT_SECONDS, or of all kinds once
+        WAIT_MAX_SECONDS have passed. Empty once none waits."""
+        give_up = time.monotonic() + WAIT_MAX_SECONDS
+        before: dict[tuple[str, ...], set[str]] = {}
+        moved: dict[tuple[str, ...], float] = {}
+        while True:
+            now, waiting = time.monotonic(), await self._waiting_by_kind()
+            for kind, orders in waiting.items():
+                if kind not in before or before[kind] - orders:
+                    moved[kind] = now
+            stalled = [o for k, o in waiting.items() if now - moved[k] > WAIT_SECONDS]
+            if not waiting or stalled or now > give_up:
+                return set().union(*(stalled or waiting.values()))
+            before = waiting
+            await asyncio.sleep(0.5)
+
+    async def _waiting_by_kind(self) -> dict[tuple[str, ...], set[str]]:
+        async with self.checker.engine.connect() as connection:
+            rows = await connection.execute(
+                select(
+                    Order.id, Order.gpu_model, Order.nodes, Order.providers, Order.alternatives
+                ).where(Order.status == "waiting")
+            )
+            kinds: dict[tuple[str, ...], set[str]] = {}
+            for order_id, *wants in rows:
+                kinds.setdefault(tuple(json.dumps(w, sort_keys=True) for w in wants), set()).add(
+                    order_id
+                )
+            return kinds
 
     async def _end_every_order(self) -> bool:
         """Cancel every order still waiting and terminate every one with a machine, as their
@@ -420,14 +460,17 @@ class Chaos:
             await asyncio.sleep(0.5)
         return False
 
-    async def _orders_in(self, statuses: list[str]) -> list[str]:
-        """The orders in these statuses, each with the last line of its timeline."""
+    async def _orders_in(self, statuses: list[str], only: set[str] | None = None) -> list[str]:
+        """The orders in these statuses (of `only`, if given), each with the last line of its
+        timeline."""
         async with self.checker.engine.connect() as connection:
-            rows = (
-                await connection.execute(
+            rows = [
+                row
+                for row in await connection.execute(
                     select(Order.id, Order.status).where(Order.status.in_(statuses))
                 )
-            ).all()
+                if only is None or row[0] in only
+            ]
             described = []
             for order_id, status in rows:
                 last = await connection.scalar(
@@ -444,12 +487,6 @@ class Chaos:
         async with self.checker.engine.connect() as connection:
             rows = await connection.execute(select(Account.id, Account.balance, Account.held))
             return {account_id: str(balance - held) for account_id, balance, held in rows}
-
-    async def _until_none(self, statuses: list[str], seconds: float) -> bool:
-        async def none() -> bool:
-            return not await self._orders_in(statuses)
-
-        return await self._until(none, seconds)
 
     async def _no_live_vms(self) -> bool:
         return not [vm for vm in await self.checker._sim_vms() if vm[3] not in _gone()]
