@@ -360,7 +360,8 @@ class Chaos:
             self.broken.append(
                 Broken(
                     "order_stuck_waiting",
-                    f"still waiting with stock: {waiting[:5]}; available: {await self._funds()}",
+                    f"{len(stalled)} still waiting with stock, such as {waiting}; "
+                    f"available: {await self._funds()}",
                 )
             )
         # A machine that deploys after its order was sent a terminate is terminated then.
@@ -369,7 +370,7 @@ class Chaos:
         self.counts["end_seconds"] = round(time.monotonic() - ending)
         if not ended:
             stuck = await self._orders_in(LIVE)
-            self.broken.append(Broken("order_stuck", f"not ended after terminate: {stuck[:5]}"))
+            self.broken.append(Broken("order_stuck", f"not ended after terminate: {stuck}"))
         await self._until(self._no_live_vms, 60)
         self.broken += await self.checker.vm_owners(final=True)
         self.broken += await self.checker.money()
@@ -461,16 +462,13 @@ class Chaos:
         return False
 
     async def _orders_in(self, statuses: list[str], only: set[str] | None = None) -> list[str]:
-        """The orders in these statuses (of `only`, if given), each with the last line of its
-        timeline."""
+        """Five of the orders in these statuses (of `only`, if given), each with the last line
+        of its timeline: what a broken rule's report shows."""
+        query = select(Order.id, Order.status).where(Order.status.in_(statuses))
+        if only is not None:
+            query = query.where(Order.id.in_(sorted(only)))
         async with self.checker.engine.connect() as connection:
-            rows = [
-                row
-                for row in await connection.execute(
-                    select(Order.id, Order.status).where(Order.status.in_(statuses))
-                )
-                if only is None or row[0] in only
-            ]
+            rows = (await connection.execute(query.order_by(Order.id).limit(5))).all()
             described = []
             for order_id, status in rows:
                 last = await connection.scalar(
@@ -483,7 +481,7 @@ class Chaos:
             return described
 
     async def _funds(self) -> dict[str, str]:
-        """Each account's available balance (balance less holds), as the watcher sees it."""
+        """Each account's available balance (balance less holds) in the database."""
         async with self.checker.engine.connect() as connection:
             rows = await connection.execute(select(Account.id, Account.balance, Account.held))
             return {account_id: str(balance - held) for account_id, balance, held in rows}

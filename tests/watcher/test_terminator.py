@@ -33,11 +33,12 @@ class Deletes:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.maker = create_sessionmaker(engine)
         self.fake = FakeAdapter()
         self.clock = FakeWallClock()
         self.terminator = Terminator(
             adapters={self.fake.provider: self.fake},
-            sessionmaker=create_sessionmaker(engine),
+            sessionmaker=self.maker,
             read_sessionmaker=create_read_sessionmaker(engine),
             clock=self.clock,
         )
@@ -49,9 +50,9 @@ class Deletes:
         offer = self.fake.offer()
         (intent,) = await claimed(self.engine, offer)
         vm = await self.fake.create_vm(offer, name="vm", tag="tag", ssh_public_key=None)
-        async with session_scope(create_sessionmaker(self.engine)) as session:
+        async with session_scope(self.maker) as session:
             await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
-        async with session_scope(create_sessionmaker(self.engine)) as session:
+        async with session_scope(self.maker) as session:
             await terminations.request(
                 session,
                 order_id=intent.order_id,
@@ -63,7 +64,7 @@ class Deletes:
         return self
 
     async def next_delete_in(self) -> timedelta:
-        async with session_scope(create_sessionmaker(self.engine)) as session:
+        async with session_scope(self.maker) as session:
             due = await session.scalar(
                 select(Attempt.next_delete_at).where(Attempt.order_id == self.order_id)
             )
