@@ -233,7 +233,8 @@ class Checker:
         """No order deploying or terminating for longer than its outcome or delete retries
         allow. A delete the provider keeps refusing is retried with a growing wait (up to a
         minute), for as long as it refuses: such an order is stuck only once its next delete
-        is overdue by OVERDUE_DELETE seconds, not for being refused many times."""
+        is overdue by OVERDUE_DELETE seconds (the first is due when the order is terminated),
+        not for being refused or held back many times."""
         self.runs["stuck_orders"] += 1
         statuses = list(STUCK_AFTER)
         async with self.engine.connect() as connection:
@@ -246,10 +247,7 @@ class Checker:
                 (
                     await connection.execute(
                         select(Attempt.order_id, func.max(Attempt.next_delete_at))
-                        .where(
-                            Attempt.status == AttemptStatus.TERMINATING,
-                            Attempt.delete_attempts > 0,
-                        )
+                        .where(Attempt.status == AttemptStatus.TERMINATING)
                         .group_by(Attempt.order_id)
                     )
                 ).all()

@@ -88,6 +88,13 @@ class RateLimited(ProviderError):
         self.retry_after = retry_after
 
 
+class HeldBack(RateLimited):
+    """Our own rate-limit budget kept the request back: nothing was sent."""
+
+    def __init__(self, provider: Provider, message: str, *, retry_after: float) -> None:
+        super().__init__(provider, message, status_code=None, retry_after=retry_after)
+
+
 class AuthFailed(ProviderError):
     """Our credentials were refused (after one refresh where the provider has tokens)."""
 

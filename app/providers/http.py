@@ -19,6 +19,7 @@ import httpx
 from app.core.catalogue import Provider
 from app.providers.base import (
     AuthFailed,
+    HeldBack,
     OutcomeUnknown,
     RateLimited,
     Unavailable,
@@ -91,20 +92,18 @@ class ProviderHTTP:
         kept_for_reads = 0.0 if is_create else self.budget.hold(method, path, urgent=is_urgent())
         if kept_for_reads > held:
             PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
-            raise RateLimited(
+            raise HeldBack(
                 self.provider,
                 f"{method} {path}: held back {kept_for_reads:.0f} s: the rest of the rate limit "
                 "is kept for stock reads, creates and deletes",
-                status_code=None,
                 retry_after=kept_for_reads,
             )
         if held > 0:
             PROVIDER_RATE_LIMIT_HELD.labels(provider).inc()
-            raise RateLimited(
+            raise HeldBack(
                 self.provider,
                 f"{method} {path}: the provider reports its rate limit used up; held back "
                 f"{held:.0f} s instead of asking for a 429",
-                status_code=None,
                 retry_after=held,
             )
         opened = PROVIDER_CONNECTIONS.labels(provider, "create" if is_create else "other")

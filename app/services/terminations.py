@@ -216,17 +216,24 @@ async def note_delete_accepted(
 
 
 async def note_delete_failed(
-    session: AsyncSession, *, attempt_id: str, now: datetime, retry_in: timedelta, message: str
+    session: AsyncSession,
+    *,
+    attempt_id: str,
+    now: datetime,
+    retry_in: timedelta,
+    message: str,
+    sent: bool = True,
 ) -> None:
-    """The delete failed or was refused: try again in `retry_in`; say why on the timeline,
-    once per reason."""
+    """The delete failed or was refused (or, `sent` false, was held back before it went):
+    try again in `retry_in`; say why on the timeline, once per reason. Only a delete that was
+    sent counts as an attempt."""
     detail = message[:500]
     noted = (
         await session.execute(
             update(Attempt)
             .where(Attempt.id == attempt_id, Attempt.status == AttemptStatus.TERMINATING)
             .values(
-                delete_attempts=Attempt.delete_attempts + 1,
+                delete_attempts=Attempt.delete_attempts + int(sent),
                 next_delete_at=now + retry_in,
                 updated_at=now,
             )
@@ -239,7 +246,11 @@ async def note_delete_failed(
     await session.execute(update(Attempt).where(Attempt.id == attempt_id).values(detail=detail))
     await timeline.write(
         session,
-        Line(noted.order_id, OrderEventKind.DELETE_RETRY, f"{message}: the delete is sent again."),
+        Line(
+            noted.order_id,
+            OrderEventKind.DELETE_RETRY,
+            f"{message}: the delete is sent " + ("again." if sent else "when there is room."),
+        ),
     )
 
 

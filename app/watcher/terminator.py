@@ -16,7 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.providers.base import ProviderAdapter, ProviderError, RateLimited, VMState, urgent
+from app.providers.base import (
+    HeldBack,
+    ProviderAdapter,
+    ProviderError,
+    RateLimited,
+    VMState,
+    urgent,
+)
 from app.providers.registry import display_name
 from app.services import terminations
 from app.storage.db import session_scope
@@ -43,6 +50,14 @@ def delete_retry_in(error: ProviderError, attempts: int) -> timedelta:
         wait = min(max(error.retry_after, CHECK_AGAIN_SECONDS), RETRY_MAX_SECONDS)
         return timedelta(seconds=wait)
     return retry_after(attempts)
+
+
+def not_deleted(name: str, vm_id: str, error: ProviderError) -> str:
+    """What the timeline says of a delete that did not go through: refused or failed at the
+    provider, or held back by our own rate-limit budget before it was sent."""
+    if isinstance(error, HeldBack):
+        return f"The delete of VM {vm_id} waits for {name}'s rate limit ({error.message})"
+    return f"{name} did not take the delete of VM {vm_id} ({error.message})"
 
 
 class Terminator:
@@ -96,18 +111,20 @@ class Terminator:
             return  # the delete was taken before: it is gone now, or on its way
         if attempt.billed_from is None:
             await self._note_if_running(adapter, attempt)
-        name = display_name(adapter.provider)
         try:
             await adapter.delete_vm(attempt.provider_vm_id)
         except ProviderError as exc:
+            sent = not isinstance(exc, HeldBack)
             async with session_scope(self.sessionmaker) as session:
                 await terminations.note_delete_failed(
                     session,
                     attempt_id=attempt.id,
                     now=self.clock(),
                     retry_in=delete_retry_in(exc, attempt.delete_attempts),
-                    message=f"{name} did not take the delete of VM {attempt.provider_vm_id} "
-                    f"({exc.message})",
+                    message=not_deleted(
+                        display_name(adapter.provider), attempt.provider_vm_id, exc
+                    ),
+                    sent=sent,
                 )
             return
         accepted_at = self.clock()

@@ -1,5 +1,6 @@
 """The terminator against a provider that answers as told, on a clock the test moves: when a
-refused delete goes again, and that every delete goes as an urgent request."""
+refused delete goes again, that a delete our own budget held back is not counted as sent, and
+that every delete goes as an urgent request."""
 
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -10,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
-from app.core.states import OrderStatus, TerminateReason
+from app.core.states import OrderEventKind, OrderStatus, TerminateReason
 from app.providers import fake, registry
-from app.providers.base import ProviderError, RateLimited, Unavailable, is_urgent
+from app.providers.base import HeldBack, ProviderError, RateLimited, Unavailable, is_urgent
 from app.providers.fake import FakeAdapter
 from app.services import attempts, terminations
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.storage.models import Attempt
+from app.storage.models import Attempt, OrderEvent
 from app.watcher.terminator import (
     RETRY_MAX_SECONDS,
     Terminator,
@@ -71,6 +72,28 @@ class Deletes:
         assert due is not None
         return due - self.clock()
 
+    async def sent_deletes(self) -> int:
+        """How many deletes the order's attempt counts as sent."""
+        async with session_scope(self.maker) as session:
+            sent = await session.scalar(
+                select(Attempt.delete_attempts).where(Attempt.order_id == self.order_id)
+            )
+        assert sent is not None
+        return sent
+
+    async def retry_lines(self) -> list[str]:
+        """What the order's timeline said of deletes that did not go through."""
+        async with session_scope(self.maker) as session:
+            lines = await session.scalars(
+                select(OrderEvent.message)
+                .where(
+                    OrderEvent.order_id == self.order_id,
+                    OrderEvent.kind == OrderEventKind.DELETE_RETRY,
+                )
+                .order_by(OrderEvent.id)
+            )
+            return list(lines)
+
 
 @pytest.fixture
 async def deletes(engine: AsyncEngine) -> AsyncIterator[Deletes]:
@@ -110,6 +133,21 @@ async def test_a_refused_delete_backs_off_as_before(deletes: Deletes) -> None:
     deletes.fake.fail_deletes(Unavailable)
     await deletes.terminator.tick()
     assert await deletes.next_delete_in() == retry_after(0)
+
+
+async def test_a_delete_our_budget_held_back_is_not_counted_as_sent(deletes: Deletes) -> None:
+    held: Callable[..., ProviderError] = partial(HeldBack, retry_after=7.0)
+    deletes.fake.fail_deletes(held, Unavailable)  # type: ignore[arg-type]
+    await deletes.terminator.tick()
+    assert await deletes.sent_deletes() == 0
+    assert await deletes.next_delete_in() == timedelta(seconds=7)
+
+    deletes.clock.advance(7)
+    await deletes.terminator.tick()  # sent this time, and refused: that one counts
+    assert await deletes.sent_deletes() == 1
+    held_line, refused_line = await deletes.retry_lines()
+    assert "waits for" in held_line and held_line.endswith("sent when there is room.")
+    assert "did not take the delete" in refused_line and refused_line.endswith("sent again.")
 
 
 async def test_deletes_go_as_urgent_requests(deletes: Deletes) -> None:
