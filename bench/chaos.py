@@ -9,8 +9,10 @@ runtime limit), cancelled and terminated; top-ups, and accounts left to run out 
 stock bursts and droughts; every fault kind at every provider; latency spikes; replicas
 SIGKILLed (the lease holder half the time) and restarted; receivers down or slow; streams
 dropped and resumed. Every `--check-seconds` the rules in `chaos_checks.py` are checked; at the
-end the chaos stops, stock comes back, every machine is terminated, and they are checked again
+end (`chaos_end.py`) the chaos stops, stock and money come back, every waiting order must
+deploy at its providers' pace, every machine is terminated, and the rules are checked again
 with those that need quiet (nothing left behind, every event delivered and streamed once).
+The world (replicas, simulators, receivers, stream clients) is `chaos_world.py`.
 
 A broken rule stops the run: it prints the rule, the last things that happened and the seed;
 the same seed replays the same schedule of actions (their timing differs from run to run).
@@ -23,7 +25,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import random
 import sys
 import tempfile
@@ -31,12 +32,13 @@ import time
 import uuid
 from collections import Counter
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from chaos_checks import Broken, Checker
+from chaos_checks import GONE, Broken, Checker
+from chaos_end import END_SECONDS, END_STOCK, LIVE, Ending, database_counts, until
 from chaos_world import (
-    SERVICE_SETTINGS,
     Api,
     History,
     Receiver,
@@ -46,35 +48,14 @@ from chaos_world import (
     start_simulators,
 )
 from common import git_revision, pg_admin, stop
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from app.api.schemas import MAX_CREDIT
 from app.simulators.control import SimControl
 from app.simulators.faults import FAULT_KINDS
-from app.storage.models import (
-    Account,
-    Attempt,
-    Lease,
-    LedgerEntry,
-    Order,
-    OrderEvent,
-    PublishedEvent,
-)
+from app.storage.models import Lease
 
-# The end. Once stock and money are back, the orders still waiting deploy at the pace their
-# providers allow: a provider that says only whether a kind is available gets one create per
-# read of it, and every provider has its rate limit, so after an hour hundreds may wait for one
-# kind. Each kind of order still waiting must see one of its orders leave `waiting` within
-# WAIT_SECONDS, and all must be gone within WAIT_MAX_SECONDS. Then every machine must end
-# within three minutes of its terminate, and QuantaCloud's rate-limit window (15 minutes) on
-# top: after an hour of reads that window is full, and hundreds of deletes at once get room
-# only as it rolls (they are held for room, not refused).
-WAIT_SECONDS = 120
-WAIT_MAX_SECONDS = 20 * 60
-END_SECONDS = 180 + 15 * 60
-LIVE = ["deploying", "deployed", "running", "terminating"]
-BILLING_HOUR_SECONDS = float(SERVICE_SETTINGS["AUTOPROVISION_BILLING_HOUR_SECONDS"])
 # (provider, sku, region): the kinds of machine the orders below want.
 STOCK = [
     ("verda", "1H100.80S.30V", "FIN-01"),
@@ -337,6 +318,7 @@ class Chaos:
     async def _drain(self) -> None:
         """Stop the chaos, give every waiting order its stock, end every machine, and check
         what needs quiet."""
+        ending = Ending(self.checker.engine, self.api, self.accounts, self.orders)
         for task in self._tasks[:]:
             if task.get_coro().__name__ == "_kills":  # type: ignore[union-attr]
                 task.cancel()
@@ -347,186 +329,52 @@ class Chaos:
             receiver.mode = "up"
         for provider in SimControl.providers():
             await self.sim.config(provider, latency_ms=0, jitter_ms=0)
-        for account_id, amount in (await self._final_top_ups()).items():
+        for account_id, amount in (await ending.final_top_ups()).items():
             if not await self._top_up(account_id, amount, tries=60):
                 self.broken.append(Broken("api_unanswered", f"top-up of {account_id} failed"))
         for provider, sku, region in STOCK:
-            await self.sim.stock(provider, sku, region, 500)  # more than all orders need
+            await self.sim.stock(provider, sku, region, END_STOCK)
         waiting_since = time.monotonic()
-        stalled = await self._stalled_waiting()
+        stalled = await ending.stalled_waiting()
         self.counts["wait_seconds"] = round(time.monotonic() - waiting_since)
         if stalled:
-            waiting = await self._orders_in(["waiting"], only=stalled)
+            waiting = await ending.orders_in(["waiting"], only=stalled)
             self.broken.append(
                 Broken(
                     "order_stuck_waiting",
                     f"{len(stalled)} still waiting with stock, such as {waiting}; "
-                    f"available: {await self._funds()}",
+                    f"available: {await ending.funds()}",
                 )
             )
         # A machine that deploys after its order was sent a terminate is terminated then.
-        ending = time.monotonic()
-        ended = await self._until(self._end_every_order, END_SECONDS)
-        self.counts["end_seconds"] = round(time.monotonic() - ending)
+        ending_since = time.monotonic()
+        ended = await until(ending.end_every_order, END_SECONDS)
+        self.counts["end_seconds"] = round(time.monotonic() - ending_since)
         if not ended:
-            stuck = await self._orders_in(LIVE)
+            stuck = await ending.orders_in(LIVE)
             self.broken.append(Broken("order_stuck", f"not ended after terminate: {stuck}"))
-        await self._until(self._no_live_vms, 60)
+        await until(self._no_live_vms, 60)
         self.broken += await self.checker.vm_owners(final=True)
         self.broken += await self.checker.money()
-        await self._until(self._webhooks_quiet, 120)
+        await until(self._webhooks_quiet, 120)
         self.broken += await self.checker.webhooks(
             {e: r.accepted for e, r in self.receivers.items()}
         )
         for stream, account in zip(self.streams, self.accounts, strict=True):
-            truth = await self._event_ids(account["api_key"])
-            await self._until(lambda s=stream, t=truth: _caught_up(s, t), 30)
+            truth = await ending.event_ids(account["api_key"])
+            await until(partial(_caught_up, stream, truth), 30)
             self.broken += Checker.stream(stream.name, stream.ids, truth)
         await self._check(final=True)
 
-    async def _final_top_ups(self) -> dict[str, Decimal]:
-        """What each account is given so that all its orders can deploy and run through the
-        drain: every open order's highest price (its dearest alternative's) for each billing
-        hour the drain can last (its hours are 10 s) and one more (the hold), and $100 over.
-        (A flat $1,000 was short for accounts with dozens of orders waiting, and so were two
-        hours: their machines billed on through the drain, and the orders still waiting stayed
-        short of money.)"""
-        need: dict[str, Decimal] = {}
-        async with self.checker.engine.connect() as connection:
-            rows = await connection.execute(
-                select(Order.account_id, Order.max_price_per_hour, Order.alternatives).where(
-                    Order.status.in_(["waiting", *LIVE])
-                )
-            )
-            for account_id, first_price, alternatives in rows:
-                prices = [Decimal(a["max_price_per_hour"]) for a in alternatives or []]
-                need[account_id] = need.get(account_id, Decimal(0)) + max([first_price, *prices])
-        hours = math.ceil((WAIT_MAX_SECONDS + END_SECONDS) / BILLING_HOUR_SECONDS) + 1
-        return {a["id"]: need.get(a["id"], Decimal(0)) * hours + 100 for a in self.accounts}
-
-    async def _stalled_waiting(self) -> set[str]:
-        """Wait until no order waits; the orders still waiting of every kind (what it wants)
-        that saw none of its orders leave `waiting` for WAIT_SECONDS, or of all kinds once
-        WAIT_MAX_SECONDS have passed. Empty once none waits."""
-        give_up = time.monotonic() + WAIT_MAX_SECONDS
-        before: dict[tuple[str, ...], set[str]] = {}
-        moved: dict[tuple[str, ...], float] = {}
-        while True:
-            now, waiting = time.monotonic(), await self._waiting_by_kind()
-            for kind, orders in waiting.items():
-                if kind not in before or before[kind] - orders:
-                    moved[kind] = now
-            stalled = [o for k, o in waiting.items() if now - moved[k] > WAIT_SECONDS]
-            if not waiting or stalled or now > give_up:
-                return set().union(*(stalled or waiting.values()))
-            before = waiting
-            await asyncio.sleep(0.5)
-
-    async def _waiting_by_kind(self) -> dict[tuple[str, ...], set[str]]:
-        async with self.checker.engine.connect() as connection:
-            rows = await connection.execute(
-                select(
-                    Order.id, Order.gpu_model, Order.nodes, Order.providers, Order.alternatives
-                ).where(Order.status == "waiting")
-            )
-            kinds: dict[tuple[str, ...], set[str]] = {}
-            for order_id, *wants in rows:
-                kinds.setdefault(tuple(json.dumps(w, sort_keys=True) for w in wants), set()).add(
-                    order_id
-                )
-            return kinds
-
-    async def _end_every_order(self) -> bool:
-        """Cancel every order still waiting and terminate every one with a machine, as their
-        users would; True once none is left open."""
-        keys = {order_id: key for key, order_id in self.orders}
-        async with self.checker.engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    select(Order.id, Order.status).where(Order.status.in_(["waiting", *LIVE]))
-                )
-            ).all()
-        for order_id, status in rows:
-            if order_id not in keys or status == "terminating":
-                continue
-            verb = "cancel" if status == "waiting" else "terminate"
-            await self.api.call("POST", f"/v1/orders/{order_id}/{verb}", key=keys[order_id])
-        return not rows
-
-    async def _until(self, holds: Any, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if await holds():
-                return True
-            await asyncio.sleep(0.5)
-        return False
-
-    async def _orders_in(self, statuses: list[str], only: set[str] | None = None) -> list[str]:
-        """Five of the orders in these statuses (of `only`, if given), each with the last line
-        of its timeline: what a broken rule's report shows."""
-        query = select(Order.id, Order.status).where(Order.status.in_(statuses))
-        if only is not None:
-            query = query.where(Order.id.in_(sorted(only)))
-        async with self.checker.engine.connect() as connection:
-            rows = (await connection.execute(query.order_by(Order.id).limit(5))).all()
-            described = []
-            for order_id, status in rows:
-                last = await connection.scalar(
-                    select(OrderEvent.message)
-                    .where(OrderEvent.order_id == order_id)
-                    .order_by(OrderEvent.id.desc())
-                    .limit(1)
-                )
-                described.append(f"{order_id} {status}: {last}")
-            return described
-
-    async def _funds(self) -> dict[str, str]:
-        """Each account's available balance (balance less holds) in the database."""
-        async with self.checker.engine.connect() as connection:
-            rows = await connection.execute(select(Account.id, Account.balance, Account.held))
-            return {account_id: str(balance - held) for account_id, balance, held in rows}
-
     async def _no_live_vms(self) -> bool:
-        return not [vm for vm in await self.checker._sim_vms() if vm[3] not in _gone()]
+        return not [vm for vm in await self.checker._sim_vms() if vm[3] not in GONE]
 
     async def _webhooks_quiet(self) -> bool:
         receivers = {e: r.accepted for e, r in self.receivers.items()}
         return not await self.checker.webhooks(receivers)
 
-    async def _event_ids(self, key: str) -> list[int]:
-        ids, after = [], 0
-        while True:
-            page = await self.api.call("GET", f"/v1/events?after={after}&limit=100", key=key)
-            assert page is not None and page.status_code == 200
-            body = page.json()
-            ids += [e["id"] for e in body["data"]]
-            if not body["data"]:
-                return ids
-            after = body["next_cursor"]
-
     async def _report(self) -> dict[str, Any]:
-        async with self.checker.engine.connect() as connection:
-            scalar = connection.scalar
-            self.counts["orders"] = await scalar(select(func.count()).select_from(Order)) or 0
-            self.counts["deploys"] = (
-                await scalar(select(func.count()).where(Attempt.running_at.is_not(None))) or 0
-            )
-            self.counts["terminated"] = (
-                await scalar(select(func.count()).where(Order.status == "terminated")) or 0
-            )
-            self.counts["billed_hours"] = (
-                await scalar(select(func.count()).where(LedgerEntry.billing_hour.is_not(None))) or 0
-            )
-            reasons = await connection.execute(
-                select(Order.terminate_reason, func.count())
-                .where(Order.terminate_reason.is_not(None))
-                .group_by(Order.terminate_reason)
-            )
-            for reason, count in reasons:
-                self.counts[f"terminated {reason}"] = count
-            self.counts["events"] = (
-                await scalar(select(func.count()).select_from(PublishedEvent)) or 0
-            )
+        self.counts.update(await database_counts(self.checker.engine))
         self.counts["webhooks_accepted"] = sum(len(r.accepted) for r in self.receivers.values())
         self.counts["stream_events"] = sum(len(s.ids) for s in self.streams)
         self.counts["stream_resumes"] = sum(s.resumes for s in self.streams)
@@ -546,17 +394,9 @@ class Chaos:
         }
 
 
-def _gone() -> set[str]:
-    from chaos_checks import GONE
-
-    return GONE
-
-
-def _caught_up(stream: StreamClient, truth: list[int]) -> Any:
-    async def check() -> bool:
-        return bool(stream.ids) and stream.ids[-1] >= truth[-1] if truth else True
-
-    return check()
+async def _caught_up(stream: StreamClient, truth: list[int]) -> bool:
+    """The stream client has seen the last event the API lists (all of them, if none)."""
+    return bool(stream.ids) and stream.ids[-1] >= truth[-1] if truth else True
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
