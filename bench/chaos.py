@@ -357,9 +357,7 @@ class Chaos:
         self.broken += await self.checker.vm_owners(final=True)
         self.broken += await self.checker.money()
         await until(self._webhooks_quiet, 120)
-        self.broken += await self.checker.webhooks(
-            {e: r.accepted for e, r in self.receivers.items()}
-        )
+        self.broken += await self.checker.webhooks(self._accepted())
         for stream, account in zip(self.streams, self.accounts, strict=True):
             truth = await ending.event_ids(account["api_key"])
             await until(partial(_caught_up, stream, truth), 30)
@@ -369,9 +367,12 @@ class Chaos:
     async def _no_live_vms(self) -> bool:
         return not [vm for vm in await self.checker._sim_vms() if vm[3] not in GONE]
 
+    def _accepted(self) -> dict[str, set[str]]:
+        """What each endpoint's receiver accepted, by endpoint id."""
+        return {e: r.accepted for e, r in self.receivers.items()}
+
     async def _webhooks_quiet(self) -> bool:
-        receivers = {e: r.accepted for e, r in self.receivers.items()}
-        return not await self.checker.webhooks(receivers)
+        return not await self.checker.webhooks(self._accepted())
 
     async def _report(self) -> dict[str, Any]:
         self.counts.update(await database_counts(self.checker.engine))

@@ -52,10 +52,10 @@ def delete_retry_in(error: ProviderError, attempts: int) -> timedelta:
     return retry_after(attempts)
 
 
-def not_deleted(name: str, vm_id: str, error: ProviderError) -> str:
+def not_deleted(name: str, vm_id: str, error: ProviderError, *, sent: bool) -> str:
     """What the timeline says of a delete that did not go through: refused or failed at the
-    provider, or held back by our own rate-limit budget before it was sent."""
-    if isinstance(error, HeldBack):
+    provider (`sent`), or held back by our own rate-limit budget before it went."""
+    if not sent:
         return f"The delete of VM {vm_id} waits for {name}'s rate limit ({error.message})"
     return f"{name} did not take the delete of VM {vm_id} ({error.message})"
 
@@ -122,7 +122,7 @@ class Terminator:
                     now=self.clock(),
                     retry_in=delete_retry_in(exc, attempt.delete_attempts),
                     message=not_deleted(
-                        display_name(adapter.provider), attempt.provider_vm_id, exc
+                        display_name(adapter.provider), attempt.provider_vm_id, exc, sent=sent
                     ),
                     sent=sent,
                 )
