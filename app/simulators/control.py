@@ -120,7 +120,8 @@ class SimControl:
         return result
 
     async def requests(self, provider: str) -> list[dict[str, Any]]:
-        """The newest requests its API received, faulted ones too: `[{method, path}]`."""
+        """The newest requests its API received, faulted ones too: `[{method, path, query,
+        body, status, ...}]`, credentials and scripts masked."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "requests")
         return result
 

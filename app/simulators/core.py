@@ -40,6 +40,9 @@ class ProviderSimulator(Fleet):
     def __init__(self) -> None:
         super().__init__()
         self.rng = random.Random()
+        # Every exchange whole, when a test sets a list here (the contract checks); a reset
+        # keeps it. None: only the bounded request log is kept.
+        self.exchange_log: list[Exchange] | None = None
 
     def reset(self) -> None:
         """Back to a fresh start: no stock, no VMs, no faults, default settings."""

@@ -7,6 +7,8 @@ from typing import Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.simulators.exchanges import mark_shaped_by_fault
+
 FAULT_KINDS = (
     "http_500",
     "http_429",
@@ -66,6 +68,7 @@ class FaultQueue:
                 fault.count -= 1
                 if fault.count == 0:
                     self._queued.remove(fault)
+                mark_shaped_by_fault()
                 return fault
         return None
 

@@ -10,7 +10,8 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.simulators.control_routes import control_routes
-from app.simulators.core import LoggedRequest, ProviderSimulator
+from app.simulators.core import ProviderSimulator
+from app.simulators.exchanges import CURRENT, Exchange, LoggedRequest, body_view, headers_of
 
 
 class ProviderGate:
@@ -38,9 +39,20 @@ class ProviderGate:
 
         receive = replay
         request = Request(scope, receive)
-        logged = LoggedRequest(request.method, _route_path(scope), time.time())
+        raw_body = b"".join(m.get("body", b"") for m in buffered if m["type"] == "http.request")
+        query = list(request.query_params.multi_items())
+        logged = LoggedRequest(
+            request.method, _route_path(scope), time.time(), query, body_view(raw_body)
+        )
         self.sim.requests.append(logged)
         send = _noting_answer(send, logged)
+        if self.sim.exchange_log is not None:
+            exchange = Exchange(
+                request.method, logged.path, query, headers_of(scope["headers"]), raw_body
+            )
+            self.sim.exchange_log.append(exchange)
+            CURRENT.set(exchange)
+            send = _keeping_answer(send, exchange)
         delay = self.sim.answer_latency.draw(self.sim.rng)
         if delay > 0:
             await asyncio.sleep(delay)
@@ -76,6 +88,22 @@ def _noting_answer(send: Send, logged: LoggedRequest) -> Send:
             logged.answered_at = time.time()
 
     return noting
+
+
+def _keeping_answer(send: Send, exchange: Exchange) -> Send:
+    """`send` that keeps the answer's status, content type and body on `exchange`."""
+
+    async def keeping(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            exchange.status = message["status"]
+            for name, value in message.get("headers", []):
+                if name.lower() == b"content-type":
+                    exchange.answer_type = value.decode("latin-1")
+        elif message["type"] == "http.response.body":
+            exchange.answer += message.get("body", b"")
+        await send(message)
+
+    return keeping
 
 
 def _route_path(scope: Scope) -> str:

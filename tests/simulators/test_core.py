@@ -139,6 +139,28 @@ async def test_the_request_log_lists_api_calls_not_control_calls(
     assert (await client.get("/dummy/_sim/requests")).json() == []
 
 
+async def test_the_request_log_shows_query_and_body_with_secrets_masked(
+    client: httpx.AsyncClient,
+) -> None:
+    """What anyone holds against a provider's document: `{method, path, query, body}`."""
+    body = {
+        "grant_type": "client_credentials",
+        "client_secret": "s3cret",
+        "nested": [{"script": "#!/bin/sh\necho hi", "user_data": "x", "name": "kept"}],
+    }
+    await client.post("/dummy/v1/hello", params=[("tag", "a"), ("tag", "b=c")], json=body)
+    await client.get("/dummy/v1/hello", headers={"Authorization": "Bearer t0ken"})
+    posted, read = (await client.get("/dummy/_sim/requests")).json()
+    assert posted["query"] == [["tag", "a"], ["tag", "b=c"]]
+    assert posted["body"] == {
+        "grant_type": "client_credentials",
+        "client_secret": "***",
+        "nested": [{"script": "***", "user_data": "***", "name": "kept"}],
+    }
+    assert (read["query"], read["body"]) == ([], None)
+    assert "s3cret" not in str(posted) and "t0ken" not in str(read)
+
+
 async def test_unknown_fault_kinds_are_refused(client: httpx.AsyncClient) -> None:
     response = await client.post("/dummy/_sim/faults", json={"kind": "meteor"})
     assert response.status_code == 422
