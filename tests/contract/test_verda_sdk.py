@@ -173,9 +173,9 @@ def test_startup_scripts_round_trip(verda: VerdaClient) -> None:
     made = verda.startup_scripts.create("boot", "#!/bin/bash\necho hi\n")
     assert isinstance(made, StartupScript) and str(uuid.UUID(made.id)) == made.id
     other = verda.startup_scripts.create("other", "#!/bin/sh\ntrue\n")
-    assert [(s.id, s.name) for s in verda.startup_scripts.get()] == [
-        (made.id, "boot"),
+    assert [(s.id, s.name) for s in verda.startup_scripts.get()] == [  # newest first
         (other.id, "other"),
+        (made.id, "boot"),
     ]
     assert verda.startup_scripts.get_by_id(made.id).script == "#!/bin/bash\necho hi\n"
     verda.startup_scripts.delete([made.id])  # DELETE /scripts {"scripts": [...]}

@@ -106,3 +106,16 @@ async def test_a_script_this_name_already_has_is_used_again_when_no_other_can_be
     )
     assert sim.vms[vm.id].details["startup_script_id"] == earlier["id"]
     assert sim.creates[0].startup_script == SCRIPT
+
+
+async def test_every_page_of_scripts_is_read(adapter: VerdaAdapter, verda_url: str) -> None:
+    """`GET /scripts` answers 10 a page by default, newest first: past the first page, a
+    leaked script was never seen, and past the quota of 100 every script order waited."""
+    names = [f"ap-01jd3xq8w1-{n}" for n in range(1, 131)]
+    async with httpx.AsyncClient(base_url=verda_url, verify=TLS) as control:
+        for name in names:
+            made = await control.post(
+                "/_sim/startup-scripts", json={"name": name, "script": SCRIPT}
+            )
+            assert made.status_code == 201
+    assert sorted(await adapter.list_startup_scripts()) == sorted(names)

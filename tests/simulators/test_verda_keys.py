@@ -88,10 +88,10 @@ class TestStartupScripts:
     async def test_create_list_get_and_delete(self, client: httpx.AsyncClient) -> None:
         first, second, third = [await add_script(client, name) for name in ("a", "b", "c")]
         listed = (await client.get("/v1/scripts")).json()
-        assert [(s["id"], s["name"], s["script"]) for s in listed] == [
-            (first, "a", SCRIPT),
-            (second, "b", SCRIPT),
+        assert [(s["id"], s["name"], s["script"]) for s in listed] == [  # newest first
             (third, "c", SCRIPT),
+            (second, "b", SCRIPT),
+            (first, "a", SCRIPT),
         ]
         one = (await client.get(f"/v1/scripts/{second}")).json()
         assert [s["id"] for s in one] == [second]  # a list of one, as the SDK reads it

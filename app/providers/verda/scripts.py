@@ -18,6 +18,10 @@ from app.providers.verda.client import VerdaClient
 from app.providers.verda.parse import PROVIDER
 
 PATH = "/scripts"
+# `GET /scripts` is paged (10 a page by default, newest first; 100 at most): a project holds at
+# most 100 scripts by default; ten pages of 100 leave room for a raised quota.
+PAGE_SIZE = 100
+MAX_PAGES = 10
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,15 @@ class StartupScripts:
         return made
 
     async def listed(self) -> list[Script]:
-        """Every script on the account, as Verda lists them now (and known by name after)."""
-        found = scripts_of(self._api.read(await self._api.request("GET", PATH)))
+        """Every script on the account, as Verda lists them now (and known by name after):
+        every page, oldest first, so that a script made while paging moves nothing forward."""
+        found: list[Script] = []
+        for page in range(1, MAX_PAGES + 1):
+            params = {"page": page, "pageSize": PAGE_SIZE, "orderDirection": "asc"}
+            listed = scripts_of(self._api.read(await self._api.request("GET", PATH, params=params)))
+            found += listed
+            if len(listed) < PAGE_SIZE:
+                break
         for item in found:  # added to, not replaced: a script made meanwhile stays known
             self._ids.setdefault(item.name, set()).add(item.id)
         return found

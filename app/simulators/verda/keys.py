@@ -16,6 +16,7 @@ from app.simulators.verda.simulator import VerdaSimulator, error
 from app.simulators.verda.wire import Handler, authed, invalid, json_body
 
 SCRIPT_LIMIT = 100  # startup scripts per project (Verda's default quota)
+SCRIPT_PAGE_MAX = 100  # `GET /v1/scripts`'s largest page
 
 
 def _deleter(store: Callable[[], dict[str, dict[str, Any]]], field: str, missing: str) -> Handler:
@@ -81,9 +82,26 @@ def key_routes(sim: VerdaSimulator) -> list[BaseRoute]:
 def script_routes(sim: VerdaSimulator) -> list[BaseRoute]:
     """`/v1/scripts`: startup scripts a create refers to by `startup_script_id`."""
 
+    def listed_scripts(request: Request) -> Response:
+        """One page, as the document says: `page` from 1, `pageSize` 10 by default and 100 at
+        most, newest first unless `orderDirection=asc`, `name` a partial match."""
+        params = request.query_params
+        try:
+            page, size = int(params.get("page", "1")), int(params.get("pageSize", "10"))
+        except ValueError:
+            return invalid("page and pageSize must be numbers")
+        if page < 1 or not 1 <= size <= SCRIPT_PAGE_MAX:
+            return invalid(f"page starts at 1; pageSize is 1 to {SCRIPT_PAGE_MAX}")
+        wanted = params.get("name")
+        found = [s for s in sim.startup_scripts.values() if wanted is None or wanted in s["name"]]
+        newest_first = params.get("orderDirection", "desc") != "asc"
+        if newest_first:  # kept in the order they were made
+            found.reverse()
+        return JSONResponse(found[(page - 1) * size : page * size])
+
     async def scripts(request: Request) -> Response:
         if request.method == "GET":
-            return JSONResponse(list(sim.startup_scripts.values()))
+            return listed_scripts(request)
         body = await json_body(request)
         if isinstance(body, Response):
             return body
