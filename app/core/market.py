@@ -123,6 +123,9 @@ class VM:
     created_at: datetime | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
     machines: tuple[Machine, ...] = field(default_factory=tuple)  # a cluster's nodes; else ()
+    # Ended (GONE or DELETING), but a part of it the provider bills apart (a volume) is still
+    # there: a delete sent again removes it.
+    leftovers: bool = False
 
 
 # What each requested interconnect accepts: SXM boards carry NVLink (NVSwitch) too.

@@ -124,6 +124,18 @@ class Images:
         return image in (self.clusters if cluster else self.machines)
 
 
+@dataclass(frozen=True)
+class Volume:
+    """A storage volume a provider keeps and bills apart from machines (Verda's OS and shared
+    volumes): `status` is `attached`, `detached` or `trash` (deleted, not yet for good);
+    `owner` is the VM name or tag it was made for, where it carries ours."""
+
+    id: str
+    name: str | None
+    status: str
+    owner: str | None = None
+
+
 class ProviderAdapter(Protocol):
     """What the service needs from a GPU cloud."""
 
@@ -208,6 +220,15 @@ class ProviderAdapter(Protocol):
     async def list_startup_scripts(self) -> list[str]:
         """The names of the start-up scripts kept on the account (none where a script goes
         with the create)."""
+        ...
+
+    async def list_volumes(self) -> list[Volume]:
+        """The volumes of ours the provider keeps apart from machines, in the trash too (none
+        where a machine's disks go with it)."""
+        ...
+
+    async def delete_volume(self, volume_id: str) -> None:
+        """Delete a volume for good (not into a trash); one already gone is not an error."""
         ...
 
 

@@ -3,8 +3,7 @@
 import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
-
-from app.simulators.vms import SimVM
+from typing import Protocol
 
 MICRO = Decimal("0.000001")
 SECONDS_PER_HOUR = Decimal(3600)
@@ -52,6 +51,15 @@ def bills_at(span: Span | None, now: float) -> bool:
     return span is not None and span.start <= now and (span.end is None or span.end > now)
 
 
+class Billed(Protocol):
+    """Anything the wallet charges: a VM, a cluster, a volume."""
+
+    charged: Decimal
+
+    @property
+    def hourly_price(self) -> Decimal: ...
+
+
 class Wallet:
     """Our account's balance at one provider, and how that provider bills its VMs."""
 
@@ -61,9 +69,17 @@ class Wallet:
         # reads the balance settles every VM first (`ProviderSimulator.balance`).
         self.balance = balance
 
-    def settle(self, vm: SimVM, span: Span | None, extra: Decimal, now: float) -> None:
-        """Bring what `vm` was charged to what it owes by `now`; the balance pays the difference."""
-        due = charge(vm.hourly_price, span, now, self.policy) + extra
+    def settle(
+        self,
+        vm: Billed,
+        span: Span | None,
+        extra: Decimal,
+        now: float,
+        policy: BillingPolicy | None = None,
+    ) -> None:
+        """Bring what `vm` was charged to what it owes by `now`; the balance pays the difference.
+        `policy`: how this one bills, when not as the provider's machines do (volumes)."""
+        due = charge(vm.hourly_price, span, now, policy or self.policy) + extra
         if due != vm.charged:
             self.balance -= due - vm.charged
             vm.charged = due

@@ -130,6 +130,12 @@ class SimControl:
         result: list[dict[str, Any]] = await self._send("GET", provider, "vms")
         return result
 
+    async def volumes(self, provider: str) -> list[dict[str, Any]]:
+        """Every volume it keeps apart from VMs, deleted ones too: `[{id, type, size_gb, status
+        (attached, detached, trash or deleted), hourly_price, vm_id, cluster_id, ...}]`."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "volumes")
+        return result
+
     async def startup_scripts(self, provider: str) -> list[dict[str, Any]]:
         """The start-up scripts kept apart from VMs (Verda's): `[{id, name, script}]`."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "startup-scripts")
@@ -225,6 +231,10 @@ class SimControlSync:
     def vms(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.vms`."""
         return self._run(self._control.vms(provider))
+
+    def volumes(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.volumes`."""
+        return self._run(self._control.volumes(provider))
 
     def clusters(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.clusters`."""

@@ -80,6 +80,10 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         sim.settle()  # each VM's `charged` as of now
         return JSONResponse([sim.describe_vm(vm) for vm in sim.vms.values()])
 
+    async def volumes(_request: Request) -> JSONResponse:
+        sim.settle()  # each volume's `charged` as of now
+        return JSONResponse([v.describe() for v in sim.volumes.values()])
+
     async def end_vm(request: Request) -> JSONResponse:
         vm = sim.vms.get(request.path_params["vm_id"])
         if vm is None:
@@ -172,6 +176,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         Route("/_sim/stock", stock, methods=["PUT"]),
         Route("/_sim/creates", creates, methods=["GET"]),
         Route("/_sim/requests", requests, methods=["GET"]),
+        Route("/_sim/volumes", volumes, methods=["GET"]),
         Route("/_sim/vms", vms, methods=["GET"]),
         Route("/_sim/vms/{vm_id}/end", end_vm, methods=["POST"]),
         Route("/_sim/faults", faults, methods=["POST"]),

@@ -4,31 +4,21 @@ import random
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.simulators.billing import BillingPolicy, Span, Wallet, bills_at
+from app.simulators.billing import Billed, BillingPolicy, Span, Wallet, bills_at
+from app.simulators.exchanges import Exchange, LoggedRequest
 from app.simulators.faults import FaultQueue
 from app.simulators.limits import FixedWindowLimiter
 from app.simulators.network import Latency
 from app.simulators.vms import CatalogEntry, Fleet, SimVM
+from app.simulators.volumes import PER_SECOND
 
 REQUEST_LOG_SIZE = 1000  # the newest requests kept: a long demo polls forever
-
-
-@dataclass
-class LoggedRequest:
-    """One request a simulated API received, and when it was answered (Unix seconds)."""
-
-    method: str
-    path: str
-    received_at: float
-    answered_at: float | None = None
-    status: int | None = None
 
 
 class ProviderSimulator(Fleet):
@@ -98,10 +88,13 @@ class ProviderSimulator(Fleet):
         return self.vms.values()
 
     def settle(self) -> None:
-        """Charge every VM (and cluster) what it owes by now (see `Wallet.settle`)."""
+        """Charge every VM, cluster and volume what it owes by now (see `Wallet.settle`)."""
         now = self.clock()
         for vm in self.billed():
             self.wallet.settle(vm, self.billable_span(vm), self.extra_charge(vm, now), now)
+        for volume in self.volumes.values():
+            volume.empty_trash(now)
+            self.wallet.settle(volume, volume.span(), Decimal(0), now, PER_SECOND)
 
     def billable_span(self, vm: SimVM) -> Span | None:
         """When the VM bills; by default from when it runs until a delete is accepted, and
@@ -111,15 +104,17 @@ class ProviderSimulator(Fleet):
         return Span(vm.started + max(self.boot_seconds, 0.0), vm.stopped_billing)
 
     def extra_charge(self, vm: SimVM, now: float) -> Decimal:
-        """What else the VM has cost by `now` besides its hours (none by default; Verda bills
-        an OS volume a delete left behind)."""
+        """What else the VM has cost by `now` besides its hours (none by default)."""
         return Decimal(0)
 
     def hourly_charge(self) -> Decimal:
         """What the VMs (and clusters) billing now cost per hour together."""
         now = self.clock()
-        billing_now = [vm for vm in self.billed() if bills_at(self.billable_span(vm), now)]
-        return sum((vm.hourly_price for vm in billing_now), Decimal(0))
+        billing_now: list[Billed] = [
+            vm for vm in self.billed() if bills_at(self.billable_span(vm), now)
+        ]
+        billing_now += [v for v in self.volumes.values() if bills_at(v.span(), now)]
+        return sum((item.hourly_price for item in billing_now), Decimal(0))
 
     # --- provider wire format (overridden per provider) ------------------------------------
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from app.simulators.volumes import SimVolume
+
 DEFAULT_BOOT_SECONDS = 3.0
 
 
@@ -112,6 +114,7 @@ class Fleet:
         )
         self.stock_changed_at: dict[tuple[str, str], float] = {}
         self.vms: dict[str, SimVM] = {}
+        self.volumes: dict[str, SimVolume] = {}  # kept apart from VMs (Verda's)
         self.creates: list[CreateRecord] = []
         self.boot_seconds = DEFAULT_BOOT_SECONDS
         self._ips = (f"203.0.113.{n}" for n in itertools.cycle(range(1, 255)))

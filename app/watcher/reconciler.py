@@ -1,5 +1,5 @@
 """Periodic checks that nothing is left behind: open holds, VMs no order owns, and start-up
-scripts whose VM is gone."""
+scripts and volumes whose VM is gone."""
 
 import logging
 from collections.abc import Callable
@@ -19,6 +19,7 @@ from app.storage.models import Attempt
 from app.support.metrics import UNTRACKED_VMS
 from app.watcher.adoption import possible_owners, view
 from app.watcher.scripts import delete_startup_script, stale_scripts
+from app.watcher.volumes import stale_volumes
 
 log = logging.getLogger(__name__)
 GONE = (VMState.GONE, VMState.DELETING)
@@ -59,6 +60,10 @@ class Reconciler:
                 await self._sweep_scripts(provider, adapter)
             except ProviderError as exc:
                 log.info("start-up script sweep of %s skipped: %s", provider, exc)
+            try:
+                await self._sweep_volumes(provider, adapter)
+            except ProviderError as exc:
+                log.info("volume sweep of %s skipped: %s", provider, exc)
 
     async def _sweep_scripts(self, provider: Provider, adapter: ProviderAdapter) -> None:
         """Delete the start-up scripts whose VM is gone (`scripts.stale_scripts`)."""
@@ -72,6 +77,23 @@ class Reconciler:
         for name in stale_scripts(names, recorded, vms, delete_untracked=self.delete_untracked):
             log.info("deleting %s's start-up script %s: its VM is gone", provider, name)
             await delete_startup_script(adapter, name)
+
+    async def _sweep_volumes(self, provider: Provider, adapter: ProviderAdapter) -> None:
+        """Delete our volumes whose machine is gone (`volumes.stale_volumes`)."""
+        found = await adapter.list_volumes()  # listed first, as scripts are
+        if not found:
+            return
+        vms = await adapter.list_vms()
+        recorded = await self._recorded(provider)
+        for volume in stale_volumes(found, recorded, vms, delete_untracked=self.delete_untracked):
+            log.warning(
+                "deleting %s's volume %s (%s, %s): its machine is gone",
+                provider,
+                volume.id,
+                volume.name,
+                volume.status,
+            )
+            await adapter.delete_volume(volume.id)
 
     async def _recorded(self, provider: Provider) -> list[Attempt]:
         async with session_scope(self.sessionmaker) as session:

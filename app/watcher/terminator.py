@@ -160,11 +160,11 @@ class Terminator:
         except ProviderError as exc:
             log.info("after deleting %s: %s", attempt.id, exc)
             return False
-        if vm is not None and vm.state is not VMState.GONE:
-            if vm.state is VMState.DELETING:
+        if vm is not None and (vm.state is not VMState.GONE or vm.leftovers):
+            if vm.state is VMState.DELETING and not vm.leftovers:
                 await self._check_again(attempt)
                 return True
-            return False
+            return False  # there as before, or a part of it still bills: the delete goes again
         async with session_scope(self.sessionmaker) as session:
             await terminations.settle_terminated(session, attempt_id=attempt.id, now=self.clock())
         await delete_startup_script(adapter, attempt.vm_name)  # its VM is gone

@@ -116,10 +116,12 @@ def test_create_get_list_and_delete_an_instance(verda: VerdaClient, control: htt
     verda.instances.action(created.id, "delete", delete_permanently=True)
     assert verda.instances.get_by_id(created.id).status in ("deleting", "discontinued")
     (vm,) = control.get("/_sim/vms").json()
-    assert vm["os_volume_kept"] is False  # no volume_ids: the OS volume goes with it
+    # No volume_ids: the OS volume goes to the trash (the document's changelog, 2026-02;
+    # `delete_permanently` applies to the volumes named only, as the SDK's docstring says).
+    assert vm["os_volume_status"] == "trash"
 
 
-def test_the_sdks_default_pricing_is_the_dynamic_price(
+def test_the_sdks_create_is_billed_the_fixed_price(
     verda: VerdaClient, control: httpx.Client
 ) -> None:
     put_stock(control, "8B300.240V", "FIN-03", 1)
@@ -131,8 +133,8 @@ def test_the_sdks_default_pricing_is_the_dynamic_price(
         location="FIN-03",
         wait_for_status=None,
     )
-    shown = verda.instances.get_by_id(created.id)
-    assert (shown.pricing, shown.price_per_hour) == ("DYNAMIC_PRICE", 56.9)
+    shown = verda.instances.get_by_id(created.id)  # DYNAMIC_PRICE is removed (the document)
+    assert (shown.pricing, shown.price_per_hour) == ("FIXED_PRICE", 45.52)
 
 
 def test_deletes_the_sdk_sends_are_refused_while_provisioning_and_keep_volumes_it_names(
@@ -155,7 +157,7 @@ def test_deletes_the_sdk_sends_are_refused_while_provisioning_and_keep_volumes_i
     control.put("/_sim/config", json={"boot_seconds": 0})
     verda.instances.action(booting.id, "delete", volume_ids=[])  # keeps the OS volume
     (vm,) = control.get("/_sim/vms").json()
-    assert vm["status"] in ("deleting", "discontinued") and vm["os_volume_kept"] is True
+    assert vm["status"] in ("deleting", "discontinued") and vm["os_volume_status"] == "detached"
 
 
 def test_ssh_keys_are_deleted_as_the_sdk_asks(verda: VerdaClient) -> None:

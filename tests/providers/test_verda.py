@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +33,7 @@ from app.providers.base import (
 from app.providers.headroom import parse_rate_limit
 from app.providers.http import Connections
 from app.providers.verda import VerdaAdapter
+from app.providers.verda.client import DeleteRefused
 from app.providers.verda.parse import gpu_model
 from app.simulators.control import SimControlSync
 from app.simulators.verda import VerdaSimulator
@@ -384,6 +386,59 @@ class TestVMs:
         vm = await create(adapter)
         with pytest.raises(Unavailable, match="delete later"):
             await adapter.delete_vm(vm.id)
+
+    async def test_a_delete_names_every_volume_so_nothing_goes_to_the_trash(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, sent: list[httpx.Request]
+    ) -> None:
+        """Without `volume_ids` Verda moves the OS volume to its 96-hour trash, billing and
+        counting against the quota, and `delete_permanently` does nothing."""
+        await control.put("/_sim/config", json={"boot_seconds": 0})
+        await stock(control, *B300, 1)
+        vm = await create(adapter)
+        await adapter.delete_vm(vm.id)
+        (delete,) = [r for r in sent if (r.method, r.url.path) == ("PUT", "/verda/v1/instances")]
+        (volume,) = (await control.get("/_sim/volumes")).json()
+        assert json.loads(delete.content) == {
+            "action": "delete",
+            "id": [vm.id],
+            "delete_permanently": True,
+            "volume_ids": [volume["id"]],
+        }
+        assert (volume["status"], volume["hourly_price"]) == ("deleted", "0")
+        assert volume["name"] == f"{NAME}-os" and volume["tags"] == [f"autoprovision={TAG}"]
+
+    async def test_a_forbidden_action_refusal_is_a_refusal_and_the_vm_is_read_again(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        """Verda refuses deletes with `forbidden_action` (403): never bad credentials."""
+        await control.put("/_sim/config", json={"boot_seconds": 0})
+        await stock(control, *B300, 1)
+        vm = await create(adapter)
+        client = adapter._api
+        await client.delete_instance(vm.id, [])
+        await vm_reaches(adapter, vm.id, VMState.GONE)
+        with pytest.raises(DeleteRefused) as refused:  # "Can't discontinue a discontinued ..."
+            await client.delete_instance(vm.id, [])
+        assert refused.value.status_code == 403
+        await adapter.delete_vm(vm.id)  # read first: gone, nothing to send
+
+    async def test_our_volumes_left_behind_are_listed_and_deleted_for_good(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await control.put("/_sim/config", json={"boot_seconds": 0})
+        await stock(control, *B300, 2)
+        kept, trashed = await create(adapter), await create(adapter, name=f"{NAME}0")
+        client = adapter._api
+        keep = {"action": "delete", "id": [kept.id], "volume_ids": []}
+        assert (await client.request("PUT", "/instances", json=keep)).status_code == 202
+        await client.delete_instance(trashed.id, [])  # no volume_ids: into the trash
+        listed = {v.owner: v for v in await adapter.list_volumes()}
+        assert {o: v.status for o, v in listed.items()} == {NAME: "detached", f"{NAME}0": "trash"}
+        for volume in listed.values():
+            await adapter.delete_volume(volume.id)
+        assert await adapter.list_volumes() == []
+        statuses = {v["status"] for v in (await control.get("/_sim/volumes")).json()}
+        assert statuses == {"deleted"}
 
     async def test_balance_is_a_decimal(
         self, adapter: VerdaAdapter, control: httpx.AsyncClient

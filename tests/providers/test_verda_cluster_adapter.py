@@ -4,7 +4,7 @@ instances."""
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from decimal import ROUND_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -28,7 +28,8 @@ INSTANCE_MACHINE = MachineKey("B200", 8)
 NAME = "ap-01jd3xq8w1-1"
 TAG = "ap-order-01jd3xq8w1"
 MISSING = "6b0e3c52-6a43-4c36-9d61-2f1f0a3b7c11"
-NVME_PER_GB_HOUR = Decimal("0.2") / 730  # the simulator's NVMe price per GB-month, per hour
+# The simulator's shared-volume type (`NVMe_Shared_Cluster`) price per GB-month, per hour.
+SHARED_PER_GB_HOUR = Decimal("0.3") / 730
 PATIENT = 10.0  # a bound for a hang, which a loaded machine must not reach
 
 # The simulators are reset before each test, with quick boots.
@@ -116,7 +117,9 @@ class TestOffers:
             Interconnect.SXM,
         )
         assert (cluster.vcpus, cluster.ram_gb) == (instance.vcpus, instance.ram_gb)  # per node
-        assert (cluster.disk_fixed, cluster.disk_price_per_gb_hour) == (False, NVME_PER_GB_HOUR)
+        # The shared volume is priced as its own type, not as an OS volume (NVMe).
+        assert (cluster.disk_fixed, cluster.disk_price_per_gb_hour) == (False, SHARED_PER_GB_HOUR)
+        assert instance.disk_price_per_gb_hour == Decimal("0.2") / 730
         assert (instance.nodes, instance.cluster_interconnect) == (1, None)
         assert cluster.machine == CLUSTER_MACHINE and instance.machine == INSTANCE_MACHINE
 
@@ -189,10 +192,12 @@ class TestVMs:
         )  # fmt: skip
         (shown,) = (await control.get("/_sim/clusters")).json()
         assert shown["shared_volume_size"] == DEFAULT_DISK_GB  # always sent, never 30 TB
-        # The simulator bills the volume at the price the offer gave it (to $0.0001, rounded up).
-        volume = Decimal(shown["price_per_hour"]) - offer.price_per_hour
-        priced = DEFAULT_DISK_GB * offer.disk_price_per_gb_hour
-        assert volume == priced.quantize(Decimal("0.0001"), rounding=ROUND_UP) > 0
+        # The simulator bills the volume apart, at the price the offer gave it, and the cluster
+        # at the offer's price.
+        assert Decimal(shown["price_per_hour"]) == offer.price_per_hour
+        (volume,) = (await control.get("/_sim/volumes")).json()
+        assert volume["name"] == f"{NAME}-shared" and volume["tags"] == [f"autoprovision={TAG}"]
+        assert Decimal(volume["hourly_price"]) == DEFAULT_DISK_GB * offer.disk_price_per_gb_hour
 
         ordered = await adapter.get_vm(vm.id)
         assert ordered is not None and (ordered.state, ordered.ip) == (VMState.PENDING, None)
@@ -217,9 +222,17 @@ class TestVMs:
         assert {v.id for v in await adapter.list_vms()} == {vm.id, instance.id}
 
         await adapter.delete_vm(vm.id)
+        # Discontinued, its shared volume left detached and billing: a delete sent again, as
+        # the terminator does, deletes the volume for good; then it is gone.
+        going = await adapter.get_vm(vm.id)
+        assert going is not None and (going.state, going.leftovers) == (VMState.DELETING, True)
+        await adapter.delete_vm(vm.id)
         gone = await adapter.get_vm(vm.id)
-        assert gone is not None and gone.state is VMState.GONE
-        await adapter.delete_vm(vm.id)  # discontinued already: fine
+        assert gone is not None and (gone.state, gone.leftovers) == (VMState.GONE, False)
+        volumes = (await control.get("/_sim/volumes")).json()
+        (volume,) = [v for v in volumes if v["cluster_id"] is not None]
+        assert (volume["status"], volume["hourly_price"]) == ("deleted", "0")
+        await adapter.delete_vm(vm.id)  # gone already: fine
         assert [v.id for v in await adapter.list_vms()] == [instance.id]
 
     async def test_find_tells_clusters_apart_by_name(
@@ -258,6 +271,33 @@ class TestVMs:
         assert len((await control.get("/_sim/clusters")).json()) == 2
         assert [v.id for v in await adapter.list_vms()] == [ours.id]
 
+    async def test_our_resource_tag_marks_a_cluster_ours_its_description_aside(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, verda_url: str
+    ) -> None:
+        """Verda tags clusters since 2026-09-11: the tag is the owner's mark for crash
+        recovery and sweeps; the description we write stays the fallback."""
+        await stock(control, *CLUSTER, 1)
+        offer = await cluster_offer(adapter)
+        tagged = {
+            "hostname": NAME, "cluster_type": CLUSTER[0], "location_code": CLUSTER[1],
+            "image": "ubuntu-24.04-cuda-13.0-cluster", "description": "renamed by hand",
+            "shared_volume": {"name": "home", "size": 100},
+            "tags": [{"key": "autoprovision", "value": TAG}],
+        }  # fmt: skip
+        async with httpx.AsyncClient() as http:
+            api = VerdaClient(
+                http,
+                base_url=f"{verda_url}/v1",
+                client_id=SecretStr("sim-client"),
+                client_secret=SecretStr("sim-secret"),
+                timeout=PATIENT,
+                create_timeout=PATIENT,
+            )
+            made = await VerdaClusters(api).create_cluster(tagged, where="by hand")
+        (listed,) = await adapter.list_vms()
+        assert (listed.id, listed.tags) == (f"cluster:{made}", (TAG,))
+        assert [v.id for v in await find(adapter, offer)] == [listed.id]
+
     async def test_unknown_cluster_ids_are_none_and_deleting_them_is_fine(
         self, adapter: VerdaAdapter
     ) -> None:
@@ -274,6 +314,7 @@ class TestVMs:
         with pytest.raises(Unavailable, match="still ordered"):
             await adapter.delete_vm(vm.id)
         await adapter.delete_vm(vm.id)  # the fault was once
+        await adapter.delete_vm(vm.id)  # and its shared volume
         gone = await adapter.get_vm(vm.id)
         assert gone is not None and gone.state is VMState.GONE
 

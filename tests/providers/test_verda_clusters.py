@@ -91,7 +91,6 @@ def body(**overrides: Any) -> dict[str, Any]:
         "ssh_key_ids": [],
         "contract": "PAY_AS_YOU_GO",
         "location_code": B200[1],
-        "startup_script_id": None,
         "shared_volume": {"name": "ap-01jd3xq8w1-1-home", "size": 1000},
     }
     return fields | overrides
@@ -137,7 +136,9 @@ class TestCalls:
         gone = cluster_parse.cluster(await clusters.cluster(cluster_id))
         assert gone is not None and gone.state is VMState.GONE
         assert cluster_parse.clusters(await clusters.clusters()) == []
-        await clusters.discontinue_cluster(cluster_id)  # already discontinued: fine
+        with pytest.raises(DeleteRefused) as again:  # the adapter reads it again: gone
+            await clusters.discontinue_cluster(cluster_id)
+        assert again.value.status_code == 403
         (shown,) = (await control.get("/_sim/clusters")).json()
         assert shown["shared_volume_size"] == 1000
 
@@ -156,7 +157,7 @@ class TestCalls:
         await fault(control, "delete_refused")
         with pytest.raises(DeleteRefused) as caught:
             await clusters.discontinue_cluster(cluster_id)
-        assert caught.value.status_code == 400
+        assert caught.value.status_code == 403
         await clusters.discontinue_cluster(cluster_id)  # the fault was once: now it goes
         assert cluster_parse.clusters(await clusters.clusters()) == []
 

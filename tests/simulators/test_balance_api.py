@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from app.core.catalogue import Provider
+from app.core.market import DEFAULT_DISK_GB
 from app.providers.base import Offer, ProviderAdapter, ProviderOutOfFunds
 from app.providers.registry import build_adapters, simulated
 from app.settings import Settings
@@ -39,6 +40,9 @@ async def hourly_charge(sim: SimControl, provider: str) -> Decimal:
     return Decimal(shown["hourly_charge"])
 
 
+MICRO = Decimal("0.000001")
+
+
 async def offer_of(sim: SimControl, adapter: ProviderAdapter, provider: str) -> Offer:
     sku, region = MACHINES[provider]
     await sim.stock(provider, sku, region, 2)
@@ -67,9 +71,11 @@ async def test_a_running_vm_costs_its_price_per_hour_until_it_is_deleted(
             offer, name=f"ap-{provider}-1", tag="ap-order-b", ssh_public_key=None
         )
         sim_clock.advance(7200)  # two hours: whole blocks at every provider
-        expected = Decimal("10000.00") - 2 * offer.price_per_hour
+        # Verda bills the OS volume apart (the default size), by the GB-second.
+        disk = DEFAULT_DISK_GB * offer.disk_price_per_gb_hour
+        expected = Decimal("10000.00") - 2 * offer.price_per_hour - (2 * disk).quantize(MICRO)
         assert await adapter.balance() == expected, provider
-        assert await hourly_charge(sim, provider) == offer.price_per_hour
+        assert await hourly_charge(sim, provider) == offer.price_per_hour + disk
         await adapter.delete_vm(vm.id)
         sim_clock.advance(3600)
         assert await adapter.balance() == expected, provider

@@ -42,6 +42,11 @@ def cost(vm: SimVM, seconds: int) -> Decimal:
     return amount.quantize(Decimal("0.000001"), rounding=ROUND_HALF_UP)
 
 
+def volume_cost(seconds: int) -> Decimal:
+    """What `seconds` of a $0.20/h volume cost, to the micro-dollar."""
+    return (Decimal("0.20") * seconds / Decimal(3600)).quantize(Decimal("0.000001"))
+
+
 class TestCharge:
     HOURLY = BillingPolicy(block_seconds=3600, refund_unused=False)
     REFUNDED = BillingPolicy(block_seconds=600, refund_unused=True)
@@ -112,16 +117,25 @@ class TestVerda:
         assert sim.balance == START - cost(vm, 1200)
         assert sim.hourly_charge() == 0
 
-    def test_an_os_volume_a_delete_leaves_behind_keeps_billing(self) -> None:
+    def test_a_volume_bills_by_the_second_until_deleted_for_good_the_trash_too(self) -> None:
         sim = simulator(VerdaSimulator, boot_seconds=0)
-        kept, gone = run(sim), run(sim)
-        for vm in (kept, gone):
-            vm.details["os_volume_size"] = 730
+        vm = run(sim)
+        kept, trashed, gone = (
+            sim.new_volume(name=n, kind="NVMe", size_gb=730, location="FIN-01", vm_id=vm.id)
+            for n in ("kept", "trashed", "gone")
+        )  # 730 GB at $0.20/GB-month: $0.20 an hour each
         advance(sim, 600)
-        kept.details["os_volume_kept_at"] = sim.clock()
-        kept.deleted = gone.deleted = sim.clock()
-        advance(sim, 3600)  # 730 GB at $0.20/GB-month: $0.20 an hour
-        assert sim.balance == START - cost(kept, 600) - cost(gone, 600) - Decimal("0.20")
+        vm.deleted = sim.clock()
+        kept.detach()
+        trashed.delete(sim.clock(), permanently=False)
+        gone.delete(sim.clock(), permanently=True)
+        advance(sim, 1800)
+        # Each to the micro-dollar: the one deleted for good 10 minutes, the others 40.
+        volumes = volume_cost(600) + 2 * volume_cost(2400)
+        assert sim.balance == START - cost(vm, 600) - volumes
+        advance(sim, 96 * 3600)  # the trash is emptied 96 hours after the delete
+        assert sim.hourly_charge() == Decimal("0.20")  # the one left detached
+        assert sim.balance < START and trashed.status == "deleted"
 
     def test_a_vm_that_fails_before_it_runs_costs_nothing(self) -> None:
         sim = simulator(VerdaSimulator, boot_seconds=10)

@@ -252,16 +252,20 @@ class TestCreate:
         assert instance["tags"][0]["id"].startswith("tag_")
         assert instance["description"] == "autoprovision ap-order-01jd3x"
 
-    async def test_a_create_that_does_not_pin_the_fixed_price_is_billed_the_dynamic_one(
-        self, client: httpx.AsyncClient, auth: dict[str, str]
+    @pytest.mark.parametrize("pricing", [None, "DYNAMIC_PRICE"])
+    async def test_every_create_is_billed_the_fixed_price(
+        self, client: httpx.AsyncClient, auth: dict[str, str], pricing: str | None
     ) -> None:
+        """ "DYNAMIC_PRICE is removed. Only FIXED_PRICE is supported now" (Verda's document)."""
         await set_stock(client, *B300, 1)
         body = {k: v for k, v in deploy_body().items() if k != "pricing"}
+        if pricing is not None:
+            body["pricing"] = pricing
         vm_id = (await client.post("/v1/instances", json=body, headers=auth)).text
         instance = (await client.get(f"/v1/instances/{vm_id}", headers=auth)).json()
-        assert (instance["pricing"], instance["price_per_hour"]) == ("DYNAMIC_PRICE", 56.9)
+        assert (instance["pricing"], instance["price_per_hour"]) == ("FIXED_PRICE", 45.52)
         (vm,) = (await client.get("/_sim/vms")).json()
-        assert (vm["pricing"], vm["price_per_hour"]) == ("DYNAMIC_PRICE", "56.9000")
+        assert vm["price_per_hour"] == "45.52"
 
     async def test_no_stock_is_verdas_capacity_error(
         self, client: httpx.AsyncClient, auth: dict[str, str]
@@ -376,8 +380,11 @@ class TestLifecycle:
         await eventually(discontinued, clock=fake_clock)
         assert (await client.get("/v1/instances", headers=auth)).json() == []
         again = await client.put("/v1/instances", json=body, headers=auth)
-        assert again.status_code == 400
-        assert again.json()["message"] == "Can't discontinue a discontinued instance"
+        assert again.status_code == 403
+        assert again.json() == {
+            "code": "forbidden_action",
+            "message": "Can't discontinue a discontinued instance",
+        }
 
     async def test_a_provisioning_instance_cannot_be_deleted(
         self, client: httpx.AsyncClient, auth: dict[str, str], fake_clock: FakeClock
@@ -388,9 +395,9 @@ class TestLifecycle:
         assert await self.status(client, auth, vm_id) == "provisioning"
         body = {"action": "delete", "id": vm_id}
         response = await client.put("/v1/instances", json=body, headers=auth)
-        assert response.status_code == 400
+        assert response.status_code == 403
         assert response.json() == {
-            "code": "invalid_request",
+            "code": "forbidden_action",
             "message": "Can't discontinue a provisioning instance",
         }
 
@@ -402,14 +409,27 @@ class TestLifecycle:
         assert await self.status(client, auth, vm_id) == "ordered"
         body = {"action": "delete", "id": vm_id}
         response = await client.put("/v1/instances", json=body, headers=auth)
-        assert response.status_code == 400
+        assert response.status_code == 403
         assert response.json()["message"] == "Can't discontinue a provisioning instance"
 
     @pytest.mark.parametrize(
-        ("volume_ids", "kept"), [(None, False), ([], True), ("os", False), (["other"], True)]
+        ("volume_ids", "permanently", "left"),
+        [
+            (None, True, "trash"),  # `delete_permanently` does nothing without volume_ids
+            (None, False, "trash"),
+            ([], True, "detached"),
+            (["other"], True, "detached"),
+            ("os", False, "trash"),
+            ("os", True, "deleted"),  # the one way nothing of it bills on
+        ],
     )
-    async def test_a_delete_keeps_the_os_volume_billing_unless_it_goes_too(
-        self, client: httpx.AsyncClient, auth: dict[str, str], volume_ids: Any, kept: bool
+    async def test_what_a_delete_leaves_of_the_os_volume(
+        self,
+        client: httpx.AsyncClient,
+        auth: dict[str, str],
+        volume_ids: Any,
+        permanently: bool,
+        left: str,
     ) -> None:
         await client.put("/_sim/config", json={"boot_seconds": 0})
         vm_id = await self.create(client, auth)
@@ -417,11 +437,18 @@ class TestLifecycle:
             "os_volume_id"
         ]
         body: dict[str, Any] = {"action": "delete", "id": vm_id}
+        body["delete_permanently"] = permanently
         if volume_ids is not None:
             body["volume_ids"] = [os_volume] if volume_ids == "os" else volume_ids
         assert (await client.put("/v1/instances", json=body, headers=auth)).status_code == 202
         (vm,) = (await client.get("/_sim/vms")).json()
-        assert vm["os_volume_kept"] is kept
+        assert vm["os_volume_status"] == left
+        (volume,) = (await client.get("/_sim/volumes")).json()
+        assert (volume["id"], volume["status"]) == (os_volume, left)
+        assert (volume["hourly_price"] == "0") is (left == "deleted")
+        listed = {v["id"] for v in (await client.get("/v1/volumes", headers=auth)).json()}
+        trash = {v["id"] for v in (await client.get("/v1/volumes/trash", headers=auth)).json()}
+        assert (os_volume in listed, os_volume in trash) == (left == "detached", left == "trash")
 
     async def test_a_refused_delete_fault_refuses_a_running_instance_once(
         self, client: httpx.AsyncClient, auth: dict[str, str]
@@ -431,7 +458,7 @@ class TestLifecycle:
         await fault(client, "delete_refused")
         body = {"action": "delete", "id": vm_id}
         first = await client.put("/v1/instances", json=body, headers=auth)
-        assert first.status_code == 400
+        assert first.status_code == 403 and first.json()["code"] == "forbidden_action"
         assert first.json()["message"] == "Can't discontinue a provisioning instance"
         assert (await client.put("/v1/instances", json=body, headers=auth)).status_code == 202
 
@@ -444,7 +471,11 @@ class TestLifecycle:
         assert ended.json()["status"] == "discontinued"
         assert await self.status(client, auth, vm_id) == "discontinued"
         assert (await client.get("/v1/instances", headers=auth)).json() == []
-        assert (await client.get("/_sim/balance")).json()["hourly_charge"] == "0"
+        # Its OS volume is left detached, billing (what Verda does is not documented).
+        (volume,) = (await client.get("/_sim/volumes")).json()
+        assert volume["status"] == "detached"
+        hourly = (await client.get("/_sim/balance")).json()["hourly_charge"]
+        assert hourly == volume["hourly_price"]
 
     async def test_unknown_ids_are_invalid_instance_ids(
         self, client: httpx.AsyncClient, auth: dict[str, str]

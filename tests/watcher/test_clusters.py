@@ -94,6 +94,10 @@ class TestVerdaInstantCluster:
         assert len(discontinues) >= 1
         (cluster,) = await sim.clusters("verda")
         assert cluster["status"] == "discontinued"
+        # Its shared volume, which discontinuing only detaches, was deleted for good before
+        # the order ended: nothing of it bills on.
+        (volume,) = await sim.volumes("verda")
+        assert (volume["cluster_id"], volume["status"]) == (cluster["id"], "deleted")
         assert (await sim._send("GET", "verda", "balance"))["hourly_charge"] == "0"
         # Verda bills in 10-minute blocks: one used, the other five sixths come back.
         price = Decimal(deployment["price_per_hour_with_fees"])

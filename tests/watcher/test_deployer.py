@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.states import AttemptStatus, LedgerKind, OrderStatus
-from app.providers.base import VM, Images, MachineKey, Offer, VMState
+from app.providers.base import VM, Images, MachineKey, Offer, VMState, Volume
 from app.providers.budget import Budget, StockRead
 from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
@@ -64,6 +64,12 @@ class AnswersWith:
 
     async def list_startup_scripts(self) -> list[str]:
         return []
+
+    async def list_volumes(self) -> list[Volume]:
+        return []
+
+    async def delete_volume(self, volume_id: str) -> None:
+        return None
 
 
 def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Deployer:

@@ -208,24 +208,25 @@ class TestTerminate:
         assert kinds["delete_retry"] == 1  # said once, for one reason
         await the_books_balance(client, handle)
 
-    async def test_verda_creates_pin_the_fixed_price(
+    async def test_verda_bills_the_price_the_order_matched(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         _, _, running = await running_order(client, sim, "verda")
         (vm,) = [
             v for v in await sim.vms("verda") if v["id"] == running["deployment"]["provider_vm_id"]
         ]
-        assert vm["pricing"] == "FIXED_PRICE"
         assert vm["price_per_hour"] == running["deployment"]["price_per_hour"]
 
-    async def test_verda_deletes_take_the_os_volume_with_them(
+    async def test_verda_deletes_take_the_os_volume_with_them_not_to_the_trash(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         handle, order_id, running = await running_order(client, sim, "verda")
         await terminate(client, handle, order_id)
         await reaches(client, handle, order_id, "terminated")
         vms = {v["id"]: v for v in await sim.vms("verda")}
-        assert vms[running["deployment"]["provider_vm_id"]]["os_volume_kept"] is False
+        assert vms[running["deployment"]["provider_vm_id"]]["os_volume_status"] == "deleted"
+        (volume,) = await sim.volumes("verda")
+        assert (volume["status"], volume["hourly_price"]) == ("deleted", "0")
 
 
 class TestBillingHours:

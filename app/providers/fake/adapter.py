@@ -38,6 +38,7 @@ from app.providers.base import (
     OutcomeUnknown,
     ProviderError,
     VMState,
+    Volume,
 )
 from app.providers.budget import Budget, StockRead
 
@@ -282,6 +283,13 @@ class FakeAdapter:
         """The names of the scripts kept."""
         self.calls["list_startup_scripts"] += 1
         return sorted(self.startup_scripts)
+
+    async def list_volumes(self) -> list[Volume]:
+        """None: the fake provider keeps no volumes."""
+        return []
+
+    async def delete_volume(self, volume_id: str) -> None:
+        """Nothing to do."""
 
     # --- internals -------------------------------------------------------------------------
 

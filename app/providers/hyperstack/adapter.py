@@ -20,6 +20,7 @@ from app.providers.base import (
     OutcomeUnknown,
     Rejected,
     Unavailable,
+    Volume,
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections
@@ -334,3 +335,10 @@ class HyperstackAdapter:
     async def list_startup_scripts(self) -> list[str]:
         """None kept apart from VMs."""
         return []
+
+    async def list_volumes(self) -> list[Volume]:
+        """None: a VM's disks go with it (no bootable volume is made)."""
+        return []
+
+    async def delete_volume(self, volume_id: str) -> None:
+        """Nothing to do: no volume is kept apart from VMs."""

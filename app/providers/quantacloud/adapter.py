@@ -22,6 +22,7 @@ from app.providers.base import (
     OutcomeUnknown,
     Rejected,
     Unavailable,
+    Volume,
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections, ProviderHTTP
@@ -147,6 +148,13 @@ class QuantaCloudAdapter:
     async def list_startup_scripts(self) -> list[str]:
         """None: QuantaCloud keeps no start-up scripts."""
         return []
+
+    async def list_volumes(self) -> list[Volume]:
+        """None: a deployment's disk goes with it."""
+        return []
+
+    async def delete_volume(self, volume_id: str) -> None:
+        """Nothing to do: QuantaCloud keeps no volumes."""
 
     async def _ssh_key_id(self, public_key: str) -> str:
         """The id of this key on the account, registering it if it is not there yet."""

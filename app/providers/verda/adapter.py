@@ -33,6 +33,8 @@ from app.providers.base import (
     Offer,
     ProviderError,
     Unavailable,
+    VMState,
+    Volume,
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections
@@ -43,6 +45,7 @@ from app.providers.verda.cluster_side import ClusterSide
 from app.providers.verda.parse import PROVIDER
 from app.providers.verda.scripts import StartupScripts
 from app.providers.verda.stock_pairs import StockPairs
+from app.providers.verda.volumes import VerdaVolumes, instance_volume_ids, os_volume_name
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +84,13 @@ class VerdaAdapter:
         self._image = image
         self._clusters = ClusterSide(self._api, image=cluster_image, clock=clock)
         self._scripts = StartupScripts(self._api)
+        self._volumes = VerdaVolumes(self._api)
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: dict[str, MachineKey] = {}  # instance type -> its machine
         self._stock = StockPairs(clock)  # instance types in stock, as the full list said
         self._types_at: float | None = None
         self._disk_price = Decimal(0)  # USD per GB-hour of an OS volume, read with the types
+        self._shared_price: Decimal | None = None  # and of a cluster's shared volume
 
     def __repr__(self) -> str:
         return (
@@ -103,10 +108,14 @@ class VerdaAdapter:
             await self._clusters.refresh_types()
         except ProviderError as exc:  # clusters are as last read; instances must not wait
             logger.warning("verda: cluster types not read, kept as last read: %s", exc)
-        disk_price = parse.os_volume_price(await self._api.volume_types())
+        volume_types = await self._api.volume_types()
+        disk_price = parse.volume_price(volume_types)
         if disk_price is None:  # an OS volume we cannot price is one we cannot sell
             raise Unavailable(PROVIDER, "/volume-types has no NVMe price in USD")
-        self._types, self._disk_price = types, disk_price
+        shared_price = parse.volume_price(volume_types, parse.SHARED_VOLUME_TYPE)
+        if shared_price is None:  # nor a cluster whose shared volume we cannot price
+            logger.warning("verda: no %s price in USD: no cluster offers", parse.SHARED_VOLUME_TYPE)
+        self._types, self._disk_price, self._shared_price = types, disk_price, shared_price
         self._types_at = time.monotonic()
         self._machines = {}
         for sku, data in self._types.items():
@@ -173,7 +182,9 @@ class VerdaAdapter:
                 logger.debug("verda: no offer for %s in %s", sku, region)
                 continue
             offers.append(made)
-        return [*offers, *self._clusters.offers(self._disk_price)]
+        if self._shared_price is None:
+            return offers
+        return [*offers, *self._clusters.offers(self._shared_price)]
 
     def _age(self) -> float:
         return float("inf") if self._types_at is None else time.monotonic() - self._types_at
@@ -216,13 +227,14 @@ class VerdaAdapter:
             "description": f"autoprovision {tag}",
             "location_code": offer.region,
             "is_spot": False,
-            # Verda's default is dynamic pricing, which moves after the create: the price an
-            # order matched at or below its maximum must be the price billed.
-            "pricing": "FIXED_PRICE",
             "tags": [{"key": parse.TAG_KEY, "value": tag}],
         }
         if not offer.disk_fixed:
-            body["os_volume"] = {"name": f"{name}-os", "size": disk_size_gb(disk_gb)}
+            body["os_volume"] = {
+                "name": os_volume_name(name),
+                "size": disk_size_gb(disk_gb),
+                "tags": [{"key": parse.TAG_KEY, "value": tag}],
+            }
         if ssh_public_key:
             body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
         if script_id is not None:
@@ -261,14 +273,19 @@ class VerdaAdapter:
         return [*instances, *await self._clusters.list()]
 
     async def delete_vm(self, vm_id: str) -> None:
-        """Delete for good (OS volume too), or discontinue a cluster; gone already is fine,
+        """Delete for good with every volume it has, read first to name them (`volumes.py`),
+        or discontinue a cluster and then delete its shared volume; gone already is fine,
         still booting is retry-later."""
         cluster_id = cluster_id_of(vm_id)
         if cluster_id is not None:
             await self._clusters.delete(cluster_id)
             return
+        body = await self._api.instance(vm_id)
+        current = None if body is None else parse.instance(body, vm_id)
+        if current is None or current.state in (VMState.GONE, VMState.DELETING):
+            return  # what it left behind, if anything, is the reconciler's to delete
         try:
-            await self._api.delete_instance(vm_id)
+            await self._api.delete_instance(vm_id, instance_volume_ids(body))
         except DeleteRefused as refused:
             current = await self.get_vm(vm_id)
             parse.after_refused_delete(current, f"instance {vm_id}", refused.status_code)
@@ -281,6 +298,14 @@ class VerdaAdapter:
     async def list_startup_scripts(self) -> list[str]:
         """The names of every startup script on the account (known by name after)."""
         return [script.name for script in await self._scripts.listed()]
+
+    async def list_volumes(self) -> list[Volume]:
+        """Our volumes (named or tagged as ours), in the trash too."""
+        return await self._volumes.ours()
+
+    async def delete_volume(self, volume_id: str) -> None:
+        """Delete a volume for good."""
+        await self._volumes.delete(volume_id)
 
     # --- account ---------------------------------------------------------------------------
 

@@ -145,25 +145,26 @@ class VerdaClient:
         """`GET /instances?tag=...`: instances with this tag key (`key`) or key and value."""
         return self.read(await self.request("GET", "/instances", params=[("tag", tag)]))
 
-    async def delete_instance(self, vm_id: str) -> None:
-        """Delete for good (OS volume too); an instance already gone is fine.
+    async def delete_instance(self, vm_id: str, volume_ids: list[str]) -> None:
+        """Delete an instance and `volume_ids` (its OS volume and any other) for good: without
+        `volume_ids` Verda moves the OS volume to its 96-hour trash, where it counts against
+        the storage quota, and `delete_permanently` does nothing (its document, the SDK's
+        docstring). An instance already gone is fine.
 
         Raises `DeleteRefused` when Verda refuses, which it also does while one still boots.
         """
         if not parse.is_id(vm_id):
             return
-        response = await self.request(
-            "PUT",
-            "/instances",
-            json={"action": "delete", "id": [vm_id], "delete_permanently": True},
-        )
+        body: dict[str, Any] = {"action": "delete", "id": [vm_id], "delete_permanently": True}
+        if volume_ids:
+            body["volume_ids"] = volume_ids
+        response = await self.request("PUT", "/instances", json=body)
         status = response.status_code
         if status in (204, 404):
             return
-        if status == 400:
-            raise DeleteRefused(PROVIDER, f"delete of {vm_id} refused", status_code=status)
-        body = self.read(response)
-        for item in body if isinstance(body, list) else []:
+        self.raise_refusal(response, f"delete of {vm_id}")
+        results = self.read(response)
+        for item in results if isinstance(results, list) else []:
             if not isinstance(item, dict) or item.get("instanceId") != vm_id:
                 continue
             if item.get("status") == "error" and item.get("statusCode") != 404:
@@ -173,6 +174,48 @@ class VerdaClient:
                     f"delete of {vm_id} refused",
                     status_code=code if isinstance(code, int) else None,
                 )
+
+    def raise_refusal(self, response: httpx.Response, what: str) -> None:
+        """`DeleteRefused` for an action Verda refused: any 400, or `forbidden_action`, the code
+        of both known delete refusals ("Can't discontinue a provisioning instance", "... a
+        discontinued instance"), which its error table answers with 403 (verda.md §6). Any
+        other 403 is about our credentials, and `read` says so."""
+        status = response.status_code
+        code = error_field(parse.json_or_none(response.text), "code")
+        if status == 400 or (status == 403 and code == "forbidden_action"):
+            raise DeleteRefused(PROVIDER, f"{what} refused ({code or status})", status_code=status)
+
+    async def volumes(self) -> Any:
+        """`GET /volumes`: every volume that is not in the trash."""
+        return self.read(await self.request("GET", "/volumes"))
+
+    async def trashed_volumes(self) -> Any:
+        """`GET /volumes/trash`: the volumes deleted, not yet for good."""
+        return self.read(await self.request("GET", "/volumes/trash"))
+
+    async def volume(self, volume_id: str) -> Any | None:
+        """`GET /volumes/{id}`; None once Verda does not know it (deleted for good)."""
+        if not parse.is_id(volume_id):
+            return None
+        response = await self.request("GET", f"/volumes/{quote(volume_id, safe='')}")
+        if response.status_code in (400, 404):
+            return None
+        return self.read(response)
+
+    async def delete_volume(self, volume_id: str) -> None:
+        """`DELETE /volumes/{id}` for good (`is_permanent`); one already gone is fine.
+
+        Raises `DeleteRefused` when Verda refuses (a volume still attached)."""
+        if not parse.is_id(volume_id):
+            return
+        response = await self.request(
+            "DELETE", f"/volumes/{quote(volume_id, safe='')}", json={"is_permanent": True}
+        )
+        if response.status_code == 404:
+            return
+        self.raise_refusal(response, f"delete of volume {volume_id}")
+        if not response.is_success:
+            self.read(response)
 
     async def ssh_keys(self) -> Any:
         """`GET /ssh-keys`."""

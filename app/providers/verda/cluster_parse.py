@@ -15,6 +15,7 @@ from app.providers.verda.parse import (
     PCIE_MODELS,
     PROVIDER,
     STATES,
+    TAG_KEY,
     as_dict,
     as_int,
     as_list,
@@ -31,7 +32,9 @@ from app.providers.verda.parse import (
 logger = logging.getLogger(__name__)
 
 CLUSTER_PREFIX = "cluster:"  # a VM id that is a cluster's: `cluster:<Verda's cluster id>`
-DESCRIPTION_PREFIX = "autoprovision "  # our clusters' description: clusters have no tags
+# Our clusters' description: the owner's mark from before Verda tagged clusters, kept as the
+# fallback to the resource tag.
+DESCRIPTION_PREFIX = "autoprovision "
 GPUS_PER_NODE = 8  # Verda's cluster nodes, when `node_details` does not say
 _NODES = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*GPU\s+nodes?\b", re.IGNORECASE)  # "2x 8 GPU nodes"
 
@@ -60,6 +63,13 @@ class Cluster:
     login_ip: str | None  # the jump host's public IP (`ip`): the only way in; None until up
     nodes: tuple[ClusterNode, ...]
     description: str | None = None  # ours: `autoprovision <tag>`
+    tag: str | None = None  # our resource tag's value (`autoprovision=<tag>`), if it has one
+
+    @property
+    def ours(self) -> str | None:
+        """Our tag for it: its resource tag (Verda's since 2026-09-11), else the one in its
+        description (older clusters, or tags lost); None when it is not ours."""
+        return self.tag or tag_of(self.description)
 
 
 def cluster_vm_id(cluster_id: str) -> str:
@@ -178,6 +188,14 @@ def cluster(data: Any) -> Cluster | None:
         login_ip=nonempty_str(data.get("ip")),
         nodes=nodes,
         description=nonempty_str(data.get("description")),
+        tag=next(
+            (
+                t["value"]
+                for t in as_list(data.get("tags"))
+                if isinstance(t, dict) and t.get("key") == TAG_KEY and nonempty_str(t.get("value"))
+            ),
+            None,
+        ),
     )
 
 
@@ -193,7 +211,7 @@ def clusters(body: Any) -> list[Cluster]:
 
 def cluster_vm(found: Cluster) -> VM:
     """A cluster as one `VM`: its login node's public IP, its worker nodes as `machines`."""
-    tag = tag_of(found.description)
+    tag = found.ours
     return VM(
         provider=PROVIDER,
         id=cluster_vm_id(found.id),

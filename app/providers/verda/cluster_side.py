@@ -9,15 +9,17 @@ it again: until then the unit the create took could be offered to a second creat
 
 import time
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from app.core.market import disk_size_gb
-from app.providers.base import VM, MachineKey, Offer
+from app.providers.base import VM, MachineKey, Offer, VMState
 from app.providers.verda import cluster_parse, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.clusters import VerdaClusters
 from app.providers.verda.stock_pairs import StockPairs
+from app.providers.verda.volumes import VerdaVolumes, cluster_volume_ids, shared_volume_name
 
 
 class ClusterSide:
@@ -27,6 +29,7 @@ class ClusterSide:
         self, api: VerdaClient, *, image: str, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._calls = VerdaClusters(api)
+        self._volumes = VerdaVolumes(api)
         self._image = image
         self._types: dict[str, dict[str, Any]] = {}
         self._machines: frozenset[MachineKey] = frozenset()  # what the cluster types are
@@ -114,7 +117,8 @@ class ClusterSide:
             "location_code": offer.region,
             "contract": "PAY_AS_YOU_GO",
             "ssh_key_ids": ssh_key_ids,
-            "shared_volume": {"name": f"{name}-shared", "size": disk_size_gb(disk_gb)},
+            "shared_volume": {"name": shared_volume_name(name), "size": disk_size_gb(disk_gb)},
+            "tags": [{"key": parse.TAG_KEY, "value": tag}],
         }
         if startup_script_id is not None:
             body["startup_script_id"] = startup_script_id
@@ -129,29 +133,39 @@ class ClusterSide:
         )
 
     async def get(self, cluster_id: str) -> VM | None:
-        """`GET /clusters/{id}` as a VM; None when Verda does not know the id."""
+        """`GET /clusters/{id}` as a VM; None when Verda does not know the id. A discontinued
+        cluster whose shared volume is still there is `DELETING` with `leftovers`: its delete
+        goes again, and deletes the volume."""
         body = await self._calls.cluster(cluster_id)
         if body is None:
             return None
-        return cluster_parse.cluster_vm(cluster_parse.cluster_of(body, cluster_id))
+        vm = cluster_parse.cluster_vm(cluster_parse.cluster_of(body, cluster_id))
+        if vm.state is VMState.GONE and await self._volumes.left(cluster_volume_ids(body)):
+            return replace(vm, state=VMState.DELETING, leftovers=True)
+        return vm
 
     async def find(self, *, name: str, tag: str) -> list[VM]:
         """Our clusters with this hostname and this tag in their description."""
         return [vm for vm in await self.list() if vm.name == name and tag in vm.tags]
 
     async def list(self) -> list[VM]:
-        """Every cluster not discontinued whose description we wrote (`autoprovision <tag>`)."""
+        """Every cluster not discontinued that is ours: our resource tag on it, or (the
+        fallback) the description we wrote, `autoprovision <tag>`."""
         found = cluster_parse.clusters(await self._calls.clusters())
-        return [
-            cluster_parse.cluster_vm(c)
-            for c in found
-            if cluster_parse.tag_of(c.description) is not None
-        ]
+        return [cluster_parse.cluster_vm(c) for c in found if c.ours is not None]
 
     async def delete(self, cluster_id: str) -> None:
-        """Discontinue; gone already is fine, still being made is retry-later."""
+        """Discontinue; once discontinued (Verda refuses a second), delete its shared volume
+        for good. Gone already is fine, still being made is retry-later."""
         try:
             await self._calls.discontinue_cluster(cluster_id)
         except DeleteRefused as refused:
-            current = await self.get(cluster_id)
+            body = await self._calls.cluster(cluster_id)
+            if body is None:
+                return
+            current = cluster_parse.cluster_vm(cluster_parse.cluster_of(body, cluster_id))
+            if current.state is VMState.GONE:
+                for volume_id in await self._volumes.left(cluster_volume_ids(body)):
+                    await self._volumes.delete(volume_id)
+                return
             parse.after_refused_delete(current, f"cluster {cluster_id}", refused.status_code)

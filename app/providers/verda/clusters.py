@@ -63,10 +63,11 @@ class VerdaClusters:
         return self.api.read(await self.api.request("GET", "/clusters"))
 
     async def discontinue_cluster(self, cluster_id: str) -> None:
-        """End a cluster, all its nodes with it; one Verda does not know, or already
-        discontinued, is fine.
+        """End a cluster, all its nodes with it; one Verda does not know is fine. Verda answers
+        202 with no body (its document); a list of results, should one come, is read too.
 
-        Raises `DeleteRefused` when Verda refuses, as `VerdaClient.delete_instance` does.
+        Raises `DeleteRefused` when Verda refuses, as `VerdaClient.delete_instance` does (a
+        cluster already discontinued is refused too: the caller reads it again to tell).
         """
         if not parse.is_id(cluster_id):
             return
@@ -76,8 +77,9 @@ class VerdaClusters:
         status = response.status_code
         if status in (204, 404):
             return
-        if status == 400:
-            raise DeleteRefused(PROVIDER, f"discontinue of {cluster_id} refused", status_code=400)
+        self.api.raise_refusal(response, f"discontinue of {cluster_id}")
+        if response.is_success and not response.content.strip():
+            return
         body = self.api.read(response)
         for item in body if isinstance(body, list) else []:
             if not isinstance(item, dict) or cluster_id not in (

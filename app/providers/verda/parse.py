@@ -19,6 +19,7 @@ T = TypeVar("T")
 PROVIDER = Provider("verda")
 TAG_KEY = "autoprovision"
 OS_VOLUME_TYPE = "NVMe"  # what Verda creates an OS volume as
+SHARED_VOLUME_TYPE = "NVMe_Shared_Cluster"  # a cluster's shared volume: a type of its own
 # Verda prices volumes per GB-month and does not say how many hours it counts in a month:
 # 730 (365 x 24 / 12) is the usual cloud convention.
 HOURS_PER_MONTH = Decimal(730)
@@ -116,12 +117,13 @@ def interconnect(sku: str, model: str, data: dict[str, Any]) -> Interconnect | N
     return None
 
 
-def os_volume_price(body: Any) -> Decimal | None:
-    """`GET /volume-types` -> USD per GB per hour of an NVMe (OS) volume; None if not priced."""
+def volume_price(body: Any, kind: str = OS_VOLUME_TYPE) -> Decimal | None:
+    """`GET /volume-types` -> USD per GB per hour of a volume of `kind` (NVMe, an OS volume,
+    by default); None if not priced."""
     if not isinstance(body, list):
         raise Unavailable(PROVIDER, "/volume-types did not answer a list")
     for entry in body:
-        if isinstance(entry, dict) and entry.get("type") == OS_VOLUME_TYPE:
+        if isinstance(entry, dict) and entry.get("type") == kind:
             price = as_dict(entry.get("price"))
             per_month = wire_decimal(price.get("price_per_month_per_gb"))
             if per_month is None or per_month < 0 or str(price.get("currency", "usd")) != "usd":

@@ -148,7 +148,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
                     "description": name,
                     "is_public": True,
                     "labels": [],
-                    "flavor_restrictions": None,
+                    "flavor_restrictions": {},
                 }
                 for image_id, name, kind, version in IMAGES
             ]

@@ -90,8 +90,8 @@ CPU_TYPES: tuple[dict[str, Any], ...] = tuple(
         "spot_price": spot,
         "dynamic_price": price,
         "max_dynamic_price": price,
-        "serverless_price": None,
-        "serverless_spot_price": None,
+        "serverless_price": price,
+        "serverless_spot_price": spot,
         "currency": "usd",
         "supported_os": ["ubuntu-22.04", "ubuntu-24.04"],
     }
@@ -245,20 +245,33 @@ CATALOG_ENTRIES, GPU_TYPES = build_catalog()
 ALL_TYPES: dict[str, dict[str, Any]] = GPU_TYPES | {t["instance_type"]: t for t in CPU_TYPES}
 
 
-# `GET /v1/volume-types`, as Verda answers it (the NVMe price is verda.md's example).
+# `GET /v1/volume-types`, as Verda answers it: NVMe's price is verda.md's example; the cluster
+# types' prices and every speed are guesses (Verda publishes no figures for them).
+def _volume_type(kind: str, per_month: str, shared: bool, burst: int, speed: int) -> dict[str, Any]:
+    per_gb_second = Decimal(per_month) / (730 * 3600)
+    return {
+        "type": kind,
+        "price": {
+            "price_per_month_per_gb": float(per_month),
+            "cps_per_gb": float(per_gb_second.quantize(Decimal("1e-13"))),
+            "currency": "usd",
+        },
+        "is_shared_fs": shared,
+        "burst_bandwidth": burst,
+        "continuous_bandwidth": burst // 2,
+        "internal_network_speed": speed,
+        "iops": f"{burst * 100}",
+        "throughput_gbps": burst / 1000,
+    }
+
+
 VOLUME_TYPES: tuple[dict[str, Any], ...] = (
-    {
-        "type": "NVMe",
-        "price": {"price_per_month_per_gb": 0.2, "cps_per_gb": 0.0000000761, "currency": "usd"},
-        "is_shared_fs": False,
-        "burst_bandwidth": 2000,
-        "continuous_bandwidth": 1000,
-    },
-    {
-        "type": "HDD",
-        "price": {"price_per_month_per_gb": 0.05, "cps_per_gb": 0.000000019, "currency": "usd"},
-        "is_shared_fs": False,
-        "burst_bandwidth": 500,
-        "continuous_bandwidth": 250,
-    },
+    _volume_type("NVMe", "0.2", False, 2000, 100),
+    _volume_type("HDD", "0.05", False, 500, 25),
+    _volume_type("NVMe_Shared", "0.25", True, 2000, 100),
+    _volume_type("NVMe_Shared_Cluster", "0.3", True, 4000, 400),
+    _volume_type("NVMe_OS_Cluster", "0.2", False, 2000, 400),
 )
+VOLUME_PRICES: dict[str, Decimal] = {
+    t["type"]: Decimal(str(t["price"]["price_per_month_per_gb"])) for t in VOLUME_TYPES
+}

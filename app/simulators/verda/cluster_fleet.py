@@ -64,9 +64,26 @@ class ClusterFleet(ProviderSimulator):
         return "provisioning" if progress < 1 else "running"
 
     def discontinue(self, cluster: SimVM) -> None:
-        """A discontinue accepted now: the cluster is gone and stops billing."""
+        """A discontinue accepted now: the cluster is gone and stops billing; its volumes are
+        detached and bill on ("Shared volumes will be detached and should be deleted
+        manually", Verda's document of `PUT /v1/clusters`)."""
         self.settle()
         cluster.deleted = self.clock()
+        self.detach_volumes(cluster_id=cluster.id)
+
+    def end_vm(self, vm: SimVM) -> None:
+        """Verda ends a VM or a cluster by itself: its volumes are left detached, billing (what
+        becomes of them is not documented; billing on is the costly guess)."""
+        super().end_vm(vm)
+        self.detach_volumes(vm_id=vm.id, cluster_id=vm.id)
+
+    def detach_volumes(self, *, vm_id: str | None = None, cluster_id: str | None = None) -> None:
+        """Every volume of that VM or cluster still attached is detached."""
+        for volume in self.volumes.values():
+            if (vm_id is not None and volume.vm_id == vm_id) or (
+                cluster_id is not None and volume.cluster_id == cluster_id
+            ):
+                volume.detach()
 
     def describe_cluster(self, cluster: SimVM) -> dict[str, Any]:
         """A cluster for the control API (`GET /_sim/clusters`), as charged so far."""
@@ -81,6 +98,7 @@ class ClusterFleet(ProviderSimulator):
             "ip": cluster.ip,
             "worker_nodes": [n["id"] for n in cluster.details["worker_nodes"]],
             "shared_volume_size": cluster.details.get("shared_volume_size"),
+            "shared_volume_ids": cluster.details.get("shared_volume_ids", []),
             "created_at": cluster.created_at,
             "price_per_hour": str(cluster.hourly_price),
             "charged": str(cluster.charged),

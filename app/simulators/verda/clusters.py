@@ -2,7 +2,6 @@
 `/v1/clusters` (deploy, list, get, discontinue), in the shapes the official SDK reads
 (`verda.clusters`, `verda.cluster_types`). Plus `/_sim/clusters` to look at them."""
 
-from decimal import ROUND_UP, Decimal
 from typing import Any
 
 from starlette.requests import Request
@@ -17,12 +16,8 @@ from app.simulators.verda.cluster_catalog import (
     DEFAULT_SHARED_VOLUME_GB,
     SHARED_VOLUME_MOUNT,
 )
-from app.simulators.verda.simulator import (
-    VOLUME_PRICE_PER_GB_HOUR,
-    VerdaSimulator,
-    error,
-    iso_time,
-)
+from app.simulators.verda.instances import tagged
+from app.simulators.verda.simulator import USER_ID, VerdaSimulator, error, iso_time
 from app.simulators.verda.wire import (
     authed,
     create,
@@ -39,29 +34,33 @@ CONTRACTS = frozenset({"PAY_AS_YOU_GO", "LONG_TERM", "SPOT"})
 UNKNOWN_ID = "Invalid cluster id"
 
 
-def shared_volume_price(size_gb: int) -> Decimal:
-    """What a shared volume of `size_gb` bills per hour: the NVMe price per GB-month over 730
-    hours, rounded up to $0.0001 as verda-cli works out a volume's hourly price."""
-    return (VOLUME_PRICE_PER_GB_HOUR * size_gb).quantize(Decimal("0.0001"), rounding=ROUND_UP)
-
-
 def cluster_json(sim: VerdaSimulator, cluster: SimVM) -> dict[str, Any]:
     """The cluster object of `GET /v1/clusters[/{id}]`, with the fields the SDK's `Cluster`
     reads: `ip` is the jump host's (null until the cluster runs), `worker_nodes` its nodes."""
     status = sim.cluster_status(cluster)
     shown = "reticulating_splines" if sim.faults.take("unknown_status") is not None else status
     details = cluster.details
+    kind = CLUSTER_TYPES[cluster.entry.sku]
     return {
         "id": cluster.id,
         "hostname": cluster.name,
         "description": details.get("description", ""),
         "status": shown,
         "created_at": iso_time(cluster.created_at),
+        "created_by_user_id": USER_ID,
         "location": cluster.entry.region,
         "cluster_type": cluster.entry.sku,
+        "cpu": kind["cpu"],
+        "gpu": kind["gpu"],
+        "gpu_memory": kind["gpu_memory"],
+        "memory": kind["memory"],
+        "price_per_hour": float(cluster.hourly_price),
+        "contract": "PAY_AS_YOU_GO",
         "image": details.get("image"),
+        "os_name": details.get("os_name", ""),
         "startup_script_id": details.get("startup_script_id"),
         "ssh_key_ids": details.get("ssh_key_ids", []),
+        "tags": details.get("tags", []),
         "ip": cluster.ip if status == "running" else None,
         "worker_nodes": [
             {
@@ -74,7 +73,16 @@ def cluster_json(sim: VerdaSimulator, cluster: SimVM) -> dict[str, Any]:
             }
             for node in details["worker_nodes"]
         ],
-        "shared_volumes": [details["shared_volume"]],
+        "shared_volumes": [
+            {
+                "id": volume.id,
+                "name": volume.name,
+                "size_in_gigabytes": volume.size_gb,
+                "mount_point": SHARED_VOLUME_MOUNT,
+            }
+            for volume in sim.volumes.values()
+            if volume.id in details["shared_volume_ids"]
+        ],
     }
 
 
@@ -168,23 +176,26 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         keys = body.get("ssh_key_ids") or []
         volume = body.get("shared_volume") or {}
         size = volume.get("size")  # what the create sent: the SDK always sends one
-        # The shared volume bills with the cluster (from running to discontinued), on top of
-        # the cluster type's price: a guess at Verda's billing (it is an NVMe volume).
-        cluster.price_per_hour = cluster.entry.price_per_hour + shared_volume_price(
-            size or DEFAULT_SHARED_VOLUME_GB
+        # The shared volume is a volume of its own type, billed apart from the cluster from
+        # when it runs until the volume is deleted: discontinuing only detaches it (the document).
+        shared = sim.new_volume(
+            name=volume.get("name") or f"{cluster.name}-shared-volume",
+            kind="NVMe_Shared_Cluster",
+            size_gb=size or DEFAULT_SHARED_VOLUME_GB,
+            location=cluster.entry.region,
+            cluster_id=cluster.id,
+            tags=tagged(body.get("tags") or []),
         )
+        image = CLUSTER_IMAGES_BY_KEY[body["image"]]
         cluster.details.update(
             description=body.get("description") or "",
-            image=CLUSTER_IMAGES_BY_KEY[body["image"]]["image_type"],
+            image=image["image_type"],
+            os_name=image["details"][0],
             startup_script_id=body.get("startup_script_id"),
             ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
             shared_volume_size=size,
-            shared_volume={
-                "id": sim.new_instance_id(),
-                "name": volume.get("name") or f"{cluster.name}-shared-volume",
-                "size_in_gigabytes": size or DEFAULT_SHARED_VOLUME_GB,
-                "mount_point": SHARED_VOLUME_MOUNT,
-            },
+            shared_volume_ids=[shared.id],
+            tags=tagged(body.get("tags") or []),
         )
         return cluster
 
@@ -215,36 +226,29 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
                 return invalid("each action needs a cluster id")
             if asked.get("action") != "discontinue":
                 return invalid("Invalid action")
-        results = [(asked["id"], discontinue(asked["id"])) for asked in actions]
-        if any(outcome == (202, "") for _, outcome in results):
-            await sim.faults.delay("delete_delay")
-        if len(results) == 1:
-            outcome = results[0][1]
-            if outcome is None:
-                return Response(status_code=204)
-            if outcome[0] >= 400:
-                code = "not_found" if outcome[0] == 404 else "invalid_request"
-                return error(outcome[0], code, outcome[1])
-        items = []
-        for cluster_id, outcome in results:
-            item: dict[str, Any] = {"id": cluster_id, "action": "discontinue", "status": "success"}
-            if outcome is not None and outcome[0] >= 400:
-                item |= {"status": "error", "error": outcome[1], "statusCode": outcome[0]}
-            items.append(item)
-        failed = any(item["status"] == "error" for item in items)
-        return JSONResponse(items, status_code=207 if failed else 202)
+        # The document answers 202 with no body, and says nothing of partial failure: one
+        # refusal refuses the whole request (a guess), in Verda's error body.
+        for asked in actions:
+            refusal = discontinue_problem(asked["id"])
+            if refusal is not None:
+                return error(*refusal)
+        for asked in actions:
+            sim.discontinue(sim.clusters[asked["id"]])
+        await sim.faults.delay("delete_delay")
+        return Response(status_code=202)
 
-    def discontinue(cluster_id: str) -> tuple[int, str] | None:
-        """(status, message) for one cluster; None when it is discontinued already."""
+    def discontinue_problem(cluster_id: str) -> tuple[int, str, str] | None:
+        """Why this cluster cannot be discontinued now (status, code, message), if it cannot:
+        `forbidden_action` as Verda refuses an instance's delete (verda.md §6)."""
         cluster = sim.clusters.get(cluster_id)
         if cluster is None:
-            return (404, UNKNOWN_ID)
-        if sim.cluster_status(cluster) == "discontinued":
-            return None
+            return (404, "not_found", UNKNOWN_ID)
+        status = sim.cluster_status(cluster)
+        if status == "discontinued":
+            return (403, "forbidden_action", "Can't discontinue a discontinued cluster")
         if sim.faults.take("delete_refused") is not None:
-            return (400, "Can't discontinue a provisioning cluster")
-        sim.discontinue(cluster)
-        return (202, "")
+            return (403, "forbidden_action", "Can't discontinue a provisioning cluster")
+        return None
 
     async def control_list(_request: Request) -> Response:
         sim.settle()  # each cluster's `charged` as of now

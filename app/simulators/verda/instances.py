@@ -8,12 +8,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, IMAGES_BY_KEY, LOCATION_CODES
-from app.simulators.verda.simulator import (
-    DYNAMIC_PRICE_FACTOR,
-    PENDING_STATUSES,
-    VerdaSimulator,
-    error,
-)
+from app.simulators.verda.simulator import PENDING_STATUSES, VerdaSimulator, error
 from app.simulators.verda.wire import (
     authed,
     create,
@@ -33,6 +28,18 @@ SIMULATED_ACTIONS = frozenset(
     {"delete", "discontinue", "shutdown", "force_shutdown", "start", "boot"}
 )
 TAG_LIMIT = 10
+DEFAULT_OS_VOLUME_GB = 50  # without `os_volume`: SkyPilot's default size (a guess at Verda's)
+# A refusal's status -> its code: both known delete refusals are `forbidden_action` (dstack's
+# Verda backend sees the code), which the document's error table answers with 403.
+CODES = {400: "invalid_request", 403: "forbidden_action", 404: "not_found"}
+
+
+def tagged(asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tags as Verda keeps them: an id each, keys lower-cased."""
+    return [
+        {"id": f"tag_{uuid.uuid4().hex[:20]}", "key": t["key"].lower(), "value": t.get("value")}
+        for t in asked
+    ]
 
 
 def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
@@ -85,14 +92,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         return None
 
     def make_vm(body: dict[str, Any], *, entry: CatalogEntry) -> SimVM:
-        tags = [
-            {
-                "id": f"tag_{uuid.uuid4().hex[:20]}",
-                "key": t["key"].lower(),
-                "value": t.get("value"),
-            }
-            for t in body.get("tags") or []
-        ]
+        tags = tagged(body.get("tags") or [])
         keys = body.get("ssh_key_ids") or []
         image = IMAGES_BY_KEY[body["image"]]
         vm = sim.new_vm(
@@ -107,14 +107,21 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             os_name=image["details"][0],
             startup_script_id=body.get("startup_script_id"),
             ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
-            os_volume_id=str(uuid.uuid4()),
-            os_volume_size=(body.get("os_volume") or {}).get("size"),
             jupyter_token=uuid.uuid4().hex,
             tags=tags,
-            pricing="FIXED_PRICE" if body.get("pricing") == "FIXED_PRICE" else "DYNAMIC_PRICE",
         )
-        if vm.details["pricing"] == "DYNAMIC_PRICE":
-            vm.price_per_hour = vm.entry.price_per_hour * DYNAMIC_PRICE_FACTOR
+        if entry.details.get("storage", {}).get("size_in_gigabytes") is None:  # not local disk
+            os_volume = body.get("os_volume") or {}
+            volume = sim.new_volume(
+                name=os_volume.get("name") or f"{body['hostname']}-os",
+                kind="NVMe",
+                size_gb=os_volume.get("size") or DEFAULT_OS_VOLUME_GB,
+                location=entry.region,
+                vm_id=vm.id,
+                is_os_volume=True,
+                tags=tagged(os_volume.get("tags") or []),
+            )
+            vm.details["os_volume_id"] = volume.id
         return vm
 
     async def list_instances(request: Request) -> Response:
@@ -164,7 +171,8 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             isinstance(volume_ids, list) and all(isinstance(v, str) for v in volume_ids)
         ):
             return invalid("volume_ids must be a list of volume ids")
-        results = [(vm_id, act(action, vm_id, volume_ids)) for vm_id in ids]
+        permanently = body.get("delete_permanently") is True
+        results = [(vm_id, act(action, vm_id, volume_ids, permanently)) for vm_id in ids]
         if action in ("delete", "discontinue") and any(r == (202, "") for _, r in results):
             await sim.faults.delay("delete_delay")
         if len(results) == 1:
@@ -172,8 +180,7 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             if outcome is None:
                 return Response(status_code=204)
             if outcome[0] >= 400:
-                code = "not_found" if outcome[0] == 404 else "invalid_request"
-                return error(outcome[0], code, outcome[1])
+                return error(outcome[0], CODES[outcome[0]], outcome[1])
         items = []
         for vm_id, outcome in results:
             item: dict[str, Any] = {"instanceId": vm_id, "action": action, "status": "success"}
@@ -183,7 +190,9 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         failed = any(item["status"] == "error" for item in items)
         return JSONResponse(items, status_code=207 if failed else 202)
 
-    def act(action: str, vm_id: str, volume_ids: list[str] | None) -> tuple[int, str] | None:
+    def act(
+        action: str, vm_id: str, volume_ids: list[str] | None, permanently: bool
+    ) -> tuple[int, str] | None:
         """(status, message) for one instance; None when it is already in that state."""
         vm = sim.vms.get(vm_id)
         if vm is None:
@@ -194,15 +203,20 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
                 return None
             refused = sim.faults.take("delete_refused") is not None
             if refused or status in PENDING_STATUSES:  # `ordered` is worded the same
-                return (400, "Can't discontinue a provisioning instance")
+                return (403, "Can't discontinue a provisioning instance")
             if status == "discontinued":
-                return (400, "Can't discontinue a discontinued instance")
+                return (403, "Can't discontinue a discontinued instance")
             sim.settle()
             vm.deleted = sim.clock()
-            # No volume_ids: the OS volume goes with the instance. A list keeps (detached,
-            # still billing) every volume it does not name: `[]` keeps the OS volume.
-            if volume_ids is not None and vm.details.get("os_volume_id") not in volume_ids:
-                vm.details["os_volume_kept_at"] = vm.deleted
+            # No volume_ids: the OS volume goes to the trash (96 h, `delete_permanently` does
+            # nothing without volume_ids), other volumes are detached. A list deletes what it
+            # names (for good with `delete_permanently`) and detaches the rest: `[]` keeps all.
+            for volume in sim.attached_to(vm_id=vm.id):
+                named = volume.is_os_volume if volume_ids is None else volume.id in volume_ids
+                if named:
+                    volume.delete(vm.deleted, permanently=permanently and volume_ids is not None)
+                else:
+                    volume.detach()
             return (202, "")
         if action in ("shutdown", "force_shutdown"):
             if status == "offline":

@@ -18,6 +18,7 @@ from app.simulators.verda.clusters import cluster_routes
 from app.simulators.verda.instances import instance_routes
 from app.simulators.verda.keys import key_routes, script_routes
 from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
+from app.simulators.verda.volumes import volume_routes
 from app.simulators.verda.wire import (
     authed,
     invalid,
@@ -120,6 +121,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         *script_routes(sim),
         *instance_routes(sim),
         *cluster_routes(sim),
+        *volume_routes(sim),
         Route("/v1/balance", authed(sim, balance), methods=["GET"]),
     ]
     app = provider_app(sim, routes)

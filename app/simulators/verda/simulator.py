@@ -15,10 +15,11 @@ from starlette.responses import JSONResponse, Response
 
 from app.providers.verda.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy
-from app.simulators.verda.catalog import CATALOG_ENTRIES
+from app.simulators.verda.catalog import CATALOG_ENTRIES, VOLUME_PRICES
 from app.simulators.verda.cluster_catalog import CLUSTER_ENTRIES
 from app.simulators.verda.cluster_fleet import ClusterFleet
 from app.simulators.vms import SimVM
+from app.simulators.volumes import DELETED, SimVolume, new_volume
 
 CLIENT_ID = SIMULATOR_CREDENTIALS["client_id"]
 CLIENT_SECRET = SIMULATOR_CREDENTIALS["client_secret"]
@@ -33,11 +34,7 @@ WINDOW = 60.0
 RATE_LIMIT_POLICY = f'"project";q={PROJECT_LIMIT};w=60, "endpoint";q={ENDPOINT_LIMIT};w=60'
 
 PENDING_STATUSES = ("ordered", "provisioning")
-# A create that does not pin `"pricing": "FIXED_PRICE"` gets Verda's default, dynamic pricing:
-# billed at this multiple of the listed price here (the real one moves with demand).
-DYNAMIC_PRICE_FACTOR = Decimal("1.25")
-# An OS volume a delete left detached (`volume_ids: []`) keeps billing: $0.20/GB-month.
-VOLUME_PRICE_PER_GB_HOUR = Decimal("0.20") / 730
+HOURS_PER_MONTH = Decimal(730)  # what a GB-month price is divided by (as verda-cli does)
 
 
 def error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
@@ -206,23 +203,45 @@ class VerdaSimulator(ClusterFleet):
         return "offline" if vm.details.get("offline") else "running"
 
     def describe_vm(self, vm: SimVM) -> dict[str, Any]:
-        """The control API's view, plus the OS volume (its size, and whether a delete left it
-        behind) and the pricing the create asked for."""
+        """The control API's view, plus its OS volume: its size, and what became of it
+        (`attached`, `detached` or `trash` after a delete that kept it, `deleted`)."""
+        volume = self.volumes.get(vm.details.get("os_volume_id") or "")
         return {
             **super().describe_vm(vm),
-            "os_volume_size": vm.details.get("os_volume_size"),
-            "os_volume_kept": vm.details.get("os_volume_kept_at") is not None,
-            "pricing": vm.details.get("pricing", "FIXED_PRICE"),
+            "os_volume_size": None if volume is None else volume.size_gb,
+            "os_volume_status": None if volume is None else volume.status,
         }
 
-    def extra_charge(self, vm: SimVM, now: float) -> Decimal:
-        """An OS volume left detached by a delete bills by the GB-hour from then on."""
-        kept_at = vm.details.get("os_volume_kept_at")
-        if kept_at is None or now <= kept_at:
-            return Decimal(0)
-        size = vm.details.get("os_volume_size") or vm.entry.disk_gb
-        hours = Decimal(str(round(now - kept_at, 3))) / 3600
-        return (VOLUME_PRICE_PER_GB_HOUR * size * hours).quantize(Decimal("0.000001"))
+    def new_volume(
+        self, *, name: str, kind: str, size_gb: int, location: str, **owner: Any
+    ) -> SimVolume:
+        """A volume of `kind` (`NVMe`, `NVMe_Shared_Cluster`) made now with its machine, billed
+        at that type's price from when the machine starts billing."""
+        volume = new_volume(
+            name=name,
+            kind=kind,
+            size_gb=size_gb,
+            location=location,
+            price_per_gb_hour=VOLUME_PRICES[kind] / HOURS_PER_MONTH,
+            billed_from=self.clock() + max(self.boot_seconds, 0.0),
+            **owner,
+        )
+        self.volumes[volume.id] = volume
+        return volume
+
+    def attached_to(
+        self, *, vm_id: str | None = None, cluster_id: str | None = None
+    ) -> list[SimVolume]:
+        """The volumes (not deleted) of a VM or a cluster, attached or not."""
+        return [
+            v
+            for v in self.volumes.values()
+            if v.status != DELETED
+            and (
+                (vm_id is not None and v.vm_id == vm_id)
+                or (cluster_id is not None and v.cluster_id == cluster_id)
+            )
+        ]
 
     def visible(self, vm: SimVM) -> bool:
         """Whether `GET /v1/instances` (no status filter) still lists the VM."""
@@ -247,13 +266,14 @@ class VerdaSimulator(ClusterFleet):
             "price_per_hour": float(vm.hourly_price),
             "is_spot": False,
             "contract": "PAY_AS_YOU_GO",
-            "pricing": details.get("pricing", "FIXED_PRICE"),
+            # "DYNAMIC_PRICE is removed. Only FIXED_PRICE is supported now" (the document).
+            "pricing": "FIXED_PRICE",
             "image": details.get("image"),
             "os_name": details.get("os_name"),
             "startup_script_id": details.get("startup_script_id"),
             "ssh_key_ids": details.get("ssh_key_ids", []),
             "os_volume_id": details.get("os_volume_id") if up else None,
-            "volume_ids": [details["os_volume_id"]] if up else [],
+            "volume_ids": [v.id for v in self.attached_to(vm_id=vm.id)] if up else [],
             "jupyter_token": details.get("jupyter_token"),
             "cpu": {k: v for k, v in entry.details["cpu"].items() if k != "model"},
             "gpu": entry.details["gpu"],
@@ -277,6 +297,7 @@ class VerdaSimulator(ClusterFleet):
             "name": name,
             "key": key,
             "fingerprint": _fingerprint(key),
+            "created_by_user_id": USER_ID,
             "created_at": iso_time(time.time()),
         }
         self.ssh_keys[key_id] = record
