@@ -25,19 +25,17 @@ from app.providers.base import (
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections, ProviderHTTP
-from app.providers.quantacloud import limits, parse
+from app.providers.quantacloud import facts, limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
 from app.support.security import ssh_key_fingerprint
-
-PROVIDER_SLUG = "quantacloud"  # how QuantaCloud names itself in a deployment request
 
 
 class QuantaCloudAdapter:
     """QuantaCloud behind the `ProviderAdapter` interface."""
 
     provider = PROVIDER
-    page_size = 100
+    page_size = facts.MAX_PAGE_SIZE
 
     def __init__(
         self,
@@ -91,9 +89,12 @@ class QuantaCloudAdapter:
             raise Rejected(self.provider, "QuantaCloud boots one stock image")
         if not offer.offer_id:
             raise Rejected(self.provider, f"offer {offer.sku} in {offer.region} has no offer id")
-        body: dict[str, Any] = {"provider": PROVIDER_SLUG, "offer_id": offer.offer_id}
+        body: dict[str, Any] = {
+            facts.PROVIDER_FIELD: facts.PROVIDER_SLUG,
+            facts.OFFER_ID: offer.offer_id,
+        }
         if ssh_public_key:
-            body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
+            body[facts.SSH_KEY_IDS] = [await self._ssh_key_id(ssh_public_key)]
         vm = parse.created_deployment(await self._api.deploy(body), offer)
         if vm is None:
             raise OutcomeUnknown(self.provider, "POST /deployments answered without an id")
@@ -156,7 +157,7 @@ class QuantaCloudAdapter:
             if found is not None:
                 return found
         label = hashlib.sha256(public_key.strip().encode()).hexdigest()[:12]
-        created = await self._api.add_ssh_key(f"autoprovision-{label}", public_key.strip())
+        created = await self._api.add_ssh_key(f"{facts.KEY_NAME_PREFIX}{label}", public_key.strip())
         key_id = parse.created_id(created)
         if key_id is None:
             raise Unavailable(self.provider, "POST /users/me/ssh-keys answered without an id")

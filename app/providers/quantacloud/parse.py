@@ -1,5 +1,5 @@
 """QuantaCloud's JSON turned into the service's types: offers, deployments as VMs, SSH keys and
-the balance. Pure functions, no I/O."""
+the balance. Pure functions, no I/O; the wire's names and values come from `facts`."""
 
 import logging
 from datetime import UTC, datetime
@@ -9,37 +9,19 @@ from typing import Any
 from app.core.catalogue import Interconnect, Provider, normalize_gpu_model
 from app.providers.base import VM, Offer, Unavailable, VMState
 from app.providers.http import wire_decimal
+from app.providers.quantacloud import facts
 
 logger = logging.getLogger(__name__)
 
 PROVIDER = Provider("quantacloud")
-MIG_MARKER = "-mig-"  # a MIG slice is a partition of a GPU and must never sell as the whole GPU
-GPU_SLUGS = {
-    "b300-sxm": "B300",
-    "b200-sxm": "B200",
-    "gb300": "GB300",
-    "gb200": "GB200",
-    "gh200": "GH200",
-    "h200-sxm": "H200",
-    "h200-nvl": "H200",
-    "h100-sxm": "H100",
-    "h100-pcie": "H100",
-    "h100-nvl": "H100",
-    "a100-80gb-sxm": "A100-80G",
-    "a100-80gb-pcie": "A100-80G",
-    "a100-40gb-sxm": "A100-40G",
-    "a100-40gb-pcie": "A100-40G",
-    "rtx-pro-6000-blackwell": "RTX-PRO-6000",
-    "rtx-6000-ada": "RTX-6000-ADA",
-}
 VM_STATES = {
-    "provisioning": VMState.PENDING,
-    "connecting": VMState.PENDING,
-    "active": VMState.RUNNING,
-    "failed": VMState.FAILED,
-    "interrupted": VMState.FAILED,
-    "stopping": VMState.DELETING,
-    "terminated": VMState.GONE,
+    facts.PROVISIONING: VMState.PENDING,
+    facts.CONNECTING: VMState.PENDING,
+    facts.ACTIVE: VMState.RUNNING,
+    facts.FAILED: VMState.FAILED,
+    facts.INTERRUPTED: VMState.FAILED,
+    facts.STOPPING: VMState.DELETING,
+    facts.TERMINATED: VMState.GONE,
 }
 NOT_LIVE = (VMState.GONE, VMState.FAILED, VMState.DELETING)
 
@@ -53,7 +35,7 @@ def to_offer(row: Any) -> Offer | None:
     if not isinstance(slug, str) or not slug:
         logger.debug("QuantaCloud offer without a GPU slug left out")
         return None
-    gpu_model = None if MIG_MARKER in slug else gpu_model_for(slug)
+    gpu_model = None if facts.MIG_MARKER in slug else gpu_model_for(slug)
     if gpu_model is None:
         logger.debug("QuantaCloud GPU %r is not in the catalogue (or a MIG slice): left out", slug)
         return None
@@ -93,8 +75,8 @@ def to_offer(row: Any) -> Offer | None:
 def gpu_model_for(slug: str) -> str | None:
     """The catalogue's GPU model for a QuantaCloud GPU slug, or None."""
     slug = slug.strip().lower()
-    if slug in GPU_SLUGS:
-        return GPU_SLUGS[slug]
+    if slug in facts.GPU_SLUGS:
+        return facts.GPU_SLUGS[slug]
     for suffix in ("-sxm", "-pcie", "-nvl"):
         slug = slug.removesuffix(suffix)
     return normalize_gpu_model(slug)
@@ -123,8 +105,8 @@ def to_vm(row: dict[str, Any]) -> VM | None:
     status = _status(row)
     connection = _obj(row.get("connection"))
     ip = connection.get("public_ip")
-    gpu = _obj(row.get("gpu"))
-    slug, count, region = gpu.get("slug"), row.get("gpuCount"), row.get("region")
+    gpu = _obj(row.get(facts.GPU))
+    slug, count, region = gpu.get("slug"), row.get(facts.GPU_COUNT), row.get(facts.REGION)
     return VM(
         provider=PROVIDER,
         id=str(vm_id),
@@ -133,7 +115,7 @@ def to_vm(row: dict[str, Any]) -> VM | None:
         region=region if isinstance(region, str) else None,
         sku=f"{slug}-x{count}" if isinstance(slug, str) and isinstance(count, int) else None,
         ip=ip if isinstance(ip, str) and ip else None,
-        created_at=timestamp(row.get("createdAt")),
+        created_at=timestamp(row.get(facts.CREATED_AT)),
     )
 
 
@@ -202,7 +184,7 @@ def created_deployment(body: Any, offer: Offer) -> VM | None:
         provider_status=status,
         region=offer.region,
         sku=offer.sku,
-        created_at=timestamp(body.get("createdAt")),
+        created_at=timestamp(body.get(facts.CREATED_AT)),
     )
 
 
@@ -232,10 +214,10 @@ def candidates(rows: list[Any], offer: Offer, since: datetime) -> list[VM]:
             continue
         if vm.created_at is not None and vm.created_at < since:
             continue
-        gpu = _obj(row.get("gpu"))
-        if _differs(gpu.get("slug"), slug) or _differs(row.get("region"), offer.region):
+        gpu = _obj(row.get(facts.GPU))
+        if _differs(gpu.get("slug"), slug) or _differs(row.get(facts.REGION), offer.region):
             continue
-        count = row.get("gpuCount")
+        count = row.get(facts.GPU_COUNT)
         if isinstance(count, int) and not isinstance(count, bool) and count != offer.gpu_count:
             continue
         found.append(vm)
@@ -247,16 +229,16 @@ def ssh_key_id(body: Any, key_fingerprint: str) -> str | None:
     for key in body if isinstance(body, list) else []:
         if (
             isinstance(key, dict)
-            and _same_fingerprint(key.get("fingerprint"), key_fingerprint)
-            and isinstance(key.get("id"), str | int)
+            and _same_fingerprint(key.get(facts.KEY_FINGERPRINT), key_fingerprint)
+            and isinstance(key.get(facts.KEY_ID), str | int)
         ):
-            return str(key["id"])
+            return str(key[facts.KEY_ID])
     return None
 
 
 def created_id(body: Any) -> str | None:
     """The `id` of a created object (an SSH key), if the answer has one."""
-    key_id = body.get("id") if isinstance(body, dict) else None
+    key_id = body.get(facts.KEY_ID) if isinstance(body, dict) else None
     if not isinstance(key_id, str | int) or isinstance(key_id, bool):
         return None
     return str(key_id)
@@ -266,7 +248,7 @@ def balance(body: Any) -> Decimal:
     """`GET /account/balance` -> USD (unverified shape: `balance` or `amount`, number or string)."""
     value = body
     if isinstance(body, dict):
-        value = next((body[k] for k in ("balance", "amount", "available") if k in body), None)
+        value = next((body[k] for k in facts.BALANCE_KEYS if k in body), None)
         if isinstance(value, dict):
             value = value.get("amount", value.get("value"))
     amount = wire_decimal(value)
