@@ -170,7 +170,7 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
                 "rejected", error(facts.PROVIDER_NOT_FOUND, f"Provider {provider!r} not found.")
             )
         if key_ids is None or key_ids == []:
-            key_ids = list(sim.ssh_keys)  # omitted or empty: every key on the account
+            key_ids = list(sim.ssh_keys)  # omitted or empty: every key on the account (facts)
         elif not isinstance(key_ids, list) or not all(
             isinstance(k, str) and k in sim.ssh_keys for k in key_ids
         ):

@@ -192,18 +192,22 @@ class QuantaCloudSimulator(ProviderSimulator):
         return body
 
     def describe_vm(self, vm: SimVM) -> dict[str, Any]:
-        """A deployment for the control API, with the offer and SSH keys it was created with."""
+        """A deployment for the control API, with the offer it was created from, the ids of
+        the keys it got and (`ssh_keys`) their fingerprints: who can log in to it."""
         return {
             **super().describe_vm(vm),
             "offer_id": vm.details.get("offer_id"),
             "ssh_key_ids": vm.details.get("ssh_key_ids", []),
+            "ssh_keys": vm.details.get("ssh_keys", []),
         }
 
     def new_deployment(self, entry: CatalogEntry, offer_id: str, ssh_key_ids: list[str]) -> SimVM:
-        """Take one from stock and start a deployment booting; its first hour is charged now."""
+        """Take one from stock and start a deployment booting, with these keys put on it now
+        (a key added to the account later never reaches it); its first hour is charged now."""
         self.take_one(entry)
         vm = self.new_vm(f"dep_{uuid.uuid4().hex[:24]}", entry, name=None, tags=[])
-        vm.details.update(offer_id=offer_id, ssh_key_ids=ssh_key_ids)
+        fingerprints = [self.ssh_keys[key_id].fingerprint for key_id in ssh_key_ids]
+        vm.details.update(offer_id=offer_id, ssh_key_ids=ssh_key_ids, ssh_keys=fingerprints)
         self.settle()
         return vm
 
