@@ -5,7 +5,6 @@ handle on its VM; after a lost answer, `find_vms` lists deployments of the offer
 since the intent and the caller adopts the one it cannot otherwise account for.
 """
 
-import hashlib
 from collections.abc import Collection
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -21,14 +20,13 @@ from app.providers.base import (
     Offer,
     OutcomeUnknown,
     Rejected,
-    Unavailable,
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections, ProviderHTTP
 from app.providers.quantacloud import facts, limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
+from app.providers.quantacloud.keys import AccountKeys
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
-from app.support.security import ssh_key_fingerprint
 
 
 class QuantaCloudAdapter:
@@ -56,6 +54,7 @@ class QuantaCloudAdapter:
         )
         self.budget = http.budget
         self._api = QuantaCloudClient(http, api_key)
+        self._keys = AccountKeys(self._api)
         self._base_url = base_url
 
     def __repr__(self) -> str:
@@ -80,9 +79,11 @@ class QuantaCloudAdapter:
         startup_script: str | None = None,
         image: str | None = None,
     ) -> VM:
-        """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set, runs
-        no start-up script and boots one stock image: a create with either is refused before
-        anything is sent."""
+        """Deploy `offer` by its (ephemeral) id, naming the one key its VM gets: the order's, or
+        for an order without one our no-login key (`keys`), never the account's every key.
+
+        QuantaCloud has no name or tag to set, runs no start-up script and boots one stock
+        image: a create with either is refused before anything is sent."""
         if startup_script is not None:
             raise Rejected(self.provider, "QuantaCloud runs no start-up script")
         if image is not None:
@@ -93,9 +94,13 @@ class QuantaCloudAdapter:
             facts.PROVIDER_FIELD: facts.PROVIDER_SLUG,
             facts.OFFER_ID: offer.offer_id,
         }
-        if ssh_public_key:
-            body[facts.SSH_KEY_IDS] = [await self._ssh_key_id(ssh_public_key)]
-        vm = parse.created_deployment(await self._api.deploy(body), offer)
+        body[facts.SSH_KEY_IDS] = await self._keys.for_vm(ssh_public_key)
+        try:
+            answer = await self._api.deploy(body)
+        except Rejected:
+            self._keys.forget()
+            raise
+        vm = parse.created_deployment(answer, offer)
         if vm is None:
             raise OutcomeUnknown(self.provider, "POST /deployments answered without an id")
         return vm
@@ -148,17 +153,3 @@ class QuantaCloudAdapter:
     async def list_startup_scripts(self) -> list[str]:
         """None: QuantaCloud keeps no start-up scripts."""
         return []
-
-    async def _ssh_key_id(self, public_key: str) -> str:
-        """The id of this key on the account, registering it if it is not there yet."""
-        key_fingerprint = ssh_key_fingerprint(public_key)
-        if key_fingerprint is not None:
-            found = parse.ssh_key_id(await self._api.ssh_keys(), key_fingerprint)
-            if found is not None:
-                return found
-        label = hashlib.sha256(public_key.strip().encode()).hexdigest()[:12]
-        created = await self._api.add_ssh_key(f"{facts.KEY_NAME_PREFIX}{label}", public_key.strip())
-        key_id = parse.created_id(created)
-        if key_id is None:
-            raise Unavailable(self.provider, "POST /users/me/ssh-keys answered without an id")
-        return key_id

@@ -89,7 +89,8 @@ PROVIDER_FIELD = "provider"  # [2H] ADAPTOR: the create body is `{provider, offe
 PROVIDER_SLUG = "quantacloud"  # [2H] ADAPTOR: "the ONLY provider value" of `provider`
 OFFER_ID = "offer_id"  # [2H] ADAPTOR: the create's offer
 # [2H] ADAPTOR `create_deployment`: "`ssh_key_ids` omitted/empty injects EVERY key on the
-# account (documented)".
+# account (documented)". Every customer key this service registers sits on that one account, so
+# a create always names the keys its VM gets, and never sends an empty list (`keys.py`).
 SSH_KEY_IDS = "ssh_key_ids"
 CREATED_STATUS = 202  # [2H] ADAPTOR: the create answers 202 `{id, status}`
 
@@ -122,7 +123,10 @@ KEY_ID = "id"
 KEY_NAME = "name"
 KEY_FINGERPRINT = "fingerprint"
 KEY_PUBLIC = "publicKey"
-KEY_NAME_PREFIX = "autoprovision-"  # [P] how this service names a key it registers
+# [P] What this service names the keys it registers: a customer's after a hash of the key, its
+# no-login key (`keys.py`) after a hash of the key's fingerprint.
+KEY_NAME_PREFIX = "autoprovision-"
+NO_LOGIN_KEY_PREFIX = "autoprovision-no-login-"
 
 # --- account ---------------------------------------------------------------------------------
 
