@@ -18,6 +18,8 @@ slug map derived from the live `GET /offers`); LANE = `tests/quantacloud/test_qu
 
 from typing import NamedTuple
 
+from app.core.catalogue import Interconnect
+
 # --- where and how ---------------------------------------------------------------------------
 
 BASE_URL = "https://core.quantacloud.net/api/v1"  # [2H] ADAPTOR `API_BASE`
@@ -138,24 +140,35 @@ CURRENCY = "USD"  # [2H] NOTES: dollar amounts in the 402 message
 # --- offers and GPU slugs --------------------------------------------------------------------
 
 # [2H] FETCHER, ADAPTOR `MIG_SLUG_MARKER`: a MIG slice has its own slug
-# (`rtx-pro-6000-blackwell-mig-48gb`) and must never sell as the whole GPU.
-MIG_MARKER = "-mig-"
-# [P] Our first guesses at the slugs of whole GPUs (`h100-sxm`, `a100-80gb-sxm`).
-GPU_SLUGS = {
-    "b300-sxm": "B300",
-    "b200-sxm": "B200",
-    "gb300": "GB300",
-    "gb200": "GB200",
-    "gh200": "GH200",
-    "h200-sxm": "H200",
-    "h200-nvl": "H200",
-    "h100-sxm": "H100",
-    "h100-pcie": "H100",
-    "h100-nvl": "H100",
-    "a100-80gb-sxm": "A100-80G",
-    "a100-80gb-pcie": "A100-80G",
-    "a100-40gb-sxm": "A100-40G",
-    "a100-40gb-pcie": "A100-40G",
-    "rtx-pro-6000-blackwell": "RTX-PRO-6000",
-    "rtx-6000-ada": "RTX-6000-ADA",
+# (`rtx-pro-6000-blackwell-mig-48gb`) and must never sell as the whole GPU. Matched as a token of
+# the slug, wherever it stands (ADAPTOR looks for `-mig-`).
+MIG_MARKER = "mig"
+
+# A slug is a chip, a form and a memory size, in any order, each optional but the chip. FETCHER's
+# live-derived map spells the form then the memory (`h100-sxm-80gb`, `a100-pcie-40gb`), or no
+# memory (`h200-sxm`, `h100-nvl`); our first guesses did otherwise (`h100-sxm`, `a100-80gb-sxm`).
+# Every such spelling reads the same, and a form may carry a generation (`sxm5`) [P].
+FORMS = {  # a slug's form token -> the interconnect it says
+    "sxm": Interconnect.SXM,  # [2H] FETCHER `h100-sxm-80gb`, `h200-sxm`
+    "pcie": Interconnect.PCIE,  # [2H] FETCHER `h100-pcie-80gb`
+    "nvl": None,  # [2H] FETCHER `h100-nvl`: PCIe cards with NVLink bridges; the offer says which
+}
+MEMORY_SUFFIX = "gb"  # [2H] FETCHER `-80gb`, `-40gb`, `-48gb`
+# The chip part of a slug -> the catalogue's GPU model, or per memory size where the chip comes
+# in two (A100 40 and 80 GB must never be sold as each other). A chip not listed falls back to
+# the catalogue's own names (`a40`, `v100`, `rtx-a5000`).
+CHIPS: dict[str, str | dict[int, str]] = {
+    "rtx-pro-6000-blackwell": "RTX-PRO-6000",  # [2H] LANE's live capture, FETCHER
+    "rtx-6000-ada": "RTX-6000-ADA",  # [2H] FETCHER
+    "rtx-a6000": "RTX-A6000",  # [2H] FETCHER
+    "h200": "H200",  # [2H] FETCHER `h200-sxm`, `h200-nvl`
+    "gh200": "GH200",  # [2H] FETCHER `gh200` (it counts it as H200; the catalogue keeps it apart)
+    "h100": "H100",  # [2H] FETCHER `h100-sxm-80gb`, `h100-pcie-80gb`, `h100-nvl`
+    "a100": {40: "A100-40G", 80: "A100-80G"},  # [2H] FETCHER `a100-{sxm,pcie}-{40,80}gb`
+    "l40s": "L40S",  # [2H] FETCHER
+    "l40": "L40",  # [2H] FETCHER
+    "b300": "B300",  # [P] no public source shows a Blackwell SXM slug
+    "b200": "B200",  # [P]
+    "gb300": "GB300",  # [P]
+    "gb200": "GB200",  # [P]
 }

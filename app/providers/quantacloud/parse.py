@@ -4,7 +4,7 @@ the balance. Pure functions, no I/O; the wire's names and values come from `fact
 import logging
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from app.core.catalogue import Interconnect, Provider, normalize_gpu_model
 from app.providers.base import VM, Offer, Unavailable, VMState
@@ -24,6 +24,65 @@ VM_STATES = {
     facts.TERMINATED: VMState.GONE,
 }
 NOT_LIVE = (VMState.GONE, VMState.FAILED, VMState.DELETING)
+MEMORY_TOLERANCE = Decimal("0.15")  # a card's memory may be reported in GiB, or net of reserves
+
+
+class Slug(NamedTuple):
+    """A GPU slug taken apart: its chip, and the form, memory and MIG marker it names."""
+
+    chip: str
+    form: str | None
+    memory_gb: int | None
+    mig: bool
+
+
+class GpuKind(NamedTuple):
+    """What a slug says of a GPU: the catalogue's model and the slug's form (`sxm`, ...)."""
+
+    model: str
+    form: str | None
+
+
+def slug_parts(slug: str) -> Slug:
+    """A slug's chip, form (`sxm5` reads as `sxm`), memory (`80gb`) and MIG marker, in any
+    order: `h100-sxm-80gb` and `h100-80gb-sxm` are the same GPU."""
+    form, memory, chip = None, None, []
+    tokens = slug.strip().lower().split("-")
+    for token in tokens:
+        size = token.removesuffix(facts.MEMORY_SUFFIX)
+        if token.rstrip("0123456789") in facts.FORMS:
+            form = token.rstrip("0123456789")
+        elif size != token and size.isdigit():
+            memory = int(size)
+        else:
+            chip.append(token)
+    return Slug("-".join(chip), form, memory, facts.MIG_MARKER in tokens)
+
+
+def gpu_kind(slug: str, vram_gb: Any = None) -> GpuKind | None:
+    """The GPU a slug names, in any of its spellings; None for a MIG slice (never a whole
+    GPU), an unknown chip, or an A100 whose memory neither the slug nor `vram_gb` tells."""
+    parts = slug_parts(slug)
+    if parts.mig or not parts.chip:
+        return None
+    known = facts.CHIPS.get(parts.chip)
+    if known is None:
+        model = normalize_gpu_model(parts.chip)
+    elif isinstance(known, str):
+        model = known
+    elif parts.memory_gb is not None:
+        model = known.get(parts.memory_gb)
+    else:
+        model = _by_memory(known, wire_decimal(vram_gb))
+    return None if model is None else GpuKind(model, parts.form)
+
+
+def _by_memory(models: dict[int, str], vram_gb: Decimal | None) -> str | None:
+    """The model whose memory the card's reported memory is, within `MEMORY_TOLERANCE`."""
+    if vram_gb is None:
+        return None
+    size = min(models, key=lambda gb: abs(gb - vram_gb))
+    return models[size] if abs(size - vram_gb) <= size * MEMORY_TOLERANCE else None
 
 
 def to_offer(row: Any) -> Offer | None:
@@ -35,8 +94,8 @@ def to_offer(row: Any) -> Offer | None:
     if not isinstance(slug, str) or not slug:
         logger.debug("QuantaCloud offer without a GPU slug left out")
         return None
-    gpu_model = None if facts.MIG_MARKER in slug else gpu_model_for(slug)
-    if gpu_model is None:
+    kind = gpu_kind(slug, gpu.get("vramGB"))
+    if kind is None:
         logger.debug("QuantaCloud GPU %r is not in the catalogue (or a MIG slice): left out", slug)
         return None
     price = wire_decimal(row.get("priceHourly"))
@@ -59,10 +118,10 @@ def to_offer(row: Any) -> Offer | None:
         provider=PROVIDER,
         region=region,
         sku=f"{slug}-x{count}",
-        gpu_model=gpu_model,
+        gpu_model=kind.model,
         gpu_count=count,
         price_per_hour=price,
-        interconnect=interconnect_for(slug, row),
+        interconnect=interconnect_for(kind, row),
         vcpus=_int(specs.get("vcpu")),
         ram_gb=_int(specs.get("ram")),
         disk_gb=disk if disk is not None else _int(row.get("storageMinGB")),
@@ -72,29 +131,21 @@ def to_offer(row: Any) -> Offer | None:
     )
 
 
-def gpu_model_for(slug: str) -> str | None:
-    """The catalogue's GPU model for a QuantaCloud GPU slug, or None."""
-    slug = slug.strip().lower()
-    if slug in facts.GPU_SLUGS:
-        return facts.GPU_SLUGS[slug]
-    for suffix in ("-sxm", "-pcie", "-nvl"):
-        slug = slug.removesuffix(suffix)
-    return normalize_gpu_model(slug)
-
-
-def interconnect_for(slug: str, row: dict[str, Any]) -> Interconnect | None:
-    """SXM from the slug, else the `interconnect` field, else `nvlinkEnabled`."""
-    if "-sxm" in slug:
-        return Interconnect.SXM
+def interconnect_for(kind: GpuKind, row: dict[str, Any]) -> Interconnect | None:
+    """SXM from the slug, else the `interconnect` field, else `nvlinkEnabled`, else what the
+    slug's form says (`pcie`), else None."""
+    said = facts.FORMS.get(kind.form) if kind.form else None
+    if said is Interconnect.SXM:
+        return said
     named = row.get("interconnect")
     if isinstance(named, str):
-        for kind in (Interconnect.SXM, Interconnect.NVLINK, Interconnect.PCIE):
-            if kind.value in named.lower():
-                return kind
+        for choice in (Interconnect.SXM, Interconnect.NVLINK, Interconnect.PCIE):
+            if choice.value in named.lower():
+                return choice
     nvlink = row.get("nvlinkEnabled")
     if isinstance(nvlink, bool):
         return Interconnect.NVLINK if nvlink else Interconnect.PCIE
-    return None
+    return said
 
 
 def to_vm(row: dict[str, Any]) -> VM | None:
