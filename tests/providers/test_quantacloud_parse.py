@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import Unavailable, VMState
+from app.providers.base import Offer, Unavailable, VMState
 from app.providers.quantacloud import parse
 from app.support.security import ssh_key_fingerprint
 
@@ -165,6 +165,82 @@ def test_candidates_are_live_deployments_of_the_kind_since_the_time() -> None:
     assert parse.live_deployments(stopped) == []
 
 
+def h100_offer() -> Offer:
+    """An offer of 8 H100 SXM in us-east-1, under our first spelling of its slug."""
+    offer = parse.to_offer(live_offer("h100-sxm", gpuCount=8))
+    assert offer is not None and offer.gpu_model == "H100"
+    return offer
+
+
+def ours(**fields: Any) -> dict[str, Any]:
+    """The deployment its create made, as `GET /deployments` might list it."""
+    row = {**recorded("deployments")[0], "id": "dep_ours", "region": "us-east-1", "gpuCount": 8}
+    row["gpu"] = {"slug": "h100-sxm", "name": "NVIDIA H100"}
+    row["createdAt"] = "2026-11-30T19:28:10.974Z"
+    return {**row, **fields}
+
+
+BEGUN = datetime(2026, 11, 30, 19, 28, 5, tzinfo=UTC)  # the attempt, less the clock skew
+MADE = datetime(2026, 11, 30, 19, 28, 10, 974000, tzinfo=UTC)
+
+
+def test_our_deployment_under_the_other_slug_spelling_is_still_a_candidate() -> None:
+    offer = h100_offer()
+    (vm,) = parse.candidates([ours(gpu={"slug": "h100-sxm-80gb"})], offer, BEGUN)
+    # What the watcher's adoption compares with the attempt: the offer's own sku and region.
+    assert (vm.id, vm.sku, vm.region) == ("dep_ours", offer.sku, offer.region)
+
+
+@pytest.mark.parametrize(
+    ("fields", "unknown"),
+    [
+        ({"createdAt": "2026-11-30T14:28:10"}, "created_at"),  # no zone: US Eastern, or any
+        ({"createdAt": None, "created_at": "soon"}, "created_at"),
+        ({"region": "US East (Virginia)"}, "region"),
+        ({"region": {"name": "us-east-1"}}, "region"),
+        ({"gpu": {"slug": "hopper-80"}}, "sku"),  # a spelling we do not know
+        ({"gpu": "h100"}, "sku"),
+        ({"gpuCount": "eight"}, "sku"),
+    ],
+)
+def test_a_field_that_cannot_be_read_never_rules_our_deployment_out(
+    fields: dict[str, Any], unknown: str
+) -> None:
+    offer = h100_offer()
+    (vm,) = parse.candidates([ours(**fields)], offer, BEGUN)
+    known = {"sku": offer.sku, "region": offer.region, "created_at": MADE}
+    assert vm.id == "dep_ours"
+    assert {name: getattr(vm, name) for name in known} == {**known, unknown: None}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"createdAt": "2026-11-30T19:20:00Z"},  # made before the attempt began
+        {"createdAt": None, "created_at": 1796066400},  # the same, in Unix seconds
+        {"region": "us-midwest-1"},
+        {"region": "US-MIDWEST-1"},
+        {"gpu": {"slug": "b300-sxm"}},
+        {"gpu": {"slug": "h100-pcie-80gb"}},
+        {"gpu": {"slug": "h100-sxm-80gb-mig-40gb"}},
+        {"gpuCount": 4},
+        {"status": "terminated"},
+    ],
+)
+def test_a_deployment_that_says_it_is_something_else_is_ruled_out(
+    fields: dict[str, Any],
+) -> None:
+    offer = h100_offer()
+    assert [vm.id for vm in parse.candidates([ours()], offer, BEGUN)] == ["dep_ours"]  # control
+    assert parse.candidates([ours(**fields)], offer, BEGUN) == []
+
+
+def test_a_deployment_with_only_the_documented_fields_is_a_candidate_of_no_known_kind() -> None:
+    bare = {"id": "dep_bare", "status": "provisioning", "failure_code": None, "connection": None}
+    (vm,) = parse.candidates([bare], h100_offer(), BEGUN)
+    assert (vm.id, vm.sku, vm.region, vm.created_at) == ("dep_bare", None, None, None)
+
+
 def test_ssh_keys_by_fingerprint_and_the_balance() -> None:
     fingerprint = ssh_key_fingerprint(SSH_KEY)
     assert fingerprint is not None and fingerprint == recorded("ssh_keys")[0]["fingerprint"]
@@ -180,6 +256,7 @@ def test_times_in_iso_or_unix_seconds_or_milliseconds() -> None:
     for value in ("2026-11-30T19:28:10Z", moment.timestamp(), moment.timestamp() * 1000):
         assert parse.timestamp(value) == moment
     assert parse.timestamp("yesterday") is None
+    assert parse.timestamp("2026-11-30T19:28:10") is None  # in which zone?
 
 
 def test_answers_of_the_wrong_shape_are_unavailable() -> None:

@@ -1,8 +1,9 @@
 """The QuantaCloud adapter: in-stock offers with ephemeral ids, deployments without names.
 
 QuantaCloud deployments carry no name, label or tag, so a create's returned id is the only
-handle on its VM; after a lost answer, `find_vms` lists deployments of the offer's kind created
-since the intent and the caller adopts the one it cannot otherwise account for.
+handle on its VM; after a lost answer, `find_vms` lists the live deployments that may be of the
+offer's kind since the intent, and the caller adopts the one it cannot otherwise account for.
+What QuantaCloud is known to do, and how sure that is, is in `facts`.
 """
 
 from collections.abc import Collection
@@ -113,10 +114,10 @@ class QuantaCloudAdapter:
     async def find_vms(
         self, *, name: str, tag: str, offer: Offer, not_before: datetime
     ) -> list[VM]:
-        """Live deployments of this offer's kind created since `not_before` (less clock skew).
-
-        Fields a deployment does not carry (time, GPU, region) do not exclude it: the caller
-        drops the ids it already accounts for.
+        """Live deployments that may be what a create of `offer` made since `not_before` (less
+        clock skew): none is ruled out on a field no public source shows unless it says, in
+        normalized values, that it is something else (`parse.candidates` says what adoption
+        then relies on). The caller drops the ids it already accounts for.
         """
         if not_before.tzinfo is None:
             not_before = not_before.replace(tzinfo=UTC)

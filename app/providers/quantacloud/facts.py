@@ -110,10 +110,12 @@ INTERRUPTED = "interrupted"
 SSH_USER = "ubuntu"  # [2H] ADAPTOR (the docs say so; the fork reads `connection.ssh_user`)
 SSH_PORT = 22  # [2H] NOTES
 # [P] Fields no public source shows on a deployment; our simulator adds them unless told not
-# to, and crash recovery narrows on them where a deployment carries them.
-CREATED_AT = "createdAt"
+# to. Where a deployment carries one, the adapter uses it only to rule a deployment out in
+# values that cannot differ for its own VM (`parse.candidates`). Snake-case spellings are read
+# too, as the documented deployment fields are snake case.
+CREATED_AT = ("createdAt", "created_at")
 GPU = "gpu"  # holding `slug`, as an offer's does
-GPU_COUNT = "gpuCount"
+GPU_COUNT = ("gpuCount", "gpu_count")
 REGION = "region"
 
 # --- SSH keys --------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 the balance. Pure functions, no I/O; the wire's names and values come from `facts`."""
 
 import logging
+import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -24,6 +26,9 @@ VM_STATES = {
     facts.TERMINATED: VMState.GONE,
 }
 NOT_LIVE = (VMState.GONE, VMState.FAILED, VMState.DELETING)
+# A region as offers spell it (`us-east-1`, `us-midwest-4`) [2H]: only such a value rules a
+# deployment out.
+REGION_TOKEN = re.compile(r"[a-z]+(-[a-z]+)*-[0-9]+")
 MEMORY_TOLERANCE = Decimal("0.15")  # a card's memory may be reported in GiB, or net of reserves
 
 
@@ -149,29 +154,30 @@ def interconnect_for(kind: GpuKind, row: dict[str, Any]) -> Interconnect | None:
 
 
 def to_vm(row: dict[str, Any]) -> VM | None:
-    """A deployment object as a VM; unknown statuses become UNKNOWN, never an error."""
+    """A deployment object as a VM; unknown statuses become UNKNOWN, never an error. Its
+    region, sku and time are what the deployment says, where it says them (they are [P])."""
     vm_id = row.get("id")
     if not isinstance(vm_id, str | int) or isinstance(vm_id, bool):
         return None
     status = _status(row)
     connection = _obj(row.get("connection"))
     ip = connection.get("public_ip")
-    gpu = _obj(row.get(facts.GPU))
-    slug, count, region = gpu.get("slug"), row.get(facts.GPU_COUNT), row.get(facts.REGION)
+    slug, count, region = _slug(row), _count(row), row.get(facts.REGION)
     return VM(
         provider=PROVIDER,
         id=str(vm_id),
         state=VM_STATES.get(status, VMState.UNKNOWN),
         provider_status=status,
         region=region if isinstance(region, str) else None,
-        sku=f"{slug}-x{count}" if isinstance(slug, str) and isinstance(count, int) else None,
+        sku=f"{slug}-x{count}" if slug is not None and count is not None else None,
         ip=ip if isinstance(ip, str) and ip else None,
-        created_at=timestamp(row.get(facts.CREATED_AT)),
+        created_at=_created_at(row),
     )
 
 
 def timestamp(value: Any) -> datetime | None:
-    """An ISO 8601 string or Unix seconds/milliseconds as an aware datetime, or None."""
+    """An ISO 8601 string or Unix seconds/milliseconds as an aware datetime, or None; an ISO
+    time without a zone is None, as its zone is not known."""
     try:
         if isinstance(value, str) and value:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -181,12 +187,26 @@ def timestamp(value: Any) -> datetime | None:
             return None
     except (ValueError, OverflowError, OSError):
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return moment if moment.tzinfo else None
+
+
+def _created_at(row: dict[str, Any]) -> datetime | None:
+    return next((t for key in facts.CREATED_AT if (t := timestamp(row.get(key)))), None)
+
+
+def _slug(row: dict[str, Any]) -> str | None:
+    slug = _obj(row.get(facts.GPU)).get("slug")
+    return slug.strip() if isinstance(slug, str) and slug.strip() else None
+
+
+def _count(row: dict[str, Any]) -> int | None:
+    counts = (_int(row.get(key)) for key in facts.GPU_COUNT)
+    return next((count for count in counts if count is not None and count > 0), None)
 
 
 def _same_fingerprint(listed: Any, ours: str) -> bool:
     """Fingerprints compared without base64 padding (`ssh-keygen` drops it, others keep it)."""
-    return isinstance(listed, str) and listed.strip().rstrip("=") == ours
+    return isinstance(listed, str) and listed.strip().rstrip("=") == ours.rstrip("=")
 
 
 def _status(body: dict[str, Any]) -> str:
@@ -194,16 +214,13 @@ def _status(body: dict[str, Any]) -> str:
     return status.strip().lower() if isinstance(status, str) else ""
 
 
-def _differs(value: Any, expected: str) -> bool:
-    """True only when the deployment names a value and it is not the expected one."""
-    return isinstance(value, str) and value.strip().lower() != expected.lower()
-
-
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
 def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
     amount = wire_decimal(value)
     return int(amount) if amount is not None and amount == amount.to_integral_value() else None
 
@@ -235,7 +252,7 @@ def created_deployment(body: Any, offer: Offer) -> VM | None:
         provider_status=status,
         region=offer.region,
         sku=offer.sku,
-        created_at=timestamp(body.get(facts.CREATED_AT)),
+        created_at=_created_at(body),
     )
 
 
@@ -253,26 +270,70 @@ def live_deployments(rows: list[Any]) -> list[VM]:
 
 
 def candidates(rows: list[Any], offer: Offer, since: datetime) -> list[VM]:
-    """Live deployments of `offer`'s kind created at or after `since`.
+    """Live deployments that may be what a create of `offer` made at or after `since`.
 
-    Fields a deployment does not carry (time, GPU, region) do not exclude it.
+    The documented deployment is `{id, status, failure_code, connection}`: its time, GPU, count
+    and region (`facts.CREATED_AT`, ...) are our simulator's proposal, named as we guessed. So a
+    deployment is ruled out only where one of them, normalized, says it is something else: a
+    time with a zone before `since`; a slug of another GPU model or form, read through the slug
+    map (`h100-sxm` and `h100-sxm-80gb` agree); another GPU count; another region token. A field
+    absent, or one we cannot read, rules nothing out, and the VM carries the offer's sku and
+    region where the deployment agrees with them and None where it cannot tell, so the watcher's
+    adoption, which compares those with the attempt's, rules out no more than this does.
+
+    With nothing to go by, every live deployment is a candidate. Adoption then relies on what it
+    does anyway: it drops the VMs attempts own, adopts only when no other open attempt could
+    have made a candidate (one of no known kind could be any attempt's), and otherwise waits for
+    their answers. And on the account being the service's own: a live deployment no attempt
+    owns is one of its creates, perhaps a given-up one's, which the reconciler reports.
     """
-    slug = offer.sku.rpartition("-x")[0] or offer.sku
     found = []
+    wanted = slug_parts(offer.sku.rpartition("-x")[0] or offer.sku)
     for row in rows:
         vm = to_vm(row) if isinstance(row, dict) else None
         if vm is None or vm.state in NOT_LIVE:
             continue
-        if vm.created_at is not None and vm.created_at < since:
+        kind, region = _same_kind(row, offer, wanted), _same_region(row, offer)
+        if (vm.created_at is not None and vm.created_at < since) or False in (kind, region):
             continue
-        gpu = _obj(row.get(facts.GPU))
-        if _differs(gpu.get("slug"), slug) or _differs(row.get(facts.REGION), offer.region):
-            continue
-        count = row.get(facts.GPU_COUNT)
-        if isinstance(count, int) and not isinstance(count, bool) and count != offer.gpu_count:
-            continue
-        found.append(vm)
+        found.append(
+            replace(
+                vm,
+                sku=offer.sku if kind else None,
+                region=offer.region if region else None,
+            )
+        )
     return found
+
+
+def _same_kind(row: dict[str, Any], offer: Offer, wanted: Slug) -> bool | None:
+    """Whether the deployment's GPU model, form and count are the offer's; None where it does
+    not say, or says it in a way we cannot read."""
+    count, slug = _count(row), _slug(row)
+    if slug is not None and slug_parts(slug).mig:
+        return False  # a slice: never what we create
+    kind = None if slug is None else gpu_kind(slug)
+    verdicts = [None if count is None else count == offer.gpu_count]
+    if kind is not None:
+        verdicts.append(kind.model == offer.gpu_model)
+        if kind.form is not None and wanted.form is not None:
+            verdicts.append(kind.form == wanted.form)
+        elif kind.form is not None or wanted.form is not None:
+            verdicts.append(None)
+    else:
+        verdicts.append(None)
+    if False in verdicts:
+        return False
+    return None if None in verdicts else True
+
+
+def _same_region(row: dict[str, Any], offer: Offer) -> bool | None:
+    """Whether the deployment's region is the offer's; None unless it is a region token."""
+    region = row.get(facts.REGION)
+    token = region.strip().lower() if isinstance(region, str) else ""
+    if not REGION_TOKEN.fullmatch(token):
+        return None
+    return token == offer.region.strip().lower()
 
 
 def ssh_key_id(body: Any, key_fingerprint: str) -> str | None:

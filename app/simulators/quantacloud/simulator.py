@@ -181,10 +181,10 @@ class QuantaCloudSimulator(ProviderSimulator):
             kind = kind_of(vm.entry)
             body.update(
                 {
-                    facts.CREATED_AT: iso(vm.created_at),
+                    facts.CREATED_AT[0]: iso(vm.created_at),
                     "offerId": vm.details.get("offer_id"),
                     facts.GPU: {"slug": kind.slug, "name": kind.name},
-                    facts.GPU_COUNT: vm.entry.gpu_count,
+                    facts.GPU_COUNT[0]: vm.entry.gpu_count,
                     facts.REGION: vm.entry.region,
                     "priceHourly": float(vm.entry.price_per_hour),
                 }
