@@ -1,6 +1,7 @@
 """The QuantaCloud adapter against the QuantaCloud simulator on a real socket."""
 
 import base64
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -8,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import SecretStr
 
 from app.core.catalogue import Interconnect, Provider
@@ -26,6 +28,7 @@ from app.providers.base import (
 )
 from app.providers.quantacloud import QuantaCloudAdapter
 from app.simulators.control import SimControlSync
+from app.support.security import ssh_key_fingerprint
 from tests.waiting import eventually, vm_reaches
 
 B300 = ("b300-sxm-x8", "us-east-1")
@@ -34,6 +37,7 @@ H100_PCIE = ("h100-pcie-x2", "us-midwest-1")
 MIG = ("rtx-pro-6000-blackwell-mig-48gb-x1", "us-east-1")
 TIMEOUT = 1.0  # room for a loaded machine to connect; the faults below outlast it
 PUBLIC_KEY = "ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"k" * 32).decode()
+OTHER_KEY = "ssh-ed25519 " + base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + b"o" * 32).decode()
 
 
 # The simulators are reset before each test, with quick boots.
@@ -93,6 +97,19 @@ async def offer_of(adapter: QuantaCloudAdapter, kind: tuple[str, str]) -> Offer:
 async def sim_vms(control: httpx.AsyncClient) -> list[dict[str, Any]]:
     body: list[dict[str, Any]] = (await control.get("/_sim/vms")).json()
     return body
+
+
+async def account_keys(control: httpx.AsyncClient) -> list[dict[str, Any]]:
+    listed = await control.get("/api/v1/users/me/ssh-keys", headers={"X-API-Key": "sim-key"})
+    body: list[dict[str, Any]] = listed.json()
+    return body
+
+
+async def keys_on(control: httpx.AsyncClient, vm: VM) -> list[str]:
+    """The fingerprints of the keys QuantaCloud put on this VM: who can log in to it."""
+    (row,) = [row for row in await sim_vms(control) if row["id"] == vm.id]
+    keys: list[str] = row["ssh_keys"]
+    return keys
 
 
 def since() -> datetime:
@@ -242,6 +259,78 @@ class TestDeploymentLifecycle:
         assert (odd.state, odd.provider_status) == (VMState.UNKNOWN, "reticulating_splines")
 
 
+class TestWhoCanLogIn:
+    async def test_another_orders_key_never_reaches_the_vm_of_an_order_without_one(
+        self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, RTX, 2)
+        theirs = await adapter.create_vm(
+            await offer_of(adapter, RTX), name="ap-a-1", tag="t", ssh_public_key=OTHER_KEY
+        )
+        keyless = await adapter.create_vm(
+            await offer_of(adapter, RTX), name="ap-b-1", tag="t", ssh_public_key=None
+        )
+        their_key = ssh_key_fingerprint(OTHER_KEY)
+        assert their_key in [k["fingerprint"] for k in await account_keys(control)]
+        assert await keys_on(control, theirs) == [their_key]  # control: the VM shows its keys
+        (only,) = await keys_on(control, keyless)
+        assert only != their_key
+
+    async def test_an_orders_own_key_is_the_only_one_on_its_vm(
+        self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
+    ) -> None:
+        await stock(control, RTX, 3)
+        for key in (OTHER_KEY, None):
+            await adapter.create_vm(
+                await offer_of(adapter, RTX), name="ap-x-1", tag="t", ssh_public_key=key
+            )
+        mine = await adapter.create_vm(
+            await offer_of(adapter, RTX), name="ap-c-1", tag="t", ssh_public_key=PUBLIC_KEY
+        )
+        assert len(await account_keys(control)) == 3
+        assert await keys_on(control, mine) == [ssh_key_fingerprint(PUBLIC_KEY)]
+
+    async def test_keyless_orders_share_one_key_of_ours_found_again_after_a_restart(
+        self,
+        adapter: QuantaCloudAdapter,
+        control: httpx.AsyncClient,
+        http: httpx.AsyncClient,
+        quantacloud_url: str,
+    ) -> None:
+        await stock(control, RTX, 3)
+        first = await adapter.create_vm(
+            await offer_of(adapter, RTX), name="ap-a-1", tag="t", ssh_public_key=None
+        )
+        second = await adapter.create_vm(
+            await offer_of(adapter, RTX), name="ap-b-1", tag="t", ssh_public_key=None
+        )
+        restarted = make_adapter(http, quantacloud_url)
+        third = await restarted.create_vm(
+            await offer_of(restarted, RTX), name="ap-c-1", tag="t", ssh_public_key=None
+        )
+        (ours,) = await account_keys(control)
+        for vm in (first, second, third):
+            assert await keys_on(control, vm) == [ours["fingerprint"]]
+
+    async def test_the_private_half_of_our_key_is_not_kept(
+        self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
+    ) -> None:
+        def private_keys() -> int:
+            gc.collect()
+            return sum(isinstance(o, Ed25519PrivateKey) for o in gc.get_objects())
+
+        before = private_keys()
+        held = Ed25519PrivateKey.generate()
+        assert private_keys() == before + 1  # control: a private key still held is found
+        del held
+        await stock(control, RTX)
+        await adapter.create_vm(
+            await offer_of(adapter, RTX), name="ap-a-1", tag="t", ssh_public_key=None
+        )
+        assert len(await account_keys(control)) == 1  # one was made for this create
+        assert private_keys() == before
+
+
 class TestFindVms:
     async def test_only_live_deployments_of_the_offers_kind_since_the_intent(
         self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
@@ -322,6 +411,12 @@ class TestCreateOutcomes:
     async def create(self, adapter: QuantaCloudAdapter, offer: Offer) -> VM:
         return await adapter.create_vm(offer, name="ap-x-1", tag="ap-order-x", ssh_public_key=None)
 
+    async def key_known(self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient) -> None:
+        """A create of another kind first, so the adapter knows the key its next create names
+        and sends nothing before it: a request fault then hits that create."""
+        await stock(control, B300)
+        await self.create(adapter, await offer_of(adapter, B300))
+
     async def only_vm(self, adapter: QuantaCloudAdapter, offer: Offer, before: datetime) -> VM:
         async def check() -> list[VM]:
             return await adapter.find_vms(name="n", tag="t", offer=offer, not_before=before)
@@ -334,6 +429,7 @@ class TestCreateOutcomes:
     async def test_a_broken_answer_to_a_create_is_outcome_unknown(
         self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient, kind: str
     ) -> None:
+        await self.key_known(adapter, control)
         await stock(control, RTX)
         offer = await offer_of(adapter, RTX)
         await fault(control, kind)
@@ -343,6 +439,7 @@ class TestCreateOutcomes:
     async def test_a_create_that_times_out_is_unknown_and_then_found(
         self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
     ) -> None:
+        await self.key_known(adapter, control)
         await stock(control, RTX)
         offer = await offer_of(adapter, RTX)
         before = since()
@@ -350,7 +447,8 @@ class TestCreateOutcomes:
         with pytest.raises(OutcomeUnknown):
             await self.create(adapter, offer)
         vm = await self.only_vm(adapter, offer, before)
-        assert vm.id == (await sim_vms(control))[0]["id"]
+        (made,) = [v for v in await sim_vms(control) if v["offer_id"] == offer.offer_id]
+        assert vm.id == made["id"]
 
     async def test_a_short_create_delay_is_a_success(
         self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
@@ -421,6 +519,7 @@ class TestCreateOutcomes:
     async def test_429_on_a_create_is_rate_limited(
         self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
     ) -> None:
+        await self.key_known(adapter, control)
         await stock(control, RTX)
         offer = await offer_of(adapter, RTX)
         await fault(control, "http_429")

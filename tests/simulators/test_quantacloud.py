@@ -18,6 +18,8 @@ B300 = ("b300-sxm-x8", "us-east-1")
 RTX = ("rtx-pro-6000-blackwell-x1", "us-east-1")
 BLOB = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + bytes(range(32))).decode()
 PUBLIC_KEY = f"ssh-ed25519 {BLOB} me@laptop"
+OTHER_BLOB = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + bytes(range(32, 64))).decode()
+OTHER_KEY = f"ssh-ed25519 {OTHER_BLOB} someone-else"
 
 
 sim, client = in_process(QuantaCloudSimulator, build_app)
@@ -243,14 +245,34 @@ class TestSSHKeys:
         assert response.status_code == 400
         assert response.json()["error"]["code"] == "validation_error"
 
-    async def test_a_create_without_key_ids_gets_every_key(self, client: httpx.AsyncClient) -> None:
-        added = await client.post(
+    async def test_a_create_naming_no_keys_gets_every_key_on_the_account(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        keys = {}
+        for name, public_key in (("mine", PUBLIC_KEY), ("theirs", OTHER_KEY)):
+            added = await client.post(
+                "/api/v1/users/me/ssh-keys",
+                json={"name": name, "publicKey": public_key},
+                headers=KEY,
+            )
+            keys[name] = added.json()
+        await stock(client, RTX, 3)
+        unnamed = await deploy(client, await offer_id(client, RTX))
+        empty = await deploy(client, await offer_id(client, RTX), ssh_key_ids=[])
+        named = await deploy(client, await offer_id(client, RTX), ssh_key_ids=[keys["mine"]["id"]])
+        on_vm = {vm["id"]: vm["ssh_keys"] for vm in (await client.get("/_sim/vms")).json()}
+        every_key = [keys["mine"]["fingerprint"], keys["theirs"]["fingerprint"]]
+        assert on_vm[unnamed.json()["id"]] == on_vm[empty.json()["id"]] == every_key
+        assert on_vm[named.json()["id"]] == [keys["mine"]["fingerprint"]]
+
+    async def test_a_key_added_later_never_reaches_a_vm(self, client: httpx.AsyncClient) -> None:
+        await stock(client, RTX, 1)
+        made = await deploy(client, await offer_id(client, RTX))
+        await client.post(
             "/api/v1/users/me/ssh-keys", json={"name": "k", "publicKey": PUBLIC_KEY}, headers=KEY
         )
-        await stock(client, RTX, 1)
-        assert (await deploy(client, await offer_id(client, RTX))).status_code == 202
         (vm,) = (await client.get("/_sim/vms")).json()
-        assert vm["ssh_key_ids"] == [added.json()["id"]]
+        assert (vm["id"], vm["ssh_keys"]) == (made.json()["id"], [])
 
 
 class TestCreate:

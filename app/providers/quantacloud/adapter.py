@@ -1,11 +1,11 @@
 """The QuantaCloud adapter: in-stock offers with ephemeral ids, deployments without names.
 
 QuantaCloud deployments carry no name, label or tag, so a create's returned id is the only
-handle on its VM; after a lost answer, `find_vms` lists deployments of the offer's kind created
-since the intent and the caller adopts the one it cannot otherwise account for.
+handle on its VM; after a lost answer, `find_vms` lists the live deployments that may be of the
+offer's kind since the intent, and the caller adopts the one it cannot otherwise account for.
+What QuantaCloud is known to do, and how sure that is, is in `facts`.
 """
 
-import hashlib
 from collections.abc import Collection
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -21,24 +21,21 @@ from app.providers.base import (
     Offer,
     OutcomeUnknown,
     Rejected,
-    Unavailable,
     Volume,
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections, ProviderHTTP
-from app.providers.quantacloud import limits, parse
+from app.providers.quantacloud import facts, limits, parse
 from app.providers.quantacloud.client import DeploymentNotFound, QuantaCloudClient
+from app.providers.quantacloud.keys import AccountKeys
 from app.providers.quantacloud.parse import NOT_LIVE, PROVIDER
-from app.support.security import ssh_key_fingerprint
-
-PROVIDER_SLUG = "quantacloud"  # how QuantaCloud names itself in a deployment request
 
 
 class QuantaCloudAdapter:
     """QuantaCloud behind the `ProviderAdapter` interface."""
 
     provider = PROVIDER
-    page_size = 100
+    page_size = facts.MAX_PAGE_SIZE
 
     def __init__(
         self,
@@ -59,6 +56,7 @@ class QuantaCloudAdapter:
         )
         self.budget = http.budget
         self._api = QuantaCloudClient(http, api_key)
+        self._keys = AccountKeys(self._api)
         self._base_url = base_url
 
     def __repr__(self) -> str:
@@ -83,19 +81,28 @@ class QuantaCloudAdapter:
         startup_script: str | None = None,
         image: str | None = None,
     ) -> VM:
-        """Deploy `offer` by its (ephemeral) id; QuantaCloud has no name or tag to set, runs
-        no start-up script and boots one stock image: a create with either is refused before
-        anything is sent."""
+        """Deploy `offer` by its (ephemeral) id, naming the one key its VM gets: the order's, or
+        for an order without one our no-login key (`keys`), never the account's every key.
+
+        QuantaCloud has no name or tag to set, runs no start-up script and boots one stock
+        image: a create with either is refused before anything is sent."""
         if startup_script is not None:
             raise Rejected(self.provider, "QuantaCloud runs no start-up script")
         if image is not None:
             raise Rejected(self.provider, "QuantaCloud boots one stock image")
         if not offer.offer_id:
             raise Rejected(self.provider, f"offer {offer.sku} in {offer.region} has no offer id")
-        body: dict[str, Any] = {"provider": PROVIDER_SLUG, "offer_id": offer.offer_id}
-        if ssh_public_key:
-            body["ssh_key_ids"] = [await self._ssh_key_id(ssh_public_key)]
-        vm = parse.created_deployment(await self._api.deploy(body), offer)
+        body: dict[str, Any] = {
+            facts.PROVIDER_FIELD: facts.PROVIDER_SLUG,
+            facts.OFFER_ID: offer.offer_id,
+        }
+        body[facts.SSH_KEY_IDS] = await self._keys.for_vm(ssh_public_key)
+        try:
+            answer = await self._api.deploy(body)
+        except Rejected:
+            self._keys.forget()
+            raise
+        vm = parse.created_deployment(answer, offer)
         if vm is None:
             raise OutcomeUnknown(self.provider, "POST /deployments answered without an id")
         return vm
@@ -108,10 +115,10 @@ class QuantaCloudAdapter:
     async def find_vms(
         self, *, name: str, tag: str, offer: Offer, not_before: datetime
     ) -> list[VM]:
-        """Live deployments of this offer's kind created since `not_before` (less clock skew).
-
-        Fields a deployment does not carry (time, GPU, region) do not exclude it: the caller
-        drops the ids it already accounts for.
+        """Live deployments that may be what a create of `offer` made since `not_before` (less
+        clock skew): none is ruled out on a field no public source shows unless it says, in
+        normalized values, that it is something else (`parse.candidates` says what adoption
+        then relies on). The caller drops the ids it already accounts for.
         """
         if not_before.tzinfo is None:
             not_before = not_before.replace(tzinfo=UTC)
@@ -155,17 +162,3 @@ class QuantaCloudAdapter:
 
     async def delete_volume(self, volume_id: str) -> None:
         """Nothing to do: QuantaCloud keeps no volumes."""
-
-    async def _ssh_key_id(self, public_key: str) -> str:
-        """The id of this key on the account, registering it if it is not there yet."""
-        key_fingerprint = ssh_key_fingerprint(public_key)
-        if key_fingerprint is not None:
-            found = parse.ssh_key_id(await self._api.ssh_keys(), key_fingerprint)
-            if found is not None:
-                return found
-        label = hashlib.sha256(public_key.strip().encode()).hexdigest()[:12]
-        created = await self._api.add_ssh_key(f"autoprovision-{label}", public_key.strip())
-        key_id = parse.created_id(created)
-        if key_id is None:
-            raise Unavailable(self.provider, "POST /users/me/ssh-keys answered without an id")
-        return key_id

@@ -12,10 +12,12 @@ from pydantic import SecretStr
 
 from app.providers.base import NoCapacity, ProviderOutOfFunds, Rejected, Unavailable
 from app.providers.http import ProviderHTTP, error_field, retry_after, wire_decimal
+from app.providers.quantacloud import facts
 from app.providers.quantacloud.parse import PROVIDER
 
 MAX_PAGES = 100
-CAPACITY_CODES = ("offer_unavailable", "offer_cooling_down")
+# Keyed on the code at any status: `offer_unavailable`'s status is seen in one fixture only.
+CAPACITY_CODES = (facts.OFFER_UNAVAILABLE.code, facts.OFFER_COOLING_DOWN.code)
 
 
 class DeploymentNotFound(Rejected):
@@ -36,40 +38,42 @@ class QuantaCloudClient:
 
     async def offers(self, *, page_size: int) -> list[Any]:
         """`GET /offers` (public), every page: the rows."""
-        return await self.collect("/offers", "offers", public=True, size=page_size)
+        return await self.collect(facts.OFFERS, facts.OFFER_ROWS, public=True, size=page_size)
 
     async def deploy(self, body: dict[str, Any]) -> Any:
         """`POST /deployments`: the new deployment."""
-        return await self.call("POST", "/deployments", is_create=True, json=body)
+        return await self.call("POST", facts.DEPLOYMENTS, is_create=True, json=body)
 
     async def deployment(self, vm_id: str) -> Any | None:
         """`GET /deployments/{id}`; None when QuantaCloud says it does not exist."""
         try:
-            return await self.call("GET", f"/deployments/{quote(vm_id, safe='')}")
+            return await self.call("GET", facts.DEPLOYMENT.format(deployment_id=_quoted(vm_id)))
         except DeploymentNotFound:
             return None
 
     async def deployments(self, *, page_size: int) -> list[Any]:
         """`GET /deployments`, every page: the rows."""
-        return await self.collect("/deployments", "data", public=False, size=page_size)
+        return await self.collect(
+            facts.DEPLOYMENTS, facts.DEPLOYMENT_ROWS, public=False, size=page_size
+        )
 
     async def stop(self, vm_id: str) -> None:
         """`POST /deployments/{id}/stop` (= terminate); `DeploymentNotFound` if there is none."""
-        await self.call("POST", f"/deployments/{quote(vm_id, safe='')}/stop", want_body=False)
+        path = facts.STOP.format(deployment_id=_quoted(vm_id))
+        await self.call("POST", path, want_body=False)
 
     async def balance(self) -> Any:
         """`GET /account/balance`."""
-        return await self.call("GET", "/account/balance")
+        return await self.call("GET", facts.BALANCE)
 
     async def ssh_keys(self) -> Any:
         """`GET /users/me/ssh-keys`."""
-        return await self.call("GET", "/users/me/ssh-keys")
+        return await self.call("GET", facts.SSH_KEYS)
 
     async def add_ssh_key(self, name: str, public_key: str) -> Any:
         """`POST /users/me/ssh-keys`: the new key."""
-        return await self.call(
-            "POST", "/users/me/ssh-keys", json={"name": name, "publicKey": public_key}
-        )
+        body = {facts.KEY_NAME: name, facts.KEY_PUBLIC: public_key}
+        return await self.call("POST", facts.SSH_KEYS, json=body)
 
     # --- transport -------------------------------------------------------------------------
 
@@ -87,7 +91,7 @@ class QuantaCloudClient:
         """Send one request and return its JSON body; every failure raises a typed outcome."""
         headers = {"Accept": "application/json"}
         if not public:
-            headers["X-API-Key"] = self._api_key.get_secret_value()
+            headers[facts.API_KEY_HEADER] = self._api_key.get_secret_value()
         response = await self._http.send(
             method, path, is_create=is_create, json=json, params=params, headers=headers
         )
@@ -105,45 +109,51 @@ class QuantaCloudClient:
             body = response.json()
         except ValueError:
             body = None
-        code = error_field(body, "error", "code")
+        code = error_field(body, facts.ERROR, "code")
         where = f"{response.request.method} {response.request.url.path}"
         summary = f"{where}: {status} {code or 'error'}"
-        message = error_field(body, "error", "message")
+        message = error_field(body, facts.ERROR, "message")
         if message:
             summary += f": {message[:200]}"
         # Capacity codes first: a 503 offer_cooling_down means "not created", not "unknown".
         if code in CAPACITY_CODES:
-            wait = seconds(_error_value(body, "retry_after"))
+            wait = seconds(_error_value(body, facts.RETRY_AFTER))
             raise NoCapacity(
                 PROVIDER,
                 summary,
                 status_code=status,
                 retry_after=wait if wait is not None else retry_after(response),
             )
-        if status == 402 or code == "insufficient_balance":
+        if status == facts.INSUFFICIENT_BALANCE.status or code == facts.INSUFFICIENT_BALANCE.code:
             raise ProviderOutOfFunds(PROVIDER, summary, status_code=status)
         self._http.raise_common(response, is_create=is_create)
-        if status == 404:
+        if status == facts.NOT_FOUND.status:
             raise DeploymentNotFound(PROVIDER, summary, status_code=status)
         raise Rejected(PROVIDER, summary, status_code=status)
 
     async def collect(self, path: str, rows_key: str, *, public: bool, size: int) -> list[Any]:
-        """Every row of a paged list (`page` from 0, `size`), until `hasMore` is false."""
+        """Every row of a paged list (`page` from 0, `size`), until `hasMore` is false or a page
+        comes short."""
         rows: list[Any] = []
         for page in range(MAX_PAGES):
-            body = await self.call("GET", path, public=public, params={"page": page, "size": size})
+            params = {facts.PAGE: page, facts.SIZE: size}
+            body = await self.call("GET", path, public=public, params=params)
             chunk = body.get(rows_key) if isinstance(body, dict) else None
             if not isinstance(chunk, list):
                 raise Unavailable(PROVIDER, f"GET {path}: no list under {rows_key!r}")
             rows.extend(chunk)
-            more = body.get("hasMore")
+            more = body.get(facts.HAS_MORE)
             if not chunk or more is False or (not isinstance(more, bool) and len(chunk) < size):
                 return rows
         raise Unavailable(PROVIDER, f"GET {path}: more than {MAX_PAGES} pages")
 
 
+def _quoted(vm_id: str) -> str:
+    return quote(vm_id, safe="")
+
+
 def _error_value(body: Any, key: str) -> Any:
-    error = body.get("error") if isinstance(body, dict) else None
+    error = body.get(facts.ERROR) if isinstance(body, dict) else None
     return error.get(key) if isinstance(error, dict) else None
 
 

@@ -1,10 +1,15 @@
 """QuantaCloud's published rate limit, and the requests a stock read and a create send."""
 
 from app.providers.budget import Published, RateLimit, Request, StockRead, every_request
+from app.providers.quantacloud import facts
 
-RATE_LIMITS = (RateLimit(3000, 15 * 60, "per IP", every_request("ip")),)
-CREATE: Request = ("POST", "/deployments")
-STOCK_READ: StockRead = (("GET", "/offers"),)
+RATE_LIMITS = (
+    RateLimit(
+        facts.RATE_LIMIT_REQUESTS, facts.RATE_LIMIT_WINDOW_SECONDS, "per IP", every_request("ip")
+    ),
+)
+CREATE: Request = ("POST", facts.DEPLOYMENTS)
+STOCK_READ: StockRead = (("GET", facts.OFFERS),)
 
 
 def is_stock_read(method: str, path: str) -> bool:

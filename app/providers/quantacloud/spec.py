@@ -7,7 +7,7 @@ from pydantic_settings import SettingsConfigDict
 from app.core.metering import BillingUnit
 from app.providers.base import ProviderAdapter
 from app.providers.http import Connections
-from app.providers.quantacloud import limits
+from app.providers.quantacloud import facts, limits
 from app.providers.quantacloud.adapter import QuantaCloudAdapter
 from app.providers.quantacloud.doctor import diagnose
 from app.providers.quantacloud.parse import PROVIDER
@@ -21,9 +21,7 @@ class QuantaCloudSettings(ProviderSettings):
     model_config = SettingsConfigDict(env_prefix="AUTOPROVISION_QUANTACLOUD_")
     credential_fields = ("api_key",)
 
-    base_url: str = Field(
-        default="https://core.quantacloud.net/api/v1", description="QuantaCloud API."
-    )
+    base_url: str = Field(default=facts.BASE_URL, description="QuantaCloud API.")
     api_key: SecretStr | None = Field(default=None, description="QuantaCloud API key.")
     # One stock read is one page of offers: 1,800 per 15 min against 3,000 per IP.
     # Used when set, or with AUTOPROVISION_POLL_PLAN=false; otherwise the poll budget plans.
@@ -67,11 +65,11 @@ SPEC = ProviderSpec(
     create=limits.CREATE,
     # Per hour begun, from the accepted create (prepaid hourly credit).
     billing=BillingUnit(blocks_per_hour=1, from_accepted=True),
-    ssh_user="ubuntu",
+    ssh_user=facts.SSH_USER,
     diagnose=diagnose,
     simulator=SimulatorMount(
         path="/quantacloud",
-        api_base="/api/v1",
+        api_base=facts.API_PATH,
         credentials=SIMULATOR_CREDENTIALS,
     ),
 )

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from app.providers.quantacloud import facts
 from app.simulators.quantacloud.catalog import (
     FAMILY_LABELS,
     KINDS,
@@ -28,36 +29,35 @@ from app.simulators.quantacloud.simulator import (
 )
 from app.simulators.serving import provider_app
 
-MAX_PAGE_SIZE = 100
-DEFAULT_PAGE_SIZE = 20
-PROVIDER_SLUG = "quantacloud"
+METHOD_NOT_ALLOWED = facts.ErrorCode("method_not_allowed", 405)  # a guess: no source shows one
+DEFAULT_PAGE_SIZE = 20  # a guess: no source gives it, and the adapter always sends `size`
 T = TypeVar("T")
 Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _authorized(request: Request) -> bool:
     """`X-API-Key: <key>` or `Authorization: Bearer <key>` (the docs bless both)."""
-    given = request.headers.get("x-api-key")
-    if given is None:
+    given = request.headers.get(facts.API_KEY_HEADER)
+    if given is None and facts.BEARER_ACCEPTED:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         given = token.strip() if scheme.lower() == "bearer" else None
     return given is not None and hmac.compare_digest(given.encode(), API_KEY.encode())
 
 
 def _unauthorized() -> JSONResponse:
-    return error(401, "unauthorized", "Invalid or missing API key.")
+    return error(facts.UNAUTHORIZED, "Invalid or missing API key.")
 
 
 def _paging(request: Request) -> tuple[int, int] | JSONResponse:
     """`page` (0-indexed) and `size` (at most 100) from the query string."""
     try:
-        page = int(request.query_params.get("page", "0"))
-        size = int(request.query_params.get("size", str(DEFAULT_PAGE_SIZE)))
+        page = int(request.query_params.get(facts.PAGE, "0"))
+        size = int(request.query_params.get(facts.SIZE, str(DEFAULT_PAGE_SIZE)))
     except ValueError:
-        return error(400, "validation_error", "page and size must be integers.")
+        return error(facts.VALIDATION_ERROR, "page and size must be integers.")
     if page < 0 or size < 1:
-        return error(400, "validation_error", "page must be >= 0 and size >= 1.")
-    return page, min(size, MAX_PAGE_SIZE)
+        return error(facts.VALIDATION_ERROR, "page must be >= 0 and size >= 1.")
+    return page, min(size, facts.MAX_PAGE_SIZE)
 
 
 def _page(rows: Sequence[T], page: int, size: int) -> tuple[list[T], dict[str, Any]]:
@@ -68,7 +68,7 @@ def _page(rows: Sequence[T], page: int, size: int) -> tuple[list[T], dict[str, A
         "page": page,
         "totalPages": total_pages,
         "totalElements": len(rows),
-        "hasMore": page + 1 < total_pages,
+        facts.HAS_MORE: page + 1 < total_pages,
     }
 
 
@@ -93,14 +93,14 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             return paging
         rows, envelope = _page(sim.live_offers(), *paging)
         return JSONResponse(
-            {"offers": [offer_json(e, offer_id) for e, offer_id in rows], **envelope}
+            {facts.OFFER_ROWS: [offer_json(e, offer_id) for e, offer_id in rows], **envelope}
         )
 
     async def offer(request: Request) -> Response:
         offer_id = request.path_params["offer_id"]
         entry = sim.offer_by_id(offer_id)
         if entry is None:
-            return error(404, "not_found", "Offer not found")
+            return error(facts.NOT_FOUND, "Offer not found")
         return JSONResponse(offer_json(entry, offer_id))
 
     async def gpu_families(_request: Request) -> Response:
@@ -133,7 +133,7 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
 
     async def balance(_request: Request) -> Response:
         # Unverified: the reference never saw this body; this is its proposal.
-        return JSONResponse({"balance": sim.balance_text(), "currency": "USD"})
+        return JSONResponse({facts.BALANCE_KEYS[0]: sim.balance_text(), "currency": facts.CURRENCY})
 
     async def list_ssh_keys(_request: Request) -> Response:
         return JSONResponse([key.to_json() for key in sim.ssh_keys.values()])
@@ -141,20 +141,20 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
     async def add_ssh_key(request: Request) -> Response:
         body = await _json_object(request)
         if body is None:
-            return error(400, "validation_error", "Body must be a JSON object.")
-        name, public_key = body.get("name"), body.get("publicKey")
+            return error(facts.VALIDATION_ERROR, "Body must be a JSON object.")
+        name, public_key = body.get(facts.KEY_NAME), body.get(facts.KEY_PUBLIC)
         if not isinstance(name, str) or not name.strip():
-            return error(400, "validation_error", "name is required.")
+            return error(facts.VALIDATION_ERROR, "name is required.")
         fp = fingerprint(public_key) if isinstance(public_key, str) else None
         if fp is None:
-            return error(400, "validation_error", "publicKey is not an OpenSSH public key.")
+            return error(facts.VALIDATION_ERROR, "publicKey is not an OpenSSH public key.")
         key: SSHKey = sim.add_ssh_key(name.strip(), fp)
         return JSONResponse(key.to_json(), status_code=201)
 
     async def create_deployment(request: Request) -> Response:
         body = await _json_object(request)
-        offer_id = body.get("offer_id") if body else None
-        key_ids = body.get("ssh_key_ids") if body else None
+        offer_id = body.get(facts.OFFER_ID) if body else None
+        key_ids = body.get(facts.SSH_KEY_IDS) if body else None
         entry = sim.offer_by_id(offer_id) if isinstance(offer_id, str) else None
         sku, region = (entry.sku, entry.region) if entry else (None, None)
 
@@ -163,18 +163,18 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             return response
 
         if body is None or not isinstance(offer_id, str) or not offer_id:
-            return refuse("rejected", error(400, "validation_error", "offer_id is required."))
-        if body.get("provider") != PROVIDER_SLUG:
+            return refuse("rejected", error(facts.VALIDATION_ERROR, "offer_id is required."))
+        provider = body.get(facts.PROVIDER_FIELD)
+        if provider != facts.PROVIDER_SLUG:
             return refuse(
-                "rejected",
-                error(400, "provider_not_found", f"Provider {body.get('provider')!r} not found."),
+                "rejected", error(facts.PROVIDER_NOT_FOUND, f"Provider {provider!r} not found.")
             )
         if key_ids is None or key_ids == []:
-            key_ids = list(sim.ssh_keys)  # omitted or empty: every key on the account
+            key_ids = list(sim.ssh_keys)  # omitted or empty: every key on the account (facts)
         elif not isinstance(key_ids, list) or not all(
             isinstance(k, str) and k in sim.ssh_keys for k in key_ids
         ):
-            return refuse("rejected", error(400, "validation_error", "Unknown ssh_key_ids."))
+            return refuse("rejected", error(facts.VALIDATION_ERROR, "Unknown ssh_key_ids."))
         if entry is None:
             gone = sim.offer_keys.get(offer_id)
             if gone is not None and sim.in_stock(sim.catalog[gone]) <= 0:
@@ -186,10 +186,9 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             return refuse(
                 "no_capacity",
                 error(
-                    503,
-                    "offer_cooling_down",
+                    facts.OFFER_COOLING_DOWN,
                     "A recent deployment attempt hit capacity for this offer; retry later.",
-                    retry_after=math.ceil(cooling),
+                    **{facts.RETRY_AFTER: math.ceil(cooling)},
                 ),
             )
         if sim.faults.take("capacity_race") is not None:
@@ -199,8 +198,7 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             return refuse(
                 "insufficient_funds",
                 error(
-                    402,
-                    "insufficient_balance",
+                    facts.INSUFFICIENT_BALANCE,
                     f"Insufficient balance. Required: ${_dollars(entry.price_per_hour)}, "
                     f"available: ${_dollars(sim.balance)}",
                     required_balance=str(entry.price_per_hour),
@@ -215,7 +213,8 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             return sim.server_error_response()
         sim.record_create(sku=sku, region=region, name=None, outcome="created", vm_id=vm.id)
         await sim.faults.delay("create_delay")
-        return JSONResponse({"id": vm.id, "status": sim.status_for_response(vm)}, status_code=202)
+        answer = {"id": vm.id, "status": sim.status_for_response(vm)}
+        return JSONResponse(answer, status_code=facts.CREATED_STATUS)
 
     async def list_deployments(request: Request) -> Response:
         paging = _paging(request)
@@ -223,48 +222,47 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             return paging
         newest_first = sorted(sim.vms.values(), key=lambda vm: vm.created_at, reverse=True)
         rows, envelope = _page(newest_first, *paging)
-        return JSONResponse({"data": [sim.deployment_json(vm) for vm in rows], **envelope})
+        data = [sim.deployment_json(vm) for vm in rows]
+        return JSONResponse({facts.DEPLOYMENT_ROWS: data, **envelope})
 
     async def get_deployment(request: Request) -> Response:
         vm = sim.vms.get(request.path_params["deployment_id"])
         if vm is None:
-            return error(404, "not_found", "Deployment not found")
+            return error(facts.NOT_FOUND, "Deployment not found")
         return JSONResponse(sim.deployment_json(vm))
 
     async def stop_deployment(request: Request) -> Response:
         vm = sim.vms.get(request.path_params["deployment_id"])
         if vm is None:
-            return error(404, "not_found", "Deployment not found")
+            return error(facts.NOT_FOUND, "Deployment not found")
         status = sim.vm_status(vm)
-        if status in ("stopping", "terminated", "failed", "interrupted"):
-            return error(400, "validation_error", f"Deployment is {status} and cannot stop.")
+        if status in (facts.STOPPING, facts.TERMINATED, facts.FAILED, facts.INTERRUPTED):
+            return error(facts.VALIDATION_ERROR, f"Deployment is {status} and cannot stop.")
         if sim.faults.take("delete_refused") is not None:
-            return error(400, "validation_error", f"Deployment is {status} and cannot stop yet.")
+            return error(facts.VALIDATION_ERROR, f"Deployment is {status} and cannot stop yet.")
         vm.deleted = sim.clock()
         answer = {"id": vm.id, "status": sim.status_for_response(vm)}
         await sim.faults.delay("delete_delay")
-        return JSONResponse(answer, status_code=202)
+        return JSONResponse(answer, status_code=facts.STOP_STATUS)
 
-    base = "/api/v1"
+    base = facts.API_PATH
     return [
-        Route(f"{base}/offers", offers, methods=["GET"]),
-        Route(f"{base}/offers/{{offer_id}}", offer, methods=["GET"]),
-        Route(f"{base}/gpu-families", gpu_families, methods=["GET"]),
-        Route(f"{base}/account", keyed(account), methods=["GET"]),
-        Route(f"{base}/account/balance", keyed(balance), methods=["GET"]),
-        Route(f"{base}/users/me/ssh-keys", keyed(list_ssh_keys), methods=["GET"]),
-        Route(f"{base}/users/me/ssh-keys", keyed(add_ssh_key), methods=["POST"]),
-        Route(f"{base}/deployments", keyed(create_deployment), methods=["POST"]),
-        Route(f"{base}/deployments", keyed(list_deployments), methods=["GET"]),
-        Route(f"{base}/deployments/{{deployment_id}}", keyed(get_deployment), methods=["GET"]),
-        Route(
-            f"{base}/deployments/{{deployment_id}}/stop", keyed(stop_deployment), methods=["POST"]
-        ),
+        Route(base + facts.OFFERS, offers, methods=["GET"]),
+        Route(base + facts.OFFER, offer, methods=["GET"]),
+        Route(base + facts.GPU_FAMILIES, gpu_families, methods=["GET"]),
+        Route(base + facts.ACCOUNT, keyed(account), methods=["GET"]),
+        Route(base + facts.BALANCE, keyed(balance), methods=["GET"]),
+        Route(base + facts.SSH_KEYS, keyed(list_ssh_keys), methods=["GET"]),
+        Route(base + facts.SSH_KEYS, keyed(add_ssh_key), methods=["POST"]),
+        Route(base + facts.DEPLOYMENTS, keyed(create_deployment), methods=["POST"]),
+        Route(base + facts.DEPLOYMENTS, keyed(list_deployments), methods=["GET"]),
+        Route(base + facts.DEPLOYMENT, keyed(get_deployment), methods=["GET"]),
+        Route(base + facts.STOP, keyed(stop_deployment), methods=["POST"]),
     ]
 
 
 def _offer_unavailable() -> JSONResponse:
-    return error(400, "offer_unavailable", "Offer is no longer available.")
+    return error(facts.OFFER_UNAVAILABLE, "Offer is no longer available.")
 
 
 def _dollars(amount: Decimal) -> str:
@@ -275,10 +273,10 @@ def _dollars(amount: Decimal) -> str:
 async def _no_route(_request: Request, exc: Exception) -> Response:
     """Unknown paths (404) and methods (405) in QuantaCloud's error envelope, not plain text."""
     if isinstance(exc, HTTPException) and exc.status_code == 405:
-        answer = error(405, "method_not_allowed", "Method not allowed.")
+        answer = error(METHOD_NOT_ALLOWED, "Method not allowed.")
         answer.headers.update(exc.headers or {})  # keeps `Allow`
         return answer
-    return error(404, "not_found", "Resource not found.")
+    return error(facts.NOT_FOUND, "Resource not found.")
 
 
 def build_app(sim: QuantaCloudSimulator) -> Starlette:

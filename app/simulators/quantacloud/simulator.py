@@ -12,6 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.providers.quantacloud import facts
 from app.providers.quantacloud.spec import SIMULATOR_CREDENTIALS
 from app.simulators.billing import BillingPolicy, Span
 from app.simulators.core import ProviderSimulator
@@ -19,15 +20,14 @@ from app.simulators.quantacloud.catalog import build_entries, kind_of, per_gpu_p
 from app.simulators.vms import CatalogEntry, SimVM
 
 API_KEY = SIMULATOR_CREDENTIALS["api_key"]
-RATE_LIMIT = 3000  # requests per window, per client IP (reference: 3,000 per 15 min per IP)
-RATE_WINDOW = 15 * 60.0
 DEFAULT_COOLDOWN_SECONDS = 5.0
 FAILURE_CODE = "provisioning_failed"  # a guess: the reference names the field, not its values
 
 
-def error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+def error(kind: facts.ErrorCode, message: str, **extra: Any) -> JSONResponse:
     """QuantaCloud's error envelope: `{"error": {"code", "message", ...}}`."""
-    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
+    body = {facts.ERROR: {"code": kind.code, "message": message, **extra}}
+    return JSONResponse(body, status_code=kind.status)
 
 
 def iso(unix: float) -> str:
@@ -62,10 +62,10 @@ class SSHKey:
     def to_json(self) -> dict[str, Any]:
         """As `GET /users/me/ssh-keys` lists it."""
         return {
-            "id": self.id,
-            "name": self.name,
+            facts.KEY_ID: self.id,
+            facts.KEY_NAME: self.name,
             "managed": False,
-            "fingerprint": self.fingerprint,
+            facts.KEY_FINGERPRINT: self.fingerprint,
             "createdAt": iso(self.created_at),
         }
 
@@ -77,7 +77,7 @@ class QuantaCloudSimulator(ProviderSimulator):
     catalog_entries = build_entries()
     # Prepaid per hour (the reference): each hour begun is taken in full, nothing comes back.
     billing = BillingPolicy(block_seconds=3600.0, refund_unused=False)
-    ended_status = "interrupted"  # what `/_sim/vms/{id}/end` makes of a deployment
+    ended_status = facts.INTERRUPTED  # what `/_sim/vms/{id}/end` makes of a deployment
 
     def reset(self) -> None:
         """Back to a fresh start (see `ProviderSimulator.reset`)."""
@@ -143,15 +143,15 @@ class QuantaCloudSimulator(ProviderSimulator):
         """provisioning -> connecting -> active, or failed; stopping -> terminated."""
         stopped = self.deletion_progress(vm)
         if stopped is not None:
-            return "terminated" if stopped >= 1 else "stopping"
+            return facts.TERMINATED if stopped >= 1 else facts.STOPPING
         if vm.ended is not None:
             return self.ended_status
         progress = self.progress(vm)
         if vm.fail_after_accept and progress >= 0.5:
-            return "failed"
+            return facts.FAILED
         if progress < 0.5:
-            return "provisioning"
-        return "connecting" if progress < 1 else "active"
+            return facts.PROVISIONING
+        return facts.CONNECTING if progress < 1 else facts.ACTIVE
 
     def billable_span(self, vm: SimVM) -> Span:
         """From the create (the first hour is taken then) until a stop is accepted or the
@@ -168,10 +168,10 @@ class QuantaCloudSimulator(ProviderSimulator):
         body: dict[str, Any] = {
             "id": vm.id,
             "status": self.status_for_response(vm),
-            "failure_code": FAILURE_CODE if real == "failed" else None,
+            "failure_code": FAILURE_CODE if real == facts.FAILED else None,
             "connection": (
-                {"public_ip": vm.ip, "ssh_port": 22, "ssh_user": "ubuntu"}
-                if real == "active"
+                {"public_ip": vm.ip, "ssh_port": facts.SSH_PORT, "ssh_user": facts.SSH_USER}
+                if real == facts.ACTIVE
                 else None
             ),
         }
@@ -180,28 +180,34 @@ class QuantaCloudSimulator(ProviderSimulator):
             # deployment to the offer it came from.
             kind = kind_of(vm.entry)
             body.update(
-                createdAt=iso(vm.created_at),
-                offerId=vm.details.get("offer_id"),
-                gpu={"slug": kind.slug, "name": kind.name},
-                gpuCount=vm.entry.gpu_count,
-                region=vm.entry.region,
-                priceHourly=float(vm.entry.price_per_hour),
+                {
+                    facts.CREATED_AT[0]: iso(vm.created_at),
+                    "offerId": vm.details.get("offer_id"),
+                    facts.GPU: {"slug": kind.slug, "name": kind.name},
+                    facts.GPU_COUNT[0]: vm.entry.gpu_count,
+                    facts.REGION: vm.entry.region,
+                    "priceHourly": float(vm.entry.price_per_hour),
+                }
             )
         return body
 
     def describe_vm(self, vm: SimVM) -> dict[str, Any]:
-        """A deployment for the control API, with the offer and SSH keys it was created with."""
+        """A deployment for the control API, with the offer it was created from, the ids of
+        the keys it got and (`ssh_keys`) their fingerprints: who can log in to it."""
         return {
             **super().describe_vm(vm),
             "offer_id": vm.details.get("offer_id"),
             "ssh_key_ids": vm.details.get("ssh_key_ids", []),
+            "ssh_keys": vm.details.get("ssh_keys", []),
         }
 
     def new_deployment(self, entry: CatalogEntry, offer_id: str, ssh_key_ids: list[str]) -> SimVM:
-        """Take one from stock and start a deployment booting; its first hour is charged now."""
+        """Take one from stock and start a deployment booting, with these keys put on it now
+        (a key added to the account later never reaches it); its first hour is charged now."""
         self.take_one(entry)
         vm = self.new_vm(f"dep_{uuid.uuid4().hex[:24]}", entry, name=None, tags=[])
-        vm.details.update(offer_id=offer_id, ssh_key_ids=ssh_key_ids)
+        fingerprints = [self.ssh_keys[key_id].fingerprint for key_id in ssh_key_ids]
+        vm.details.update(offer_id=offer_id, ssh_key_ids=ssh_key_ids, ssh_keys=fingerprints)
         self.settle()
         return vm
 
@@ -217,15 +223,17 @@ class QuantaCloudSimulator(ProviderSimulator):
 
     def server_error_response(self, status: int = 500) -> Response:
         """QuantaCloud's 5xx."""
-        return error(status, "internal_error", "Internal server error.")
+        return error(facts.INTERNAL_ERROR._replace(status=status), "Internal server error.")
 
     def rate_limited_response(self, retry_after: float) -> Response:
         """QuantaCloud's 429: no Retry-After, no hint in the body."""
-        return error(429, "rate_limited", "Too many requests.")
+        return error(facts.RATE_LIMITED, "Too many requests.")
 
     def rate_limit(self, request: Request) -> Response | None:
         """3,000 requests per 15 minutes per client IP, every endpoint counted."""
-        return self.limit_per_ip(request, RATE_LIMIT, RATE_WINDOW)
+        return self.limit_per_ip(
+            request, facts.RATE_LIMIT_REQUESTS, float(facts.RATE_LIMIT_WINDOW_SECONDS)
+        )
 
     def configure(self, body: dict[str, Any]) -> str | None:
         """`cooldown_seconds` (capacity cool-down) and `deployment_details` (proposal fields)."""
