@@ -355,6 +355,8 @@ class Chaos:
             self.broken.append(Broken("order_stuck", f"not ended after terminate: {stuck}"))
         await until(self._no_live_vms, 60)
         self.broken += await self.checker.vm_owners(final=True)
+        await until(self._no_billed_volumes, 60)  # left behind ones: the reconciler's (5 s)
+        self.broken += await self.checker.volumes()
         self.broken += await self.checker.money()
         await until(self._webhooks_quiet, 120)
         self.broken += await self.checker.webhooks(self._accepted())
@@ -366,6 +368,9 @@ class Chaos:
 
     async def _no_live_vms(self) -> bool:
         return not [vm for vm in await self.checker._sim_vms() if vm[3] not in GONE]
+
+    async def _no_billed_volumes(self) -> bool:
+        return not await self.checker.billed_volumes()
 
     def _accepted(self) -> dict[str, set[str]]:
         """What each endpoint's receiver accepted, by endpoint id."""

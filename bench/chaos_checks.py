@@ -98,6 +98,22 @@ class Checker:
             found.append(("verda", str(cluster["id"]), cluster["name"], cluster["status"]))
         return found
 
+    async def billed_volumes(self) -> list[str]:
+        """Every volume a simulator still bills (not deleted for good), as `provider id (name,
+        status)`: at the end, none of ours may be left."""
+        left = []
+        for provider in SimControl.providers():
+            for volume in await self.sim.volumes(provider):
+                if volume["status"] != "deleted":
+                    left.append(f"{provider} {volume['id']} ({volume['name']}, {volume['status']})")
+        return left
+
+    async def volumes(self) -> list[Broken]:
+        """At the end, nothing of ours is billed apart from machines: every volume deleted."""
+        self.runs["volumes"] += 1
+        return [Broken("volume_left_billing", f"{v} still bills at the end") for v in
+                await self.billed_volumes()]  # fmt: skip
+
     async def vm_owners(self, *, final: bool = False) -> list[Broken]:
         """Every live VM is owned by exactly one live attempt of an order that says it is
         deploying, deployed, running or terminating; at the end, no VM is left at all."""
