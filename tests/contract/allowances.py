@@ -141,9 +141,47 @@ def verda(document: dict[str, Any]) -> None:
             content[kind] = {"schema": {"type": "string", "pattern": "^[0-9a-fA-F-]{36}$"}}
 
 
+# Fields Hyperstack's Python SDK 1.56 (generated from a newer document than the Go SDK's
+# v1.52.3, whose document we hold) reads: `hyperstack/models/*.py`.
+_RESTRICTED_IMAGE = {
+    "type": "object",
+    "properties": {
+        "constraints": {"type": "object", "nullable": True},
+        "image_id": {"type": "integer"},
+        "image_name": {"type": "string"},
+        "link_type": {"type": "string", "enum": ["hard", "soft"]},
+        "reason": {"type": "string", "nullable": True},
+    },
+}
+HYPERSTACK_NEWER = {
+    "Flavor_Fields": {  # `FlavorFields.image_restrictions: ImageRestrictions`
+        "image_restrictions": {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "compatible_images": {"type": "array", "items": _RESTRICTED_IMAGE},
+                "has_image_restrictions": {"type": "boolean"},
+                "restriction_type": {"type": "string", "nullable": True},
+            },
+        },
+    },
+    "Instance_Fields": {  # `InstanceFields`
+        "cluster_id": {"type": "integer", "nullable": True},
+        "dedicated_inference_id": {"type": "integer", "nullable": True},
+        "enhanced_metrics": {
+            "type": "object",
+            "nullable": True,
+            "properties": {"enabled": {"type": "boolean"}},
+        },
+    },
+}
+
+
 def hyperstack(document: dict[str, Any]) -> None:
     """Hyperstack's document as the live API behaves."""
     _allow_nulls(document, HYPERSTACK_NULLS)
+    for schema, fields in HYPERSTACK_NEWER.items():
+        document["components"]["schemas"][schema]["properties"].update(fields)
     # A security rule of a VM being created names no VM: the Python SDK (1.56, newer than the Go
     # SDK's document) has no `virtual_machine_id` in `CreateSecurityRulePayload`.
     rule = document["components"]["schemas"]["Create_Security_Rule_Payload"]

@@ -5,10 +5,12 @@ adapters use (derived by scripts/derive_provider_specs.py), read through the all
 `allowances.py`. openapi-core does the checking: it validates both OpenAPI 3.0 (Hyperstack) and
 3.1 (Verda), parameters and security as well as bodies, and it is maintained.
 
-Two rules the documents alone would not enforce: a request body may carry no property the
+Three rules the documents alone would not enforce: a request body may carry no property the
 document does not name (a field the provider does not know is dropped silently, such as a
-misspelt `volume_ids`), and a status an operation does not describe must carry the provider's
-error body (Verda's error table, Hyperstack's `ErrorResponseModel`).
+misspelt `volume_ids`); nor may a simulator's answer (it would be our invention, or a renamed
+field that a document without `required`, as Hyperstack's, lets by); and a status an operation
+does not describe must carry the provider's error body (Verda's error table, Hyperstack's
+`ErrorResponseModel`).
 """
 
 import hashlib
@@ -163,6 +165,21 @@ class ProviderContract:
                 yield from self._error_body_problems(exchange)
                 return
             yield _said(error)
+        yield from self._invented_fields(request, exchange)
+
+    def _invented_fields(self, request: WireRequest, exchange: Exchange) -> Iterator[str]:
+        """An answer's properties the document does not name: a simulator's inventions (or a
+        renamed field, which a document without `required`, as Hyperstack's, would let by)."""
+        operation = self._operation(request.method, request.path) or {}
+        answer = operation.get("responses", {}).get(str(exchange.status), {})
+        schema = answer.get("content", {}).get("application/json", {}).get("schema")
+        if schema is None:
+            return
+        try:
+            body = json.loads(exchange.answer)
+        except ValueError:
+            return
+        yield from _unknown_properties(self.document, schema, body, "answer")
 
     def _error_body_problems(self, exchange: Exchange) -> Iterator[str]:
         """An undescribed error status carries the provider's error body."""
@@ -258,7 +275,8 @@ def _unknown_properties(
             if isinstance(value, dict) and named:
                 yield from (f"{where}.{k} is not in the document" for k in value if k not in named)
             return
-    if isinstance(value, dict) and "properties" in schema:
+    # `properties: {}` is how a generator writes a free-form object (the SDKs read a dict).
+    if isinstance(value, dict) and schema.get("properties"):
         properties = schema["properties"]
         for name, item in value.items():
             if name not in properties:

@@ -125,8 +125,21 @@ class TestAnswers:
 
     def test_a_renamed_answer_field_is_caught(self) -> None:
         renamed = {"amount_usd": 50.5, "currency": "usd"}
-        (problem,) = verda_problems(exchange("GET", "/v1/balance", status=200, answer=renamed))
-        assert "amount" in problem and "required" in problem
+        missing, invented = verda_problems(
+            exchange("GET", "/v1/balance", status=200, answer=renamed)
+        )
+        assert "'amount' is a required property" in missing
+        assert "answer.amount_usd is not in the document" in invented
+
+    def test_a_renamed_answer_field_is_caught_where_nothing_is_required(self) -> None:
+        """Hyperstack's document requires no field of an answer: the name is what tells."""
+        credit = {"credit": 12.5, "threshold": 0, "can_create_instance": True}
+        good = {"status": True, "message": "Success", "data": credit}
+        renamed = good | {"data": {"credits": 12.5, "threshold": 0}}
+        path = "/v1/billing/user-credit/credit"
+        assert hyperstack_problems(exchange("GET", path, status=200, answer=good)) == []
+        (problem,) = hyperstack_problems(exchange("GET", path, status=200, answer=renamed))
+        assert "answer.data.credits is not in the document" in problem
 
     def test_a_bare_id_is_accepted_where_the_sdks_read_one_and_json_elsewhere(self) -> None:
         created = exchange(

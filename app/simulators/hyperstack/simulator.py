@@ -246,7 +246,12 @@ class HyperstackSimulator(ProviderSimulator):
             "fixed_ip": f"10.0.{int(vm.id) % 250}.{int(vm.id) % 200 + 10}",
             "floating_ip": vm.ip if has_ip else None,
             "floating_ip_status": ("ATTACHED" if has_ip else "ATTACHING") if wants_ip else None,
-            "environment": {**vm.details["environment"].fields(), "org_id": 5},
+            "environment": {  # `InstanceEnvironmentFields`: no time of its own
+                **{
+                    k: v for k, v in vm.details["environment"].fields().items() if k != "created_at"
+                },
+                "org_id": 5,
+            },
             "flavor": {
                 "id": entry.details["id"],
                 "name": entry.sku,

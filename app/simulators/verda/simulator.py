@@ -298,7 +298,6 @@ class VerdaSimulator(ClusterFleet):
             "key": key,
             "fingerprint": _fingerprint(key),
             "created_by_user_id": USER_ID,
-            "created_at": iso_time(time.time()),
         }
         self.ssh_keys[key_id] = record
         return record

@@ -14,6 +14,8 @@ from app.simulators.volumes import ATTACHED, DELETED, TRASH, SimVolume
 UNKNOWN_ID = "Volume not found"
 # A volume lives in one location and one contract; its device name on the machine (a guess).
 TARGETS = {True: "vda", False: "vdb"}
+TRASH_LEAVES_OUT = ("created_by_user_id", "pseudo_path", "create_directory_command",
+                    "mount_command", "filesystem_to_fstab_command", "long_term")  # fmt: skip
 
 
 def volume_json(sim: VerdaSimulator, volume: SimVolume) -> dict[str, Any]:
@@ -45,7 +47,9 @@ def volume_json(sim: VerdaSimulator, volume: SimVolume) -> dict[str, Any]:
         "long_term": None,
         "tags": volume.tags,
     }
-    if volume.status == TRASH:
+    if volume.status == TRASH:  # the trash's own shape: no mount commands, no owner
+        for name in TRASH_LEAVES_OUT:
+            shown.pop(name)
         shown["deleted_at"] = iso_time(volume.trashed_unix or volume.created_at)
         shown["is_permanently_deleted"] = False
     return shown
