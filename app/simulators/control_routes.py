@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
 
+from app.core.text import check_text
 from app.simulators.billing import BALANCE_PROBLEM, parse_amount
 from app.simulators.core import ProviderSimulator
 from app.simulators.faults import FAULT_KINDS
@@ -32,6 +33,24 @@ def _number(body: dict[str, Any], key: str, default: float) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         return None
     return float(value)
+
+
+def _refusal(body: dict[str, Any]) -> tuple[int, str | None, str] | JSONResponse:
+    """A `create_refused` fault's status (a 4xx, 400 by default), reason (the provider's error
+    code; null leaves it out of the envelope) and message, or the 422 saying what is wrong."""
+    status, reason, message = body.get("status", 400), body.get("reason"), body.get("message")
+    if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 499:
+        return _problem(422, "status must be an integer from 400 to 499")
+    if reason is not None and (not isinstance(reason, str) or not 1 <= len(reason) <= 64):
+        return _problem(422, "reason must be null or a string of 1 to 64 characters")
+    if not isinstance(message, str) or not 1 <= len(message) <= 1000:
+        return _problem(422, "message must be a string of 1 to 1000 characters")
+    for name, text in (("reason", reason), ("message", message)):
+        try:
+            check_text(text or "-")
+        except ValueError as exc:
+            return _problem(422, f"{name} {exc}")
+    return status, reason, message
 
 
 def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
@@ -104,9 +123,19 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         seconds = _number(body, "seconds", 5.0 if kind in delays else 0.0)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1 or seconds is None:
             return _problem(422, "count must be an integer >= 1 and seconds a number >= 0")
+        if kind == "create_refused":
+            refusal = _refusal(body)
+            if isinstance(refusal, JSONResponse):
+                return refusal
+            status, reason, message = refusal
+            sim.faults.add(kind, count, seconds, status, reason=reason, message=message)
+            queued = {"kind": kind, "count": count, "seconds": seconds, "status": status}
+            return JSONResponse({**queued, "reason": reason, "message": message}, 201)
+        if "reason" in body or "message" in body:
+            return _problem(422, "reason and message apply to create_refused faults only")
         status = body.get("status", 500)
         if kind != "http_500" and "status" in body:
-            return _problem(422, "status applies to http_500 faults only")
+            return _problem(422, "status applies to http_500 and create_refused faults only")
         if isinstance(status, bool) or not isinstance(status, int) or not 500 <= status <= 599:
             return _problem(422, "status must be an integer from 500 to 599")
         sim.faults.add(kind, count, seconds, status)

@@ -57,6 +57,17 @@ class ProviderSimulator(Fleet):
         vm.fail_after_accept = self.faults.take("fail_after_accept") is not None
         return vm
 
+    def refused_create(
+        self, *, sku: str | None, region: str | None, name: str | None, kind: str = "instance"
+    ) -> Response | None:
+        """The refusal a queued `create_refused` fault gives this create (logged as `refused`),
+        or None: the create goes on."""
+        fault = self.faults.take("create_refused")
+        if fault is None:
+            return None
+        self.record_create(sku=sku, region=region, name=name, outcome="refused", kind=kind)
+        return self.refusal_response(fault.status, fault.reason, fault.message)
+
     def end_vm(self, vm: SimVM) -> None:
         """The provider ends the VM by itself (discontinued, suspended, interrupted): it shows
         `ended_status` from now on and stops billing."""
@@ -124,6 +135,10 @@ class ProviderSimulator(Fleet):
 
     def rate_limited_response(self, retry_after: float) -> Response:
         """The provider's 429."""
+        raise NotImplementedError
+
+    def refusal_response(self, status: int, reason: str | None, message: str) -> Response:
+        """A 4xx refusal in the provider's error envelope (`reason`: its error code, if any)."""
         raise NotImplementedError
 
     def rate_limit(self, request: Request) -> Response | None:

@@ -21,10 +21,12 @@ FAULT_KINDS = (
     "unknown_status",
     "delete_refused",
     "delete_delay",
+    "create_refused",
 )
 # These hit the next n calls, whatever they are; the others hit creates, VM reads or deletes
 # (`delete_refused`: the provider refuses the delete as it does while a VM still boots;
-# `delete_delay`: it takes the delete, then answers `seconds` later).
+# `delete_delay`: it takes the delete, then answers `seconds` later; `create_refused`: the
+# next create gets a 4xx refusal of the test's choosing in the provider's own envelope).
 REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
 
 
@@ -35,7 +37,9 @@ class Fault:
     kind: str
     count: int
     seconds: float
-    status: int = 500  # the status of an `http_500` fault (any 5xx)
+    status: int = 500  # the status of an `http_500` fault (any 5xx), or a `create_refused` (4xx)
+    reason: str | None = None  # a `create_refused`'s error code (None: the envelope has none)
+    message: str = ""  # a `create_refused`'s message
 
 
 class ProviderAnswers(Protocol):
@@ -57,9 +61,18 @@ class FaultQueue:
     def __init__(self) -> None:
         self._queued: list[Fault] = []
 
-    def add(self, kind: str, count: int, seconds: float, status: int = 500) -> None:
+    def add(
+        self,
+        kind: str,
+        count: int,
+        seconds: float,
+        status: int = 500,
+        *,
+        reason: str | None = None,
+        message: str = "",
+    ) -> None:
         """Queue a fault for the next `count` matching calls."""
-        self._queued.append(Fault(kind, count, seconds, status))
+        self._queued.append(Fault(kind, count, seconds, status, reason, message))
 
     def take(self, kind: str) -> Fault | None:
         """Use up one hit of the oldest queued fault of this kind, if any."""

@@ -192,6 +192,48 @@ async def test_a_fault_status_outside_5xx_or_on_another_kind_is_refused(
     assert (await client.get("/dummy/v1/hello")).status_code == 200  # nothing was queued
 
 
+async def test_a_create_refusal_is_queued_with_its_status_reason_and_message(
+    client: httpx.AsyncClient,
+) -> None:
+    fault = {"kind": "create_refused", "status": 409, "reason": "quota", "message": "No room"}
+    added = await client.post("/dummy/_sim/faults", json=fault)
+    assert added.status_code == 201
+    assert added.json() == {**fault, "count": 1, "seconds": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("fault", "problem"),
+    [
+        ({"status": 503}, "status must be an integer from 400 to 499"),
+        ({"status": "400"}, "status must be an integer from 400 to 499"),
+        ({"reason": 7}, "reason must be null or a string of 1 to 64 characters"),
+        ({"reason": ""}, "reason must be null or a string of 1 to 64 characters"),
+        ({"reason": "x" * 65}, "reason must be null or a string of 1 to 64 characters"),
+        ({"reason": "bad\nline"}, "reason must not contain control characters"),
+        ({"message": None}, "message must be a string of 1 to 1000 characters"),
+        ({"message": "m" * 1001}, "message must be a string of 1 to 1000 characters"),
+        ({"message": "nul\u0000"}, "message must not contain control characters"),
+    ],
+)
+async def test_a_create_refusal_that_is_not_a_4xx_with_text_is_refused(
+    client: httpx.AsyncClient, fault: dict[str, object], problem: str
+) -> None:
+    body = {"kind": "create_refused", "status": 400, "reason": "r", "message": "m", **fault}
+    response = await client.post("/dummy/_sim/faults", json=body)
+    assert response.status_code == 422
+    assert response.json()["error"].startswith(problem)
+
+
+async def test_reason_and_message_belong_to_create_refusals_only(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await client.post("/dummy/_sim/faults", json={"kind": "http_500", "reason": "x"})
+    assert (response.status_code, response.json()["error"]) == (
+        422,
+        "reason and message apply to create_refused faults only",
+    )
+
+
 async def test_rate_limits_apply_to_the_real_api_and_can_be_switched_off(
     client: httpx.AsyncClient,
 ) -> None:

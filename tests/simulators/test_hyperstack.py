@@ -475,6 +475,34 @@ class TestFaults:
         assert await outcomes(client) == ["capacity_race"]
         assert (await create(client)).status_code == 200
 
+    async def test_create_refused_answers_the_next_create_in_hyperstacks_envelope(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        await set_stock(client, "n3-H100x1", "CANADA-1", 1)
+        fault = {"kind": "create_refused", "status": 400, "reason": "bad_request"}
+        queued = await client.post("/_sim/faults", json={**fault, "message": "Quota exceeded"})
+        assert queued.status_code == 201, queued.text
+        refused = await create(client)
+        assert (refused.status_code, refused.json()) == (
+            400,
+            {"status": False, "message": "Quota exceeded", "error_reason": "bad_request"},
+        )
+        assert (await client.get("/_sim/vms")).json() == []
+        assert await stock_of(client, "n3-H100x1", "CANADA-1") == 1
+        creates = (await client.get("/_sim/creates")).json()
+        assert [(c["outcome"], c["sku"], c["name"]) for c in creates] == [
+            ("refused", "n3-H100x1", "ap-01jd3x-1")
+        ]
+        assert (await create(client)).status_code == 200  # one create only
+
+    async def test_create_refused_without_a_reason_leaves_error_reason_out(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        fault = {"kind": "create_refused", "status": 403, "reason": None, "message": "No"}
+        await client.post("/_sim/faults", json=fault)
+        refused = await create(client)
+        assert (refused.status_code, refused.json()) == (403, {"status": False, "message": "No"})
+
     async def test_unknown_status_shows_a_status_no_client_knows(
         self, client: httpx.AsyncClient
     ) -> None:

@@ -424,6 +424,22 @@ class TestCreateFaults:
         assert [c["outcome"] for c in await creates(client)] == ["capacity_race"]
         assert (await client.get("/_sim/vms")).json() == []
 
+    async def test_create_refused_answers_the_next_create_in_quantaclouds_envelope(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        await stock(client, RTX, 1)
+        await fault(client, "create_refused", status=400, reason="quota_exceeded", message="Nope")
+        response = await deploy(client, await offer_id(client, RTX))
+        assert (response.status_code, response.json()) == (
+            400,
+            {"error": {"code": "quota_exceeded", "message": "Nope"}},
+        )
+        assert [(c["outcome"], c["sku"]) for c in await creates(client)] == [
+            ("refused", "rtx-pro-6000-blackwell-x1")
+        ]
+        assert (await client.get("/_sim/vms")).json() == []
+        assert (await deploy(client, await offer_id(client, RTX))).status_code == 202
+
 
 class TestLifecycle:
     async def test_a_deployment_boots_and_gets_its_connection_once_active(

@@ -604,6 +604,25 @@ class TestFaults:
         retry = await client.post("/v1/instances", json=deploy_body(), headers=auth)
         assert retry.status_code == 202
 
+    async def test_create_refused_answers_the_next_create_in_verdas_envelope(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await set_stock(client, *B300, 1)
+        reason, message = "forbidden_action", "Project quota reached"
+        await fault(client, "create_refused", status=403, reason=reason, message=message)
+        response = await client.post("/v1/instances", json=deploy_body(), headers=auth)
+        assert (response.status_code, response.json()) == (
+            403,
+            {"code": "forbidden_action", "message": "Project quota reached"},
+        )
+        assert await stock_of(client, *B300) == 1
+        creates = (await client.get("/_sim/creates")).json()
+        assert [(c["outcome"], c["kind"], c["sku"]) for c in creates] == [
+            ("refused", "instance", B300[0])
+        ]
+        retry = await client.post("/v1/instances", json=deploy_body(), headers=auth)
+        assert retry.status_code == 202
+
     async def test_request_faults_use_verdas_error_shapes(
         self, client: httpx.AsyncClient, auth: dict[str, str]
     ) -> None:

@@ -470,6 +470,21 @@ class TestFaultsAndLimits:
         assert response.status_code == 503 and await stock_of(client, *B200) == 1
         assert (await client.post("/v1/clusters", json=cluster_body(), headers=auth)).is_success
 
+    async def test_create_refused_refuses_the_next_cluster_create_as_verda_would(
+        self, client: httpx.AsyncClient, auth: dict[str, str]
+    ) -> None:
+        await set_stock(client, *B200, 1)
+        await fault(client, "create_refused", status=409, reason="conflict", message="Busy")
+        response = await client.post("/v1/clusters", json=cluster_body(), headers=auth)
+        assert (response.status_code, response.json()) == (
+            409,
+            {"code": "conflict", "message": "Busy"},
+        )
+        creates = (await client.get("/_sim/creates")).json()
+        assert [(c["outcome"], c["kind"]) for c in creates] == [("refused", "cluster")]
+        assert await stock_of(client, *B200) == 1
+        assert (await client.post("/v1/clusters", json=cluster_body(), headers=auth)).is_success
+
     async def test_a_refused_discontinue_fault_refuses_once(
         self, client: httpx.AsyncClient, auth: dict[str, str]
     ) -> None:

@@ -97,9 +97,23 @@ def _parse(sim: HyperstackSimulator, body: dict[str, Any]) -> CreateRequest | Re
     )
 
 
+def _injected_refusal(sim: HyperstackSimulator, body: dict[str, Any]) -> Response | None:
+    """A queued `create_refused` fault's answer to this create, whatever its body."""
+    flavor, name = body.get("flavor_name"), body.get("name")
+    environment = sim.environments.get(str(body.get("environment_name")))
+    return sim.refused_create(
+        sku=flavor if isinstance(flavor, str) else None,
+        region=environment.region if environment is not None else None,
+        name=name if isinstance(name, str) else None,
+    )
+
+
 async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
     """Create `count` VMs of one flavor in the environment's region."""
     body = await json_object(request)
+    refused = _injected_refusal(sim, body or {})
+    if refused is not None:
+        return refused
     if body is None:
         sim.record_create(sku=None, region=None, name=None, outcome="rejected")
         return bad_request("Request body must be a JSON object")

@@ -342,6 +342,11 @@ class HyperstackSimulator(ProviderSimulator):
 
     # --- wire-level behaviour for the shared gate -------------------------------------------
 
+    def refusal_response(self, status: int, reason: str | None, message: str) -> Response:
+        """A refusal in Hyperstack's envelope: `{status: false, message, error_reason}` (no
+        `error_reason` when `reason` is None, as some real answers have none)."""
+        return error(status, message, reason)
+
     def server_error_response(self, status: int = 500) -> Response:
         """A legacy 5xx: just a message."""
         return JSONResponse({"message": "Internal Server Error"}, status_code=status)

@@ -162,6 +162,8 @@ def _routes(sim: QuantaCloudSimulator) -> list[BaseRoute]:
             sim.record_create(sku=sku, region=region, name=None, outcome=outcome)
             return response
 
+        if (refused := sim.refused_create(sku=sku, region=region, name=None)) is not None:
+            return refused
         if body is None or not isinstance(offer_id, str) or not offer_id:
             return refuse("rejected", error(facts.VALIDATION_ERROR, "offer_id is required."))
         provider = body.get(facts.PROVIDER_FIELD)

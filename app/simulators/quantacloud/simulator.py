@@ -221,6 +221,13 @@ class QuantaCloudSimulator(ProviderSimulator):
 
     # --- wire format -----------------------------------------------------------------------
 
+    def refusal_response(self, status: int, reason: str | None, message: str) -> Response:
+        """A refusal in QuantaCloud's envelope: `{"error": {"code", "message"}}` (no code when
+        `reason` is None)."""
+        if reason is None:
+            return JSONResponse({facts.ERROR: {"message": message}}, status_code=status)
+        return error(facts.ErrorCode(reason, status), message)
+
     def server_error_response(self, status: int = 500) -> Response:
         """QuantaCloud's 5xx."""
         return error(facts.INTERNAL_ERROR._replace(status=status), "Internal server error.")

@@ -180,6 +180,12 @@ class VerdaSimulator(ClusterFleet):
             },
         )
 
+    def refusal_response(self, status: int, reason: str | None, message: str) -> Response:
+        """A refusal as Verda words one: `{"code", "message"}` (no code when `reason` is None)."""
+        if reason is None:
+            return JSONResponse({"message": message}, status_code=status)
+        return error(status, reason, message)
+
     def server_error_response(self, status: int = 500) -> Response:
         """Verda's 5xx."""
         return error(status, "server_error", "Internal server error")

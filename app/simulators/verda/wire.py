@@ -60,7 +60,8 @@ async def create(
 ) -> Response:
     """A create as Verda answers it, for instances and clusters alike: the body checked, the
     account's funds, a unit of stock taken, the thing made (`make` returns its id), each
-    outcome logged in `/_sim/creates`; the create fault kinds apply. `unsellable` is a body
+    outcome logged in `/_sim/creates`; the create fault kinds apply (`create_refused` first,
+    whatever the body). `unsellable` is a body
     the catalogue cannot serve even when the kind is stocked (a spot instance)."""
     sku, region, hostname = (body.get(k) for k in (sku_field, "location_code", "hostname"))
     # The script's text as it is at the create (a later delete of the script changes nothing).
@@ -79,6 +80,14 @@ async def create(
             image=image if isinstance(image, str) else None,
         )
 
+    refused = sim.refused_create(
+        sku=sku if isinstance(sku, str) else None,
+        region=region if isinstance(region, str) else None,
+        name=hostname if isinstance(hostname, str) else None,
+        kind=kind,
+    )
+    if refused is not None:
+        return refused
     said = problem(body)
     if said is not None:
         record("rejected")
