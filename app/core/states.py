@@ -121,6 +121,7 @@ class OrderEventKind(StrEnum):
     PROVIDER_FUNDS = "provider_funds"
     PROVIDER_AUTH = "provider_auth"
     PROVIDER_UNAVAILABLE = "provider_unavailable"
+    REFUSED = "refused"  # no VM; the provider did not say why: the order waits, that offer rests
     REJECTED = "rejected"
     # the create got no clear answer, and what the look-up found
     OUTCOME_UNKNOWN = "outcome_unknown"

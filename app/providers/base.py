@@ -20,6 +20,8 @@ from app.providers.budget import Budget, StockRead
 # Re-exported: adapters speak them; app.core.market is their home.
 __all__ = ["VM", "Machine", "MachineKey", "Offer", "VMState"]
 
+SAID_LIMIT = 1000  # of a provider's message kept on a `Refused`: it goes to people, bounded
+
 # How far a provider's clock (its VMs' creation times) may be from ours.
 PROVIDER_CLOCK_SKEW = timedelta(seconds=60)
 
@@ -100,7 +102,27 @@ class AuthFailed(ProviderError):
 
 
 class Rejected(ProviderError):
-    """The request itself is wrong; sending it again will not help."""
+    """The request itself is wrong; sending it again will not help. On a create: only a refusal
+    that names the request itself (`refusals.create_refusal`), which fails the order."""
+
+
+class Refused(ProviderError):
+    """The provider refused a create and nothing was made, but its answer does not say what
+    in the request was wrong (a quota, a stock race it words its own way, a rule we do not
+    know): the order keeps waiting and that offer cools down, longer each time."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        message: str,
+        *,
+        status_code: int | None = None,
+        reason: str | None = None,
+        said: str | None = None,
+    ) -> None:
+        super().__init__(provider, message, status_code=status_code)
+        self.reason = reason  # the provider's error code, if it gave one
+        self.said = None if said is None else storable(said[:SAID_LIMIT])  # its message
 
 
 class Unavailable(ProviderError):

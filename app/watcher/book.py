@@ -11,6 +11,11 @@ from app.core.clock import utcnow
 from app.core.market import OfferKey
 from app.providers.base import Offer
 
+# A refused offer rests at least a second (the capacity cool-down may be 0), and at most 15
+# minutes: a refusal we cannot read may be a quota that someone lifts.
+MIN_REFUSED_REST = 1.0
+REFUSED_REST_CAP = 900.0
+
 
 @dataclass
 class ProviderRead:
@@ -48,6 +53,7 @@ class OfferBook:
         self.reads: dict[Provider, ProviderRead] = {}
         self._taken: list[Taken] = []
         self._cool_until: dict[OfferKey, float] = {}
+        self._refusals: dict[OfferKey, int] = {}  # refusals in a row since the last accept
         self._first_seen: dict[OfferKey, float] = {}
 
     def update(self, provider: Provider, offers: list[Offer], *, started: float) -> None:
@@ -102,7 +108,25 @@ class OfferBook:
     def cool(self, key: OfferKey, seconds: float | None = None) -> None:
         """Send nothing to this offer for a while (it just answered with a capacity error)."""
         wait = self.cooldown_seconds if seconds is None else max(seconds, self.cooldown_seconds)
-        self._cool_until[key] = self.clock() + wait
+        self._rest(key, wait)
+
+    def refused(self, key: OfferKey) -> float:
+        """This offer refused a create without saying why: it rests the cool-down (a second at
+        least), twice as long at each refusal in a row, at most `REFUSED_REST_CAP`; the seconds.
+        """
+        self._refusals[key] = self._refusals.get(key, 0) + 1
+        first = max(self.cooldown_seconds, MIN_REFUSED_REST)
+        doublings = min(self._refusals[key] - 1, 32)  # past the cap long before; no overflow
+        wait = min(first * 2.0**doublings, REFUSED_REST_CAP)
+        self._rest(key, wait)
+        return wait
+
+    def accepted(self, key: OfferKey) -> None:
+        """A create at this offer was accepted: its next refusal rests the shortest again."""
+        self._refusals.pop(key, None)
+
+    def _rest(self, key: OfferKey, seconds: float) -> None:
+        self._cool_until[key] = max(self._cool_until.get(key, 0.0), self.clock() + seconds)
 
     def cooling(self) -> frozenset[OfferKey]:
         """Offer keys cooling down now."""

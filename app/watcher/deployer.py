@@ -12,6 +12,7 @@ from app.core.catalogue import Provider
 from app.core.errors import InsufficientFunds
 from app.core.market import OfferKey
 from app.core.states import OrderEventKind
+from app.core.text import quote
 from app.providers.base import (
     AuthFailed,
     NoCapacity,
@@ -19,6 +20,7 @@ from app.providers.base import (
     ProviderAdapter,
     ProviderOutOfFunds,
     RateLimited,
+    Refused,
     Rejected,
     Unavailable,
     urgent,
@@ -38,6 +40,18 @@ from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
 RATE_LIMIT_PAUSE_SECONDS = 5.0
+SAID_QUOTE = 150  # characters of a provider's own words on a timeline
+
+
+def answered(refused: Refused) -> str:
+    """What the provider answered, for a timeline: status, its code, its message (quoted)."""
+    return ", ".join(
+        (
+            str(refused.status_code) if refused.status_code is not None else "no status",
+            quote(refused.reason) if refused.reason else "no code",
+            quote(refused.said, SAID_QUOTE) if refused.said else "no message",
+        )
+    )
 
 
 class Deployer:
@@ -176,6 +190,14 @@ class Deployer:
                 OrderEventKind.PROVIDER_UNAVAILABLE,
                 f"Nothing sent ({exc.message}): keeps waiting.",
             )
+        except Refused as exc:
+            rest = self.book.refused(offer.key)
+            await self._not_created(
+                intent,
+                OrderEventKind.REFUSED,
+                f"{display_name(provider)} refused the create ({answered(exc)}) without saying "
+                f"what in the request was wrong: keeps waiting; this offer rests {rest:g} s.",
+            )
         except Rejected as exc:
             await self._not_created(
                 intent,
@@ -195,6 +217,7 @@ class Deployer:
             await self._unknown(intent, f"The create to {display_name(provider)} broke off")
         else:
             consumed = True
+            self.book.accepted(offer.key)
             CREATES.labels(str(provider), "created").inc()
             async with session_scope(self.sessionmaker) as session:
                 try:

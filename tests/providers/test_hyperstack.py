@@ -21,6 +21,7 @@ from app.providers.base import (
     OutcomeUnknown,
     ProviderOutOfFunds,
     RateLimited,
+    Refused,
     Rejected,
     Unavailable,
     VMState,
@@ -448,17 +449,58 @@ class TestOutcomes:
         with pytest.raises(ProviderOutOfFunds):
             await create(ready)
 
-    @pytest.mark.parametrize(
-        "setting", [{"image": "Windows 95"}, {"image": ""}], ids=["unknown image", "no image"]
-    )
-    async def test_a_request_the_provider_refuses_is_rejected(
-        self, http: httpx.AsyncClient, hyperstack_url: str, setting: dict[str, str]
+    async def test_a_request_the_provider_refuses_by_its_field_is_rejected(
+        self, http: httpx.AsyncClient, hyperstack_url: str
     ) -> None:
         await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
-        adapter = make_adapter(http, hyperstack_url, **setting)
-        with pytest.raises(Rejected) as raised:
+        adapter = make_adapter(http, hyperstack_url, image="")
+        with pytest.raises(Rejected) as raised:  # "image_name is required ..."
             await create(adapter)
-        assert raised.value.status_code in (400, 404)
+        assert raised.value.status_code == 400
+
+    async def test_an_image_hyperstack_does_not_find_is_refused_not_rejected(
+        self, http: httpx.AsyncClient, hyperstack_url: str
+    ) -> None:
+        """A 404 names no field of ours: the image may be missing in this region only."""
+        await stock(http, hyperstack_url, "n3-H100x1", "CANADA-1", 1)
+        adapter = make_adapter(http, hyperstack_url, image="Windows 95")
+        with pytest.raises(Refused) as raised:
+            await create(adapter)
+        assert (raised.value.status_code, raised.value.reason) == (404, "not_found")
+        assert raised.value.said == "Image Windows 95 not found in CANADA-1"
+
+    @pytest.mark.parametrize(
+        ("status", "reason"),
+        [(400, "bad_request"), (400, None), (409, "already_exist"), (405, None), (422, "x")],
+    )
+    async def test_a_refusal_hyperstack_does_not_explain_is_refused_with_what_it_said(
+        self,
+        http: httpx.AsyncClient,
+        hyperstack_url: str,
+        ready: HyperstackAdapter,
+        status: int,
+        reason: str | None,
+    ) -> None:
+        message = "Your project cannot launch this right now"
+        await fault(
+            http, hyperstack_url, "create_refused", status=status, reason=reason, message=message
+        )
+        with pytest.raises(Refused) as raised:
+            await create(ready)  # the credit is fine: not a money problem
+        refused = raised.value
+        assert (refused.status_code, refused.reason, refused.said) == (status, reason, message)
+        assert await sim_vms(http, hyperstack_url) == []
+
+    async def test_a_refusal_naming_a_field_we_sent_is_rejected(
+        self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter
+    ) -> None:
+        """The control: the same refusal, naming `security_rules` of our body, fails."""
+        message = "security_rules: port_range_max must be at least port_range_min"
+        await fault(http, hyperstack_url, "create_refused", reason="bad_request", message=message)
+        with pytest.raises(Rejected) as raised:
+            await create(ready)
+        assert raised.value.status_code == 400
+        assert "security_rules" in str(raised.value)
 
     async def test_a_cluster_delete_is_never_held_back_for_stock_reads(
         self, http: httpx.AsyncClient, hyperstack_url: str, ready: HyperstackAdapter

@@ -22,6 +22,7 @@ from app.providers.base import (
     OutcomeUnknown,
     ProviderOutOfFunds,
     RateLimited,
+    Refused,
     Rejected,
     Unavailable,
     VMState,
@@ -525,6 +526,38 @@ class TestCreateOutcomes:
         await fault(control, "http_429")
         with pytest.raises(RateLimited):
             await self.create(adapter, offer)
+
+    @pytest.mark.parametrize(
+        ("status", "reason"),
+        [(400, "validation_error"), (400, "quota_exceeded"), (404, "not_found"), (409, None)],
+    )
+    async def test_a_refusal_quantacloud_does_not_explain_is_refused_with_what_it_said(
+        self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient, status: int, reason: str
+    ) -> None:
+        await stock(control, RTX)
+        offer = await offer_of(adapter, RTX)
+        message = "Deployments are paused for this account"
+        await fault(control, "create_refused", status=status, reason=reason, message=message)
+        with pytest.raises(Refused) as caught:
+            await self.create(adapter, offer)
+        refused = caught.value
+        assert (refused.status_code, refused.reason, refused.said) == (status, reason, message)
+        assert await sim_vms(control) == []
+
+    @pytest.mark.parametrize(
+        ("reason", "message"),
+        [("validation_error", "offer_id must be a UUID"), ("provider_not_found", "No such")],
+    )
+    async def test_a_refusal_naming_a_field_we_sent_is_rejected(
+        self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient, reason: str, message: str
+    ) -> None:
+        """The control: `offer_id` in the message, or the code that names our `provider`."""
+        await stock(control, RTX)
+        offer = await offer_of(adapter, RTX)
+        await fault(control, "create_refused", reason=reason, message=message)
+        with pytest.raises(Rejected) as caught:
+            await self.create(adapter, offer)
+        assert caught.value.status_code == 400
 
     async def test_a_request_quantacloud_refuses_is_rejected(
         self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient

@@ -26,6 +26,7 @@ from app.providers.base import (
     ProviderAdapter,
     ProviderOutOfFunds,
     RateLimited,
+    Refused,
     Rejected,
     Unavailable,
     VMState,
@@ -617,15 +618,53 @@ class TestCreateOutcomes:
     async def test_a_wrong_request_is_rejected(
         self, http: httpx.AsyncClient, verda_url: str, adapter: VerdaAdapter
     ) -> None:
-        with pytest.raises(Rejected) as caught:
+        with pytest.raises(Rejected) as caught:  # "Invalid image": our field `image`
             await make_adapter(http, verda_url, image="no-such-image").create_vm(
                 offer_for(*B300), name=NAME, tag=TAG, ssh_public_key=None
             )
         assert caught.value.status_code == 400
-        with pytest.raises(Rejected):
+
+    async def test_an_instance_type_verda_does_not_know_is_refused_not_rejected(
+        self, adapter: VerdaAdapter
+    ) -> None:
+        """ "Invalid instance type" names no field as our body spells it (`instance_type`):
+        the type came from Verda's own listing, so that offer cools down instead."""
+        with pytest.raises(Refused) as caught:
             await adapter.create_vm(
                 offer_for("9Z999.1V", "FIN-03"), name=NAME, tag=TAG, ssh_public_key=None
             )
+        assert (caught.value.status_code, caught.value.reason) == (400, "invalid_request")
+        assert caught.value.said == "Invalid instance type"
+
+    @pytest.mark.parametrize(
+        ("status", "reason"),
+        [
+            (400, "invalid_request"),  # the spec's input error, which quota refusals share
+            (403, "forbidden_action"),  # the spec's "Can't perform the current action"
+            (404, "not_found"),
+            (409, "conflict"),
+            (422, None),
+        ],
+    )
+    async def test_a_refusal_verda_does_not_explain_is_refused_with_what_it_said(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient, status: int, reason: str | None
+    ) -> None:
+        message = "GPU_QUOTA_EXCEEDED: limit exceeded for this project"
+        await fault(control, "create_refused", status=status, reason=reason, message=message)
+        with pytest.raises(Refused) as caught:
+            await create(adapter)
+        refused = caught.value
+        assert (refused.status_code, refused.reason, refused.said) == (status, reason, message)
+
+    async def test_a_refusal_naming_a_field_we_sent_is_rejected(
+        self, adapter: VerdaAdapter, control: httpx.AsyncClient
+    ) -> None:
+        """The control: an input error naming our `location_code` fails the order."""
+        message = "location_code FIN-03 does not sell this image"
+        await fault(control, "create_refused", reason="invalid_request", message=message)
+        with pytest.raises(Rejected) as caught:
+            await create(adapter)
+        assert caught.value.status_code == 400 and "location_code" in str(caught.value)
 
 
 class TestAuth:

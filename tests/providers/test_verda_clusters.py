@@ -13,6 +13,7 @@ from app.providers.base import (
     OutcomeUnknown,
     ProviderOutOfFunds,
     RateLimited,
+    Refused,
     Rejected,
     Unavailable,
     VMState,
@@ -235,14 +236,23 @@ class TestCreateOutcomes:
             await clusters.create_cluster(body(), where="here")
         assert caught.value.retry_after == 3
 
-    @pytest.mark.parametrize(
-        "overrides",
-        [{"image": "ubuntu-24.04-cuda-12.8-open-docker"}, {"cluster_type": "8B200.240V"}],
-    )
     async def test_a_wrong_request_is_rejected_and_nothing_is_made(
-        self, clusters: VerdaClusters, control: httpx.AsyncClient, overrides: dict[str, Any]
+        self, clusters: VerdaClusters, control: httpx.AsyncClient
     ) -> None:
-        with pytest.raises(Rejected) as caught:
-            await clusters.create_cluster(body(**overrides), where="here")
+        with pytest.raises(Rejected) as caught:  # "Image is not a cluster image"
+            await clusters.create_cluster(
+                body(image="ubuntu-24.04-cuda-12.8-open-docker"), where="here"
+            )
         assert caught.value.status_code == 400
         assert await created_at_sim(control) == [("rejected", None)]
+
+    async def test_a_refusal_naming_no_field_of_ours_is_refused_and_nothing_is_made(
+        self, clusters: VerdaClusters, control: httpx.AsyncClient
+    ) -> None:
+        with pytest.raises(Refused) as caught:  # "Invalid cluster type"
+            await clusters.create_cluster(body(cluster_type="8B200.240V"), where="here")
+        assert (caught.value.status_code, caught.value.reason) == (400, "invalid_request")
+        await fault(control, "create_refused", status=403, reason="forbidden_action", message="no")
+        with pytest.raises(Refused):
+            await clusters.create_cluster(body(), where="here")
+        assert await created_at_sim(control) == [("rejected", None), ("refused", None)]

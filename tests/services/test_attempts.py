@@ -19,6 +19,7 @@ from app.providers.base import (
     ProviderError,
     ProviderOutOfFunds,
     RateLimited,
+    Refused,
     Rejected,
     Unavailable,
     VMState,
@@ -167,6 +168,7 @@ REFUSED = [
     (ProviderOutOfFunds, OrderEventKind.PROVIDER_FUNDS, OrderStatus.WAITING),
     (AuthFailed, OrderEventKind.PROVIDER_AUTH, OrderStatus.WAITING),
     (Unavailable, OrderEventKind.PROVIDER_UNAVAILABLE, OrderStatus.WAITING),
+    (Refused, OrderEventKind.REFUSED, OrderStatus.WAITING),
     (Rejected, OrderEventKind.REJECTED, OrderStatus.FAILED),
 ]
 
@@ -204,7 +206,9 @@ async def test_a_refused_create_releases_the_hold_and_says_why(
     status, kinds, balance, held = await path.state(order_id)
     assert (status, kinds, balance, held) == (after, ["placed", "create_sent", kind], D100, D0)
     assert [c.vm_id for c in path.fake.creates] == [None]
-    assert (offer.key in path.book.cooling()) == (error in (NoCapacity, ProviderOutOfFunds))
+    assert (offer.key in path.book.cooling()) == (
+        error in (NoCapacity, ProviderOutOfFunds, Refused)
+    )
     assert path.paused == ([5.0] if error is RateLimited else [])
 
 

@@ -125,3 +125,47 @@ def test_an_offer_is_timed_from_when_it_was_first_seen_in_its_current_run() -> N
     read(book, clock)
     clock.advance(1.0)
     assert book.seen_for(OFFER.key) == 1.0
+
+
+def cools_for_exactly(book: OfferBook, clock: FakeClock, seconds: float) -> None:
+    clock.advance(seconds - TICK)
+    assert book.cooling() == {OFFER.key}
+    clock.advance(TICK)
+    assert book.cooling() == frozenset()
+
+
+def test_an_offer_refused_again_and_again_rests_longer_each_time_up_to_the_cap() -> None:
+    clock = FakeClock()
+    book = book_on(clock, cooldown=5.0)
+    rests = []
+    for _ in range(10):
+        rests.append(book.refused(OFFER.key))
+        cools_for_exactly(book, clock, rests[-1])
+    assert rests == [5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0, 900.0, 900.0]
+
+
+def test_an_accepted_create_there_starts_the_rests_over() -> None:
+    clock = FakeClock()
+    book = book_on(clock, cooldown=5.0)
+    other = Offer(HYPERSTACK, "CANADA-1", "n3-L40x1", "L40", 1, Decimal("1.00"))
+    assert [book.refused(OFFER.key) for _ in range(3)] == [5.0, 10.0, 20.0]
+    assert book.refused(other.key) == 5.0  # each offer counts its own
+    book.accepted(other.key)
+    assert book.refused(OFFER.key) == 40.0  # the control: another offer's accept changes nothing
+    book.accepted(OFFER.key)
+    assert book.refused(OFFER.key) == 5.0
+
+
+def test_a_refused_offer_rests_a_second_at_least_when_capacity_cools_nothing() -> None:
+    clock = FakeClock()
+    book = book_on(clock, cooldown=0.0)
+    assert [book.refused(OFFER.key) for _ in range(2)] == [1.0, 2.0]
+
+
+def test_a_shorter_capacity_cool_down_does_not_cut_a_refusals_rest() -> None:
+    clock = FakeClock()
+    book = book_on(clock, cooldown=5.0)
+    book.refused(OFFER.key)
+    book.refused(OFFER.key)  # rests 10 s
+    book.cool(OFFER.key)  # 5 s
+    cools_for_exactly(book, clock, 10.0)

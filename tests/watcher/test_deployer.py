@@ -1,5 +1,6 @@
 """The deployer against a provider that answers as told: no HTTP, no simulator."""
 
+from collections import deque
 from collections.abc import Collection
 from decimal import Decimal
 
@@ -7,15 +8,26 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
-from app.core.states import AttemptStatus, LedgerKind, OrderStatus
-from app.providers.base import VM, Images, MachineKey, Offer, VMState, Volume
+from app.core.states import AttemptStatus, LedgerKind, OrderEventKind, OrderStatus
+from app.providers.base import (
+    VM,
+    Images,
+    MachineKey,
+    Offer,
+    ProviderError,
+    Refused,
+    Rejected,
+    VMState,
+    Volume,
+)
 from app.providers.budget import Budget, StockRead
 from app.services import attempts
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Attempt, LedgerEntry, Order
+from app.storage.models import Account, Attempt, LedgerEntry, Order, OrderEvent
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment
+from tests.clock import FakeClock
 from tests.factories import waiting_orders
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-L40Sx1", "L40S", 1, Decimal("1.10"))
@@ -72,6 +84,21 @@ class AnswersWith:
         return None
 
 
+class AnswersInTurn(AnswersWith):
+    """A provider whose creates answer in turn: each a refusal raised, or a VM of that id."""
+
+    def __init__(self, *answers: ProviderError | str) -> None:
+        super().__init__("")
+        self.answers = deque(answers)
+
+    async def create_vm(self, offer: Offer, **_details: object) -> VM:
+        self.creates += 1
+        answer = self.answers.popleft()
+        if isinstance(answer, ProviderError):
+            raise answer
+        return VM(self.provider, answer, VMState.PENDING, "BUILD")
+
+
 def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Deployer:
     return Deployer(
         adapters={Provider("hyperstack"): adapter},
@@ -125,3 +152,97 @@ async def test_a_create_answered_with_its_own_vm_is_recorded(engine: AsyncEngine
         assert order is not None and order.status == OrderStatus.DEPLOYED
         recorded = await attempts.attempts_in(session, statuses=(AttemptStatus.DEPLOYED,))
     assert [d.provider_vm_id for d in recorded] == ["vm-2"]
+
+
+def unexplained(said: str = "Quota exceeded for this project") -> Refused:
+    """A refusal Hyperstack does not explain (the adapter found no field of ours in it)."""
+    return Refused(
+        OFFER.provider, "create refused", status_code=400, reason="bad_request", said=said
+    )
+
+
+async def send_one(deployer: Deployer, order_id: str) -> None:
+    (intent,), _gone = await deployer.claim([Assignment(order_id, OFFER, Decimal("1.10"))])
+    await deployer.send(intent, deployer.book.take(OFFER.key))
+
+
+async def seen(engine: AsyncEngine, order_id: str) -> tuple[OrderStatus, Decimal, list[str]]:
+    """The order's status, what its account has held, and its timeline's refused lines."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        order = await session.get(Order, order_id)
+        assert order is not None
+        account = await session.get(Account, order.account_id)
+        assert account is not None
+        lines = await session.scalars(
+            select(OrderEvent.message)
+            .where(OrderEvent.order_id == order_id, OrderEvent.kind == OrderEventKind.REFUSED)
+            .order_by(OrderEvent.id)
+        )
+        return order.status, account.held, list(lines)
+
+
+def rests(seconds: str) -> str:
+    return (
+        "Hyperstack refused the create (400, 'bad_request', 'Quota exceeded for this project') "
+        f"without saying what in the request was wrong: keeps waiting; this offer rests {seconds}."
+    )
+
+
+async def test_an_unexplained_refusal_keeps_the_order_waiting_and_says_what_was_answered(
+    engine: AsyncEngine,
+) -> None:
+    (order_id,) = await waiting_orders(engine, OFFER)
+    clock = FakeClock()
+    book = OfferBook(cooldown_seconds=5.0, clock=clock)
+    deployer = _deployer(engine, AnswersInTurn(unexplained()), book)
+    await send_one(deployer, order_id)
+    assert await seen(engine, order_id) == (OrderStatus.WAITING, Decimal(0), [rests("5 s")])
+    assert book.cooling() == {OFFER.key}
+    async with session_scope(create_sessionmaker(engine)) as session:
+        (attempt,) = (await session.scalars(select(Attempt))).all()
+    assert attempt.status == AttemptStatus.NOT_CREATED
+
+
+async def test_what_the_provider_said_is_quoted_safely_and_cut_short(engine: AsyncEngine) -> None:
+    (order_id,) = await waiting_orders(engine, OFFER)
+    said = "Denied\u202e\n" + "x" * 1000
+    deployer = _deployer(engine, AnswersInTurn(unexplained(said)), OfferBook(cooldown_seconds=5))
+    await send_one(deployer, order_id)
+    (_status, _held, (line,)) = await seen(engine, order_id)
+    assert "'Denied\\u202e\\u000a" + "x" * 142 + "...'" in line  # 150 characters quoted
+    assert "\u202e" not in line and "\n" not in line and len(line) < 400
+
+
+async def test_refusals_in_a_row_rest_the_offer_longer_until_a_create_there_is_accepted(
+    engine: AsyncEngine,
+) -> None:
+    first, second = await waiting_orders(engine, OFFER, 2)
+    clock = FakeClock()
+    book = OfferBook(cooldown_seconds=5.0, clock=clock)
+    adapter = AnswersInTurn(unexplained(), unexplained(), "vm-1", unexplained())
+    deployer = _deployer(engine, adapter, book)
+    await send_one(deployer, first)
+    clock.advance(5.0)
+    assert book.cooling() == frozenset()
+    await send_one(deployer, first)
+    clock.advance(10.0 - 2.0**-20)
+    assert book.cooling() == {OFFER.key}  # the second refusal in a row rests twice as long
+    clock.advance(2.0**-20)
+    await send_one(deployer, first)  # accepted
+    await send_one(deployer, second)
+    assert await seen(engine, first) == (
+        OrderStatus.DEPLOYED, Decimal(0), [rests("5 s"), rests("10 s")]
+    )  # fmt: skip
+    assert await seen(engine, second) == (OrderStatus.WAITING, Decimal(0), [rests("5 s")])
+
+
+async def test_a_refusal_that_names_the_request_itself_still_fails_the_order(
+    engine: AsyncEngine,
+) -> None:
+    """The control: `Rejected` (a field of ours named) fails the order, and rests nothing."""
+    (order_id,) = await waiting_orders(engine, OFFER)
+    named = Rejected(OFFER.provider, "400 bad_request naming image_name", status_code=400)
+    book = OfferBook(cooldown_seconds=5.0, clock=FakeClock())
+    await send_one(_deployer(engine, AnswersInTurn(named), book), order_id)
+    assert await seen(engine, order_id) == (OrderStatus.FAILED, Decimal(0), [])
+    assert book.cooling() == frozenset()

@@ -12,22 +12,21 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from app.core.text import quote
 from app.providers.base import (
     NoCapacity,
     ProviderError,
     ProviderOutOfFunds,
+    Refused,
     Rejected,
     Unavailable,
 )
 from app.providers.http import Connections, ProviderHTTP, error_field
 from app.providers.hyperstack import limits, parse
 from app.providers.hyperstack.parse import PROVIDER
+from app.providers.refusals import MESSAGE_QUOTE, create_refusal
 
 log = logging.getLogger(__name__)
-
-
-class NotFound(Rejected):
-    """404: what the call names (a VM, an environment, a key pair) does not exist."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,11 @@ class Answer:
     def message(self) -> str:
         """The envelope's `message`, for people (never for deciding anything)."""
         return error_field(self.body, "message") or f"HTTP {self.status}"
+
+
+class NotFound(Refused):
+    """A create answered 404: something it names by name (the environment, the key pair, the
+    flavor, the image) was not found there; nothing was made."""
 
 
 class HyperstackClient:
@@ -118,7 +122,7 @@ class HyperstackClient:
         if not answer.ok:
             raise Rejected(
                 PROVIDER,
-                f"cannot create environment {name}: {answer.message}",
+                f"cannot create environment {name}: {quote(answer.message)}",
                 status_code=answer.status,
             )
         return True
@@ -137,7 +141,7 @@ class HyperstackClient:
         if not answer.ok and answer.status != 409:
             raise Rejected(
                 PROVIDER,
-                f"key pair {name} refused in {environment}: {answer.message}",
+                f"key pair {name} refused in {environment}: {quote(answer.message)}",
                 status_code=answer.status,
             )
 
@@ -148,8 +152,11 @@ class HyperstackClient:
     ) -> Any:
         """`POST /core/virtual-machines`; the answer's body.
 
-        Capacity is a 409; money is a 400 with no code of its own, told apart by the account's
-        credit (never the message); a 404 is `NotFound` (the environment or key pair is gone).
+        Capacity is a 409 `conflict` (our simulator's guess: no source shows the real one);
+        money is a 400 with no code of its own, told apart by the account's credit (never the
+        message). Any other refusal is `Rejected` only when it names a field of our body
+        (`refusals`), else `Refused`: hyperstack.md §4 knows 400, 404, 405 and 409 on create,
+        and for 409 only `already_exist`.
         """
         sku = payload.get("flavor_name")
         answer = await self._call("POST", "/core/virtual-machines", json=payload, is_create=True)
@@ -157,7 +164,7 @@ class HyperstackClient:
             return answer.body
         if answer.status == 409 and answer.reason in (None, "conflict"):
             raise NoCapacity(
-                PROVIDER, f"{sku} in {region}: {answer.message}", status_code=answer.status
+                PROVIDER, f"{sku} in {region}: {quote(answer.message)}", status_code=answer.status
             )
         if (
             answer.status == 400
@@ -165,11 +172,24 @@ class HyperstackClient:
             and await self._cannot_pay(price_per_hour)
         ):
             raise ProviderOutOfFunds(
-                PROVIDER, f"create of {sku}: {answer.message}", status_code=answer.status
+                PROVIDER, f"create of {sku}: {quote(answer.message)}", status_code=answer.status
             )
-        kind = NotFound if answer.status == 404 else Rejected
-        raise kind(
-            PROVIDER, f"create of {sku} refused: {answer.message}", status_code=answer.status
+        if answer.status == 404:  # names no field: the environment, key pair, flavor or image
+            raise NotFound(
+                PROVIDER,
+                f"create of {sku} in {region}: 404 {quote(answer.message, MESSAGE_QUOTE)}",
+                status_code=answer.status,
+                reason=answer.reason,
+                said=error_field(answer.body, "message"),
+            )
+        raise create_refusal(
+            PROVIDER,
+            where=f"create of {sku} in {region}",
+            status=answer.status,
+            code=answer.reason,
+            said=error_field(answer.body, "message"),
+            sent=payload.keys(),
+            input_codes=("bad_request",),  # the docs' 400 slug (hyperstack.md §1)
         )
 
     async def _cannot_pay(self, price_per_hour: Decimal) -> bool:

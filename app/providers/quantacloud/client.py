@@ -10,10 +10,11 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
-from app.providers.base import NoCapacity, ProviderOutOfFunds, Rejected, Unavailable
+from app.providers.base import NoCapacity, ProviderOutOfFunds, Refused, Rejected, Unavailable
 from app.providers.http import ProviderHTTP, error_field, retry_after, wire_decimal
 from app.providers.quantacloud import facts
 from app.providers.quantacloud.parse import PROVIDER
+from app.providers.refusals import create_refusal, sent_fields
 
 MAX_PAGES = 100
 # Keyed on the code at any status: `offer_unavailable`'s status is seen in one fixture only.
@@ -127,9 +128,30 @@ class QuantaCloudClient:
         if status == facts.INSUFFICIENT_BALANCE.status or code == facts.INSUFFICIENT_BALANCE.code:
             raise ProviderOutOfFunds(PROVIDER, summary, status_code=status)
         self._http.raise_common(response, is_create=is_create)
+        if is_create:
+            raise self._create_refusal(response, code, message)
         if status == facts.NOT_FOUND.status:
             raise DeploymentNotFound(PROVIDER, summary, status_code=status)
         raise Rejected(PROVIDER, summary, status_code=status)
+
+    @staticmethod
+    def _create_refusal(
+        response: httpx.Response, code: str | None, message: str | None
+    ) -> Rejected | Refused:
+        """A create refusal that is not capacity, money, credentials or rate (`refusals`). The
+        only source, second-hand (`facts`), names `validation_error` and `provider_not_found`
+        as input errors; the latter's code itself names our `provider` field, so it names the
+        request itself whatever its message says."""
+        return create_refusal(
+            PROVIDER,
+            where=f"{response.request.method} {response.request.url.path}",
+            status=response.status_code,
+            code=code,
+            said=message,
+            sent=sent_fields(response.request),
+            input_codes=(facts.VALIDATION_ERROR.code,),
+            code_names={facts.PROVIDER_NOT_FOUND.code: facts.PROVIDER_FIELD},
+        )
 
     async def collect(self, path: str, rows_key: str, *, public: bool, size: int) -> list[Any]:
         """Every row of a paged list (`page` from 0, `size`), until `hasMore` is false or a page

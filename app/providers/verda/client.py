@@ -25,6 +25,7 @@ from app.providers.base import (
     Unavailable,
 )
 from app.providers.http import Connections, ProviderHTTP, error_field
+from app.providers.refusals import create_refusal, sent_fields
 from app.providers.verda import limits, parse
 from app.providers.verda.parse import PROVIDER
 
@@ -110,8 +111,13 @@ class VerdaClient:
     def created(self, response: httpx.Response, *, where: str, what: str) -> str:
         """The new id in a create's answer (`what` was made: "an instance"); any other answer
         as its outcome: `NoCapacity` (503 `service_unavailable`), `ProviderOutOfFunds` (402),
-        `RateLimited`, `AuthFailed`, `Rejected` (another 4xx: nothing was made), and
-        `OutcomeUnknown` for a 5xx or a success without an id (it may have been made)."""
+        `RateLimited`, `AuthFailed`, `Rejected` or `Refused` (another 4xx: nothing was made;
+        `refusals` tells which), and `OutcomeUnknown` for a 5xx or a success without an id
+        (it may have been made).
+
+        The spec's error table (verda.md §6) maps 400 to `invalid_request`, which quota
+        refusals share (verda.md §5), and 403 to `forbidden_action`, "Can't perform the
+        current action": on a create, neither is our credentials, so both go to `refusals`."""
         status = response.status_code
         if response.is_success:
             made_id = parse.created_id(response.text)
@@ -122,14 +128,24 @@ class VerdaClient:
                     status_code=status,
                 )
             return made_id
-        code = error_field(parse.json_or_none(response.text), "code")
+        answer = parse.json_or_none(response.text)
+        code = error_field(answer, "code")
         if status == 503 and code == "service_unavailable":
             raise NoCapacity(PROVIDER, f"{where}: no capacity", status_code=status)
         if status == 402:
             raise ProviderOutOfFunds(PROVIDER, f"{where}: {code}", status_code=status)
-        self.http.raise_common(response, is_create=True)
+        if not (status == 403 and code == "forbidden_action"):
+            self.http.raise_common(response, is_create=True)
         if 400 <= status < 500:
-            raise Rejected(PROVIDER, f"{where}: refused ({code})", status_code=status)
+            raise create_refusal(
+                PROVIDER,
+                where=where,
+                status=status,
+                code=code,
+                said=error_field(answer, "message"),
+                sent=sent_fields(response.request),
+                input_codes=("invalid_request",),
+            )
         raise OutcomeUnknown(PROVIDER, f"{where}: answered {status}", status_code=status)
 
     async def instance(self, vm_id: str) -> Any | None:

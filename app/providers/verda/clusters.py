@@ -44,7 +44,8 @@ class VerdaClusters:
 
         Raises as `VerdaClient.create_instance` does: `NoCapacity` when that cluster type has
         no stock there, `OutcomeUnknown` on a timeout or a 5xx after sending (the cluster may
-        exist), `Rejected` when the request itself was refused (nothing was made)."""
+        exist), `Rejected` when the refusal names the request itself and `Refused` for any
+        other refusal (nothing was made)."""
         response = await self.api.request("POST", "/clusters", is_create=True, json=body)
         return self.api.created(response, where=where, what="a cluster")
 
