@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from app.core.text import quote
 from app.providers.base import (
     NoCapacity,
+    OutcomeUnknown,
     ProviderError,
     ProviderOutOfFunds,
     Refused,
@@ -39,8 +40,18 @@ class Answer:
 
     @property
     def ok(self) -> bool:
-        """Whether the status is 2xx."""
-        return 200 <= self.status < 300
+        """Whether the status is 2xx and the envelope does not say otherwise."""
+        return 200 <= self.status < 300 and not self.said_no
+
+    @property
+    def said_no(self) -> bool:
+        """A 2xx whose envelope says `status: false` (hyperstack.md §1): not a success, and
+        nothing says what became of the call."""
+        return (
+            200 <= self.status < 300
+            and isinstance(self.body, dict)
+            and self.body.get("status") is False
+        )
 
     @property
     def reason(self) -> str | None:
@@ -117,6 +128,8 @@ class HyperstackClient:
         answer = await self._call(
             "POST", "/core/environments", json={"name": name, "region": region}
         )
+        if answer.said_no:
+            raise self._unexpected(answer)  # no VM was asked for: the next attempt looks again
         if answer.status == 409:
             return False
         if not answer.ok:
@@ -138,6 +151,8 @@ class HyperstackClient:
             "/core/keypairs",
             json={"name": name, "environment_name": environment, "public_key": public_key},
         )
+        if answer.said_no:
+            raise self._unexpected(answer)
         if not answer.ok and answer.status != 409:
             raise Rejected(
                 PROVIDER,
@@ -162,6 +177,13 @@ class HyperstackClient:
         answer = await self._call("POST", "/core/virtual-machines", json=payload, is_create=True)
         if answer.ok:
             return answer.body
+        if answer.said_no:  # something may have been made: look it up by name, as after a 5xx
+            raise OutcomeUnknown(
+                PROVIDER,
+                f"create of {sku} in {region} answered {answer.status} with status false: "
+                f"{quote(answer.message, MESSAGE_QUOTE)}",
+                status_code=answer.status,
+            )
         if answer.status == 409 and answer.reason in (None, "conflict"):
             raise NoCapacity(
                 PROVIDER, f"{sku} in {region}: {quote(answer.message)}", status_code=answer.status
@@ -226,6 +248,8 @@ class HyperstackClient:
         answer = await self._call("DELETE", f"/core/virtual-machines/{vm_id}")
         if answer.ok or answer.status == 404:
             return
+        if answer.said_no:  # not taken: the terminator sends it again
+            raise self._unexpected(answer)
         raise Rejected(
             PROVIDER,
             f"delete of VM {vm_id} refused: {answer.message}",
@@ -277,8 +301,10 @@ class HyperstackClient:
 
     @staticmethod
     def _unexpected(answer: Answer) -> Unavailable:
+        said = " with status false" if answer.said_no else ""
         return Unavailable(
             PROVIDER,
-            f"{answer.where} answered {answer.status}: {answer.message}",
+            f"{answer.where} answered {answer.status}{said}: "
+            f"{quote(answer.message, MESSAGE_QUOTE)}",
             status_code=answer.status,
         )
