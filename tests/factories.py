@@ -3,7 +3,7 @@ the layers below it) through the services."""
 
 import base64
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from typing import Any
 
 import httpx
@@ -13,6 +13,7 @@ from app.api.order_schemas import OrderCreate
 from app.core.catalogue import Provider
 from app.core.ids import new_id
 from app.core.market import Fees
+from app.core.money import CENT
 from app.core.states import OrderStatus
 from app.providers.base import Offer
 from app.services import accounts, claims, ledger, placing
@@ -139,7 +140,8 @@ async def waiting_orders(
     script, if one is given, sealed with the test secret key)."""
     request = OrderCreate.model_validate(
         {"gpu_model": offer.gpu_model, "gpu_count": offer.gpu_count,
-         "providers": [str(offer.provider)], "max_price_per_hour": offer.price_per_hour,
+         "providers": [str(offer.provider)],
+         "max_price_per_hour": offer.price_per_hour.quantize(CENT, rounding=ROUND_UP),
          "startup_script": startup_script}
     ).new_order()  # fmt: skip
     async with session_scope(create_sessionmaker(engine)) as session:

@@ -19,7 +19,8 @@ from tests.fixtures.settings import live_settings
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync
 
-HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
+# $2.40672/h (its public IP included), $2.63 with the test fees
+HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
 H100 = ("-g", "h100", "-n", "1", "-p", "hyperstack", "--max-price", "3.00")
 
 
@@ -117,7 +118,7 @@ def test_place_then_watch_until_running_prints_the_ip(
     ip = order["deployment"]["ip"]
     assert order["status"] == "running" and ip
     assert ran.lines()[-1] == (
-        f"{order_id} is running at {ip} (hyperstack CANADA-1 n3-H100x1 at $2.62/h)"
+        f"{order_id} is running at {ip} (hyperstack CANADA-1 n3-H100x1 at $2.63/h)"
     )
     types = [line.split("  ")[2] for line in ran.lines()[:-1]]
     assert "order.deploying" in types and types[-2:] == ["order.deployed", "order.running"]
@@ -162,7 +163,7 @@ def test_offers_show_the_price_with_fees_and_the_orders_they_satisfy(
     sim_sync: SimControlSync,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    signed_in(live, monkeypatch, credit="1")  # one hour is $2.62: the order stays waiting
+    signed_in(live, monkeypatch, credit="1")  # one hour is $2.63: the order stays waiting
     order_id = autoprovision("orders", "place", *H100, "--json").json()["id"]
     sim_sync.stock(*HYPER_H100, 2)
 
@@ -172,11 +173,11 @@ def test_offers_show_the_price_with_fees_and_the_orders_they_satisfy(
         return [o for o in ran.json()["data"] if o["sku"] == "n3-H100x1"] or None
 
     (offer,) = eventually_sync(offered, seconds=15)
-    assert offer["price_per_hour_with_fees"] == "2.62" and offer["matching_orders"] == [order_id]
+    assert offer["price_per_hour_with_fees"] == "2.63" and offer["matching_orders"] == [order_id]
     ran = autoprovision("offers", "-g", "h100")
     (row,) = [line for line in ran.lines() if "n3-H100x1" in line]
     assert row.split()[:6] == ["hyperstack", "CANADA-1", "n3-H100x1", "1x", "H100", "pcie"]
-    assert "$2.62" in row and order_id in row
+    assert "$2.63" in row and order_id in row
     assert any(line.startswith("hyperstack: read 20") for line in ran.lines())
 
 

@@ -132,7 +132,7 @@ class TestOffers:
             sku="n3-H100x8",
             gpu_model="H100",
             gpu_count=8,
-            price_per_hour=Decimal("19.20"),
+            price_per_hour=Decimal("19.20672"),  # and the public IP every VM gets
             interconnect=Interconnect.PCIE,
             vcpus=224,
             ram_gb=1440,
@@ -144,14 +144,14 @@ class TestOffers:
         assert (b300.gpu_model, b300.interconnect, b300.price_per_hour) == (
             "B300",
             Interconnect.SXM,
-            Decimal("44.80"),
+            Decimal("44.80672"),
         )
         nvlink = offers[OfferKey("hyperstack", "CANADA-1", "n3-H100x8-NVLink")]
         assert (nvlink.interconnect, nvlink.available) == (Interconnect.NVLINK, 1)
         a6000 = offers[OfferKey("hyperstack", "NORWAY-1", "n3-RTX-A6000x1")]
         assert (a6000.gpu_model, a6000.price_per_hour, a6000.available) == (
             "RTX-A6000",
-            Decimal("0.50"),
+            Decimal("0.50672"),
             12,
         )
 
@@ -162,7 +162,7 @@ class TestOffers:
         await stock(http, hyperstack_url, "n3-H200x8", "US-1", 1)
         skus = {o.sku: o for o in await adapter.fetch_offers()}
         assert set(skus) == {"n3-H200x8"}
-        assert skus["n3-H200x8"].price_per_hour == Decimal("27.60")
+        assert skus["n3-H200x8"].price_per_hour == Decimal("27.60672")
 
     async def test_decimal_string_prices_give_the_same_decimals(
         self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
@@ -171,7 +171,19 @@ class TestOffers:
         await control(http, hyperstack_url, "PUT", "config", {"pricebook_string_values": True})
         [l40] = await adapter.fetch_offers()
         assert isinstance(l40.price_per_hour, Decimal)
+        assert l40.price_per_hour == Decimal("4.00672")
+
+    async def test_a_pricebook_without_a_public_ip_row_prices_the_gpus_alone(
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
+    ) -> None:
+        """What the simulator then bills too: the VM's price is the flavor's."""
+        await stock(http, hyperstack_url, "n3-L40x4", "CANADA-1", 1)
+        await control(http, hyperstack_url, "PUT", "config", {"public_ip_priced": False})
+        [l40] = await adapter.fetch_offers()
         assert l40.price_per_hour == Decimal("4.00")
+        await create(adapter, l40)
+        [vm] = await sim_vms(http, hyperstack_url)
+        assert vm["price_per_hour"] == "4.00"
 
     async def test_prices_are_cached_until_refreshed(
         self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
@@ -245,8 +257,9 @@ class TestVMs:
         assert deleting is None or deleting.state is VMState.DELETING
         await eventually(lambda: _gone(adapter, vm.id))
         await adapter.delete_vm(vm.id)  # already gone: fine
-        # It was ACTIVE for under a minute, and Hyperstack bills each minute begun: $1.00/60.
-        assert await adapter.balance() == Decimal("9999.983333")
+        # It was ACTIVE for under a minute, and Hyperstack bills each minute begun: the L40's
+        # $1.00 and its public IP's $0.00672 an hour, /60.
+        assert await adapter.balance() == Decimal("9999.983221")
 
     async def test_the_region_environment_and_key_pair_are_made_once(
         self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter

@@ -26,7 +26,7 @@ def offers() -> dict[str, Any]:
     return {offer.sku: offer for offer in made if offer is not None}
 
 
-def test_offers_are_flavors_in_stock_priced_per_gpu_times_count() -> None:
+def test_offers_are_flavors_in_stock_priced_per_gpu_times_count_and_the_public_ip() -> None:
     found = offers()
     assert set(found) == {"n3-H100x1", "n3-H100x8", "n3-RTX-A6000x1"}  # no k8s, no CPU-only
     h100 = found["n3-H100x8"]
@@ -36,9 +36,18 @@ def test_offers_are_flavors_in_stock_priced_per_gpu_times_count() -> None:
         "H100",
         8,
     )
-    assert (h100.price_per_hour, h100.interconnect) == (Decimal("19.2"), Interconnect.PCIE)
+    # 8 x $2.40 and the `PublicIP` row ($0.00672/h): we create every VM with a floating IP
+    assert (h100.price_per_hour, h100.interconnect) == (Decimal("19.20672"), Interconnect.PCIE)
     assert (h100.vcpus, h100.ram_gb, h100.disk_gb, h100.disk_fixed) == (224, 1440, 100, True)
     assert (h100.available, found["n3-RTX-A6000x1"].available) == (3, 12)
+
+
+def test_without_a_public_ip_row_the_ip_adds_nothing() -> None:
+    prices = parse.price_list(recorded("pricebook"))
+    assert prices.pop("PublicIP") == Decimal("0.00672")
+    rows = parse.flavor_rows(recorded("flavors"))
+    made = {o.sku: o for row in rows if (o := parse.to_offer(row, prices, {})) is not None}
+    assert made["n3-H100x8"].price_per_hour == Decimal("19.2")
 
 
 def test_a_gpu_without_a_price_is_not_offered() -> None:

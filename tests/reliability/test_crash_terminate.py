@@ -21,7 +21,7 @@ from tests.factories import ADMIN
 from tests.processes import ServiceProcess, SimProcess, query
 from tests.waiting import eventually_sync
 
-HYPER_H100 = ("n3-H100x1", "CANADA-1")  # $2.40/h: no fees here
+HYPER_H100 = ("n3-H100x1", "CANADA-1")  # $2.40672/h with its public IP: $2.41, no fees here
 DELETE = ("DELETE", "/v1/core/virtual-machines/")
 
 
@@ -103,7 +103,7 @@ def test_killed_after_the_intent_and_before_the_delete(
                    for vm in sim_process.control.vms("hyperstack"))  # fmt: skip
         # Hyperstack bills per minute begun; the kill and restart took well under a minute.
         assert ended["charged_usd"] == "0.04"
-        refunded_once(database_url, account.order_id, "2.36")
+        refunded_once(database_url, account.order_id, "2.37")
     finally:
         service.terminate()
 
@@ -123,7 +123,7 @@ def test_killed_while_the_delete_is_in_flight(
     try:
         ended = account.reaches("terminated")
         assert ended["charged_usd"] == "0.04"
-        refunded_once(database_url, account.order_id, "2.36")
+        refunded_once(database_url, account.order_id, "2.37")
         # The restart asked again (the first answer never came): harmless, it was gone.
         first, again = deletes(sim_process, vm_id)
         assert first["received_at"] < started <= again["received_at"]

@@ -19,7 +19,7 @@ from app.watcher.watcher import Watcher
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
 from tests.waiting import eventually, polled
 
-HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20/h -> $20.26 with fees
+HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20672/h -> $20.27 with fees
 
 
 def h100x8(**overrides: Any) -> dict[str, Any]:
@@ -80,7 +80,7 @@ async def test_one_unit_twenty_orders_the_oldest_wins_then_the_next_three(
 async def test_money_for_one_hour_and_five_orders_at_once_deploys_one(
     client: httpx.AsyncClient, sim: SimControl, engine: AsyncEngine
 ) -> None:
-    account = await create_account(client, credit="20.26")  # exactly one hour of one
+    account = await create_account(client, credit="20.27")  # exactly one hour of one
     ids = await asyncio.gather(
         *(client.post("/v1/orders", json=h100x8(), headers=account.headers) for _ in range(5))
     )
@@ -100,7 +100,7 @@ async def test_money_for_one_hour_and_five_orders_at_once_deploys_one(
     assert len(ids) == 5
     # Control: money for one more hour, and exactly one more deploys.
     credited = await client.post(
-        f"/v1/accounts/{account.id}/credits", json={"amount": "20.26"}, headers=ADMIN
+        f"/v1/accounts/{account.id}/credits", json={"amount": "20.27"}, headers=ADMIN
     )
     assert credited.status_code < 300, credited.text
 

@@ -272,6 +272,25 @@ class TestCreate:
         }
         assert await outcomes(client) == ["no_capacity"]
 
+    @pytest.mark.parametrize(
+        ("config", "billed"),
+        [
+            ({}, "2.40672"),  # the flavor's $2.40 and the pricebook's `PublicIP` row
+            ({"public_ip_priced": False}, "2.40"),  # no row: nothing billed for it
+        ],
+    )
+    async def test_a_vm_bills_its_public_ip_at_the_pricebooks_row(
+        self, client: httpx.AsyncClient, config: dict[str, bool], billed: str
+    ) -> None:
+        await client.put("/_sim/config", json={"boot_seconds": 0, **config})
+        await set_stock(client, "n3-H100x1", "CANADA-1", 1)
+        assert (await create(client, assign_floating_ip=True)).status_code == 200
+        [vm] = (await client.get("/_sim/vms")).json()
+        assert vm["price_per_hour"] == billed
+        assert (await client.get("/_sim/balance")).json()["hourly_charge"] == billed
+        rows = {r["name"] for r in (await client.get("/v1/pricebook", headers=KEY)).json()}
+        assert ("PublicIP" in rows) == (config == {})
+
     async def test_too_little_credit_is_a_400(self, client: httpx.AsyncClient) -> None:
         await set_stock(client, "n3-H100x1", "CANADA-1", 1)
         await client.put("/_sim/config", json={"balance": "2.39"})

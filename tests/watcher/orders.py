@@ -9,8 +9,9 @@ from tests.factories import AccountHandle, order_body
 from tests.waiting import eventually
 
 VERDA_H100 = ("verda", "1H100.80S.30V", "FIN-01")  # $2.59/h -> $2.82 with 5% + $0.10
-HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h -> $2.62
-HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20/h -> $20.26
+# Hyperstack's prices include the public IP every VM gets ($0.00672/h).
+HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40672/h -> $2.63
+HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20672/h -> $20.27
 
 
 def h100(**overrides: Any) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from tests.watcher.orders import order, place, reaches
 
 VERDA_8B300 = ("verda", "8B300.240V", "FIN-03")  # $45.52/h
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200: $54.24/h
-HYPER_H100_X1 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h
-HYPER_H100_X2 = ("hyperstack", "n3-H100x2", "CANADA-1")  # $4.80/h
+HYPER_H100_X1 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40672/h with its public IP
+HYPER_H100_X2 = ("hyperstack", "n3-H100x2", "CANADA-1")  # $4.80672/h
 
 
 def alternative(gpu_model: str, gpu_count: int, price: str, **more: Any) -> dict[str, Any]:
@@ -142,14 +142,14 @@ class TestDeploying:
         order_id = await place(client, handle, {"alternatives": H100S, "prefer": "listed"})
         running = await reaches(client, handle, order_id, "running", seconds=10)
         assert running["deployment"]["alternative"] == 1
-        assert Decimal(running["deployment"]["price_per_hour"]) == Decimal("4.80")
+        assert Decimal(running["deployment"]["price_per_hour"]) == Decimal("4.80672")
         assert [c["sku"] for c in await creates(sim, "hyperstack")] == ["n3-H100x2"]
 
     async def test_an_alternative_above_its_own_cap_is_not_taken(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         handle = await create_account(client, credit="100")
-        capped = [H100S[0], {**H100S[1], "max_price_per_hour": "2.00"}]  # x1 costs $2.62
+        capped = [H100S[0], {**H100S[1], "max_price_per_hour": "2.00"}]  # x1 costs $2.63
         await sim.stock(*HYPER_H100_X1, 1)
         order_id = await place(client, handle, {"alternatives": capped})
 

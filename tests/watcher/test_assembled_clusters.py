@@ -17,7 +17,7 @@ from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually
 from tests.watcher.orders import account_view, order, place, reaches
 
-H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h a node
+H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40672/h a node, its public IP included
 CREDIT = Decimal("100")
 COOLDOWN_SECONDS = 120.0  # a capacity error keeps the offer cool while a test looks on
 
@@ -121,7 +121,8 @@ class TestAllOrNothing:
         deployment = running["deployment"]
         assert (deployment["instance_type"], deployment["nodes"]) == ("n3-H100x1.x2", 2)
         assert deployment["provider_vm_id"] == f"nodes:ap-{token}-1"
-        assert Decimal(deployment["price_per_hour"]) == Decimal("4.80")
+        # Each node has its public IP: 2 x $2.40672.
+        assert Decimal(deployment["price_per_hour"]) == Decimal("4.81344")
         assert running["charged_usd"] == deployment["price_per_hour_with_fees"]
         machines = running["machines"]
         assert sorted(m["provider_vm_id"] for m in machines) == sorted(c["vm_id"] for c in made)

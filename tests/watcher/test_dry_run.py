@@ -51,7 +51,7 @@ async def test_stock_for_a_waiting_order_is_told_not_bought(
 
     (line,) = await eventually(told)
     assert line["message"] == (
-        "Would have deployed now: Hyperstack CANADA-1 1x H100 (n3-H100x1) at $2.62/h incl. "
+        "Would have deployed now: Hyperstack CANADA-1 1x H100 (n3-H100x1) at $2.63/h incl. "
         "fees. Dry run: no create sent, nothing held; still waiting."
     )
     await polled("hyperstack", 3)  # more reads of the same appearance: told once only

@@ -114,7 +114,7 @@ class TestTerminate:
     @pytest.mark.parametrize(
         ("provider", "refund"),
         [
-            ("hyperstack", "2.58"),  # $2.62/h, per minute: one minute used ($0.04)
+            ("hyperstack", "2.59"),  # $2.63/h, per minute: one minute used ($0.04)
             # $2.82/h and the 100 GB OS volume ($0.03/h), 10-minute blocks: one used ($0.48)
             ("verda", "2.37"),
             ("quantacloud", "0.00"),  # $2.68/h, per hour begun: the hour is used
@@ -186,7 +186,7 @@ class TestTerminate:
         ended = await reaches(client, handle, order_id, "terminated")
         assert all(vm["status"] in ("DELETING", "DELETED") for vm in await sim.vms("hyperstack"))
         # Hyperstack refuses the delete until the VM is created, and bills it from then: the
-        # minute begun is charged ($2.62 / 60), the rest of the hour comes back.
+        # minute begun is charged ($2.63 / 60), the rest of the hour comes back.
         assert ended["charged_usd"] == "0.04"
         assert (await account(client, handle))["balance"] == "9.96"
         await the_books_balance(client, handle)
@@ -277,12 +277,12 @@ class TestBillingHours:
     async def test_the_account_shows_its_spend_and_runway_and_is_told_once_when_it_runs_low(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
-        # $2.62/h: after the first hour, 3 hours are left (not low); after the second, 2 are
+        # $2.63/h: after the first hour, 3 hours are left (not low); after the second, 2 are
         # not below 2 either; after the third, 1 is.
-        handle, order_id, _ = await running_order(client, sim, "hyperstack", credit="10.48")
+        handle, order_id, _ = await running_order(client, sim, "hyperstack", credit="10.52")
         shown = await account(client, handle)
         assert (shown["hourly_spend"], shown["runway_hours"], shown["low_balance"]) == (
-            "2.62",
+            "2.63",
             3.0,
             False,
         )
@@ -293,7 +293,7 @@ class TestBillingHours:
             return [e for e in answer.json()["data"] if e["kind"] == "low_balance"]
 
         (event,) = await eventually(told)
-        assert "2.62" in event["message"]
+        assert "2.63" in event["message"]
         shown = await account(client, handle)
         assert (shown["runway_hours"], shown["low_balance"]) == (1.0, True)
         await terminate(client, handle, order_id)
@@ -305,9 +305,9 @@ class TestUnpaid:
     async def test_past_the_grace_the_machine_is_terminated_and_a_top_up_within_it_pays(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
-        # Each account pays exactly two hours of $2.62.
-        late, late_id, _ = await running_order(client, sim, "hyperstack", credit="5.24")
-        payer, payer_id, _ = await running_order(client, sim, "hyperstack", credit="5.24")
+        # Each account pays exactly two hours of $2.63.
+        late, late_id, _ = await running_order(client, sim, "hyperstack", credit="5.26")
+        payer, payer_id, _ = await running_order(client, sim, "hyperstack", credit="5.26")
 
         async def unpaid(handle: AccountHandle, order_id: str) -> bool:
             return any(e["kind"] == "unpaid" for e in await timeline(client, handle, order_id))
@@ -327,7 +327,7 @@ class TestUnpaid:
             if e["kind"] == "terminating"
         )
         assert terminating_at >= billed_from + timedelta(seconds=2 * HOUR) + grace
-        assert ended["charged_usd"] == "5.24"  # two hours, the grace free
+        assert ended["charged_usd"] == "5.26"  # two hours, the grace free
         assert (await account(client, late))["balance"] == "0.00"
         # The one who topped up within the grace keeps running, its third hour paid once.
         shown = await billing_hours_paid(client, payer, payer_id, 3, seconds=5)
@@ -363,7 +363,7 @@ class TestLimits:
         handle = await create_account(client, credit="50")
         order_id = await place(
             client, handle, h100(providers=["hyperstack"], max_total_usd="6.50")
-        )  # $2.62/h: two hours fit, a third would not
+        )  # $2.63/h: two hours fit, a third would not
         await sim.stock(*HYPER_H100, 1)
         await reaches(client, handle, order_id, "running")
         ended = await reaches(client, handle, order_id, "terminated", seconds=10)

@@ -29,7 +29,7 @@ async def providers_seen(client: httpx.AsyncClient) -> dict[str, dict[str, Any]]
 async def test_an_account_short_at_one_provider_waits_while_another_provider_deploys(
     client: httpx.AsyncClient, sim: SimControl
 ) -> None:
-    await sim.config("hyperstack", balance="2.00")  # one hour of n3-H100x1 is $2.40
+    await sim.config("hyperstack", balance="2.00")  # one hour of n3-H100x1 is $2.40672
 
     async def balance_read() -> bool:
         balance = (await providers_seen(client))["hyperstack"]["balance"]
@@ -53,7 +53,7 @@ async def test_an_account_short_at_one_provider_waits_while_another_provider_dep
 
     (line,) = await eventually(told)
     assert line["message"] == (
-        "Hyperstack account balance $2.00 does not cover one hour of 1x H100 ($2.40); waiting."
+        "Hyperstack account balance $2.00 does not cover one hour of 1x H100 ($2.40672); waiting."
     )
     assert (await order(client, account, short))["status"] == "waiting"
     assert await sim.creates("hyperstack") == []

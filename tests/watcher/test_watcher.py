@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import REGISTRY
 
 from app.core.catalogue import Provider
@@ -60,8 +61,8 @@ class TestDeploy:
             "CANADA-1",
             "n3-H100x1",
         )
-        assert attempt["price_per_hour"] == "2.40"
-        assert attempt["price_per_hour_with_fees"] == "2.62"
+        assert attempt["price_per_hour"] == "2.40672"  # $2.40 and its public IP
+        assert attempt["price_per_hour_with_fees"] == "2.63"
         assert attempt["ip"] and attempt["status"] == "running"
         (create,) = await sim.creates("hyperstack")
         assert create["outcome"] == "created"
@@ -73,7 +74,7 @@ class TestDeploy:
             "running",
         ]
         balance = await account_view(client, account)
-        assert (balance["balance"], balance["held"]) == ("7.38", "0.00")
+        assert (balance["balance"], balance["held"]) == ("7.37", "0.00")
 
     async def test_each_order_takes_the_cheapest_matching_offer(
         self, client: httpx.AsyncClient, sim: SimControl
@@ -85,7 +86,7 @@ class TestDeploy:
         await eventually(lambda: _offered_by(client, account, {"verda", "hyperstack"}))
         order_id = await place(client, account, h100())
         deployed = await reaches(client, account, order_id, "running")
-        assert deployed["deployment"]["provider"] == "hyperstack"  # $2.62 beats Verda's $2.82
+        assert deployed["deployment"]["provider"] == "hyperstack"  # $2.63 beats Verda's $2.82
         assert await sim.creates("verda") == []
 
     async def test_the_oldest_order_gets_the_stock_and_quantity_is_respected(
@@ -106,15 +107,30 @@ class TestDeploy:
         await reaches(client, account, ids[2], "running")
         assert sorted(await create_names(sim, "hyperstack")) == sorted(vm_name(i) for i in ids)
 
+    @pytest.mark.parametrize(
+        ("row_listed", "price"), [(True, "2.40672"), (False, "2.40")], ids=["ip row", "no row"]
+    )
+    async def test_a_hyperstack_order_matches_at_the_price_its_vm_is_billed_public_ip_included(
+        self, client: httpx.AsyncClient, sim: SimControl, row_listed: bool, price: str
+    ) -> None:
+        """Every VM gets a public IP: its pricebook row is in the offer, or billed nowhere."""
+        await sim.config("hyperstack", public_ip_priced=row_listed)
+        account = await create_account(client, credit="10")
+        order_id = await place(client, account, h100(providers=["hyperstack"]))
+        await sim.stock(*HYPER_H100, 1)
+        running = await reaches(client, account, order_id, "running")
+        (vm,) = await sim.vms("hyperstack")
+        assert running["deployment"]["price_per_hour"] == vm["price_per_hour"] == price
+
     async def test_price_with_fees_at_the_max_deploys_one_cent_above_waits(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
         account = await create_account(client, credit="10")
         too_low = await place(
-            client, account, h100(providers=["hyperstack"], max_price_per_hour="2.61")
+            client, account, h100(providers=["hyperstack"], max_price_per_hour="2.62")
         )
         at_max = await place(
-            client, account, h100(providers=["hyperstack"], max_price_per_hour="2.62")
+            client, account, h100(providers=["hyperstack"], max_price_per_hour="2.63")
         )
         await sim.stock(*HYPER_H100, 2)
         await reaches(client, account, at_max, "running")
@@ -141,7 +157,7 @@ class TestMoney:
     async def test_a_balance_of_exactly_one_hour_deploys(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
-        account = await create_account(client, credit="2.62")
+        account = await create_account(client, credit="2.63")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
         await sim.stock(*HYPER_H100, 1)
         await reaches(client, account, order_id, "running")
@@ -151,7 +167,7 @@ class TestMoney:
     async def test_one_cent_short_keeps_waiting_and_says_so_once(
         self, client: httpx.AsyncClient, sim: SimControl
     ) -> None:
-        account = await create_account(client, credit="2.61")
+        account = await create_account(client, credit="2.62")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
         await sim.stock(*HYPER_H100, 1)
         await eventually(lambda: _has_event(client, account, order_id, "short_of_funds"))
@@ -343,7 +359,7 @@ class TestPolling:
             "n3-H100x1",
             3,
         )
-        assert (offer["price_per_hour"], offer["price_per_hour_with_fees"]) == ("2.40", "2.62")
+        assert (offer["price_per_hour"], offer["price_per_hour_with_fees"]) == ("2.40672", "2.63")
         assert offer["matching_orders"] == [fits]  # only the caller's, only those it satisfies
 
     async def test_metrics_are_served(self, client: httpx.AsyncClient, sim: SimControl) -> None:

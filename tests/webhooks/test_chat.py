@@ -192,12 +192,12 @@ class TestDelivery:
         contents = [r.verify(discord["secret"])["content"] for r in (deployed_d, running_d)]
         link = f"<{PUBLIC_URL}/#/orders/{order_id}|train ({order_id})>"
         assert texts[0] == (
-            f"Order {link} deployed: 1x H100 on Hyperstack CANADA-1 n3-H100x1 at $2.62/h incl. "
+            f"Order {link} deployed: 1x H100 on Hyperstack CANADA-1 n3-H100x1 at $2.63/h incl. "
             "fees; it is starting."
         )
         assert f"is running: 1x H100 on Hyperstack CANADA-1 n3-H100x1 at {ip}" in texts[1]
         assert contents[1].startswith(f"Order [train (ord\\_{order_id.removeprefix('ord_')})]")
-        assert ip in contents[1] and "$2.62/h incl. fees" in contents[1]
+        assert ip in contents[1] and "$2.63/h incl. fees" in contents[1]
         assert all(slack_refusal(r) is None for r in (deployed_s, running_s))
         assert all(discord_refusal(r) is None for r in (deployed_d, running_d))
         # Logged like any delivery, with the apps' answers.

@@ -54,7 +54,7 @@ class TestPromptDelivery:
         assert deployed["data"]["status"] == "deployed"
         assert deployed["data"]["deployment"]["provider"] == "hyperstack"
         assert deployed["data"]["deployment"]["region"] == "CANADA-1"
-        assert deployed["data"]["deployment"]["price_per_hour_with_fees"] == "2.62"
+        assert deployed["data"]["deployment"]["price_per_hour_with_fees"] == "2.63"
         assert deployed["data"]["deployment"]["provider_vm_id"]
         assert running["data"]["status"] == "running"
         assert running["data"]["deployment"]["ip"]

@@ -65,7 +65,7 @@ async def test_a_vm_the_provider_ends_sends_order_lost(
 async def test_a_runway_below_the_threshold_sends_one_low_balance(
     client: httpx.AsyncClient, sim: SimControl, receiver: Receiver
 ) -> None:
-    # $3.00 pays one hour of $2.62: once it is paid, $0.38 pays 0.14 h, below the 2 h default.
+    # $3.00 pays one hour of $2.63: once it is paid, $0.37 pays 0.14 h, below the 2 h default.
     account = await create_account(client, credit="3.00")
     endpoint = await add_endpoint(
         client, account, f"{receiver.url}/hook", events=["account.low_balance"]
@@ -84,8 +84,8 @@ async def test_a_runway_below_the_threshold_sends_one_low_balance(
     assert "0.14 h" in streamed["message"]
     assert (data["id"], data["available"], data["hourly_spend"], data["runway_hours"]) == (
         account.id,
-        "0.38",
-        "2.62",
+        "0.37",
+        "2.63",
         "0.14",
     )
     shown = (await client.get("/v1/account", headers=account.headers)).json()

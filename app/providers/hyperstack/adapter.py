@@ -100,6 +100,8 @@ class HyperstackAdapter:
         """Read the pricebook now (fetch_offers does it by itself every 10 minutes)."""
         self._prices = parse.price_list(await self._api.pricebook())
         self._prices_at = time.monotonic()
+        if parse.PUBLIC_IP_ROW not in self._prices:
+            log.warning("hyperstack: the pricebook has no PublicIP row: offers price no IP")
         return dict(self._prices)
 
     def stock_reads(self, machines: Collection[MachineKey]) -> list[StockRead]:
@@ -107,7 +109,8 @@ class HyperstackAdapter:
         return [limits.STOCK_READ]
 
     async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
-        """GPU flavors in stock now, priced per GPU x count; unpriced and unknown GPUs left out.
+        """GPU flavors in stock now, priced per GPU x count and the public IP each VM gets;
+        unpriced and unknown GPUs left out.
         Where `machines` has clusters, the flavors in stock N at once in a region as clusters."""
         if self._prices_at is None or time.monotonic() - self._prices_at > PRICE_TTL:
             await self.refresh_prices()

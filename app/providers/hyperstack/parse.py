@@ -26,6 +26,10 @@ STATES = {
     "DELETED": VMState.GONE,
 }
 
+# The pricebook's row for a public IP, per IP per hour; CoCalc adds it to a GPU flavor's price
+# (hyperstack.md §3). Every VM we make has one; without the row Hyperstack prices none.
+PUBLIC_IP_ROW = "PublicIP"
+
 # Hyperstack's flavor `gpu` names -> (catalogue model, interconnect).
 GPU_NAMES: dict[str, tuple[str, Interconnect]] = {
     "B300-SXM": ("B300", Interconnect.SXM),
@@ -49,7 +53,7 @@ GPU_NAMES: dict[str, tuple[str, Interconnect]] = {
 
 
 def price_list(body: Any) -> dict[str, Decimal]:
-    """`GET /pricebook` (a bare array) -> hourly price per resource name."""
+    """`GET /pricebook` (a bare array) -> hourly price per resource name (a GPU's per GPU)."""
     if not isinstance(body, list):
         raise Unavailable(PROVIDER, "GET /pricebook answered with no price list")
     prices = {}
@@ -120,6 +124,8 @@ def to_offer(
     if price is None:
         log.debug("hyperstack: GPU %r has no pricebook row: %s is not offered", gpu, name)
         return None
+    # Every VM we create has a floating IP, which the pricebook prices apart (PUBLIC_IP_ROW).
+    public_ip = prices.get(PUBLIC_IP_ROW, Decimal(0))
     slot_count = slots.get((region, gpu, f"{count}x"))
     return Offer(
         provider=PROVIDER,
@@ -127,7 +133,7 @@ def to_offer(
         sku=name,
         gpu_model=mapped[0],
         gpu_count=count,
-        price_per_hour=price * count,
+        price_per_hour=price * count + public_ip,
         interconnect=mapped[1],
         vcpus=_int(flavor.get("cpu")),
         ram_gb=_int(flavor.get("ram")),

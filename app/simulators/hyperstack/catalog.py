@@ -50,14 +50,16 @@ GPUS: dict[str, GPU] = {
     )
 }
 
-# Rows of the real pricebook that are not GPUs, or GPUs this simulator has no flavor for.
+# Rows of the real pricebook that are not GPUs, or GPUs this simulator has no flavor for (the
+# public IP's is listed apart: a VM with one bills it, and a test may take the row away).
 OTHER_PRICE_ROWS: tuple[tuple[str, Decimal], ...] = (
     ("RTX-A4000", Decimal("0.58")),
-    ("PublicIP", Decimal("0.00672")),
     ("Cloud-SSD", Decimal("0.000112")),
     ("vCPU (cpu-only-flavors)", Decimal("0.0108")),
     ("RAM (cpu-only-flavors)", Decimal("0.0054")),
 )
+
+PUBLIC_IP_ROW, PUBLIC_IP_PRICE = "PublicIP", Decimal("0.00672")  # per IP per hour
 
 # SkyPilot saw a GPU in the flavor list with no pricebook row; this one plays that part.
 DEFAULT_UNPRICED_GPUS = ("A100-80G-SXM4",)

@@ -140,7 +140,8 @@ async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
             image=parsed.details["image_name"],
         )
 
-    if sim.balance < entry.price_per_hour * count:
+    hourly = sim.hourly_price(entry, floating_ip=parsed.details["assign_floating_ip"])
+    if sim.balance < hourly * count:
         record("insufficient_funds")
         return bad_request("Insufficient balance to create the resource")
     out_of_stock = error(409, f"Flavor {entry.sku} is out of stock in {entry.region}", "conflict")
@@ -156,6 +157,7 @@ async def create_vms(sim: HyperstackSimulator, request: Request) -> Response:
         name = parsed.name if count == 1 else f"{parsed.name}-{n + 1}"
         vm = sim.new_vm(sim.next_vm_id(), entry, name=name, tags=parsed.labels)
         vm.details = dict(parsed.details)
+        vm.price_per_hour = hourly
         vms.append(vm)
     if sim.faults.take("create_error_after_commit") is not None:
         record("error_after_commit", vms[0].id)

@@ -20,6 +20,8 @@ from app.simulators.hyperstack.catalog import (
     DEFAULT_UNPRICED_GPUS,
     GPUS,
     OTHER_PRICE_ROWS,
+    PUBLIC_IP_PRICE,
+    PUBLIC_IP_ROW,
     REGIONS,
 )
 from app.simulators.vms import CatalogEntry, SimVM
@@ -157,6 +159,7 @@ class HyperstackSimulator(ProviderSimulator):
         self.threshold = Decimal(0)
         self.pricebook_string_values = False
         self.unpriced_gpus: set[str] = set(DEFAULT_UNPRICED_GPUS)
+        self.public_ip_priced = True
         self._ids = itertools.count(1)
         if not hasattr(self, "_vm_ids"):  # like the real API, never hand out a VM id twice,
             self._vm_ids = itertools.count(412001)  # not even across a reset
@@ -314,6 +317,8 @@ class HyperstackSimulator(ProviderSimulator):
         """`GET /pricebook`: per-GPU (and other resource) hourly prices."""
         rows = [(g.name, g.price, True) for g in GPUS.values() if g.name not in self.unpriced_gpus]
         rows += [(name, price, False) for name, price in OTHER_PRICE_ROWS]
+        if self.public_ip_priced:
+            rows.append((PUBLIC_IP_ROW, PUBLIC_IP_PRICE, False))
         result = []
         for row_id, (name, price, is_gpu) in enumerate(rows, start=1):
             value: float | str = float(price)
@@ -331,6 +336,12 @@ class HyperstackSimulator(ProviderSimulator):
                 }
             )
         return result
+
+    def hourly_price(self, entry: CatalogEntry, *, floating_ip: bool) -> Decimal:
+        """What a VM of this flavor bills an hour: the flavor, and its public IP at the
+        pricebook's `PublicIP` row when it has one (and the row is listed)."""
+        public_ip = PUBLIC_IP_PRICE if floating_ip and self.public_ip_priced else Decimal(0)
+        return entry.price_per_hour + public_ip
 
     def credit(self) -> dict[str, Any]:
         """`GET /billing/user-credit/credit` data."""
@@ -360,7 +371,12 @@ class HyperstackSimulator(ProviderSimulator):
         return self.limit_per_ip(request, RATE_LIMIT, RATE_WINDOW)
 
     def configure(self, body: dict[str, Any]) -> str | None:
-        """`pricebook_string_values` (bool) and `unpriced_gpus` (list of GPU names)."""
+        """`pricebook_string_values` (bool), `unpriced_gpus` (list of GPU names) and
+        `public_ip_priced` (bool: whether the pricebook lists, and VMs bill, a `PublicIP`)."""
+        if "public_ip_priced" in body:
+            if not isinstance(body["public_ip_priced"], bool):
+                return "public_ip_priced must be true or false"
+            self.public_ip_priced = body["public_ip_priced"]
         if "pricebook_string_values" in body:
             if not isinstance(body["pricebook_string_values"], bool):
                 return "pricebook_string_values must be true or false"
@@ -377,6 +393,7 @@ class HyperstackSimulator(ProviderSimulator):
         return {
             "pricebook_string_values": self.pricebook_string_values,
             "unpriced_gpus": sorted(self.unpriced_gpus),
+            "public_ip_priced": self.public_ip_priced,
         }
 
     def flavor_in_any_region(self, name: str) -> bool:
