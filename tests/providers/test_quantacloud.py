@@ -544,6 +544,28 @@ class TestCreateOutcomes:
         assert (refused.status_code, refused.reason, refused.said) == (status, reason, message)
         assert await sim_vms(control) == []
 
+    async def test_after_a_refused_create_our_no_login_key_is_looked_up_again(
+        self, adapter: QuantaCloudAdapter, control: httpx.AsyncClient
+    ) -> None:
+        """The refusal may be of the key it named (gone from the account)."""
+
+        async def key_reads() -> int:
+            logged = (await control.get("/_sim/requests")).json()
+            return sum(r["method"] == "GET" and r["path"].endswith("/ssh-keys") for r in logged)
+
+        await stock(control, RTX, 2)
+        offer = await offer_of(adapter, RTX)
+        await self.create(adapter, offer)
+        read_before = await key_reads()
+        await self.create(adapter, offer)  # the control: known, so not read again
+        await fault(control, "create_refused", status=404, reason="not_found", message="Gone")
+        with pytest.raises(Refused):
+            await self.create(adapter, offer)
+        assert await key_reads() == read_before
+        await stock(control, RTX, 1)
+        await self.create(adapter, await offer_of(adapter, RTX))
+        assert await key_reads() == read_before + 1
+
     @pytest.mark.parametrize(
         ("reason", "message"),
         [("validation_error", "offer_id must be a UUID"), ("provider_not_found", "No such")],

@@ -20,6 +20,7 @@ from app.providers.base import (
     MachineKey,
     Offer,
     OutcomeUnknown,
+    Refused,
     Rejected,
     Volume,
 )
@@ -99,7 +100,7 @@ class QuantaCloudAdapter:
         body[facts.SSH_KEY_IDS] = await self._keys.for_vm(ssh_public_key)
         try:
             answer = await self._api.deploy(body)
-        except Rejected:
+        except (Rejected, Refused):  # any refusal: the no-login key may be gone
             self._keys.forget()
             raise
         vm = parse.created_deployment(answer, offer)
