@@ -107,6 +107,16 @@ class SimControl:
         changed_at: float = (await self._send("PUT", provider, "stock", body))["changed_at"]
         return changed_at
 
+    async def forecast(
+        self, provider: str, region: str, gpu_model: str, **planned: str | None
+    ) -> dict[str, Any]:
+        """Set what the provider's stock answer says it plans to have of `gpu_model` (its own
+        name for it) in `region` (Hyperstack's `planned_7_days=`, `planned_30_days=`...; left
+        out: null); the forecast as set."""
+        body = {"region": region, "gpu_model": gpu_model, **planned}
+        result: dict[str, Any] = await self._send("PUT", provider, "forecast", body)
+        return result
+
     async def fault(self, provider: str, kind: str, **extra: Any) -> None:
         """Queue a fault (`count`, `seconds` in `extra`)."""
         await self._send("POST", provider, "faults", {"kind": kind, **extra})
@@ -215,6 +225,12 @@ class SimControlSync:
     def stock(self, provider: str, sku: str, region: str, quantity: int) -> float:
         """`SimControl.stock`."""
         return self._run(self._control.stock(provider, sku, region, quantity))
+
+    def forecast(
+        self, provider: str, region: str, gpu_model: str, **planned: str | None
+    ) -> dict[str, Any]:
+        """`SimControl.forecast`."""
+        return self._run(self._control.forecast(provider, region, gpu_model, **planned))
 
     def fault(self, provider: str, kind: str, **extra: Any) -> None:
         """`SimControl.fault`."""

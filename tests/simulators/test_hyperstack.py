@@ -16,6 +16,7 @@ from tests.waiting import eventually
 
 KEY = {"api_key": "sim-key"}
 IMAGE = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"
+H100 = "H100-80G-PCIe"  # Hyperstack's name for an H100 it sells in CANADA-1 and NORWAY-1
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB5cnVsqeu6woWI8fLxtwtQqatcnRNQyYFRM/QGmv8As me"
 
 
@@ -156,6 +157,48 @@ class TestCatalogue:
     )
     def test_stock_buckets(self, gpus: int, bucket: str) -> None:
         assert stock_bucket(gpus) == bucket
+
+    async def test_a_forecast_set_shows_on_its_model_and_region_until_a_reset(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        planned = {"planned_7_days": "10+", "planned_30_days": "25+"}
+        body = {"region": "CANADA-1", "gpu_model": H100, **planned}
+        response = await client.put("/_sim/forecast", json=body)
+        assert response.status_code == 200, response.text
+        assert response.json() == {**body, "planned_100_days": None}
+
+        def forecast(stocks: dict[str, Any], region: str, model: str) -> list[str | None]:
+            models = next(s["models"] for s in stocks["stocks"] if s["region"] == region)
+            row = next(m for m in models if m["model"] == model)
+            return [row["planned_7_days"], row["planned_30_days"], row["planned_100_days"]]
+
+        stocks = (await client.get("/v1/core/stocks", headers=KEY)).json()
+        assert forecast(stocks, "CANADA-1", "H100-80G-PCIe") == ["10+", "25+", None]
+        assert forecast(stocks, "NORWAY-1", "H100-80G-PCIe") == [None, None, None]
+        assert forecast(stocks, "CANADA-1", "H100-80G-PCIe-NVLink") == [None, None, None]
+
+        await client.post("/_sim/reset")
+        stocks = (await client.get("/v1/core/stocks", headers=KEY)).json()
+        assert forecast(stocks, "CANADA-1", "H100-80G-PCIe") == [None, None, None]
+
+    @pytest.mark.parametrize(
+        ("body", "status"),
+        [
+            ({"region": "MARS-1", "gpu_model": H100}, 404),
+            ({"region": ["CANADA-1"], "gpu_model": H100}, 404),
+            ({"region": "CANADA-1", "gpu_model": "H100"}, 404),  # our name, not Hyperstack's
+            ({"region": "CANADA-1", "gpu_model": H100, "planned_7_days": 10}, 422),
+            ({"region": "CANADA-1", "gpu_model": H100, "planned_7_days": ""}, 422),
+            ({"region": "CANADA-1", "gpu_model": H100, "planned_30_days": "9" * 21}, 422),
+        ],
+    )
+    async def test_a_forecast_for_no_listed_model_or_with_no_string_is_refused(
+        self, client: httpx.AsyncClient, body: dict[str, Any], status: int
+    ) -> None:
+        response = await client.put("/_sim/forecast", json=body)
+        assert response.status_code == status, response.text
+        control = {"region": "CANADA-1", "gpu_model": H100, "planned_7_days": "7"}
+        assert (await client.put("/_sim/forecast", json=control)).status_code == 200
 
     async def test_the_pricebook_is_a_bare_array_of_per_gpu_prices(
         self, client: httpx.AsyncClient

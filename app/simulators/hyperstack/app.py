@@ -17,6 +17,7 @@ from app.simulators.hyperstack.catalog import (
     flavor_fields,
 )
 from app.simulators.hyperstack.create import create_vms
+from app.simulators.hyperstack.forecast import forecast_routes
 from app.simulators.hyperstack.simulator import (
     API_KEY,
     HyperstackSimulator,
@@ -271,7 +272,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
             ("/v1/core/virtual-machines/{vm_id}", virtual_machine, ["GET", "DELETE"]),
         )
     ]
-    app = provider_app(sim, routes)
+    app = provider_app(sim, [*routes, *forecast_routes(sim)])
     app.add_exception_handler(404, no_route)
     app.add_exception_handler(405, no_route)
     return app

@@ -30,6 +30,7 @@ API_KEY = SIMULATOR_CREDENTIALS["api_key"]
 RATE_LIMIT = 500  # requests per source IP per minute, all endpoints together
 RATE_WINDOW = 60.0
 CONFIG_COUNTS = (1, 2, 4, 8, 10)
+PLANNED = ("planned_7_days", "planned_30_days", "planned_100_days")  # a stock model's forecast
 SEED_PUBLIC_KEY = (
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINxuGnfnwnaRbCUSazUlvGeg6bOYW5KXcd41bC2U6QZ5 operator"
 )
@@ -160,6 +161,8 @@ class HyperstackSimulator(ProviderSimulator):
         self.pricebook_string_values = False
         self.unpriced_gpus: set[str] = set(DEFAULT_UNPRICED_GPUS)
         self.public_ip_priced = True
+        # (region, GPU name) -> its `planned_*` strings (`PUT /_sim/forecast`); none: null.
+        self.forecasts: dict[tuple[str, str], dict[str, str | None]] = {}
         self._ids = itertools.count(1)
         if not hasattr(self, "_vm_ids"):  # like the real API, never hand out a VM id twice,
             self._vm_ids = itertools.count(412001)  # not even across a reset
@@ -288,8 +291,13 @@ class HyperstackSimulator(ProviderSimulator):
 
     # --- stock and money -------------------------------------------------------------------
 
+    def stock_models(self, region: str) -> list[str]:
+        """The GPU names `GET /core/stocks` lists in `region`: those it sells there."""
+        return sorted({e.details["gpu"] for e in self.catalog.values() if e.region == region})
+
     def stocks(self) -> list[dict[str, Any]]:
-        """`GET /core/stocks`: per region and GPU, deployable slots per size, GPUs bucketed."""
+        """`GET /core/stocks`: per region and GPU, deployable slots per size, GPUs bucketed,
+        and the forecast set for it (null where none is)."""
         result = []
         for region in REGIONS:
             slots: dict[str, dict[int, int]] = {}
@@ -303,9 +311,8 @@ class HyperstackSimulator(ProviderSimulator):
                 {
                     "model": gpu,
                     "available": stock_bucket(sum(n * k for n, k in counts.items())),
-                    "planned_7_days": None,
-                    "planned_30_days": None,
-                    "planned_100_days": None,
+                    **dict.fromkeys(PLANNED),
+                    **self.forecasts.get((region, gpu), {}),
                     "configurations": {f"{n}x": counts.get(n, 0) for n in CONFIG_COUNTS},
                 }
                 for gpu, counts in sorted(slots.items())
