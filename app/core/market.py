@@ -96,6 +96,23 @@ class Offer:
         return MachineKey(self.gpu_model, self.gpu_count, self.nodes)
 
 
+FORECAST_TEXT_LIMIT = 40  # characters of a provider's forecast kept (Hyperstack's: "200+")
+
+
+@dataclass(frozen=True)
+class StockForecast:
+    """What a provider says it plans to have of one of its GPU models in one region: its word,
+    not ours. Each span is its own text (Hyperstack's buckets, "10+"); None: nothing said."""
+
+    provider: Provider
+    region: str
+    provider_model: str  # the provider's own name for the GPU; the forecast is of it
+    gpu_model: str  # a name from app.core.catalogue.GPU_MODELS
+    interconnect: Interconnect | None
+    within_7_days: str | None
+    within_30_days: str | None
+
+
 @dataclass(frozen=True)
 class Machine:
     """One node of a VM sold as a cluster (a Verda Instant Cluster's worker), as reported."""

@@ -13,12 +13,12 @@ from decimal import Decimal
 from typing import Protocol
 
 from app.core.catalogue import Provider
-from app.core.market import VM, Machine, MachineKey, Offer, VMState
+from app.core.market import VM, Machine, MachineKey, Offer, StockForecast, VMState
 from app.core.text import storable
 from app.providers.budget import Budget, StockRead
 
 # Re-exported: adapters speak them; app.core.market is their home.
-__all__ = ["VM", "Machine", "MachineKey", "Offer", "VMState"]
+__all__ = ["VM", "Machine", "MachineKey", "Offer", "StockForecast", "VMState"]
 
 SAID_LIMIT = 1000  # of a provider's message kept on a `Refused`: it goes to people, bounded
 
@@ -175,6 +175,12 @@ class ProviderAdapter(Protocol):
         With `machines`, the read the budget lets go soonest of `stock_reads(machines)`; what it
         did not read again is as the last full read found it.
         """
+        ...
+
+    def stock_forecasts(self) -> list[StockForecast] | None:
+        """What the provider said in the last `fetch_offers` it plans to have, per region and
+        GPU model (Hyperstack's `planned_*`), with no request of its own; None where the
+        provider says nothing of the kind, or that read did not tell."""
         ...
 
     async def create_vm(

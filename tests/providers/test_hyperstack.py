@@ -23,6 +23,7 @@ from app.providers.base import (
     RateLimited,
     Refused,
     Rejected,
+    StockForecast,
     Unavailable,
     VMState,
     urgent,
@@ -195,6 +196,29 @@ class TestOffers:
         assert "L40" not in await adapter.refresh_prices()
         assert await adapter.fetch_offers() == []
 
+    async def test_the_forecast_of_the_last_stock_read_comes_without_a_request_of_its_own(
+        self, http: httpx.AsyncClient, hyperstack_url: str, adapter: HyperstackAdapter
+    ) -> None:
+        assert adapter.stock_forecasts() is None  # nothing read yet: nothing known
+        planned = {"planned_7_days": "10+", "planned_30_days": "25+"}
+        body = {"region": "US-1", "gpu_model": "H100-80G-SXM5", **planned}
+        await control(http, hyperstack_url, "PUT", "forecast", body)
+        body = {"region": "US-1", "gpu_model": "B300-SXM", "planned_100_days": "100+"}
+        await control(http, hyperstack_url, "PUT", "forecast", body)
+        assert adapter.stock_forecasts() is None  # the last read's, never one of its own
+
+        await adapter.fetch_offers()
+        sent = len(await control(http, hyperstack_url, "GET", "requests", None))
+        h100 = StockForecast(
+            Provider("hyperstack"), "US-1", "H100-80G-SXM5", "H100", Interconnect.SXM, "10+", "25+"
+        )
+        assert adapter.stock_forecasts() == [h100]  # B300's says nothing within 30 days
+        assert len(await control(http, hyperstack_url, "GET", "requests", None)) == sent
+
+        await control(http, hyperstack_url, "POST", "reset", None)
+        await adapter.fetch_offers()
+        assert adapter.stock_forecasts() == []  # read, and no forecast any more
+
     async def test_odd_rows_are_left_out_and_missing_stock_counts_are_no_error(self) -> None:
         def flavor(name: str, gpu: Any, count: Any, **extra: Any) -> dict[str, Any]:
             return {"name": name, "gpu": gpu, "gpu_count": count, "stock_available": True, **extra}
@@ -229,6 +253,7 @@ class TestOffers:
         assert [(o.sku, o.price_per_hour, o.available, o.ram_gb) for o in offers] == [
             ("n3-H100x2", Decimal("4.900000000"), None, 360)
         ]
+        assert adapter.stock_forecasts() is None  # "Stocks Not Found": nothing said either way
 
 
 class TestVMs:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import Unavailable, VMState
+from app.providers.base import StockForecast, Unavailable, VMState
 from app.providers.hyperstack import parse
 
 RECORDED = Path(__file__).parent / "hyperstack"
@@ -112,3 +112,47 @@ def test_answers_of_the_wrong_shape_are_unavailable() -> None:
     ):
         with pytest.raises(Unavailable):
             read(body)
+
+
+def test_no_planned_stock_is_no_forecast() -> None:
+    assert parse.forecasts(recorded("stocks")) == []  # every `planned_*` null, as recorded
+
+
+def test_a_forecast_is_kept_in_hyperstacks_words_and_odd_ones_never_fail() -> None:
+    def model(name: Any, week: Any = None, month: Any = None, **extra: Any) -> Any:
+        return {"model": name, "planned_7_days": week, "planned_30_days": month, **extra}
+
+    body = {
+        "stocks": [
+            {
+                "region": "CANADA-1",
+                "models": [
+                    model("H100-80G-PCIe", "10+", "25+", planned_100_days="200+"),
+                    model("L40", None, "soon"),  # a string no one has seen: kept as it is
+                    model("RTX-A6000", 12, True),  # a number as its digits; not text: nothing
+                    model("A100-80G-PCIe", "", ["10+"]),  # nothing said
+                    model("H100-80G-PCIe-NVLink", None, None, planned_100_days="100+"),
+                    model("Quantum-9000", "10+", "25+"),  # a GPU the catalogue does not know
+                    model(None, "10+"),
+                    "not a model",
+                ],
+            },
+            {"region": "US-1", "models": [model("B300-SXM", "9" * 60)]},
+            {"region": None, "models": [model("L40", "10+")]},
+            {"region": "NORWAY-1", "models": None},
+            "not a region",
+        ]
+    }
+    hyperstack = Provider("hyperstack")
+    assert parse.forecasts(body) == [
+        StockForecast(
+            hyperstack, "CANADA-1", "H100-80G-PCIe", "H100", Interconnect.PCIE, "10+", "25+"
+        ),
+        StockForecast(hyperstack, "CANADA-1", "L40", "L40", Interconnect.PCIE, None, "soon"),
+        StockForecast(
+            hyperstack, "CANADA-1", "RTX-A6000", "RTX-A6000", Interconnect.PCIE, "12", None
+        ),
+        StockForecast(hyperstack, "US-1", "B300-SXM", "B300", Interconnect.SXM, "9" * 40, None),
+    ]
+    odd: list[Any] = [None, [], {"stocks": None}, {"stocks": [{"region": "US-1"}]}]
+    assert [parse.forecasts(body) for body in odd] == [[], [], [], []]

@@ -56,6 +56,9 @@ class AnswersWith:
     async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
         return []
 
+    def stock_forecasts(self) -> None:
+        return None
+
     async def get_vm(self, vm_id: str) -> VM | None:
         return None
 

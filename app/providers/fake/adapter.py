@@ -37,6 +37,7 @@ from app.providers.base import (
     Offer,
     OutcomeUnknown,
     ProviderError,
+    StockForecast,
     VMState,
     Volume,
 )
@@ -97,6 +98,7 @@ class FakeAdapter:
             finds_vms_by_name  # False: VMs carry no name or tag, like QuantaCloud's
         )
         self.offers: list[Offer] = []
+        self.forecasts: list[StockForecast] | None = None  # what `stock_forecasts` answers
         self.budget = Budget(())  # no limits: read at the poll period
         self.outcomes: deque[Create] = deque()
         self.read_errors: deque[type[ProviderError]] = deque()
@@ -192,6 +194,10 @@ class FakeAdapter:
         if self.read_errors:
             raise self.read_errors.popleft()(self.provider, "scripted read failure")
         return list(self.offers)
+
+    def stock_forecasts(self) -> list[StockForecast] | None:
+        """`forecasts` as set (None by default: the fake says nothing of stock to come)."""
+        return None if self.forecasts is None else list(self.forecasts)
 
     async def create_vm(
         self,

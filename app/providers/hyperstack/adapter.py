@@ -19,6 +19,7 @@ from app.providers.base import (
     Offer,
     OutcomeUnknown,
     Rejected,
+    StockForecast,
     Unavailable,
     Volume,
 )
@@ -79,6 +80,7 @@ class HyperstackAdapter:
         self.image = image
         self._prices: dict[str, Decimal] = {}
         self._prices_at: float | None = None
+        self._forecasts: list[StockForecast] | None = None  # as the last stock read said
         self._environments: dict[str, str] = {}  # name -> region
         self._keypairs: set[tuple[str, str]] = set()
         # Clusters are N of its VMs created together (Hyperstack sells no cluster).
@@ -118,9 +120,15 @@ class HyperstackAdapter:
         flavors, stocks = await asyncio.gather(self._api.flavors(), self._api.stocks())
         rows = parse.flavor_rows(flavors)
         slots = parse.stock_slots(stocks) if stocks is not None else {}
+        self._forecasts = parse.forecasts(stocks) if stocks is not None else None
         made = (parse.to_offer(row, self._prices, slots) for row in rows)
         offers = [offer for offer in made if offer is not None]
         return offers + assembly.assembled_offers(offers, machines or ())
+
+    def stock_forecasts(self) -> list[StockForecast] | None:
+        """What the last stock read's `planned_7_days`/`planned_30_days` said, per region and
+        GPU model; None when it had no stocks to read ("Stocks Not Found")."""
+        return self._forecasts
 
     # --- creating --------------------------------------------------------------------------
 

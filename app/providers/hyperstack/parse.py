@@ -8,7 +8,9 @@ from decimal import Decimal
 from typing import Any
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import VM, Offer, Unavailable, VMState
+from app.core.market import FORECAST_TEXT_LIMIT
+from app.core.text import storable
+from app.providers.base import VM, Offer, StockForecast, Unavailable, VMState
 from app.providers.http import wire_decimal
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,37 @@ def stock_slots(body: Any) -> dict[tuple[str, str, str], int]:
                 if isinstance(count, int) and not isinstance(count, bool):
                     slots[(str(region.get("region")), str(model.get("model")), size)] = count
     return slots
+
+
+def forecasts(body: Any) -> list[StockForecast]:
+    """`GET /core/stocks` -> what Hyperstack plans per region and GPU model it names with a
+    catalogue model, where it says anything (`planned_7_days`, `planned_30_days`)."""
+    found = []
+    stocks = body.get("stocks") if isinstance(body, dict) else None
+    for region in stocks if isinstance(stocks, list) else []:
+        if not isinstance(region, dict) or not isinstance(region.get("region"), str):
+            continue
+        models = region.get("models")
+        for model in models if isinstance(models, list) else []:
+            gpu = model.get("model") if isinstance(model, dict) else None
+            if not isinstance(gpu, str) or gpu not in GPU_NAMES:
+                continue  # a GPU the catalogue does not know: nothing anyone could order
+            week = _planned(model.get("planned_7_days"))
+            month = _planned(model.get("planned_30_days"))
+            if week is not None or month is not None:
+                mapped = GPU_NAMES[gpu]
+                found.append(StockForecast(PROVIDER, region["region"], gpu, *mapped, week, month))
+    return found
+
+
+def _planned(value: Any) -> str | None:
+    """A `planned_*` value as Hyperstack wrote it ("10+", or a string no one has seen yet);
+    null, empty or not text: nothing said. A whole number is taken as its digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return storable(value)[:FORECAST_TEXT_LIMIT]
 
 
 def flavor_rows(body: Any) -> list[dict[str, Any]]:

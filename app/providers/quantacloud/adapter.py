@@ -22,6 +22,7 @@ from app.providers.base import (
     OutcomeUnknown,
     Refused,
     Rejected,
+    StockForecast,
     Volume,
 )
 from app.providers.budget import StockRead
@@ -70,6 +71,10 @@ class QuantaCloudAdapter:
     async def fetch_offers(self, machines: Collection[MachineKey] | None = None) -> list[Offer]:
         """In-stock offers, cheapest per (region, sku); MIG slices and unknown GPUs left out."""
         return parse.cheapest_offers(await self._api.offers(page_size=self.page_size))
+
+    def stock_forecasts(self) -> list[StockForecast] | None:
+        """None: QuantaCloud's offers say nothing of stock to come."""
+        return None
 
     async def create_vm(
         self,

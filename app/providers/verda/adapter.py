@@ -32,6 +32,7 @@ from app.providers.base import (
     MachineKey,
     Offer,
     ProviderError,
+    StockForecast,
     Unavailable,
     VMState,
     Volume,
@@ -168,6 +169,10 @@ class VerdaAdapter:
         if missing and self._age() > UNKNOWN_TYPE_RECHECK:
             types = await self.refresh_prices()  # a type newer than our price list
         return self._offers(types)
+
+    def stock_forecasts(self) -> list[StockForecast] | None:
+        """None: Verda's stock answers say nothing of stock to come."""
+        return None
 
     async def _read_full_list(self) -> None:
         started = self._stock.started()
