@@ -4,7 +4,9 @@ Each successful read is `observe`d after its deploy pass has launched its create
 out, in memory, which intervals open, stay, change price or go, and how far the provider's
 coverage window reaches. `flush` (a watcher job, about every second) writes what changed in
 one transaction. An unchanged read only moves `last_seen_at`, which is written at most every
-`write_every` seconds per row while the row stays open, and exactly when it closes.
+`write_every` seconds per row while the row stays open, and exactly when it closes. What a
+provider says it plans to have (`observe_forecasts`) is written in the same batch, only when it
+differs from what was written before.
 """
 
 import asyncio
@@ -18,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.clock import utcnow
 from app.core.ids import new_id
 from app.core.market import Fees, OfferKey
-from app.providers.base import Offer
+from app.providers.base import Offer, StockForecast
+from app.services.stock import forecasts as stock_forecasts
 from app.services.stock import history as stock_history
 from app.services.stock.history import Changes, Interval, Window
 from app.storage.db import session_scope
@@ -54,6 +57,9 @@ class StockHistory:
         self._ended: list[Window] = []
         # id -> (last read, max quantity) as last written, for the rows still open
         self._stored: dict[str, tuple[datetime, int | None]] = {}
+        # provider -> its forecasts as last written; and, to write, as said since (and when)
+        self._forecasts_written: dict[str, frozenset[StockForecast]] = {}
+        self._forecasts_said: dict[str, tuple[frozenset[StockForecast], datetime]] = {}
         self._flushing = asyncio.Lock()
 
     def observe(
@@ -87,6 +93,19 @@ class StockHistory:
             if offer.available is not None:
                 interval.max_available = max(interval.max_available or 0, offer.available)
 
+    def observe_forecasts(
+        self, provider: str, forecasts: list[StockForecast] | None, *, read_at: datetime
+    ) -> None:
+        """What a successful read of `provider` at `read_at` said it plans to have (None: that
+        read did not say, and what is stored stays)."""
+        if forecasts is None:
+            return
+        said = frozenset(forecasts)
+        pending = self._forecasts_said.get(provider)
+        if said == (pending[0] if pending else self._forecasts_written.get(provider)):
+            return  # said before: the first read that said it is when it changed
+        self._forecasts_said[provider] = (said, read_at)
+
     def expire(self, now: datetime) -> None:
         """Close the windows of providers not read for a while (and what they had in stock)."""
         for provider, window in list(self.windows.items()):
@@ -108,15 +127,22 @@ class StockHistory:
                 intervals=[replace(i) for i in closed + opened],
                 windows=[replace(w) for w in ended + reading],
             )
-            if not changes:
+            said = dict(self._forecasts_said)  # kept until written: a failed batch retries them
+            if not changes and not said:
                 return
             try:
                 async with session_scope(self.sessionmaker) as session:
                     await stock_history.apply(session, changes)
+                    for provider, (forecasts, read_at) in said.items():
+                        await stock_forecasts.record(session, provider, forecasts, read_at=read_at)
             except BaseException:
                 self._closed[:0] = closed  # written again next time (rows go by id)
                 self._ended[:0] = ended
                 raise
+            for provider, written in said.items():
+                self._forecasts_written[provider] = written[0]
+                if self._forecasts_said.get(provider) == written:  # nothing newer said since
+                    del self._forecasts_said[provider]
             for interval in changes.intervals:
                 if interval.gone_at is None:
                     self._stored[interval.id] = (interval.last_seen_at, interval.max_available)

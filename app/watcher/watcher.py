@@ -291,6 +291,7 @@ class Watcher:
         """A read of one provider that began at `started`, polled every `period` seconds (its
         usual one by default): act on it, then note it for the history and the API."""
         read_at = self.wall_clock()
+        forecasts = self.adapters[provider].stock_forecasts()  # of this read: before any await
         self.book.update(provider, offers, started=started)
         try:
             await self.deploy_pass()
@@ -298,6 +299,7 @@ class Watcher:
             # After the pass has launched its creates; memory only, written by a job.
             used = self.periods[provider] if period is None else period
             self.history.observe(str(provider), offers, read_at=read_at, period=used)
+            self.history.observe_forecasts(str(provider), forecasts, read_at=read_at)
         await self.snapshots.maybe_write(provider)
 
     async def deploy_pass(self) -> None:

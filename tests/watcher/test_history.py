@@ -13,17 +13,18 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.core.catalogue import ClusterInterconnect
-from app.core.market import OrderWants
+from app.core.catalogue import ClusterInterconnect, Interconnect
+from app.core.market import OrderWants, StockForecast
 from app.providers import fake, registry
 from app.providers.base import Offer
 from app.providers.fake import FakeAdapter
 from app.services.stock import estimate as stock_estimate
+from app.services.stock import history as stock_history
 from app.services.stock import reads as stock_reads
 from app.settings import Settings
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import StockCoverage, StockDay, StockInterval
+from app.storage.models import StockCoverage, StockDay, StockInterval, StoredForecast
 from app.watcher.history import WRITE_EVERY_SECONDS
 from app.watcher.poller import ProviderPoller
 from tests.clock import FakeWallClock
@@ -42,6 +43,7 @@ class Recorder(OnFakeAdapter):
         self.wall = FakeWallClock()
         super().__init__(engine, settings, FEES, self.wall)
         self.period = self.watcher.periods[self.fake.provider]
+        self.start = self.wall()
 
     async def read(self, *offers: Offer, after: float = 0.0, period: float | None = None) -> None:
         """Let `after` seconds pass, then one successful read showing `offers`."""
@@ -61,6 +63,14 @@ class Recorder(OnFakeAdapter):
         async with session_scope(create_sessionmaker(self.engine)) as session:
             query = select(StockCoverage).order_by(StockCoverage.started_at)
             return list((await session.execute(query)).scalars())
+
+    async def forecasts(self) -> list[tuple[str | None, str | None, timedelta]]:
+        """Each stored forecast's spans and when it changed, from the first read's time."""
+        await self.watcher.history.flush()
+        async with session_scope(create_sessionmaker(self.engine)) as session:
+            query = select(StoredForecast).order_by(StoredForecast.provider_model)
+            rows = (await session.execute(query)).scalars()
+            return [(r.within_7_days, r.within_30_days, r.changed_at - self.start) for r in rows]
 
 
 @pytest.fixture
@@ -155,6 +165,57 @@ async def test_a_change_of_period_ends_one_window_and_starts_another(recorder: R
     fast, slow = await recorder.windows()
     assert (fast.period_seconds, fast.ended_at) == (recorder.period, first_read)
     assert (slow.period_seconds, slow.started_at, slow.ended_at) == (30.0, slow_read, None)
+
+
+NOW = timedelta(0)  # the first read of a test's recorder
+
+
+def forecast(seven: str | None, thirty: str | None, model: str = "H100-80G-SXM5") -> StockForecast:
+    """The fake provider's forecast of its H100 `model` in FAKE-1."""
+    provider = fake.SPEC.provider
+    return StockForecast(provider, "FAKE-1", model, "H100", Interconnect.SXM, seven, thirty)
+
+
+async def test_a_forecast_is_written_when_it_changes_and_kept_while_a_read_says_nothing(
+    recorder: Recorder,
+) -> None:
+    pcie, sxm = forecast(None, "5", model="H100-80G-PCIe"), forecast("10+", "25+")
+    recorder.fake.forecasts = [pcie, sxm]
+    await recorder.read()
+    first = [(None, "5", NOW), ("10+", "25+", NOW)]  # by the provider's name: PCIe, SXM5
+    assert await recorder.forecasts() == first
+    await recorder.read(after=1)  # said again: when it changed stays the first read's
+    assert await recorder.forecasts() == first
+    recorder.fake.forecasts = None  # a read that did not say (Hyperstack's "Stocks Not Found")
+    await recorder.read(after=1)
+    assert await recorder.forecasts() == first
+
+    recorder.fake.forecasts = [pcie, replace(sxm, within_7_days="25+")]
+    await recorder.read(after=1)
+    await recorder.read(after=1)
+    assert await recorder.forecasts() == [(None, "5", NOW), ("25+", "25+", timedelta(seconds=3))]
+    recorder.fake.forecasts = [pcie]  # SXM5's no longer said: it is gone
+    await recorder.read(after=1)
+    assert await recorder.forecasts() == [(None, "5", NOW)]
+
+
+async def test_a_new_lease_holder_reading_the_same_forecast_keeps_when_it_changed(
+    recorder: Recorder, engine: AsyncEngine, settings: Settings
+) -> None:
+    recorder.fake.forecasts = [forecast("10+", "25+")]
+    await recorder.read()
+    assert await recorder.forecasts() == [("10+", "25+", NOW)]
+    successor = Recorder(engine, settings)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await stock_history.close_abandoned(session)  # what a new lease holder does first
+    successor.wall.set(recorder.wall() + timedelta(seconds=60))
+    successor.start = recorder.start
+    successor.fake.forecasts = [forecast("10+", "25+")]
+    await successor.read()
+    assert await successor.forecasts() == [("10+", "25+", NOW)]
+    successor.fake.forecasts = [forecast("10+", "100+")]  # the control: a change is written
+    await successor.read(after=1)
+    assert await successor.forecasts() == [("10+", "100+", timedelta(seconds=61))]
 
 
 async def test_the_creates_go_out_before_any_history_is_written(

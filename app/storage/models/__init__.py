@@ -19,6 +19,7 @@ from app.storage.models.stock import (
     StockCoverage,
     StockDay,
     StockInterval,
+    StoredForecast,
 )
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "StockCoverage",
     "StockDay",
     "StockInterval",
+    "StoredForecast",
     "WebhookAttempt",
     "WebhookDelivery",
     "WebhookEndpoint",

@@ -57,6 +57,22 @@ class ProviderImages(Base):
     read_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class StoredForecast(Base):
+    """What a provider last said it plans to have of one of its GPU models in one region (the
+    provider's word, not ours), rewritten only when what it says changes."""
+
+    __tablename__ = "stock_forecasts"
+
+    provider: Mapped[str] = mapped_column(String(20), primary_key=True)
+    region: Mapped[str] = mapped_column(String(64), primary_key=True)
+    provider_model: Mapped[str] = mapped_column(String(64), primary_key=True)  # its GPU name
+    gpu_model: Mapped[str] = mapped_column(String(40))  # the catalogue's
+    interconnect: Mapped[str | None] = mapped_column(String(20))
+    within_7_days: Mapped[str | None] = mapped_column(String(40))  # as the provider wrote it
+    within_30_days: Mapped[str | None] = mapped_column(String(40))
+    changed_at: Mapped[datetime] = mapped_column(UTCDateTime)  # the first read that said it so
+
+
 _OPEN_INTERVAL = text("gone_at IS NULL")
 _ONE = text("1")
 _OPEN_WINDOW = text("ended_at IS NULL")
