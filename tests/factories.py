@@ -12,13 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.api.order_schemas import OrderCreate
 from app.core.catalogue import Provider
 from app.core.ids import new_id
-from app.core.market import Fees
+from app.core.market import Fees, StockForecast
 from app.core.money import CENT
 from app.core.states import OrderStatus
 from app.providers.base import Offer
 from app.services import accounts, claims, ledger, placing
 from app.services.claims import Intent
 from app.services.stock import days as stock_days
+from app.services.stock import forecasts as stock_forecasts
 from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, StockCoverage, StockInterval
@@ -243,3 +244,11 @@ async def record_history(engine: AsyncEngine, *rows: StockInterval | StockCovera
         session.add_all(rows)
         closed = [r for r in rows if isinstance(r, StockInterval) and r.gone_at is not None]
         await stock_days.add_closed(session, closed, generated=False)
+
+
+async def record_forecasts(
+    engine: AsyncEngine, provider: str, *said: StockForecast, read_at: datetime
+) -> None:
+    """Store what `provider`'s read at `read_at` said it plans to have, as the recorder does."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await stock_forecasts.record(session, provider, said, read_at=read_at)

@@ -24,11 +24,13 @@ from app.core.market import Fees
 from app.core.text import OneLine, quote
 from app.providers.registry import offered_providers
 from app.services.stock import estimate as stock_estimate
+from app.services.stock import forecasts as stock_forecasts
 from app.services.stock import reads as stock_reads
 from app.services.stock.reads import HistoryFilter
 from app.services.stock.views import (
     CoverageOut,
     EstimateOut,
+    ForecastOut,
     HistoryOut,
     KeySummaryOut,
     StockIntervalOut,
@@ -114,16 +116,18 @@ async def summary(
 ) -> SummaryOut:
     """Per provider, region and SKU over the window: appearances, time in stock, gaps, prices
     with the current fees, last seen, and hours observed; only offers of `nodes` machines
-    (default: single machines)."""
+    (default: single machines). With them, what the providers last said they plan to have of
+    the GPU model (`forecasts`: their word, not ours)."""
     span = parse_window(window, retention_days=settings.stock_history_days)
     now = utcnow()
     names = _providers(providers)
+    model = parse_gpu_model(gpu_model)
     keys = await stock_reads.summary(
         session,
         fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
         since=now - span,
         now=now,
-        gpu_model=parse_gpu_model(gpu_model),
+        gpu_model=model,
         gpu_count=gpu_count,
         providers=names,
         nodes=nodes,
@@ -131,6 +135,7 @@ async def summary(
     generated = await stock_reads.includes_generated(
         session, since=now - span, until=now, providers=names
     )
+    forecasts = await stock_forecasts.latest(session, gpu_model=model, providers=names)
     return SummaryOut(
         nodes=nodes,
         window=window,
@@ -138,6 +143,7 @@ async def summary(
         until=now,
         data=[KeySummaryOut.present(k) for k in keys],
         includes_generated=generated,
+        forecasts=[ForecastOut.model_validate(f) for f in forecasts],
     )
 
 

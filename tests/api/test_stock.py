@@ -9,12 +9,15 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.catalogue import Interconnect, Provider
 from app.core.clock import utcnow
+from app.core.market import StockForecast
 from app.storage.models import StockCoverage, StockInterval
 from tests.factories import (
     coverage_window,
     create_account,
     place_order,
+    record_forecasts,
     record_history,
     stock_interval,
 )
@@ -135,6 +138,42 @@ async def test_summary_per_key(client: httpx.AsyncClient, engine: AsyncEngine) -
     )
     assert verda["hours_observed"] == 10.0
     assert hyperstack["price_min"] == "46.30" and hyperstack["hours_observed"] == 0.0
+
+
+async def test_the_summary_carries_the_providers_forecasts_of_the_model_in_their_words(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    said_at = utcnow() - timedelta(days=40)  # said long ago, and still what it says
+    hyperstack = Provider("hyperstack")
+    pcie, sxm = Interconnect.PCIE, Interconnect.SXM
+    h100 = StockForecast(hyperstack, "CANADA-1", "H100-80G-PCIe", "H100", pcie, "10+", "25+")
+    b300 = StockForecast(hyperstack, "US-1", "B300-SXM", "B300", sxm, None, "5")
+    await record_forecasts(engine, hyperstack, h100, b300, read_at=said_at)
+
+    async def forecasts(query: str) -> list[dict[str, Any]]:
+        response = await client.get(f"/v1/stock/summary?{query}", headers=account.headers)
+        assert response.status_code == 200, response.text
+        return list(response.json()["forecasts"])
+
+    # No history in the window, and a count Hyperstack does not count in: still what it says.
+    (shown,) = await forecasts("gpu_model=h100&gpu_count=8&window=1d")
+    assert shown == {
+        "provider": "hyperstack",
+        "region": "CANADA-1",
+        "provider_model": "H100-80G-PCIe",
+        "gpu_model": "H100",
+        "interconnect": "pcie",
+        "within_7_days": "10+",
+        "within_30_days": "25+",
+        "changed_at": shown["changed_at"],
+    }
+    assert datetime.fromisoformat(shown["changed_at"]) == said_at
+    assert await forecasts("gpu_model=H100&providers=verda") == []
+    assert [f["gpu_model"] for f in await forecasts("providers=hyperstack")] == ["H100", "B300"]
+
+    schema = (await client.get("/openapi.json")).json()["components"]["schemas"]["SummaryOut"]
+    assert "their word, not ours" in schema["properties"]["forecasts"]["description"]
 
 
 @pytest.mark.parametrize(

@@ -331,6 +331,36 @@ async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
     assert any(w["provider"] == provider for w in page["coverage"])
 
 
+async def test_hyperstacks_forecast_reaches_the_stock_summary_as_it_said_it(
+    sim: SimControl, client: httpx.AsyncClient
+) -> None:
+    account = await create_account(client)
+    await sim.forecast(
+        "hyperstack", "US-1", "H100-80G-SXM5", planned_7_days="10+", planned_30_days="25+"
+    )
+    query = {"gpu_model": "H100", "providers": "hyperstack"}
+
+    async def shown() -> list[dict[str, object]] | None:
+        summary = await client.get("/v1/stock/summary", params=query, headers=account.headers)
+        forecasts: list[dict[str, object]] = summary.json()["forecasts"]
+        return forecasts or None
+
+    (forecast,) = await eventually(shown, seconds=15)
+    assert (forecast["region"], forecast["provider_model"], forecast["interconnect"]) == (
+        "US-1",
+        "H100-80G-SXM5",
+        "sxm",
+    )
+    assert (forecast["within_7_days"], forecast["within_30_days"]) == ("10+", "25+")
+
+    await sim.forecast("hyperstack", "US-1", "H100-80G-SXM5")  # no forecast any more
+
+    async def gone() -> bool:
+        return await shown() is None
+
+    await eventually(gone, seconds=15)
+
+
 async def test_a_slow_history_wait_ends_when_an_order_comes_to_want_the_provider() -> None:
     adapter = FakeAdapter()
     reads: list[float] = []

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.services.views import MoneyOut, OrderOut
 from app.stock.stats import Estimate
@@ -141,8 +141,30 @@ class KeySummaryOut(BaseModel):
         return out
 
 
+class ForecastOut(BaseModel):
+    """What a provider says it plans to have of one of its GPU models in one region, as its
+    last read said it: the provider's word, not ours, and no promise. Hyperstack's counts GPUs
+    in its own buckets ("0".."9", "10+", "25+", "100+", "200+"), kept as it wrote them."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    provider: str
+    region: str
+    provider_model: str = Field(description="The provider's own name for the GPU.")
+    gpu_model: str
+    interconnect: str | None
+    within_7_days: str | None = Field(
+        description="What it says it plans within 7 days, in its words; null: nothing said."
+    )
+    within_30_days: str | None = Field(
+        description="What it says it plans within 30 days, in its words; null: nothing said."
+    )
+    changed_at: datetime = Field(description="The first read that said it as it is now.")
+
+
 class SummaryOut(BaseModel):
-    """Per provider, region and SKU, what the window's history says."""
+    """Per provider, region and SKU, what the window's history says; and, per provider and
+    region, what the provider says is to come."""
 
     nodes: int  # the keys shown are offers of this many nodes
     window: str
@@ -150,6 +172,13 @@ class SummaryOut(BaseModel):
     until: datetime
     data: list[KeySummaryOut]
     includes_generated: bool = False  # made-up demo history (`autoprovision demo-history`)
+    forecasts: list[ForecastOut] = Field(
+        default_factory=list,
+        description=(
+            "The providers' own forecasts of the GPU model asked for (any count or nodes), as "
+            "last read, whatever the window: their word, not ours."
+        ),
+    )
 
 
 class OrderWithEstimateOut(OrderOut):
