@@ -11,16 +11,24 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
+from app.core.catalogue import Interconnect, Provider
 from app.core.clock import utcnow
+from app.core.market import StockForecast
 from app.storage.db import create_engine
 from app.storage.models import StockCoverage, StockInterval
 from tests.dashboard.service import Api
-from tests.factories import coverage_window, record_history, stock_interval
+from tests.factories import coverage_window, record_forecasts, record_history, stock_interval
 
 H = timedelta(hours=1)
 D = timedelta(days=1)
 HYPER = ("hyperstack", "CANADA-1", "n3-H100x1")
 VERDA = ("verda", "FIN-01", "1H100.80S")
+HYPERSTACK = Provider("hyperstack")
+# What Hyperstack says it plans: of the H100 PCIe in CANADA-1, and of a B300 (not shown for H100).
+FORECASTS = (
+    StockForecast(HYPERSTACK, "CANADA-1", "H100-80G-PCIe", "H100", Interconnect.PCIE, "10+", "25+"),
+    StockForecast(HYPERSTACK, "US-1", "B300-SXM", "B300", Interconnect.SXM, "5", None),
+)  # fmt: skip
 
 
 def interval(key: tuple[str, str, str], start: datetime, hours: float, price: str) -> StockInterval:
@@ -43,7 +51,8 @@ def history(service: str, tmp_path: Path) -> datetime:
     serves tmp_path/dashboard.db). Hyperstack was not read from 10 h to 8 h ago.
 
     In the last 24 h: Hyperstack 4 appearances ($2.62 at 20 h and 6 h ago, $3.25 at 15 h and
-    2 h ago), Verda 1 ($2.20 at 12 h ago); over 7 days 3 and 1 more."""
+    2 h ago), Verda 1 ($2.20 at 12 h ago); over 7 days 3 and 1 more. Hyperstack's last read,
+    3 h ago, said FORECASTS."""
     now = utcnow()
     rows: list[StockInterval | StockCoverage] = [
         read("hyperstack", now - 7 * D, now - 10 * H),
@@ -61,14 +70,15 @@ def history(service: str, tmp_path: Path) -> datetime:
     ]
     url = f"sqlite+aiosqlite:///{tmp_path / 'dashboard.db'}"
     with ThreadPoolExecutor(1) as thread:  # Playwright's own loop runs in this one
-        thread.submit(asyncio.run, record(url, rows)).result()
+        thread.submit(asyncio.run, record(url, rows, said_at=now - 3 * H)).result()
     return now
 
 
-async def record(url: str, rows: list[StockInterval | StockCoverage]) -> None:
+async def record(url: str, rows: list[StockInterval | StockCoverage], said_at: datetime) -> None:
     engine = create_engine(url)
     try:
         await record_history(engine, *rows)
+        await record_forecasts(engine, HYPERSTACK, *FORECASTS, read_at=said_at)
     finally:
         await engine.dispose()
 
@@ -110,6 +120,13 @@ def test_the_stock_page_shows_lanes_with_bars_gaps_and_the_summary(
     prices = hyper_row.locator('[data-label="Price incl. fees"]')
     expect(prices).to_contain_text("$2.62 \N{EN DASH} $3.25")
     expect(page.locator('tr[data-key="verda/FIN-01/1H100.80S"]')).to_contain_text("$2.20/h")
+
+    # What Hyperstack says is coming, of the H100 only, and said to be its word.
+    forecasts = page.get_by_test_id("stock-forecasts").locator("li")
+    expect(forecasts).to_have_count(1)
+    expect(forecasts).to_contain_text("Hyperstack plans 10+ more within 7 days, 25+ within 30")
+    expect(forecasts).to_contain_text("H100-80G-PCIe in CANADA-1 · said so for 3 h")
+    expect(page.get_by_text("the provider's word, not ours")).to_be_visible()
 
     page.get_by_label("Period").select_option("7d")
     expect(hyper.locator(".bar")).to_have_count(7)

@@ -1,4 +1,4 @@
-// The stock view (#/stock): when a GPU model and count was in stock over the last 24 hours or 7 days, one lane per provider and region (shaded where nobody was reading), and the summary per offer.
+// The stock view (#/stock): when a GPU model and count was in stock over the last 24 hours or 7 days, one lane per provider and region (shaded where nobody was reading), the summary per offer, and what the providers say is coming.
 
 import { getCatalogue, providerName } from "./api.js";
 import { duration, h, money, patch, perHour, showState, since, syncList, when } from "./dom.js";
@@ -135,6 +135,21 @@ function renderSummaryRow(tr, k) {
   ]);
 }
 
+/** "10+ more within 7 days, 25+ within 30": a provider's forecast in its own words. */
+function plans(f) {
+  if (f.within_7_days !== null && f.within_30_days !== null) {
+    return `${f.within_7_days} more within 7 days, ${f.within_30_days} within 30`;
+  }
+  return f.within_7_days !== null ? `${f.within_7_days} more within 7 days` : `${f.within_30_days} more within 30 days`;
+}
+
+function renderForecast(li, f) {
+  patch(li, JSON.stringify(f) + since(f.changed_at), () => [
+    h("strong", {}, `${providerName(f.provider)} plans ${plans(f)}`),
+    h("span", { class: "muted small" }, ` · ${f.provider_model} in ${f.region} · said so for ${since(f.changed_at)}`),
+  ]);
+}
+
 export function mountStock(root, ctx) {
   const title = h("h1", { tabindex: -1 }, "Stock");
   const gpuSelect = h("select", { id: "stock-gpu" }, h("option", { value: "" }, "Choose a GPU…"));
@@ -162,6 +177,9 @@ export function mountStock(root, ctx) {
   const summaryEmpty = h("p", { class: "empty" });
   const summaryStates = { loading: summaryLoading, empty: summaryEmpty, content: table };
   const summaryHeading = h("h2", { id: "stock-summary-heading" }, "Summary");
+  const forecastList = h("ul", { class: "forecasts", "aria-label": "The providers' forecasts", "data-testid": "stock-forecasts" });
+  const forecasts = h("div", { hidden: true }, forecastList,
+    h("p", { class: "muted small" }, "What each provider says it plans to add, as it last said it: the provider's word, not ours, and no promise."));
 
   let loaded = { key: null, at: 0 };
   let seq = 0;
@@ -193,7 +211,7 @@ export function mountStock(root, ctx) {
         h("div", { class: "field inline" }, h("label", { for: "stock-count" }, "GPU count"), count),
         h("div", { class: "field inline" }, h("label", { for: "stock-window" }, "Period"), windowSelect)),
       loading, empty, content),
-    h("section", { class: "card", "aria-labelledby": "stock-summary-heading" }, summaryHeading, summaryLoading, summaryEmpty, table),
+    h("section", { class: "card", "aria-labelledby": "stock-summary-heading" }, summaryHeading, forecasts, summaryLoading, summaryEmpty, table),
   );
   showState(states, "empty");
   showState(summaryStates, "empty");
@@ -210,6 +228,7 @@ export function mountStock(root, ctx) {
         empty.textContent = "Choose a GPU model and count to see when it was in stock.";
         showState(states, "empty");
         showState(summaryStates, "empty");
+        forecasts.hidden = true;
         return;
       }
       if (key === loaded.key && Date.now() - loaded.at < RELOAD_MS) return;
@@ -217,6 +236,7 @@ export function mountStock(root, ctx) {
       if (key !== loaded.key) {
         showState(states, "loading");
         showState(summaryStates, "loading");
+        forecasts.hidden = true;
       }
       const to = Date.now();
       const from = to - WINDOWS[q.window].ms;
@@ -239,6 +259,8 @@ export function mountStock(root, ctx) {
       }
       summaryHeading.textContent = `Summary, ${WINDOWS[q.window].label.toLowerCase()}`;
       syncList(tbody, summary.data, "data-key", (k) => `${k.provider}/${k.region}/${k.sku}`, renderSummaryRow);
+      syncList(forecastList, summary.forecasts, "data-forecast", (f) => `${f.provider}/${f.region}/${f.provider_model}`, renderForecast, "li");
+      forecasts.hidden = !summary.forecasts.length;
       summaryEmpty.textContent = `No ${what} in stock ${WINDOWS[q.window].label.toLowerCase()}.`;
       showState(summaryStates, summary.data.length ? "content" : "empty");
     },
