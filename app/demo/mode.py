@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
 DEMO_KEY_PURPOSE = "autoprovision demo account API key"
+# What the demo's Hyperstack says it plans of a GPU the demo orders want (region, its GPU name,
+# what its stock answer says), so the Stock page has a forecast to show.
+DEMO_FORECAST = ("US-1", "B300-SXM", {"planned_7_days": "10+", "planned_30_days": "25+"})
 
 
 def demo_orders() -> list[dict[str, Any]]:
@@ -264,6 +267,12 @@ class StockFeed:
         """
         orders = demo_orders()
         async with SimControl(base_url=self.sim_url, timeout=5, verify=self.verify) as sim:
+            if "hyperstack" in sim.providers():
+                region, model, planned = DEMO_FORECAST
+                try:
+                    await sim.forecast("hyperstack", region, model, **planned)
+                except httpx.HTTPError as exc:
+                    log.info("demo stock feed: no forecast: %s", exc)
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:

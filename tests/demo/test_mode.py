@@ -166,8 +166,21 @@ async def test_demo_mode_records_the_stock_feed_in_the_history(
                 return page if page["data"] and page["coverage"] else None
 
             page = await eventually(recorded, seconds=45, interval=0.5)
+
+            async def forecast() -> list[dict[str, Any]] | None:
+                summary = await client.get("/v1/stock/summary?gpu_model=B300", headers=headers)
+                forecasts: list[dict[str, Any]] = summary.json()["forecasts"]
+                return forecasts or None
+
+            (said,) = await eventually(forecast, seconds=45, interval=0.5)
     assert {w["provider"] for w in page["coverage"]} == {s.name for s in simulated_specs()}
     assert not any(i["generated"] for i in page["data"])
+    # The demo's Hyperstack says what it plans, so the Stock page has a forecast to show.
+    assert (said["provider"], said["within_7_days"], said["within_30_days"]) == (
+        "hyperstack",
+        "10+",
+        "25+",
+    )
 
 
 async def test_the_embedded_simulators_leave_the_server_lines_to_the_main_server(
