@@ -146,6 +146,13 @@ class SimControl:
         result: list[dict[str, Any]] = await self._send("GET", provider, "volumes")
         return result
 
+    async def images(self, provider: str) -> list[dict[str, Any]]:
+        """Its OS images (Verda's and Hyperstack's), each with its NVIDIA driver branch and the
+        GPUs it runs: `[{..., driver, gpus, ...}]` (Verda: `image_type`, `cluster` and
+        `instance_types`; Hyperstack: `name` and `flavors`)."""
+        result: list[dict[str, Any]] = await self._send("GET", provider, "images")
+        return result
+
     async def startup_scripts(self, provider: str) -> list[dict[str, Any]]:
         """The start-up scripts kept apart from VMs (Verda's): `[{id, name, script}]`."""
         result: list[dict[str, Any]] = await self._send("GET", provider, "startup-scripts")
@@ -251,6 +258,10 @@ class SimControlSync:
     def volumes(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.volumes`."""
         return self._run(self._control.volumes(provider))
+
+    def images(self, provider: str) -> list[dict[str, Any]]:
+        """`SimControl.images`."""
+        return self._run(self._control.images(provider))
 
     def clusters(self, provider: str) -> list[dict[str, Any]]:
         """`SimControl.clusters`."""

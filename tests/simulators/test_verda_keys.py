@@ -1,6 +1,6 @@
-"""The simulated Verda's SSH keys, startup scripts and images over raw HTTP (the SDK's calls are
-in tests/contract/test_verda_sdk.py): what a create refers to by id, and how it refuses ids it
-does not know."""
+"""The simulated Verda's SSH keys and startup scripts over raw HTTP (the SDK's calls are in
+tests/contract/test_verda_sdk.py; the images in test_verda_images.py): what a create refers to
+by id, and how it refuses ids it does not know."""
 
 import uuid
 from typing import Any
@@ -8,7 +8,6 @@ from typing import Any
 import httpx
 import pytest
 
-from app.providers.verda.spec import VerdaSettings
 from app.simulators.verda import VerdaSimulator, build_app
 from tests.fixtures.simulators import in_process
 
@@ -16,9 +15,6 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh0ZXN0a2V5 me@laptop"
 SCRIPT = "#!/bin/bash\necho hello > /root/hello\n"
 B300 = ("8B300.240V", "FIN-03")
 CUDA_13 = "2404f580-1300-1111-82b3-f199fb9b701b"
-CUDA_12_0 = "2088da25-bb0d-41cc-a191-dccae45d96fd"
-CUDA_12_8 = "77777777-4f48-4249-82b3-f199fb9b701b"
-OUR_DEFAULT: str = VerdaSettings.model_fields["image"].default  # the adapter's configured image
 
 
 sim, api = in_process(VerdaSimulator, build_app)
@@ -135,33 +131,3 @@ class TestStartupScripts:
             answer = await create(client, startup_script_id=bad)
             assert refused(answer, 400, "Invalid startup script id")
         assert [c.outcome for c in sim.creates] == ["created", "rejected", "rejected"]
-
-
-class TestImages:
-    async def test_images_carry_the_ids_clients_hard_code(self, client: httpx.AsyncClient) -> None:
-        images = {i["id"]: i for i in (await client.get("/v1/images")).json()}
-        assert images[CUDA_13]["image_type"] == "ubuntu-24.04-cuda-13.0-open-docker"
-        assert images[CUDA_13]["name"] == "Ubuntu 24.04 + CUDA 13.0 Open + Docker"
-        assert images[CUDA_12_0]["name"] == "Ubuntu 22.04 + CUDA 12.0 + Docker"
-        assert images[CUDA_12_8]["is_default"] is True
-        assert [i["image_type"] for i in images.values() if i["is_default"]] == [OUR_DEFAULT]
-
-    @pytest.mark.parametrize(
-        ("image", "image_type"),
-        [
-            (CUDA_13, "ubuntu-24.04-cuda-13.0-open-docker"),
-            (CUDA_12_0, "ubuntu-22.04-cuda-12.0-docker"),
-            ("ubuntu-22.04-cuda-12.0-docker", "ubuntu-22.04-cuda-12.0-docker"),
-            (OUR_DEFAULT, OUR_DEFAULT),
-        ],
-    )
-    async def test_a_create_names_its_image_by_id_or_by_type(
-        self, client: httpx.AsyncClient, image: str, image_type: str
-    ) -> None:
-        made = await create(client, image=image)
-        assert made.status_code == 202
-        assert (await client.get(f"/v1/instances/{made.text}")).json()["image"] == image_type
-
-    async def test_an_unknown_image_is_refused(self, client: httpx.AsyncClient) -> None:
-        for image in (str(uuid.uuid4()), "Ubuntu 24.04 + CUDA 13.0 Open + Docker"):
-            assert refused(await create(client, image=image), 400, "Invalid image")

@@ -18,6 +18,12 @@ from app.simulators.hyperstack.catalog import (
 )
 from app.simulators.hyperstack.create import create_vms
 from app.simulators.hyperstack.forecast import forecast_routes
+from app.simulators.hyperstack.images import (
+    control_images,
+    flavor_restrictions,
+    image_id,
+    image_restrictions,
+)
 from app.simulators.hyperstack.simulator import (
     API_KEY,
     HyperstackSimulator,
@@ -44,6 +50,11 @@ async def no_route(_request: Request, exc: Exception) -> Response:
         answer.headers.update(exc.headers or {})  # keeps `Allow`
         return answer
     return not_found("Resource not found")
+
+
+async def _sim_images(_request: Request) -> Response:
+    """Each image, its driver branch and the GPUs it runs (`images.control_images`)."""
+    return JSONResponse(control_images())
 
 
 def paged(request: Request, items: list[Any]) -> tuple[list[Any], int | None, int | None] | None:
@@ -110,6 +121,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
                 continue
             rows = [
                 flavor_fields(e, stock_available=sim.in_stock(e) > 0)
+                | {"image_restrictions": image_restrictions(e)}
                 for e in sim.catalog.values()
                 if e.region == region
             ]
@@ -139,7 +151,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
                 continue
             rows = [
                 {
-                    "id": REGIONS[region]["id"] * 100 + image_id,
+                    "id": image_id(region, local_id),
                     "name": name,
                     "region_name": region,
                     "type": kind,
@@ -149,9 +161,9 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
                     "description": name,
                     "is_public": True,
                     "labels": [],
-                    "flavor_restrictions": {},
+                    "flavor_restrictions": flavor_restrictions(local_id, region),
                 }
-                for image_id, name, kind, version in IMAGES
+                for local_id, name, kind, version in IMAGES
             ]
             rows = text_filter(rows, search, lambda row: str(row["name"]))
             groups.append({"region_name": region, "type": "Ubuntu", "logo": "", "images": rows})
@@ -272,6 +284,7 @@ def build_app(sim: HyperstackSimulator) -> Starlette:
             ("/v1/core/virtual-machines/{vm_id}", virtual_machine, ["GET", "DELETE"]),
         )
     ]
+    routes.append(Route("/_sim/images", _sim_images, methods=["GET"]))
     app = provider_app(sim, [*routes, *forecast_routes(sim)])
     app.add_exception_handler(404, no_route)
     app.add_exception_handler(405, no_route)

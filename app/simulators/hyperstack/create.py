@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.simulators.hyperstack.catalog import IMAGES
+from app.simulators.hyperstack.images import refusal
 from app.simulators.hyperstack.simulator import (
     HyperstackSimulator,
     SimEnvironment,
@@ -80,6 +81,9 @@ def _parse(sim: HyperstackSimulator, body: dict[str, Any]) -> CreateRequest | Re
         return not_found(f"Keypair {body['key_name']} not found in {environment.name}")
     if body["image_name"] not in IMAGE_NAMES:
         return not_found(f"Image {body['image_name']} not found in {environment.region}")
+    refused = refusal(body["image_name"], entry)
+    if refused is not None:
+        return bad_request(refused)
     details = {
         "environment": environment,
         "image_name": body["image_name"],

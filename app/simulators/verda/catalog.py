@@ -1,4 +1,5 @@
-"""What the simulated Verda sells: instance types, where, at what price; locations and images.
+"""What the simulated Verda sells: instance types, where, at what price; locations (the
+images are `images.py`).
 
 Names and JSON shapes follow `GET /v1/instance-types` (prices are decimal strings there);
 prices are late-2026 on-demand list prices in USD for the whole machine.
@@ -101,44 +102,6 @@ CPU_TYPES: tuple[dict[str, Any], ...] = tuple(
     )
 )
 CPU_LOCATIONS = ("FIN-01", "ICE-01")
-
-DEFAULT_IMAGE = "ubuntu-24.04-cuda-12.8-open-docker"
-
-# (id, image_type, name, details). The ids are the real ones clients hard-code: dstack's Verda
-# backend (77777777-... for 24.04 + CUDA 12.8, 2088da25-... for V100 and A6000), the CUDA 13.0
-# one from the client captures in issue 13. No client names an id for the other two, so theirs
-# are made up (uuid5 of the image type).
-_IMAGE_ROWS: tuple[tuple[str | None, str, str, list[str]], ...] = (
-    ("77777777-4f48-4249-82b3-f199fb9b701b", DEFAULT_IMAGE,
-     "Ubuntu 24.04 + CUDA 12.8 Open + Docker",
-     ["Ubuntu 24.04", "CUDA 12.8", "NVIDIA open driver 570", "Docker"]),
-    ("2404f580-1300-1111-82b3-f199fb9b701b", "ubuntu-24.04-cuda-13.0-open-docker",
-     "Ubuntu 24.04 + CUDA 13.0 Open + Docker",
-     ["Ubuntu 24.04", "CUDA 13.0", "NVIDIA open driver 580", "Docker"]),
-    ("2088da25-bb0d-41cc-a191-dccae45d96fd", "ubuntu-22.04-cuda-12.0-docker",
-     "Ubuntu 22.04 + CUDA 12.0 + Docker", ["Ubuntu 22.04", "CUDA 12.0", "Docker"]),
-    (None, "ubuntu-22.04-cuda-12.4-docker", "Ubuntu 22.04 + CUDA 12.4 + Docker",
-     ["Ubuntu 22.04", "CUDA 12.4", "NVIDIA driver 550", "Docker"]),
-    (None, "ubuntu-24.04", "Ubuntu 24.04", ["Ubuntu 24.04", "Minimal Image"]),
-)  # fmt: skip
-
-IMAGES: tuple[dict[str, Any], ...] = tuple(
-    {
-        "id": image_id or str(uuid.uuid5(_NS, image_type)),
-        "image_type": image_type,
-        "name": name,
-        "is_default": image_type == DEFAULT_IMAGE,
-        "details": details,
-        "category": "ubuntu",
-        "is_cluster": False,
-    }
-    for image_id, image_type, name, details in _IMAGE_ROWS
-)
-# A create names its image by id or by image type (`image` in the body takes either).
-IMAGES_BY_KEY: dict[str, dict[str, Any]] = {
-    **{image["image_type"]: image for image in IMAGES},
-    **{image["id"]: image for image in IMAGES},
-}
 
 
 def _sku(family: GPUFamily, count: int) -> str:

@@ -1,5 +1,5 @@
-"""What the simulated Verda sells as Instant Clusters: cluster types, where, at what price;
-the images a cluster boots.
+"""What the simulated Verda sells as Instant Clusters: cluster types, where, at what price (the
+images a cluster boots are `images.py`).
 
 A cluster type (`16B200`: 16 B200 GPUs) is 8-GPU worker nodes on 400 Gb/s InfiniBand, plus a
 jump host, sold as one object: one create, one id, one price for the whole cluster. Names and
@@ -27,34 +27,6 @@ SIZES: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
 }
 
 _NS = uuid.UUID("0c6f3f8e-2b6a-4a57-9d1e-5f4c3a2b1d0e")
-
-# (image_type, name, details): what `GET /v1/images/cluster` lists. The ids are made up
-# (uuid5 of the image type); no client hard-codes one.
-_IMAGE_ROWS: tuple[tuple[str, str, list[str]], ...] = (
-    ("ubuntu-24.04-cuda-13.0-cluster", "Ubuntu 24.04 + CUDA 13.0 Cluster",
-     ["Ubuntu 24.04", "CUDA 13.0", "NVIDIA open driver 580", "Slurm"]),
-    ("ubuntu-22.04-cuda-12.4-cluster", "Ubuntu 22.04 + CUDA 12.4 Cluster",
-     ["Ubuntu 22.04", "CUDA 12.4", "NVIDIA driver 550", "Slurm"]),
-)  # fmt: skip
-DEFAULT_CLUSTER_IMAGE = _IMAGE_ROWS[0][0]
-
-CLUSTER_IMAGES: tuple[dict[str, Any], ...] = tuple(
-    {
-        "id": str(uuid.uuid5(_NS, image_type)),
-        "image_type": image_type,
-        "name": name,
-        "is_default": image_type == DEFAULT_CLUSTER_IMAGE,
-        "details": details,
-        "category": "ubuntu",
-        "is_cluster": True,
-    }
-    for image_type, name, details in _IMAGE_ROWS
-)
-# A cluster create names its image by id or by image type, as an instance create does.
-CLUSTER_IMAGES_BY_KEY: dict[str, dict[str, Any]] = {
-    **{image["image_type"]: image for image in CLUSTER_IMAGES},
-    **{image["id"]: image for image in CLUSTER_IMAGES},
-}
 
 
 def cluster_type_json(family: GPUFamily, gpus: int) -> dict[str, Any]:

@@ -8,13 +8,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.verda.catalog import IMAGES_BY_KEY, LOCATION_CODES, LOCATIONS
+from app.simulators.verda.catalog import LOCATION_CODES, LOCATIONS
 from app.simulators.verda.cluster_catalog import (
-    CLUSTER_IMAGES,
-    CLUSTER_IMAGES_BY_KEY,
     CLUSTER_TYPES,
     DEFAULT_SHARED_VOLUME_GB,
     SHARED_VOLUME_MOUNT,
+)
+from app.simulators.verda.images import (
+    CLUSTER_IMAGES,
+    CLUSTER_IMAGES_BY_KEY,
+    IMAGES_BY_KEY,
+    images_of_type,
+    refusal,
 )
 from app.simulators.verda.instances import tagged
 from app.simulators.verda.simulator import USER_ID, VerdaSimulator, error, iso_time
@@ -119,8 +124,14 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         codes = [loc["code"] for loc in LOCATIONS if wanted is None or loc["code"] == wanted]
         return JSONResponse(any(name in available(code) for code in codes))
 
-    async def images(_request: Request) -> Response:
-        return JSONResponse(list(CLUSTER_IMAGES))  # every one boots every cluster type
+    async def images(request: Request) -> Response:
+        cluster_type = request.query_params.get("instance_type")
+        if cluster_type is None:
+            return JSONResponse(list(CLUSTER_IMAGES))
+        fitting = images_of_type(cluster_type, cluster=True)
+        if fitting is None:
+            return error(404, "not_found", "Instance type not found")
+        return JSONResponse(fitting)
 
     async def create_cluster(request: Request) -> Response:
         body = await json_body(request)
@@ -151,6 +162,9 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             if body["image"] in IMAGES_BY_KEY:
                 return "Image is not a cluster image"
             return "Invalid image"
+        refused = refusal(CLUSTER_IMAGES_BY_KEY[body["image"]], body["cluster_type"])
+        if refused is not None:
+            return refused
         contract = body.get("contract")
         if contract is not None and contract not in CONTRACTS:
             return "Invalid contract"
@@ -189,8 +203,8 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         image = CLUSTER_IMAGES_BY_KEY[body["image"]]
         cluster.details.update(
             description=body.get("description") or "",
-            image=image["image_type"],
-            os_name=image["details"][0],
+            image=image.image_type,
+            os_name=image.details[0],
             startup_script_id=body.get("startup_script_id"),
             ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
             shared_volume_size=size,

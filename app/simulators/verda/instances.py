@@ -7,7 +7,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, IMAGES_BY_KEY, LOCATION_CODES
+from app.simulators.verda.catalog import ALL_TYPES, GPU_TYPES, LOCATION_CODES
+from app.simulators.verda.images import IMAGES_BY_KEY, refusal
 from app.simulators.verda.simulator import PENDING_STATUSES, VerdaSimulator, error
 from app.simulators.verda.wire import (
     authed,
@@ -73,6 +74,9 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
             return "Invalid instance type"
         if body["image"] not in IMAGES_BY_KEY:
             return "Invalid image"
+        refused = refusal(IMAGES_BY_KEY[body["image"]], body["instance_type"])
+        if refused is not None:
+            return refused
         os_volume = body.get("os_volume")
         if os_volume is not None:
             size = os_volume.get("size") if isinstance(os_volume, dict) else None
@@ -103,8 +107,8 @@ def instance_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         )
         vm.details.update(
             description=body.get("description") or "",
-            image=image["image_type"],
-            os_name=image["details"][0],
+            image=image.image_type,
+            os_name=image.details[0],
             startup_script_id=body.get("startup_script_id"),
             ssh_key_ids=[keys] if isinstance(keys, str) else list(keys),
             jupyter_token=uuid.uuid4().hex,

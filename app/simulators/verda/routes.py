@@ -10,11 +10,11 @@ from app.simulators.verda.catalog import (
     ALL_TYPES,
     CPU_LOCATIONS,
     CPU_TYPES,
-    IMAGES,
     LOCATIONS,
     VOLUME_TYPES,
 )
 from app.simulators.verda.clusters import cluster_routes
+from app.simulators.verda.images import IMAGES, control_images, images_of_type
 from app.simulators.verda.instances import instance_routes
 from app.simulators.verda.keys import key_routes, script_routes
 from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
@@ -99,8 +99,17 @@ def build_app(sim: VerdaSimulator) -> Starlette:
     async def locations(_request: Request) -> Response:
         return JSONResponse(list(LOCATIONS))
 
-    async def images(_request: Request) -> Response:
-        return JSONResponse(list(IMAGES))
+    async def images(request: Request) -> Response:
+        instance_type = request.query_params.get("instance_type")
+        if instance_type is None:
+            return JSONResponse(list(IMAGES))
+        fitting = images_of_type(instance_type, cluster=False)
+        if fitting is None:
+            return error(404, "not_found", "Instance type not found")
+        return JSONResponse(fitting)
+
+    async def sim_images(_request: Request) -> Response:
+        return JSONResponse(control_images())
 
     async def balance(_request: Request) -> Response:
         return JSONResponse({"amount": float(sim.balance), "currency": "usd"})
@@ -117,6 +126,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         ),
         Route("/v1/locations", authed(sim, locations), methods=["GET"]),
         Route("/v1/images", authed(sim, images), methods=["GET"]),
+        Route("/_sim/images", sim_images, methods=["GET"]),
         *key_routes(sim),
         *script_routes(sim),
         *instance_routes(sim),
