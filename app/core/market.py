@@ -4,7 +4,7 @@ the adapters speak these types, and the matcher, the waiting-order book and the 
 shows all decide by them.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_UP, Decimal
@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
+from app.core.drivers import SERVE_MIN_DRIVER
 from app.core.money import CENT, price_with_fees
 
 
@@ -60,6 +61,46 @@ class MachineKey(NamedTuple):
     nodes: int = 1
 
 
+@dataclass(frozen=True, eq=False)
+class Boots:
+    """The OS images that run one offer's machine, as its provider's own lists say, best first
+    (the image it is configured to boot, where that runs it; then the newest driver), each with
+    its NVIDIA driver branch (None: the image does not say), and the other names a create may
+    give one of them (an id). Built by the adapter from the lists the watcher reads."""
+
+    images: tuple[tuple[str, int | None], ...]
+    aliases: Mapping[str, str] = field(default_factory=dict)  # other name -> its name above
+    configured: str | None = None  # what a create boots unless told otherwise
+    gpu_min_driver: int | None = None  # the oldest branch the machine's GPU runs on
+
+    def driver_of(self, image: str) -> tuple[bool, int | None]:
+        """Whether `image` (by any of its names) runs this machine, and its driver branch."""
+        name = self.aliases.get(image, image)
+        for listed, driver in self.images:
+            if listed == name:
+                return True, driver
+        return False, None
+
+    def choose(self, min_driver: int | None = None) -> str | None:
+        """The image a create should boot, its driver at least `min_driver` (and what the GPU
+        needs, known, not guessed); None when none of them has it."""
+        need = max(self.gpu_min_driver or 0, min_driver or 0)
+        for name, driver in self.images:
+            if not need or (driver is not None and driver >= need):
+                return name
+        return None
+
+    def runs(self, image: str | None, min_driver: int | None = None) -> bool:
+        """Whether a create of this machine can boot `image` (None: an image of its choosing)
+        with a driver of at least `min_driver`, known."""
+        if image is None:
+            return self.choose(min_driver) is not None
+        listed, driver = self.driver_of(image)
+        if not listed:
+            return False
+        return min_driver is None or (driver is not None and driver >= min_driver)
+
+
 @dataclass(frozen=True)
 class Offer:
     """A machine (or a cluster of `nodes` machines sold as one) a provider shows as in stock
@@ -84,6 +125,8 @@ class Offer:
     nodes: int = 1  # machines in the offer, deployed together (1: a single machine)
     # The fabric between its nodes; None for a single machine, or nodes with no fast fabric.
     cluster_interconnect: ClusterInterconnect | None = None
+    # The images that run it, where its provider's image lists were read (None: not known).
+    boots: Boots | None = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> OfferKey:
@@ -172,6 +215,9 @@ class OrderWants:
     nodes: int = 1
     cluster_interconnect: ClusterInterconnect | None = None  # the fabric required; None = any
     needs_startup_script: bool = False  # its machine must run a script at boot
+    image: str | None = None  # the OS image it names (None: one the provider chooses)
+    # The oldest NVIDIA driver its machine's image may have (its script serves a model).
+    min_driver: int | None = None
     # Which of the order's alternatives this is (1: its first, or its only one), and whether
     # the order takes them strictly in the order listed rather than the cheapest.
     alternative: int = 1
@@ -228,6 +274,7 @@ def wants_of(row: Any, *, able: Abilities, prefer_listed: bool = False) -> Order
     """What the matcher needs of an order row (or of a row with the same columns); `able`
     leaves out the providers that cannot carry its start-up script or image."""
     scripted = row.startup_script_bytes is not None
+    serves = getattr(row, "serve_engine", None) is not None
     return OrderWants(
         id=row.id,
         created_at=row.created_at,
@@ -244,6 +291,8 @@ def wants_of(row: Any, *, able: Abilities, prefer_listed: bool = False) -> Order
             ClusterInterconnect(row.cluster_interconnect) if row.cluster_interconnect else None
         ),
         needs_startup_script=scripted,
+        image=getattr(row, "image", None),
+        min_driver=SERVE_MIN_DRIVER if serves else None,
         prefer_listed=prefer_listed,
     )
 
@@ -307,7 +356,16 @@ def fits(order: OrderWants, offer: Offer) -> bool:
         accepted = ACCEPTED_INTERCONNECTS[order.interconnect]
         if offer.interconnect is None or offer.interconnect not in accepted:
             return False
-    return True
+    return bootable(order, offer)
+
+
+def bootable(order: OrderWants, offer: Offer) -> bool:
+    """Whether `offer`'s machine boots an image `order` can use: the one it names, and one with
+    the driver its script needs. Where the offer's images are not known, a named image is left
+    to the create to check, but a driver needed is never guessed."""
+    if offer.boots is None:
+        return order.min_driver is None
+    return offer.boots.runs(order.image, order.min_driver)
 
 
 def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:

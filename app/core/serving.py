@@ -19,12 +19,13 @@ because it reads the machine it runs on:
 import shlex
 from dataclasses import dataclass
 
+from app.core.drivers import SERVE_MIN_DRIVER
 from app.core.open_models import FIT_SHARE, EngineRecipe, OpenModel
 
 ENGINES = ("vllm", "sglang")
 PORTS = {"vllm": 8000, "sglang": 30000}
 READY_TIMEOUT_SECONDS = 3600  # the vLLM recipe's, for a first load of 1.5 TB
-MIN_DRIVER = 580
+MIN_DRIVER = SERVE_MIN_DRIVER
 DEFAULT_IMAGES = {"vllm": "vllm/vllm-openai:latest", "sglang": "lmsysorg/sglang:latest"}
 # Where things go on the machine; the variables exist so the script can be run in a test.
 PLACES = (

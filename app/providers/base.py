@@ -4,7 +4,7 @@ Adapters turn each provider's wire format into these types and each provider's f
 the typed outcomes below, keyed on HTTP status and error code, never on message text.
 """
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -13,12 +13,13 @@ from decimal import Decimal
 from typing import Protocol
 
 from app.core.catalogue import Provider
-from app.core.market import VM, Machine, MachineKey, Offer, StockForecast, VMState
+from app.core.drivers import gpu_min_driver
+from app.core.market import VM, Boots, Machine, MachineKey, Offer, StockForecast, VMState
 from app.core.text import storable
 from app.providers.budget import Budget, StockRead
 
 # Re-exported: adapters speak them; app.core.market is their home.
-__all__ = ["VM", "Machine", "MachineKey", "Offer", "StockForecast", "VMState"]
+__all__ = ["VM", "Boots", "Machine", "MachineKey", "Offer", "StockForecast", "VMState"]
 
 SAID_LIMIT = 1000  # of a provider's message kept on a `Refused`: it goes to people, bounded
 
@@ -134,16 +135,86 @@ class OutcomeUnknown(ProviderError):
 
 
 @dataclass(frozen=True)
+class Image:
+    """One OS image a provider's creates may name: the name a create sends, the others it takes
+    for it (an id), its NVIDIA driver branch as the image's own data says (None: it does not),
+    whether it boots clusters (kept apart where the provider keeps them apart) and whether it
+    is the provider's own default."""
+
+    name: str
+    driver: int | None = None
+    aliases: frozenset[str] = frozenset()
+    cluster: bool = False
+    default: bool = False
+
+
+@dataclass(frozen=True)
+class ImageFit:
+    """The images that run one machine a provider sells (its SKU, in `region` or in every
+    region: None), best first, and the one its creates boot unless told otherwise."""
+
+    sku: str
+    machine: MachineKey
+    images: tuple[str, ...]
+    region: str | None = None
+    configured: str | None = None
+
+
+@dataclass(frozen=True)
 class Images:
     """The OS images a provider's creates may name: each by every name a create takes (an
-    image type or name, an id), for single machines and for clusters."""
+    image type or name, an id), for single machines and for clusters; where the provider says
+    which runs which machine, `listed` (each with its driver) and `fits` (per machine)."""
 
     machines: frozenset[str] = frozenset()
     clusters: frozenset[str] = frozenset()
+    listed: tuple[Image, ...] = ()
+    fits: tuple[ImageFit, ...] = ()
+
+    @classmethod
+    def of(cls, listed: Iterable[Image], fits: Iterable[ImageFit] = ()) -> "Images":
+        """The lists of `listed` images, and what runs where."""
+        images = tuple(listed)
+        return cls(
+            machines=frozenset(n for i in images if not i.cluster for n in (i.name, *i.aliases)),
+            clusters=frozenset(n for i in images if i.cluster for n in (i.name, *i.aliases)),
+            listed=images,
+            fits=tuple(fits),
+        )
 
     def lists(self, image: str, *, cluster: bool) -> bool:
         """Whether `image` boots a machine (or a cluster's nodes, with `cluster`) here."""
         return image in (self.clusters if cluster else self.machines)
+
+    def image(self, name: str) -> Image | None:
+        """The listed image a create may call `name` (by its name or another), if listed."""
+        return next((i for i in self.listed if name == i.name or name in i.aliases), None)
+
+    def boots(self, fit: ImageFit) -> Boots:
+        """What an offer of `fit`'s machine boots, for the matcher and the claim."""
+        drivers = {image.name: image.driver for image in self.listed}
+        return Boots(
+            images=tuple((name, drivers.get(name)) for name in fit.images),
+            aliases={alias: i.name for i in self.listed for alias in i.aliases},
+            configured=fit.configured,
+            gpu_min_driver=gpu_min_driver(fit.machine.gpu_model),
+        )
+
+
+def ranked(fitting: Iterable[Image], *, gpu_model: str, configured: str | None) -> tuple[str, ...]:
+    """The names of those of `fitting` (what a provider lists for a machine) that can drive
+    `gpu_model`, best first: `configured`, then the newest driver, the provider's default, the
+    name. One whose driver is known to be too old for the GPU is left out; one whose driver is
+    not known stays, last (an order may name it; nothing chooses it where a driver is needed)."""
+    need = gpu_min_driver(gpu_model)
+    kept = [i for i in fitting if need is None or i.driver is None or i.driver >= need]
+
+    def rank(image: Image) -> tuple[bool, bool, int, bool, str]:
+        named = configured is not None and configured in (image.name, *image.aliases)
+        driver = image.driver
+        return (not named, driver is None, -(driver or 0), not image.default, image.name)
+
+    return tuple(image.name for image in sorted(kept, key=rank))
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from app.storage.models import OfferSnapshot, Order
 
 
 def offer_json(offer: Any) -> dict[str, Any]:
-    """An Offer as stored JSON (money as strings)."""
-    data = dataclasses.asdict(offer)
+    """An Offer as stored JSON (money as strings; not the images it boots, which the watcher
+    keeps apart: `provider_images`)."""
+    data = {f.name: getattr(offer, f.name) for f in dataclasses.fields(offer) if f.name != "boots"}
     data["provider"] = str(offer.provider)
     data["interconnect"] = str(offer.interconnect) if offer.interconnect else None
     fabric = offer.cluster_interconnect

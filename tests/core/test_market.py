@@ -1,4 +1,5 @@
-"""What an order wants of an offer: the machine's identity (nodes included) and its fabric."""
+"""What an order wants of an offer: the machine's identity (nodes included), its fabric, and
+an image it boots (the one the order names, one with the driver its script needs)."""
 
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -8,7 +9,16 @@ from types import SimpleNamespace
 import pytest
 
 from app.core.catalogue import ClusterInterconnect, Interconnect, Provider
-from app.core.market import Abilities, MachineKey, Offer, OrderWants, fits, matches, wants_of
+from app.core.market import (
+    Abilities,
+    Boots,
+    MachineKey,
+    Offer,
+    OrderWants,
+    fits,
+    matches,
+    wants_of,
+)
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 INFINIBAND = ClusterInterconnect.INFINIBAND
@@ -116,3 +126,45 @@ def test_an_order_naming_an_image_fits_only_offers_of_providers_that_choose_one(
     # Positive control: without an image, the stock-image provider's offer fits as well.
     plain = wants_of(_row(providers=["chooses", "stock"]), able=able)
     assert fits(plain, replace(MACHINE, provider=Provider("stock")))
+
+
+BOOTS = Boots(
+    images=(("os-12.8", 570), ("os-13", 580), ("os-minimal", None)),
+    aliases={"id-13": "os-13"},
+    configured="os-12.8",
+    gpu_min_driver=570,
+)
+
+
+def test_the_image_a_machine_boots_is_the_configured_one_unless_a_driver_is_needed() -> None:
+    assert BOOTS.choose() == "os-12.8"
+    assert BOOTS.choose(580) == "os-13"  # a serve script needs R580
+    assert BOOTS.choose(590) is None
+    # A driver the GPU needs is never guessed: an image that does not say its driver is
+    # chosen only where nothing is needed.
+    minimal = Boots(images=(("os-minimal", None),))
+    assert minimal.choose() == "os-minimal"
+    assert replace(minimal, gpu_min_driver=570).choose() is None
+    assert Boots(images=()).choose() is None
+
+
+def test_an_order_fits_only_offers_whose_machine_boots_its_image_and_driver() -> None:
+    offer = replace(MACHINE, boots=BOOTS)
+    serving = replace(SINGLE, min_driver=580)
+    assert fits(serving, offer) and fits(replace(serving, image="id-13"), offer)
+    assert not fits(replace(serving, image="os-12.8"), offer)  # R570: the script stops
+    assert not fits(replace(serving, image="os-minimal"), offer)  # its driver is not known
+    assert not fits(replace(SINGLE, image="os-12.4"), offer)  # not listed for this machine
+    assert not fits(serving, replace(offer, boots=replace(BOOTS, images=(("os-12.8", 570),))))
+    assert not fits(SINGLE, replace(offer, boots=Boots(images=())))  # nothing boots it
+    # Where the offer's images are not known, a named image is left to the create, a needed
+    # driver is not; and an order that needs neither fits as before (positive controls).
+    assert fits(replace(SINGLE, image="os-12.4"), MACHINE)
+    assert not fits(serving, MACHINE)
+    assert fits(SINGLE, MACHINE) and fits(SINGLE, offer)
+
+
+def test_an_order_serving_a_model_wants_an_r580_driver() -> None:
+    assert wants_of(_row(serve_engine="vllm"), able=Abilities()).min_driver == 580
+    assert wants_of(_row(), able=Abilities()).min_driver is None
+    assert wants_of(_row(image="os-13"), able=Abilities()).image == "os-13"

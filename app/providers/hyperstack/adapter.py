@@ -6,6 +6,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Collection
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 
@@ -14,6 +15,7 @@ from pydantic import SecretStr
 from app.providers import assembly
 from app.providers.base import (
     VM,
+    Boots,
     Images,
     MachineKey,
     Offer,
@@ -25,7 +27,7 @@ from app.providers.base import (
 )
 from app.providers.budget import StockRead
 from app.providers.http import Connections
-from app.providers.hyperstack import limits, parse
+from app.providers.hyperstack import images, limits, parse
 from app.providers.hyperstack.client import HyperstackClient, NotFound
 from app.providers.hyperstack.parse import PROVIDER
 
@@ -83,6 +85,7 @@ class HyperstackAdapter:
         self._forecasts: list[StockForecast] | None = None  # as the last stock read said
         self._environments: dict[str, str] = {}  # name -> region
         self._keypairs: set[tuple[str, str]] = set()
+        self._boots: dict[tuple[str, str | None], Boots] = {}  # (flavor, region): its images
         # Clusters are N of its VMs created together (Hyperstack sells no cluster).
         self._clusters = assembly.NodeAssembly(
             PROVIDER,
@@ -122,8 +125,13 @@ class HyperstackAdapter:
         slots = parse.stock_slots(stocks) if stocks is not None else {}
         self._forecasts = parse.forecasts(stocks) if stocks is not None else None
         made = (parse.to_offer(row, self._prices, slots) for row in rows)
-        offers = [offer for offer in made if offer is not None]
+        offers = [self._booting(offer) for offer in made if offer is not None]
         return offers + assembly.assembled_offers(offers, machines or ())
+
+    def _booting(self, offer: Offer) -> Offer:
+        """`offer` with the images its flavor boots in its region, as last read."""
+        boots = self._boots.get((offer.sku, offer.region))
+        return offer if boots is None else replace(offer, boots=boots)
 
     def stock_forecasts(self) -> list[StockForecast] | None:
         """What the last stock read's `planned_7_days`/`planned_30_days` said, per region and
@@ -274,10 +282,15 @@ class HyperstackAdapter:
         return parse.gpu_regions(parse.flavor_rows(await self._api.flavors()))
 
     async def images(self) -> Images:
-        """`GET /core/images`: the names of the images of every region (a cluster's nodes are
-        VMs, so they boot the same ones)."""
-        names = frozenset(parse.image_names(await self._api.images()))
-        return Images(machines=names, clusters=names)
+        """`GET /core/images` and `GET /core/flavors`: the names of the images of every region
+        (a cluster's nodes are VMs, so they boot the same ones), and which run each flavor in
+        each region (`images.py`); the offers boot what this read found."""
+        images_body, flavors_body = await asyncio.gather(self._api.images(), self._api.flavors())
+        read = images.image_fits(
+            images_body, parse.flavor_rows(flavors_body), configured=self.image
+        )
+        self._boots = {(fit.sku, fit.region): read.boots(fit) for fit in read.fits}
+        return read
 
     async def has_image(self, region: str) -> bool:
         """Whether the configured image can be booted in `region`."""

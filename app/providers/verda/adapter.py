@@ -19,6 +19,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -43,6 +44,8 @@ from app.providers.verda import limits, parse
 from app.providers.verda.client import DeleteRefused, VerdaClient
 from app.providers.verda.cluster_parse import cluster_id_of
 from app.providers.verda.cluster_side import ClusterSide
+from app.providers.verda.clusters import VerdaClusters
+from app.providers.verda.images import VerdaImages
 from app.providers.verda.parse import PROVIDER
 from app.providers.verda.scripts import StartupScripts
 from app.providers.verda.stock_pairs import StockPairs
@@ -84,6 +87,7 @@ class VerdaAdapter:
         self.budget = self._api.http.budget
         self._image = image
         self._clusters = ClusterSide(self._api, image=cluster_image, clock=clock)
+        self._images = VerdaImages(self._api, VerdaClusters(self._api))
         self._scripts = StartupScripts(self._api)
         self._volumes = VerdaVolumes(self._api)
         self._types: dict[str, dict[str, Any]] = {}
@@ -187,9 +191,10 @@ class VerdaAdapter:
                 logger.debug("verda: no offer for %s in %s", sku, region)
                 continue
             offers.append(made)
-        if self._shared_price is None:
-            return offers
-        return [*offers, *self._clusters.offers(self._shared_price)]
+        if self._shared_price is not None:
+            offers.extend(self._clusters.offers(self._shared_price))
+        boots = self._images.boots  # what each type boots, as the last image read said
+        return [replace(o, boots=boots[o.sku]) if o.sku in boots else o for o in offers]
 
     def _age(self) -> float:
         return float("inf") if self._types_at is None else time.monotonic() - self._types_at
@@ -319,9 +324,17 @@ class VerdaAdapter:
         return parse.balance(await self._api.balance())
 
     async def images(self) -> Images:
-        """`GET /v1/images` and `GET /v1/images/cluster`: every type and id a create may name."""
-        machines = parse.image_keys(await self._api.images())
-        return Images(machines=machines, clusters=await self._clusters.image_keys())
+        """`GET /v1/images` and `GET /v1/images/cluster`, then each of them for every instance
+        and cluster type (`images.py`): every type and id a create may name, and what runs
+        which type; the offers boot what this read found."""
+        if self._types_at is None:
+            await self.refresh_prices()
+        return await self._images.read(
+            self._machines,
+            self._clusters.machines_by_type(),
+            image=self._image,
+            cluster_image=self._clusters.image,
+        )
 
     async def find_image(self) -> str | None:
         """How Verda knows the configured image ("image type" or "id"), or None if it does not."""

@@ -247,9 +247,10 @@ class VerdaClient:
             raise Unavailable(PROVIDER, "SSH key registered without an id in the answer")
         return key_id
 
-    async def images(self) -> Any:
-        """`GET /images`: the OS images an instance can boot."""
-        return self.read(await self.request("GET", "/images"))
+    async def images(self, instance_type: str | None = None) -> Any:
+        """`GET /images`: the OS images an instance can boot (of one type, when given)."""
+        params = None if instance_type is None else {"instance_type": instance_type}
+        return self.read(await self.request("GET", "/images", params=params))
 
     async def balance(self) -> Any:
         """`GET /balance`."""

@@ -43,10 +43,6 @@ class ClusterSide:
         """The image cluster creates boot (a cluster image type or id)."""
         return self._image
 
-    async def image_keys(self) -> frozenset[str]:
-        """Every cluster image type and id a cluster create may name."""
-        return parse.image_keys(await self._calls.cluster_images())
-
     async def find_image(self) -> str | None:
         """How Verda knows the cluster image ("image type" or "id"), or None if it does not."""
         return parse.image_match(await self._calls.cluster_images(), self._image)
@@ -59,6 +55,11 @@ class ClusterSide:
         made = (cluster_parse.cluster_offer(data, "") for data in types.values())
         self._types = types
         self._machines = frozenset(offer.machine for offer in made if offer is not None)
+
+    def machines_by_type(self) -> dict[str, MachineKey]:
+        """Each cluster type read (`refresh_types`) and the machine it is."""
+        made = (cluster_parse.cluster_offer(data, "") for data in self._types.values())
+        return {offer.sku: offer.machine for offer in made if offer is not None}
 
     def wanted(self, machines: Collection[MachineKey]) -> bool:
         """Whether some cluster type is one of `machines`."""

@@ -10,7 +10,8 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from app.core.catalogue import Interconnect, Provider
-from app.providers.base import VM, Offer, Rejected, Unavailable, VMState
+from app.core.drivers import cuda_floor
+from app.providers.base import VM, Image, Offer, Rejected, Unavailable, VMState
 from app.providers.http import wire_decimal
 
 logger = logging.getLogger(__name__)
@@ -369,14 +370,40 @@ def image_match(body: Any, image: str) -> str | None:
     return None
 
 
-def image_keys(body: Any) -> frozenset[str]:
-    """`GET /images` (or `/images/cluster`) -> every key a create's `image` takes: each image's
-    type and id."""
-    keys: set[str] = set()
+_DRIVER = re.compile(r"\bdriver\s+(\d{3})\b", re.IGNORECASE)
+
+
+def image_driver(row: dict[str, Any]) -> int | None:
+    """An `Os` row's NVIDIA driver branch: as its `details` name it ("NVIDIA open driver 580"),
+    else the oldest the CUDA version in its details or image type implies ("CUDA 12.4": 550);
+    None when it names neither (the minimal image)."""
+    details = [d for d in as_list(row.get("details")) if isinstance(d, str)]
+    for detail in details:
+        found = _DRIVER.search(detail)
+        if found is not None:
+            return int(found[1])
+    floors = [cuda_floor(text) for text in (*details, str(row.get("image_type") or ""))]
+    known = [floor for floor in floors if floor is not None]
+    return max(known) if known else None
+
+
+def images(body: Any, *, cluster: bool = False) -> list[Image]:
+    """`GET /images` (or `/images/cluster`) -> each image by its image type (what a create
+    sends), its id as another name, and its driver branch."""
+    found = []
     for row in as_list(body):
-        if isinstance(row, dict):
-            keys.update(row[k] for k in ("image_type", "id") if isinstance(row.get(k), str))
-    return frozenset(keys)
+        if isinstance(row, dict) and isinstance(row.get("image_type"), str):
+            ids = {row["id"]} if isinstance(row.get("id"), str) else set()
+            found.append(
+                Image(
+                    name=row["image_type"],
+                    driver=image_driver(row),
+                    aliases=frozenset(ids - {row["image_type"]}),
+                    cluster=cluster,
+                    default=row.get("is_default") is True,
+                )
+            )
+    return found
 
 
 def as_list(value: Any) -> list[Any]:
