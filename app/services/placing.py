@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
+from app.core.drivers import SERVE_MIN_DRIVER
 from app.core.errors import (
     ProvidersNotEnabled,
     TooManyOrders,
@@ -119,21 +120,32 @@ def check_request(request: NewOrder) -> None:
         _check_clusters(alternative, f"alternatives.{position}." if listed else "")
 
 
+def wanted(request: NewOrder) -> list[images.Wanted]:
+    """The order's alternatives as the image check sees them."""
+    return [
+        images.Wanted(a.providers, a.gpu_model, a.gpu_count, a.nodes, a.regions)
+        for a in request.alternatives
+    ]
+
+
 async def check_image(
     session: AsyncSession, request: NewOrder
 ) -> tuple[NewOrder, images.ImageCheck]:
-    """Check the order's image, if it names one, against its providers' image lists as the
-    watcher last read them: the order without the providers that list no such image (an
-    alternative left with none is left out), and what was found. A 422 naming `image` when
-    it cannot boot anywhere the order accepts."""
-    if request.image is None:
-        return request, images.ImageCheck([], [], {})
-    wanted = [images.Wanted(a.providers, a.nodes > 1) for a in request.alternatives]
-    found = images.check(request.image, wanted, await images.known(session))
+    """Check the order's image, if it names one, and the driver its serve script needs, if it
+    serves a model, against its providers' image lists as the watcher last read them: the
+    order without the providers where its machine cannot boot them (an alternative left with
+    none is left out), and what was found. A 422 naming `image` (or `serve`) when it cannot
+    deploy anywhere it accepts."""
+    need = SERVE_MIN_DRIVER if request.serve_engine is not None else None
+    if request.image is None and need is None:
+        return request, images.NO_CHECK
+    found = images.check(
+        request.image, wanted(request), await images.known(session), min_driver=need
+    )
     kept = []
     for position, alternative in enumerate(request.alternatives):
-        unlisted = found.unlisted.get(position, [])
-        providers = [p for p in alternative.providers if str(p) not in unlisted]
+        unfit = found.unlisted.get(position, [])
+        providers = [p for p in alternative.providers if str(p) not in unfit]
         if providers:
             kept.append(replace(alternative, providers=providers))
     return replace(request, alternatives=kept), found
@@ -152,6 +164,7 @@ async def place_order(
     can deploy on; an order that accepts none of them is refused, as is one past the
     account's `max_waiting` orders waiting. `box` seals its start-up script, if it has one."""
     check_request(request)
+    shapes = wanted(request)
     request, imaged = await check_image(session, request)
     listed = len(request.alternatives) > 1
     scriptless = startup_scripts.check(request.startup_script, request.providers)
@@ -218,11 +231,7 @@ async def place_order(
             _placed_line(order),
         ),
         *([startup_scripts.placed_line(order.id, scriptless, candidates)] if scriptless else []),
-        *(
-            images.placed_lines(order.id, request.image, imaged, candidates)
-            if request.image
-            else []
-        ),
+        *images.placed_lines(order.id, request.image, imaged, candidates, shapes),
         *([orders.disabled_line(order, disabled)] if disabled else []),
     )
     return order

@@ -54,6 +54,9 @@ class ProviderImages(Base):
     provider: Mapped[str] = mapped_column(String(20), primary_key=True)
     machines: Mapped[Any] = mapped_column(JSON)  # every name or id a single machine boots
     clusters: Mapped[Any] = mapped_column(JSON)  # those a cluster's nodes boot
+    # Each image with its driver, and which run each machine (`services/images.py`); null in
+    # a list read before either was kept.
+    fits: Mapped[Any | None] = mapped_column(JSON)
     read_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
