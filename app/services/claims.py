@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
+from app.core.drivers import SERVE_MIN_DRIVER, branch
 from app.core.errors import InsufficientFunds
 from app.core.ids import new_id
 from app.core.market import MAX_ALTERNATIVES, Offer
@@ -69,6 +70,7 @@ def _claim_statement(alternative: int) -> Any:
             # Read by the claim itself: no statement more on the way from stock to create.
             _orders.c.startup_script,
             _orders.c.image,
+            _orders.c.serve_engine,
         )
     )
 
@@ -98,7 +100,9 @@ class Intent:
     created_at: datetime
     # The order's start-up script as stored (sealed for the order's id): the deployer opens it.
     sealed_startup_script: str | None = None
-    image: str | None = None  # the image the order names (None: the provider's configured one)
+    # The image to boot: the order's, else the one chosen for the machine from what its offer
+    # boots (None: not known, the provider's configured one).
+    image: str | None = None
 
 
 VM_NAME_PREFIX = "ap-"
@@ -128,6 +132,28 @@ def describe_offer(offer: Offer, price_with_fees: Decimal) -> str:
 def serial_kind(region: str, sku: str) -> str:
     """The kind of machine an attempt at a provider that cannot name VMs is serialized on."""
     return f"{region}/{sku}"
+
+
+def boot_image(offer: Offer, named: str | None, min_driver: int | None) -> tuple[str | None, str]:
+    """The image a create of `offer` boots: the order's (`named`), else the best of those the
+    offer's machine boots with at least `min_driver` (its serve script's), else None (not
+    known: the provider's configured one); and, when that is not the configured image, a
+    sentence saying why, for the order's timeline."""
+    boots = offer.boots
+    if named is not None or boots is None:
+        return named, ""
+    chosen = boots.choose(min_driver)
+    configured = boots.configured
+    if chosen is None or configured is None or chosen == configured:
+        return chosen, ""
+    runs, driver = boots.driver_of(configured)
+    if not runs:
+        why = f"does not run {offer.gpu_count}x {offer.gpu_model} there"
+    elif min_driver is not None and (driver is None or driver < min_driver):
+        why = f"has {branch(driver)}; the serve script needs R{min_driver} or newer"
+    else:
+        why = f"has {branch(driver)}; {offer.gpu_model} needs R{boots.gpu_min_driver} or newer"
+    return chosen, f" Boots {chosen}: the configured {configured} {why}."
 
 
 async def claim(
@@ -200,7 +226,8 @@ def claim_on(
     ).first()
     if claimed is None:
         return None
-    account_id, ssh_public_key, min_disk_gb, number, sealed_script, image = claimed
+    account_id, ssh_public_key, min_disk_gb, number, sealed_script, named, serves = claimed
+    image, chose = boot_image(offer, named, SERVE_MIN_DRIVER if serves else None)
     hold = ledger.place_hold_on(
         connection, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
@@ -255,7 +282,7 @@ def claim_on(
             order_id,
             OrderEventKind.CREATE_SENT,
             f"{describe_offer(offer, price_with_fees)}: create sent"
-            f"{f' (alternative {alternative})' if alternative > 1 else ''}.",
+            f"{f' (alternative {alternative})' if alternative > 1 else ''}.{chose}",
         ),
     )
     return Intent(

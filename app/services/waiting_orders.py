@@ -27,6 +27,7 @@ _ORDER_COLUMNS = (
     Order.cluster_interconnect,
     Order.startup_script_bytes,
     Order.image,
+    Order.serve_engine,
     Order.account_id,
     Order.alternatives,
     Order.prefer,

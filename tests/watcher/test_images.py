@@ -188,3 +188,48 @@ async def test_an_order_with_an_image_never_deploys_at_quantacloud_but_elsewhere
     assert len(await sim.creates("quantacloud")) == 1
     (verda_create,) = await sim.creates("verda")
     assert verda_create["image"] == VERDA_CUDA13
+
+
+HYPER_DEFAULT = "Ubuntu Server 22.04 LTS R535 CUDA 12.2"  # the configured image (the default)
+HYPER_B200_X8 = ("hyperstack", "n3-B200-SXM6x8", "CANADA-1")  # $38.00/h
+VERDA_A6000 = ("verda", "1A6000.10V", "FIN-01")  # $0.79/h
+
+
+async def driver_of(sim: SimControl, provider: str, image: str) -> int | None:
+    """The driver branch of an image, as the simulator says (`/_sim/images`)."""
+    key = "image_type" if provider == "verda" else "name"
+    found: int | None = next(i["driver"] for i in await sim.images(provider) if i[key] == image)
+    return found
+
+
+async def test_each_machine_boots_an_image_it_runs_and_the_timeline_says_which(
+    client: httpx.AsyncClient, sim: SimControl
+) -> None:
+    handle = await create_account(client, credit="200")
+    await lists_read(client, handle)
+    # Hyperstack's configured image has an R535 driver, which cannot drive a B200.
+    body = h100(["hyperstack"], gpu_model="B200", gpu_count=8, max_price_per_hour="45")
+    b200 = await place(client, handle, body)
+    await sim.stock(*HYPER_B200_X8, 1)
+    await reaches(client, handle, b200, "running", seconds=10)
+    (create,) = await sim.creates("hyperstack")
+    assert create["outcome"] == "created" and create["image"] != HYPER_DEFAULT
+    assert (await driver_of(sim, "hyperstack", create["image"]) or 0) >= 570
+    said = (await client.get(f"/v1/orders/{b200}/events", headers=handle.headers)).json()
+    assert any(
+        f"Boots {create['image']}: the configured {HYPER_DEFAULT} does not run 8x B200 there."
+        in line["message"]
+        for line in said
+    ), said
+    # Verda's RTX A6000 lists no open-driver image (the configured one is): it boots the
+    # newest it lists, where Verda would refuse the configured one.
+    a6000 = await place(client, handle, h100(["verda"], gpu_model="RTX-A6000"))
+    await sim.stock(*VERDA_A6000, 1)
+    await reaches(client, handle, a6000, "running", seconds=10)
+    (create,) = await sim.creates("verda")
+    assert (create["outcome"], create["image"]) == ("created", "ubuntu-22.04-cuda-12.4-docker")
+    # Positive control: where the configured image runs, it is the one booted.
+    plain = await place(client, handle, h100(["hyperstack"]))
+    await sim.stock(*HYPER_H100, 1)
+    await reaches(client, handle, plain, "running", seconds=10)
+    assert (await sim.creates("hyperstack"))[-1]["image"] == HYPER_DEFAULT

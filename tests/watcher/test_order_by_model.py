@@ -11,6 +11,7 @@ from tests.factories import create_account
 from tests.watcher.orders import order, place, reaches
 
 KIMI = "moonshotai/Kimi-K3"
+VERDA_DEFAULT = "ubuntu-24.04-cuda-12.8-open-docker"  # the configured image, R570
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200
 
 
@@ -162,6 +163,16 @@ class TestServe:
         running = await reaches(client, handle, order_id, "running", seconds=10)
         (create,) = await sim.creates("verda")
         assert create["startup_script"] == script  # byte for byte
+        # The script needs R580: not the configured image (R570) but one with that driver.
+        assert create["image"] == "ubuntu-24.04-cuda-13.0-open-docker"
+        drivers = {i["image_type"]: i["driver"] for i in await sim.images("verda")}
+        assert drivers[create["image"]] >= 580 > drivers[VERDA_DEFAULT]
+        said = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
+        assert any(
+            f"Boots {create['image']}: the configured {VERDA_DEFAULT} has R570; the serve "
+            "script needs R580 or newer." in line["message"]
+            for line in said.json()
+        ), said.text
         ip = running["deployment"]["ip"]
         assert running["serve_tunnel"] == f"ssh -N -L 8000:127.0.0.1:8000 root@{ip}"
 
