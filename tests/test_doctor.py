@@ -13,7 +13,9 @@ import pytest
 from app.cli import main
 from app.core.market import Fees, Offer, OrderWants
 from app.doctor import passed, render_text, run
+from app.doctor.images import image_fit_verdict
 from app.doctor.providers import ResponseLog, balance_verdict, clock_check
+from app.providers.base import Image, ImageFit, Images, MachineKey
 from app.providers.diagnosis import Status
 from app.providers.registry import simulated, simulated_specs, spec_for
 from app.settings import Settings, get_settings
@@ -90,7 +92,35 @@ def test_json_output_parses_and_matches(
             name for scope, name in names if scope == provider
         }
     assert ("verda", "cluster image") in names
+    # Which GPUs the configured images run, from the providers' own lists.
+    fit = {c["scope"]: c["reason"] for c in report["checks"] if c["name"] == "image fit"}
+    assert set(fit) == {"verda", "hyperstack"}  # QuantaCloud boots one stock image
+    assert fit["hyperstack"].startswith(
+        "image 'Ubuntu Server 22.04 LTS R535 CUDA 12.2' runs H200, H100, A100-80G, L40, "
+        "RTX-A6000; B300, B200, RTX-PRO-6000 boot 'Ubuntu Server 24.04 LTS R580 CUDA 13.0 "
+        "with Docker'; a serve script (R580) gets"
+    )
+    assert "RTX-A6000, V100 boot 'ubuntu-22.04-cuda-12.4-docker'" in fit["verda"]
+    assert "no image with R580 on RTX-A6000, V100" in fit["verda"]
+    assert "cluster image 'ubuntu-24.04-cuda-13.0-cluster' runs B300, B200, H200" in fit["verda"]
     get_settings.cache_clear()
+
+
+def test_a_machine_no_image_boots_is_a_warning() -> None:
+    machine = MachineKey("B200", 8)
+    listed = (Image("os-535", 535), Image("os-580", 580))
+    booted = Images.of(listed, [ImageFit("8B200", machine, ("os-580",), configured="os-535")])
+    verdict = image_fit_verdict(booted)
+    assert verdict == (
+        "image 'os-535' runs none of them; B200 boot 'os-580'; a serve script (R580) gets "
+        "'os-580' on B200"
+    )
+    unbootable = Images.of(listed, [ImageFit("8B200", machine, (), configured="os-535")])
+    assert image_fit_verdict(unbootable) == (
+        Status.WARN,
+        "image 'os-535' runs none of them; no image with R580 on B200. nothing boots B200: "
+        "orders for them never deploy here",
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """The checks every provider gets, written once: credentials, stock, balance against the waiting
-orders, the rate-limit headers it sends and its clock; then the provider's own (`spec.diagnose`).
+orders, which GPUs its configured images run (where an order may choose one), the rate-limit
+headers it sends and its clock; and the provider's own (`spec.diagnose`).
 
 Only reads are sent (and Verda's token request): no create, change or delete.
 """
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 
 from app.core.market import Fees, Offer, OrderWants, matches
+from app.doctor.images import image_fit_verdict
 from app.providers.diagnosis import Check, Probe, Status, Verdict
 from app.providers.spec import ProviderSpec, Timeouts
 
@@ -82,6 +84,12 @@ async def check_provider(
         await probe.run("stock", stock)
         if spec.diagnose is not None:
             await spec.diagnose(adapter, probe)
+        if spec.chooses_image:
+
+            async def image_fit() -> Verdict:
+                return image_fit_verdict(await adapter.images())
+
+            await probe.run("image fit", image_fit)
 
         async def funds() -> Verdict:
             if not balance:
