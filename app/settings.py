@@ -305,9 +305,11 @@ class Settings(BaseSettings):
         default=3600.0,
         ge=0,
         le=86400,
-        description="How often each provider's image list is read (also at start), so an "
-        "order's `image` is checked when it is placed. `0`: never read, and an image is "
-        "checked only by the create.",
+        description="How often each provider's image lists are read (also at start): which "
+        "image runs which machine, so each machine boots one that runs it and an order's "
+        "`image` is checked when it is placed. `0`: never read; every machine boots the "
+        "configured image, an order's image is checked only by the create, and an order "
+        "serving a model never deploys.",
     )
     history_poll_seconds: float = Field(
         default=30.0,
