@@ -183,16 +183,18 @@ def check(
             f"an order choose its image{which}, or leave image out",
         )
     unfit: dict[int, dict[str, str]] = {}
-    bootable, need = False, min_driver
+    bootable = False
     for position, alternative in enumerate(alternatives):
         for provider in (str(p) for p in alternative.providers if str(p) in choosers):
-            listed = lists.get(provider)
-            why = None if listed is None else _unfit(image, alternative, provider, listed, need)
+            listed, why = lists.get(provider), None
+            if listed is not None:  # not read yet: the create is the check
+                why = _unfit(image, alternative, provider, listed, min_driver)
             if why is None:
                 bootable = True
             else:
                 unfit.setdefault(position, {})[provider] = why
-    if not bootable and unfit:  # (none judged: no provider chooses images, the script's check)
+    # None judged: no provider the order accepts chooses images (the script check says why).
+    if not bootable and unfit:
         raise _nowhere(image, unfit, accepted)
     unread = [p for p in accepted if p in choosers and p not in lists] if image else []
     return ImageCheck(stock_only, unread, unfit)

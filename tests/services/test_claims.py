@@ -1,5 +1,6 @@
 """The claim's database rules: one open attempt per kind where VMs have no name."""
 
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -7,9 +8,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.states import OrderStatus
-from app.providers.base import VM, Offer, VMState
+from app.providers.base import VM, Boots, Offer, VMState
 from app.services import attempts
-from app.services.claims import KindBusy
+from app.services.claims import KindBusy, boot_image
 from app.storage.db import create_sessionmaker, session_scope
 from tests.factories import HYPER_L40S, QUANTA_L40S, claim, claimed, order_status, waiting_orders
 
@@ -51,3 +52,34 @@ async def test_other_kinds_and_providers_with_names_are_not_serialized(
     )
     statuses = {await order_status(engine, i.order_id) for i in intents}
     assert statuses == {OrderStatus.DEPLOYING}
+
+
+class TestBootImage:
+    """Which image a claimed create boots, and what its timeline line says of it."""
+
+    B200 = Offer(Provider("hyperstack"), "CANADA-1", "n3-B200-SXM6x8", "B200", 8, Decimal("38"))
+    BOOTS = Boots(
+        images=(("r580", 580), ("r570", 570), ("unsaid", None)),
+        configured="r535",
+        gpu_min_driver=570,
+    )
+
+    def test_the_order_s_image_else_the_configured_else_the_best_and_why(self) -> None:
+        offer = replace(self.B200, boots=self.BOOTS)
+        assert boot_image(offer, "r570", 580) == ("r570", "")  # named: the order's to choose
+        assert boot_image(self.B200, None, None) == (None, "")  # not known: the configured
+        assert boot_image(offer, None, None) == (
+            "r580",
+            " Boots r580: the configured r535 does not run 8x B200 there.",
+        )
+        runs = replace(self.BOOTS, images=(("r570", 570), ("r580", 580)), configured="r570")
+        assert boot_image(replace(offer, boots=runs), None, None) == ("r570", "")
+        assert boot_image(replace(offer, boots=runs), None, 580) == (
+            "r580",
+            " Boots r580: the configured r570 has R570; the serve script needs R580 or newer.",
+        )
+        unsaid = replace(self.BOOTS, configured="unsaid")
+        assert boot_image(replace(offer, boots=unsaid), None, None) == (
+            "r580",
+            " Boots r580: the configured unsaid has an unknown driver; B200 needs R570 or newer.",
+        )
