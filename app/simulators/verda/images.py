@@ -32,13 +32,15 @@ class SimImage:
     details: tuple[str, ...]
     driver: int | None
     refuses: frozenset[str] = frozenset()
-    id: str | None = None
+    hard_coded_id: str | None = None  # the id clients hard-code, where one does
     cluster: bool = False
 
     @property
     def image_id(self) -> str:
         """Its id: a real one clients hard-code, else made up (uuid5 of the image type)."""
-        return self.id or str(uuid.uuid5(_CLUSTER_NS if self.cluster else _NS, self.image_type))
+        return self.hard_coded_id or str(
+            uuid.uuid5(_CLUSTER_NS if self.cluster else _NS, self.image_type)
+        )
 
     def runs(self, gpu_model: str) -> bool:
         """Whether a type of this GPU lists it."""
