@@ -94,6 +94,20 @@ async def create(
     return await adapter.create_vm(offer, name=name, tag=TAG, ssh_public_key=None, disk_gb=disk_gb)
 
 
+async def made_by_hand(verda_url: str, body: dict[str, Any]) -> str:
+    """A cluster created with `body` as someone else would, not through the adapter: its id."""
+    async with httpx.AsyncClient() as http:
+        api = VerdaClient(
+            http,
+            base_url=f"{verda_url}/v1",
+            client_id=SecretStr("sim-client"),
+            client_secret=SecretStr("sim-secret"),
+            timeout=PATIENT,
+            create_timeout=PATIENT,
+        )
+        return await VerdaClusters(api).create_cluster(body, where="by hand")
+
+
 async def find(adapter: VerdaAdapter, offer: Offer, name: str = NAME) -> list[VM]:
     return await adapter.find_vms(name=name, tag=TAG, offer=offer, not_before=datetime.now(UTC))
 
@@ -258,16 +272,7 @@ class TestVMs:
             "image": "ubuntu-24.04-cuda-13.0-cluster", "description": "a training run",
             "shared_volume": {"name": "home", "size": 100},
         }  # fmt: skip
-        async with httpx.AsyncClient() as http:
-            api = VerdaClient(
-                http,
-                base_url=f"{verda_url}/v1",
-                client_id=SecretStr("sim-client"),
-                client_secret=SecretStr("sim-secret"),
-                timeout=PATIENT,
-                create_timeout=PATIENT,
-            )
-            await VerdaClusters(api).create_cluster(theirs, where="someone else's")
+        await made_by_hand(verda_url, theirs)
         assert len((await control.get("/_sim/clusters")).json()) == 2
         assert [v.id for v in await adapter.list_vms()] == [ours.id]
 
@@ -284,16 +289,7 @@ class TestVMs:
             "shared_volume": {"name": "home", "size": 100},
             "tags": [{"key": "autoprovision", "value": TAG}],
         }  # fmt: skip
-        async with httpx.AsyncClient() as http:
-            api = VerdaClient(
-                http,
-                base_url=f"{verda_url}/v1",
-                client_id=SecretStr("sim-client"),
-                client_secret=SecretStr("sim-secret"),
-                timeout=PATIENT,
-                create_timeout=PATIENT,
-            )
-            made = await VerdaClusters(api).create_cluster(tagged, where="by hand")
+        made = await made_by_hand(verda_url, tagged)
         (listed,) = await adapter.list_vms()
         assert (listed.id, listed.tags) == (f"cluster:{made}", (TAG,))
         assert [v.id for v in await find(adapter, offer)] == [listed.id]

@@ -15,10 +15,8 @@ from app.simulators.verda.cluster_catalog import (
     SHARED_VOLUME_MOUNT,
 )
 from app.simulators.verda.images import (
-    CLUSTER_IMAGES,
     CLUSTER_IMAGES_BY_KEY,
     IMAGES_BY_KEY,
-    images_of_type,
     refusal,
 )
 from app.simulators.verda.instances import tagged
@@ -26,6 +24,7 @@ from app.simulators.verda.simulator import USER_ID, VerdaSimulator, error, iso_t
 from app.simulators.verda.wire import (
     authed,
     create,
+    image_list,
     invalid,
     json_body,
     keys_and_script_problem,
@@ -125,13 +124,7 @@ def cluster_routes(sim: VerdaSimulator) -> list[BaseRoute]:
         return JSONResponse(any(name in available(code) for code in codes))
 
     async def images(request: Request) -> Response:
-        cluster_type = request.query_params.get("instance_type")
-        if cluster_type is None:
-            return JSONResponse(list(CLUSTER_IMAGES))
-        fitting = images_of_type(cluster_type, cluster=True)
-        if fitting is None:
-            return error(404, "not_found", "Instance type not found")
-        return JSONResponse(fitting)
+        return image_list(request, cluster=True)
 
     async def create_cluster(request: Request) -> Response:
         body = await json_body(request)

@@ -14,13 +14,14 @@ from app.simulators.verda.catalog import (
     VOLUME_TYPES,
 )
 from app.simulators.verda.clusters import cluster_routes
-from app.simulators.verda.images import IMAGES, control_images, images_of_type
+from app.simulators.verda.images import control_images
 from app.simulators.verda.instances import instance_routes
 from app.simulators.verda.keys import key_routes, script_routes
 from app.simulators.verda.simulator import CLIENT_ID, CLIENT_SECRET, VerdaSimulator, error
 from app.simulators.verda.volumes import volume_routes
 from app.simulators.verda.wire import (
     authed,
+    image_list,
     invalid,
     json_body,
     location_filter,
@@ -100,13 +101,7 @@ def build_app(sim: VerdaSimulator) -> Starlette:
         return JSONResponse(list(LOCATIONS))
 
     async def images(request: Request) -> Response:
-        instance_type = request.query_params.get("instance_type")
-        if instance_type is None:
-            return JSONResponse(list(IMAGES))
-        fitting = images_of_type(instance_type, cluster=False)
-        if fitting is None:
-            return error(404, "not_found", "Instance type not found")
-        return JSONResponse(fitting)
+        return image_list(request, cluster=False)
 
     async def sim_images(_request: Request) -> Response:
         return JSONResponse(control_images())

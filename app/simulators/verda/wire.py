@@ -5,8 +5,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
+from app.simulators.verda.images import CLUSTER_IMAGES, IMAGES, images_of_type
 from app.simulators.verda.simulator import VerdaSimulator, error
 from app.simulators.vms import CatalogEntry
 
@@ -127,6 +128,18 @@ def keys_and_script_problem(sim: VerdaSimulator, body: dict[str, Any]) -> str | 
     ):
         return "Invalid startup script id"
     return None
+
+
+def image_list(request: Request, *, cluster: bool) -> Response:
+    """`GET /v1/images` (or `/v1/images/cluster`): every image, or with `?instance_type=` those
+    that boot that type; a type Verda does not know is its 404."""
+    instance_type = request.query_params.get("instance_type")
+    if instance_type is None:
+        return JSONResponse(list(CLUSTER_IMAGES if cluster else IMAGES))
+    fitting = images_of_type(instance_type, cluster=cluster)
+    if fitting is None:
+        return error(404, "not_found", "Instance type not found")
+    return JSONResponse(fitting)
 
 
 def location_filter(request: Request) -> str | None:
