@@ -143,6 +143,29 @@ class TestVerda:
 
         assert sorted(await eventually(swept, 10)) == ["ap-unknown0000-1", "my-own-script"]
 
+    async def test_a_script_left_behind_past_the_first_page_is_swept(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        """Verda lists scripts ten a page, newest first: one left behind before a dozen newer
+        ones was never seen when only the first page was read."""
+        handle = await create_account(client, credit="50")
+        order_id = await place(client, handle, h100(["verda"]))
+        await sim.stock(*VERDA_H100, 1)
+        await reaches(client, handle, order_id, "running", seconds=10)
+        await terminate(client, handle, order_id)
+        await reaches(client, handle, order_id, "terminated", seconds=10)
+        await eventually(none_kept(sim), 5)
+        await sim.add_startup_script("verda", vm_name(order_id), SCRIPT)  # the oldest
+        mine = [f"my-script-{n:02}" for n in range(12)]
+        for name in mine:
+            await sim.add_startup_script("verda", name, "echo mine")
+
+        async def swept() -> list[str] | None:
+            left = await scripts(sim)
+            return left if vm_name(order_id) not in left else None
+
+        assert sorted(await eventually(swept, 10)) == mine
+
 
 class TestHyperstack:
     async def test_a_vm_gets_the_script_as_its_user_data(
