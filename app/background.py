@@ -95,7 +95,11 @@ class Background:
                 )
             announce_demo(api_key, settings)
             if settings.demo_feed:
-                feed = StockFeed(settings.sim_url, verify=provider_tls(settings.provider_ca_file))
+                feed = StockFeed(
+                    settings.sim_url,
+                    verify=provider_tls(settings.provider_ca_file),
+                    hour_seconds=settings.billing_hour_seconds,
+                )
                 self.feed = asyncio.create_task(feed.run(), name="demo stock feed")
         else:
             providers = settings

@@ -252,8 +252,10 @@ class StockFeed:
         gap_seconds: tuple[float, float] = (3, 8),
         shown_seconds: tuple[float, float] = (4, 12),
         seed: int | None = None,
+        hour_seconds: float | None = None,
     ) -> None:
         self.sim_url = sim_url
+        self.hour_seconds = hour_seconds
         self.verify = verify
         self.gap_seconds = gap_seconds
         self.shown_seconds = shown_seconds
@@ -267,6 +269,12 @@ class StockFeed:
         """
         orders = demo_orders()
         async with SimControl(base_url=self.sim_url, timeout=5, verify=self.verify) as sim:
+            if self.hour_seconds is not None:  # the simulators bill on the service's hours
+                for provider in sim.providers():
+                    try:
+                        await sim.config(provider, hour_seconds=self.hour_seconds)
+                    except httpx.HTTPError as exc:
+                        log.info("demo stock feed: %s bills real hours: %s", provider, exc)
             if "hyperstack" in sim.providers():
                 region, model, planned = DEMO_FORECAST
                 try:

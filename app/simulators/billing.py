@@ -28,9 +28,14 @@ class Span:
 
 
 def charge(
-    price_per_hour: Decimal, span: Span | None, now: float, policy: BillingPolicy
+    price_per_hour: Decimal,
+    span: Span | None,
+    now: float,
+    policy: BillingPolicy,
+    hour_seconds: float = 3600.0,
 ) -> Decimal:
-    """What a VM billed over `span` owes at `now`, in dollars rounded to micro-dollars."""
+    """What a VM billed over `span` owes at `now`, in dollars rounded to micro-dollars, its
+    hour `hour_seconds` long (shorter in tests and demo mode: the blocks shrink with it)."""
     if span is None or now < span.start:
         return Decimal(0)
     ended = span.end is not None and span.end <= now
@@ -38,12 +43,11 @@ def charge(
     if stop < span.start:
         return Decimal(0)  # stopped before it ever billed
     # Milliseconds: clock differences like 3600.0000000001 must not begin another block.
-    seconds = round(stop - span.start, 3)
+    hours = Decimal(str(round(stop - span.start, 3))) / Decimal(str(hour_seconds))
     if not (ended and policy.refund_unused):
-        blocks = max(1, math.ceil(seconds / policy.block_seconds))
-        seconds = blocks * policy.block_seconds
-    amount = price_per_hour * Decimal(str(seconds)) / SECONDS_PER_HOUR
-    return amount.quantize(MICRO, rounding=ROUND_HALF_UP)
+        per_hour = SECONDS_PER_HOUR / Decimal(str(policy.block_seconds))
+        hours = max(1, math.ceil(hours * per_hour)) / per_hour
+    return (price_per_hour * hours).quantize(MICRO, rounding=ROUND_HALF_UP)
 
 
 def bills_at(span: Span | None, now: float) -> bool:
@@ -76,10 +80,11 @@ class Wallet:
         extra: Decimal,
         now: float,
         policy: BillingPolicy | None = None,
+        hour_seconds: float = 3600.0,
     ) -> None:
         """Bring what `vm` was charged to what it owes by `now`; the balance pays the difference.
         `policy`: how this one bills, when not as the provider's machines do (volumes)."""
-        due = charge(vm.hourly_price, span, now, policy or self.policy) + extra
+        due = charge(vm.hourly_price, span, now, policy or self.policy, hour_seconds) + extra
         if due != vm.charged:
             self.balance -= due - vm.charged
             vm.charged = due

@@ -152,6 +152,11 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
                 if boot is None:
                     return _problem(422, "boot_seconds must be a number >= 0")
                 sim.boot_seconds = boot
+            if "hour_seconds" in body:
+                hour = _number(body, "hour_seconds", 3600.0)
+                if hour is None or hour <= 0:
+                    return _problem(422, "hour_seconds must be a number > 0")
+                sim.hour_seconds = hour  # set it before machines run: it reprices their time
             if "latency_ms" in body or "jitter_ms" in body:
                 latency = _number(body, "latency_ms", sim.answer_latency.ms)
                 jitter = _number(body, "jitter_ms", sim.answer_latency.jitter_ms)
@@ -174,6 +179,7 @@ def control_routes(sim: ProviderSimulator) -> list[BaseRoute]:
         return JSONResponse(
             {
                 "boot_seconds": sim.boot_seconds,
+                "hour_seconds": sim.hour_seconds,
                 "rate_limits": sim.rate_limits,
                 "refused_by_rate_limits": sim.refused_by_limits,
                 "latency_ms": sim.answer_latency.ms,

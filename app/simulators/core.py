@@ -42,6 +42,9 @@ class ProviderSimulator(Fleet):
         self.wallet = Wallet(self.billing)
         self.rate_limits = True
         self.refused_by_limits = 0  # 429s sent because a published limit was passed
+        # How long a billing hour lasts here (`hour_seconds` in the config): shorter in tests
+        # and demo mode, where the service's hours are; every block shrinks with it.
+        self.hour_seconds = 3600.0
         self.limiter = FixedWindowLimiter()
         # Added before every provider API answer (`latency_ms`, `jitter_ms` in the config): a
         # provider further away than the others. Bytes on the wire: `sim --latency-ms`.
@@ -101,11 +104,13 @@ class ProviderSimulator(Fleet):
     def settle(self) -> None:
         """Charge every VM, cluster and volume what it owes by now (see `Wallet.settle`)."""
         now = self.clock()
+        hour = self.hour_seconds
         for vm in self.billed():
-            self.wallet.settle(vm, self.billable_span(vm), self.extra_charge(vm, now), now)
+            extra = self.extra_charge(vm, now)
+            self.wallet.settle(vm, self.billable_span(vm), extra, now, hour_seconds=hour)
         for volume in self.volumes.values():
             volume.empty_trash(now)
-            self.wallet.settle(volume, volume.span(), Decimal(0), now, PER_SECOND)
+            self.wallet.settle(volume, volume.span(), Decimal(0), now, PER_SECOND, hour)
 
     def billable_span(self, vm: SimVM) -> Span | None:
         """When the VM bills; by default from when it runs until a delete is accepted, and

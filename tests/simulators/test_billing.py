@@ -51,6 +51,24 @@ class TestCharge:
     HOURLY = BillingPolicy(block_seconds=3600, refund_unused=False)
     REFUNDED = BillingPolicy(block_seconds=600, refund_unused=True)
 
+    @pytest.mark.parametrize(
+        ("policy", "seconds", "owed"),
+        [
+            (BillingPolicy(block_seconds=600, refund_unused=False), 0.5, "2.00"),  # Verda: 1/6
+            (BillingPolicy(block_seconds=600, refund_unused=False), 1.01, "4.00"),  # 2 blocks
+            (BillingPolicy(block_seconds=60, refund_unused=False), 1.01, "2.20"),  # Hyperstack
+            (BillingPolicy(block_seconds=3600, refund_unused=False), 6.0, "12.00"),  # the hour
+            (BillingPolicy(block_seconds=3600, refund_unused=False), 6.001, "24.00"),
+        ],
+    )
+    def test_a_shortened_hour_shrinks_every_block_with_it(
+        self, policy: BillingPolicy, seconds: float, owed: str
+    ) -> None:
+        """With 6-second hours (as the service's tests and demo mode run), Verda's 10-minute
+        block is a second, Hyperstack's minute a tenth of one: what a machine owes is what
+        it would owe on real hours, scaled."""
+        assert charge(Decimal("6.00") * 2, Span(0, seconds), 99, policy, 6.0) == Decimal(owed)
+
     def test_each_block_begun_is_charged_in_full(self) -> None:
         price = Decimal("2.40")
         assert charge(price, Span(0), 0, self.HOURLY) == Decimal("2.40")

@@ -248,13 +248,15 @@ async def test_rate_limits_apply_to_the_real_api_and_can_be_switched_off(
 async def test_reset_forgets_everything(client: httpx.AsyncClient) -> None:
     await client.put("/dummy/_sim/stock", json={"sku": "8X.TEST", "region": "LAB-1", "quantity": 5})
     await client.post("/dummy/_sim/faults", json={"kind": "http_500"})
-    await client.put("/dummy/_sim/config", json={"boot_seconds": 0.5, "balance": "12.5"})
+    changed = {"boot_seconds": 0.5, "balance": "12.5", "hour_seconds": 60}
+    await client.put("/dummy/_sim/config", json=changed)
     await client.post("/dummy/_sim/reset")
     assert (await client.get("/dummy/_sim/catalog")).json()[0]["stock"] == 0
     assert (await client.get("/dummy/v1/hello")).status_code == 200
     config = (await client.get("/dummy/_sim/config")).json()
     assert config == {
         "boot_seconds": 3.0,
+        "hour_seconds": 3600.0,
         "rate_limits": True,
         "refused_by_rate_limits": 0,
         "balance": "10000.00",
