@@ -7,6 +7,7 @@ ledger debit, in one transaction; a unique index on (attempt, hour) backs it, so
 twice whatever crashes and replicas do.
 """
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -24,6 +25,8 @@ from app.services.limits import format_time
 from app.services.timeline import Line
 from app.services.webhooks import outbox
 from app.storage.models import Account, Attempt, Order
+
+log = logging.getLogger(__name__)
 
 # Attempts whose machine bills: accepted and not ended (a create accepted at a provider that
 # bills from then on, or a VM that runs). Being deleted: no new hour is paid.
@@ -183,30 +186,73 @@ async def mark_unpaid(session: AsyncSession, machine: Machine, *, grace_ends: da
 
 @dataclass(frozen=True)
 class Settled:
-    """A machine's money once it ended: what came back, and what it cost in all."""
+    """A machine's money once it ended: what came back, what it cost in all, and what of the
+    time it ran past its paid hours was debited now (`overrun`) or could not be (`unpaid`)."""
 
     refunded: Decimal
     charged: Decimal
+    overrun: Decimal = Decimal(0)
+    unpaid: Decimal = Decimal(0)
 
 
 async def settle_end(session: AsyncSession, attempt: Attempt, *, ended_at: datetime) -> Settled:
-    """Refund the paid time the machine did not use, rounded the way its provider bills."""
-    refunded = metering.refund(
-        attempt.price_per_hour_with_fees,
-        paid_hours=attempt.paid_hours,
-        billed_seconds=metering.billed_seconds(attempt.billed_from, ended_at),
-        hour_seconds=attempt.billing_hour_seconds,
-        unit=spec_for(attempt.provider).billing,
+    """Square the account with what the provider billed, rounded the way it bills: the paid
+    time the machine did not use comes back, and a block it began after its paid hours (a
+    terminate in the meter's lag, a crash, deletes that kept failing) is debited as the next
+    hour, as far as the available balance and the order's `max_total_usd` go (the rest is the
+    operator's, and said). The
+    unpaid grace stays free: time past the paid hours of a machine in its grace is not charged."""
+    unit = spec_for(attempt.provider).billing
+    price, seconds = attempt.price_per_hour_with_fees, attempt.billing_hour_seconds
+    used = metering.used_amount(
+        price, metering.billed_seconds(attempt.billed_from, ended_at), seconds, unit
     )
-    if refunded > 0:
-        account_id = await session.scalar(
-            select(Order.account_id).where(Order.id == attempt.order_id)
+    paid = price * attempt.paid_hours
+    if used <= paid or attempt.unpaid_since is not None:
+        return await _refund_unused(session, attempt, max(Decimal(0), paid - used))
+    account_id, limit = (
+        await session.execute(
+            select(Order.account_id, Order.max_total_usd).where(Order.id == attempt.order_id)
         )
-        assert account_id is not None  # foreign key
-        await ledger.refund(
+    ).one()
+    owed = used - paid
+    payable = await ledger.available(session, account_id=account_id)
+    if limit is not None:  # a spend limit holds here too: what is past it is not the user's
+        payable = min(payable, limit - attempt.charged)
+    overrun = min(owed, max(payable, Decimal(0)))
+    if overrun > 0:
+        paid_now = await ledger.debit_hour(
             session,
             account_id=account_id,
-            amount=refunded,
+            amount=overrun,
+            order_id=attempt.order_id,
+            attempt_id=attempt.id,
+            billing_hour=attempt.paid_hours + 1,
+        )
+        overrun = overrun if paid_now is not None else Decimal(0)
+    if overrun > 0:
+        await session.execute(
+            update(Attempt)
+            .where(Attempt.id == attempt.id)
+            .values(charged=Attempt.charged + overrun)
+            .execution_options(synchronize_session=False)
+        )
+    if owed > overrun:
+        log.warning(
+            "%s ran %s past its paid hours that its account could not pay",
+            attempt.id,
+            format_usd(owed - overrun),
+        )
+    return Settled(Decimal(0), attempt.charged + overrun, overrun, owed - overrun)
+
+
+async def _refund_unused(session: AsyncSession, attempt: Attempt, unused: Decimal) -> Settled:
+    """Refund the paid blocks the machine did not use (once: the database holds it)."""
+    if unused > 0:
+        await ledger.refund(
+            session,
+            account_id=await _account_of(session, attempt),
+            amount=unused,
             order_id=attempt.order_id,
             attempt_id=attempt.id,
             note=f"unused part of what was paid for VM {attempt.provider_vm_id}",
@@ -214,10 +260,32 @@ async def settle_end(session: AsyncSession, attempt: Attempt, *, ended_at: datet
         await session.execute(
             update(Attempt)
             .where(Attempt.id == attempt.id)
-            .values(charged=Attempt.charged - refunded)
+            .values(charged=Attempt.charged - unused)
             .execution_options(synchronize_session=False)
         )
-    return Settled(refunded, attempt.charged - refunded)
+    return Settled(unused, attempt.charged - unused)
+
+
+async def _account_of(session: AsyncSession, attempt: Attempt) -> str:
+    account_id = await session.scalar(select(Order.account_id).where(Order.id == attempt.order_id))
+    assert account_id is not None  # foreign key
+    return account_id
+
+
+def overrun_said(settled: Settled) -> str:
+    """What a timeline's end line adds about time run past the paid hours, if any."""
+    said = ""
+    if settled.overrun > 0:
+        said += (
+            f" It ran past its paid hours, and its provider bills the block begun: "
+            f"{format_usd(settled.overrun)} debited for it."
+        )
+    if settled.unpaid > 0:
+        said += (
+            f" {format_usd(settled.unpaid)} of that time was more than its balance or its "
+            "limit allowed, and is not charged."
+        )
+    return said
 
 
 async def spend_by_account(

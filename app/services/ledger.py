@@ -108,6 +108,14 @@ def _columns(row: Any) -> dict[str, Any]:
     return {c.key: getattr(row, c.key) for c in row.__table__.columns}
 
 
+async def available(session: AsyncSession, *, account_id: str) -> Decimal:
+    """What the account can spend now: its balance less what it holds."""
+    row = (
+        await session.execute(select(Account.balance, Account.held).where(Account.id == account_id))
+    ).one()
+    return Decimal(row.balance) - Decimal(row.held)
+
+
 async def credit(
     session: AsyncSession, *, account_id: str, amount: Decimal, note: str | None = None
 ) -> LedgerEntry:

@@ -307,7 +307,7 @@ async def settle_lost(
             OrderEventKind.LOST,
             f"{name} ended VM {attempt.provider_vm_id} ({reported}): billing stopped; "
             f"refunded {format_usd(settled.refunded)}, {format_usd(settled.charged)} charged "
-            "for it in all.",
+            f"for it in all.{billing.overrun_said(settled)}",
         ),
     )
     await outbox.emit(session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_LOST)
@@ -353,7 +353,7 @@ async def _end_order(
         message = (
             f"Terminated: {name} shows VM {machine.provider_vm_id} gone; refunded "
             f"{format_usd(settled.refunded)} of the hour paid, {format_usd(settled.charged)} "
-            "charged for it in all."
+            f"charged for it in all.{billing.overrun_said(settled)}"
         )
         ended = Ended(order_id, format_usd(settled.refunded), format_usd(settled.charged))
     await timeline.write(session, Line(order_id, OrderEventKind.TERMINATED, message))

@@ -152,3 +152,89 @@ async def test_a_runway_below_the_threshold_is_told_once_per_crossing(
     async with session_scope(maker) as session:
         kinds = (await session.execute(select(AccountEvent.kind))).scalars().all()
     assert kinds.count("low_balance") == 2
+
+
+async def settled_at(engine: AsyncEngine, attempt_id: str, past_paid: timedelta) -> billing.Settled:
+    """Settle the machine as if it ended `past_paid` after its paid time (negative: before)."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        attempt = await session.get(Attempt, attempt_id)
+        assert attempt is not None and attempt.billed_from is not None
+        paid_until = attempt.billed_from + timedelta(
+            seconds=attempt.paid_hours * attempt.billing_hour_seconds
+        )
+        return await billing.settle_end(session, attempt, ended_at=paid_until + past_paid)
+
+
+async def balance_of(engine: AsyncEngine, account_id: str) -> Decimal:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account = await session.get(Account, account_id)
+        assert account is not None
+        return Decimal(account.balance)
+
+
+@pytest.mark.parametrize(
+    ("past_paid", "refunded", "overrun"),
+    [
+        (timedelta(minutes=-30), Decimal("15.00"), Decimal(0)),  # the control: half unused
+        (timedelta(seconds=-1), Decimal(0), Decimal(0)),  # the last minute begun: used
+        (timedelta(seconds=0.3), Decimal(0), Decimal("0.50")),  # one minute past: $30/60
+        (timedelta(seconds=90), Decimal(0), Decimal("1.00")),  # two minutes begun past
+    ],
+)
+async def test_a_block_begun_after_the_paid_hours_is_debited_at_settle(
+    engine: AsyncEngine, past_paid: timedelta, refunded: Decimal, overrun: Decimal
+) -> None:
+    """Hyperstack bills each minute begun: a machine that ends 0.3 s after its paid hour (a
+    terminate in the meter's lag) costs its provider a minute nobody paid for, unless the
+    account pays it at settle, as the next hour's debit."""
+    attempt_id, account_id = await running(engine)
+    settled = await settled_at(engine, attempt_id, past_paid)
+    assert (settled.refunded, settled.overrun, settled.unpaid) == (refunded, overrun, Decimal(0))
+    assert settled.charged == Decimal("30.00") - refunded + overrun
+    assert await balance_of(engine, account_id) == Decimal("70.00") + refunded - overrun
+    assert await debits(engine, attempt_id) == ([1, 2] if overrun else [1])
+
+
+async def test_what_the_balance_cannot_pay_of_the_overrun_is_said_not_taken(
+    engine: AsyncEngine,
+) -> None:
+    attempt_id, account_id = await running(engine)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account = await session.get(Account, account_id)
+        assert account is not None
+        account.balance = Decimal("0.20")  # what is left after spending elsewhere
+    settled = await settled_at(engine, attempt_id, timedelta(seconds=30))
+    assert (settled.overrun, settled.unpaid) == (Decimal("0.20"), Decimal("0.30"))
+    assert await balance_of(engine, account_id) == Decimal(0)
+    assert "$0.30 of that time was more than its balance" in billing.overrun_said(settled)
+
+
+async def test_the_overrun_debit_keeps_within_the_orders_total_limit(
+    engine: AsyncEngine,
+) -> None:
+    attempt_id, _ = await running(engine)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        attempt = await session.get(Attempt, attempt_id)
+        assert attempt is not None
+        order = await session.get(Order, attempt.order_id)
+        assert order is not None
+        order.max_total_usd = Decimal("30.10")  # $30 paid: 10 cents of room
+    settled = await settled_at(engine, attempt_id, timedelta(seconds=30))
+    assert (settled.overrun, settled.unpaid, settled.charged) == (
+        Decimal("0.10"),
+        Decimal("0.40"),
+        Decimal("30.10"),
+    )
+
+
+async def test_the_unpaid_grace_is_never_charged(engine: AsyncEngine) -> None:
+    """The control of the overrun debit: a machine in its grace (its next hour unpaid) that
+    ends past its paid time pays nothing more."""
+    attempt_id, account_id = await running(engine)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        attempt = await session.get(Attempt, attempt_id)
+        assert attempt is not None
+        attempt.unpaid_since = utcnow()
+    settled = await settled_at(engine, attempt_id, timedelta(minutes=5))
+    assert (settled.refunded, settled.overrun, settled.unpaid) == (Decimal(0),) * 3
+    assert await balance_of(engine, account_id) == Decimal("70.00")
