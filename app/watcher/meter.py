@@ -34,9 +34,13 @@ class Meter:
         grace_minutes: float,
         low_balance_hours: float,
         on_terminate: Callable[[], None],
+        lead: Callable[[str], timedelta] = lambda _provider: timedelta(0),
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.sessionmaker = sessionmaker
+        # How far ahead of a limit its terminate is asked for at a provider: a tick and a
+        # delete's answer, so the delete lands before the block after the limit begins.
+        self.lead = lead
         self.read_sessionmaker = read_sessionmaker
         self.grace_minutes = grace_minutes
         self.low_balance_hours = low_balance_hours
@@ -76,7 +80,7 @@ class Meter:
                 max_runtime_hours=machine.max_runtime_hours,
                 max_total=machine.max_total_usd,
             )
-            if end is not None and now >= end[0]:
+            if end is not None and now + self.lead(machine.provider) >= end[0]:
                 return await self._terminate(machine, TerminateReason(end[1]))
             if machine.paid_until > now:
                 return False

@@ -8,6 +8,7 @@ an attempt `terminating`, and whichever process holds the watcher lease next sen
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 1.0  # a delete refused (still booting) or failed is sent again after this,
 RETRY_MAX_SECONDS = 60.0  # doubling each time up to this
 CHECK_AGAIN_SECONDS = 0.5  # a delete taken, the VM not gone yet: looked at again after this
+# How long a delete takes to be answered, until one has been measured at a provider; and how
+# much each new measure counts (a moving average: one slow answer moves it a third of the way).
+DEFAULT_DELETE_SECONDS = 0.5
+LATENCY_WEIGHT = 1 / 3
 
 
 def retry_after(attempts: int) -> timedelta:
@@ -78,6 +83,12 @@ class Terminator:
         # Only these: a machine at a provider this process has no credentials for waits for
         # a process that has them.
         self._providers = [str(p) for p in adapters]
+        self._delete_seconds: dict[str, float] = {}  # provider -> moving average
+
+    def delete_seconds(self, provider: str) -> float:
+        """How long a delete at `provider` takes to be answered, as measured here (the meter
+        asks for a limit's terminate this much ahead, so the delete lands in time)."""
+        return self._delete_seconds.get(provider, DEFAULT_DELETE_SECONDS)
 
     async def tick(self) -> float | None:
         """Every terminating machine whose delete is due gets it (one provider at a time each).
@@ -111,6 +122,7 @@ class Terminator:
             return  # the delete was taken before: it is gone now, or on its way
         if attempt.billed_from is None:
             await self._note_if_running(adapter, attempt)
+        sent_at = time.monotonic()
         try:
             await adapter.delete_vm(attempt.provider_vm_id)
         except ProviderError as exc:
@@ -127,6 +139,7 @@ class Terminator:
                     sent=sent,
                 )
             return
+        self._measured(attempt.provider, time.monotonic() - sent_at)
         accepted_at = self.clock()
         async with session_scope(self.sessionmaker) as session:
             await terminations.note_delete_accepted(
@@ -136,6 +149,12 @@ class Terminator:
                 check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
             )
         await self._check(adapter, attempt)
+
+    def _measured(self, provider: str, seconds: float) -> None:
+        before = self._delete_seconds.get(provider)
+        self._delete_seconds[provider] = (
+            seconds if before is None else before + LATENCY_WEIGHT * (seconds - before)
+        )
 
     async def _note_if_running(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
         """A machine terminated before we saw it run may run by now (Hyperstack refuses the

@@ -134,6 +134,9 @@ class Watcher:
             grace_minutes=settings.unpaid_grace_minutes,
             low_balance_hours=settings.low_balance_hours,
             on_terminate=self.nudge_terminator,
+            lead=lambda provider: timedelta(
+                seconds=settings.follow_seconds + self.terminator.delete_seconds(provider)
+            ),
             clock=wall_clock,
         )
         self.running = RunningWatch(

@@ -1,0 +1,66 @@
+"""The meter on a clock the test moves, both databases: a limit's terminate is asked for a tick
+and a delete's time ahead of the limit, so the delete lands before the block after it begins."""
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.core.catalogue import Provider
+from app.core.states import OrderStatus
+from app.providers.base import VM, Offer, VMState
+from app.services import attempts, billing
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
+from app.storage.models import Order
+from app.watcher.meter import Meter
+from tests.clock import FakeWallClock
+from tests.factories import claimed
+
+OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))
+LEAD = timedelta(seconds=0.5)
+
+
+async def limited_machine(engine: AsyncEngine, clock: FakeWallClock) -> tuple[str, datetime]:
+    """A running machine whose order may run one billed hour; (order id, its limit's time)."""
+    (intent,) = await claimed(engine, OFFER)
+    vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
+    async with session_scope(maker) as session:
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
+        await session.execute(
+            update(Order).where(Order.id == intent.order_id).values(max_runtime_hours=1)
+        )
+    async with session_scope(maker) as session:
+        (machine,) = await billing.billed_machines(session)
+    clock.set(machine.billed_from)
+    return intent.order_id, machine.billed_from + timedelta(seconds=machine.hour_seconds)
+
+
+async def status(engine: AsyncEngine, order_id: str) -> OrderStatus:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        found = await session.scalar(select(Order.status).where(Order.id == order_id))
+    assert found is not None
+    return OrderStatus(found)
+
+
+async def test_a_limit_is_acted_on_a_lead_ahead_of_it(engine: AsyncEngine) -> None:
+    clock = FakeWallClock()
+    order_id, limit = await limited_machine(engine, clock)
+    meter = Meter(
+        sessionmaker=create_sessionmaker(engine),
+        read_sessionmaker=create_read_sessionmaker(engine),
+        grace_minutes=10,
+        low_balance_hours=2,
+        on_terminate=lambda: None,
+        lead=lambda provider: LEAD if provider == "hyperstack" else timedelta(0),
+        clock=clock,
+    )
+    clock.set(limit - LEAD - timedelta(seconds=0.1))  # the control: not yet
+    await meter.tick()
+    assert await status(engine, order_id) is OrderStatus.RUNNING
+    clock.set(limit - LEAD + timedelta(seconds=0.1))
+    await meter.tick()
+    assert await status(engine, order_id) is OrderStatus.TERMINATING
