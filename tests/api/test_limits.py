@@ -1,4 +1,5 @@
-"""The bound on requests in flight: past it an immediate 503 with Retry-After, under it a pass."""
+"""The bound on requests in flight and each client's share of it: past them an immediate 503
+with Retry-After, under them a pass."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -10,6 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.limits import InFlightLimit, RequestBody
+from app.api.shares import KnownKeys, account_share
 from app.main import create_app
 from app.settings import Settings
 from tests.waiting import started
@@ -186,3 +188,42 @@ async def test_a_declared_length_is_judged_without_converting_thousands_of_digit
     }
     await RequestBody(answer, timeout_seconds=1)(scope, receive, send)
     assert sent[0]["status"] == status
+
+
+def _as(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+async def test_each_client_holds_at_most_its_share_and_the_rest_stay_for_the_others() -> None:
+    inner = Blocking()
+    known = KnownKeys()
+    for name in ("ada", "bob", "cy"):
+        known.learn(f"key-{name}", account_share(name))
+    limited = InFlightLimit(inner, limit=5, per_client=2, known_keys=known)
+    async with _client(limited) as client, asyncio.timeout(10):
+        ada = [asyncio.create_task(client.get("/v1/orders", headers=_as("key-ada"))) for _ in "12"]
+        await inner.until_inside(2)
+        ada_again = await client.get("/v1/orders", headers=_as("key-ada"))
+        bob = asyncio.create_task(client.get("/v1/orders", headers=_as("key-bob")))
+        await inner.until_inside(3)
+        # Without a key, or with one never seen: one share, the address's, however many keys.
+        made_up = [
+            asyncio.create_task(client.get("/v1/catalogue", headers=_as(key)))
+            for key in (None, "made-up-1")
+        ]
+        await inner.until_inside(5)
+        third_made_up = await client.get("/v1/catalogue", headers=_as("made-up-2"))
+        cy = await client.get("/v1/orders", headers=_as("key-cy"))  # every place is held
+        inner.release.set()
+        answered = await asyncio.gather(*ada, bob, *made_up)
+    assert [r.status_code for r in answered] == [200] * 5
+    assert ada_again.status_code == 503
+    assert ada_again.headers["Retry-After"] == "1"
+    assert ada_again.json()["error"]["code"] == "overloaded"
+    assert "this client has 2 requests in flight" in ada_again.json()["error"]["message"]
+    assert third_made_up.status_code == 503
+    assert "this client" in third_made_up.json()["error"]["message"]
+    assert cy.status_code == 503
+    assert "too many requests at once" in cy.json()["error"]["message"]
+    assert limited.in_flight == 0
+    assert limited.places.by_share == {}
