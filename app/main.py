@@ -25,7 +25,7 @@ from app.api import (
 )
 from app.api.errors import install_error_handlers
 from app.api.limits import InFlightLimit, RequestBody, SendDeadline
-from app.api.shares import KnownKeys
+from app.api.shares import KnownKeys, Places
 from app.background import Background, create_scheduler
 from app.dashboard import api_description, install_api_docs, install_dashboard
 from app.events.hub import Hub
@@ -149,6 +149,7 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
     # Added first, so innermost: the bound counts a request from its body's end to its
     # response's start, and a slow sender or reader holds no place in it.
     app.state.known_keys = KnownKeys()
+    app.state.costly_reads = Places(settings.max_costly_reads_in_flight, per_share=1)
     app.add_middleware(
         InFlightLimit,
         limit=settings.max_requests_in_flight,

@@ -136,6 +136,15 @@ class Settings(BaseSettings):
         "browser opens to one site over HTTP/1.1, so the dashboard stays within it. Behind a "
         "proxy every request without a key has the proxy's address.",
     )
+    max_costly_reads_in_flight: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Costly reads the process serves at once, one per account at a time: the "
+        "stock summary and the expected wait (`POST /v1/stock/estimate`) over a window longer "
+        "than 7 days, each of which reads every interval of its window. Past it such a read is "
+        "answered `503 overloaded` with `Retry-After: 1`; shorter windows are not counted.",
+    )
     request_timeout_seconds: float = Field(
         default=10.0,
         ge=0.1,

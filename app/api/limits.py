@@ -9,12 +9,14 @@ keep every 408, 413 and 503 in the service's JSON error shape. The connection-le
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import OVERLOADED_CODE, RETRY_AFTER_SECONDS, error_response
 from app.api.shares import KnownKeys, Places
+from app.core.errors import Overloaded
 from app.support.metrics import REQUESTS_SHED, SLOW_CLIENTS_DROPPED
 
 logger = logging.getLogger(__name__)
@@ -252,3 +254,26 @@ class InFlightLimit:
             message = f"too many requests at once; {retry}"
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         return error_response(503, OVERLOADED_CODE, message, headers=headers)
+
+
+@contextmanager
+def costly_read(places: Places, share: str, what: str) -> Iterator[None]:
+    """Hold one of the costly reads' `places` for `share` while the block runs; `Overloaded`
+    (503) when they are all held or the share holds its part. `what` says which reads count.
+
+    Such a read holds its window's rows in memory and the CPU for long: a few at once are
+    as much as one process gives them, whatever the in-flight bound leaves free.
+    """
+    full = places.full_for(share)
+    if full is not None:
+        REQUESTS_SHED.labels(bound="costly").inc()
+        held = "one is yours already" if full == "client" else f"{places.limit} are being read"
+        raise Overloaded(
+            f"{what} are read {places.limit} at a time, one per account, and {held}; "
+            f"retry in {RETRY_AFTER_SECONDS} s, or ask for a shorter window"
+        )
+    places.take(share)
+    try:
+        yield
+    finally:
+        places.give_back(share)

@@ -87,7 +87,8 @@ WEBHOOK_ATTEMPTS = Counter(
 REQUESTS_SHED = Counter(
     "autoprovision_requests_shed_total",
     "Requests answered 503 at once, by the bound they met: process (the process was serving "
-    "its limit), client (the client had its share in flight).",
+    "its limit), client (the client had its share in flight), costly (the costly reads' budget "
+    "was taken).",
     ["bound"],
 )
 SLOW_CLIENTS_DROPPED = Counter(
