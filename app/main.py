@@ -25,6 +25,7 @@ from app.api import (
 )
 from app.api.errors import install_error_handlers
 from app.api.limits import InFlightLimit, RequestBody, SendDeadline
+from app.api.shares import KnownKeys, Places
 from app.background import Background, create_scheduler
 from app.dashboard import api_description, install_api_docs, install_dashboard
 from app.events.hub import Hub
@@ -147,7 +148,14 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
     install_error_handlers(app)
     # Added first, so innermost: the bound counts a request from its body's end to its
     # response's start, and a slow sender or reader holds no place in it.
-    app.add_middleware(InFlightLimit, limit=settings.max_requests_in_flight)
+    app.state.known_keys = KnownKeys()
+    app.state.costly_reads = Places(settings.max_costly_reads_in_flight, per_share=1)
+    app.add_middleware(
+        InFlightLimit,
+        limit=settings.max_requests_in_flight,
+        per_client=settings.max_requests_in_flight_per_client,
+        known_keys=app.state.known_keys,
+    )
     app.add_middleware(RequestBody, timeout_seconds=settings.request_timeout_seconds)
     app.add_middleware(SendDeadline, timeout_seconds=settings.response_timeout_seconds)
     app.state.background = None

@@ -121,7 +121,29 @@ class Settings(BaseSettings):
         "with `503`, code `overloaded` and `Retry-After: 1`, instead of waiting seconds in a "
         "queue. `/healthz`, `/readyz` and `/metrics` are not counted and answer regardless. A "
         "request counts only while the service works on it: from the end of its body to the "
-        "start of its answer, so a client that is slow to send or to read holds no place.",
+        "start of its answer, so a client that is slow to send or to read holds no place. Each "
+        "client has a share of it: `MAX_REQUESTS_IN_FLIGHT_PER_CLIENT`.",
+    )
+    max_requests_in_flight_per_client: int = Field(
+        default=6,
+        ge=1,
+        le=100_000,
+        description="Of `MAX_REQUESTS_IN_FLIGHT`, the requests one client may have served at "
+        "once; past it its next request is answered `503 overloaded` at once, and the other "
+        "places stay for everyone else. A client is an account (once its API key has "
+        "authenticated in this process), else a client address (an IPv6 address by its /64) for "
+        "requests without a key or with a key not seen yet. The default is the six connections a "
+        "browser opens to one site over HTTP/1.1, so the dashboard stays within it. Behind a "
+        "proxy every request without a key has the proxy's address.",
+    )
+    max_costly_reads_in_flight: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Costly reads the process serves at once, one per account at a time: the "
+        "stock summary and the expected wait (`POST /v1/stock/estimate`) over a window longer "
+        "than 7 days, each of which reads every interval of its window. Past it such a read is "
+        "answered `503 overloaded` with `Retry-After: 1`; shorter windows are not counted.",
     )
     request_timeout_seconds: float = Field(
         default=10.0,

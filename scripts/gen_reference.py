@@ -457,7 +457,10 @@ WHEN = {
     "internal_error": "a bug on our side; the details are in the server log",
     "database_unavailable": "only from `/readyz`: the database is not reachable",
     "overloaded": "the process is already serving `AUTOPROVISION_MAX_REQUESTS_IN_FLIGHT` "
-    "requests, or no database connection came free in time; nothing was done. Comes with "
+    "requests, or this client (your account; without a key, your address) its share of them, "
+    "`AUTOPROVISION_MAX_REQUESTS_IN_FLIGHT_PER_CLIENT`; or a stock summary or estimate over "
+    "more than 7 days found its budget taken (`AUTOPROVISION_MAX_COSTLY_READS_IN_FLIGHT`, one "
+    "per account); or no database connection came free in time. Nothing was done. Comes with "
     "`Retry-After: 1`: wait that long (better, a little longer, with jitter) and retry, with the "
     "same `Idempotency-Key` for a `POST`",
     "http_error": "any other HTTP error the framework raises (not expected)",

@@ -7,6 +7,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.shares import ADMIN_SHARE, KnownKeys, account_share
 from app.core.errors import Forbidden, Unauthorized
 from app.services import accounts
 from app.services.webhooks.secrets import SecretBoxLoader
@@ -52,46 +53,73 @@ def _api_key(credentials: HTTPAuthorizationCredentials | None) -> str:
     return credentials.credentials
 
 
-async def _is_admin_key(session: AsyncSession, settings: Settings, api_key: str) -> bool:
+# Each key that authenticates is remembered with its account (or as the admin's), so the
+# in-flight bound counts its next requests against that share without a database read.
+def _known_keys(request: Request) -> KnownKeys:
+    known: KnownKeys = request.app.state.known_keys
+    return known
+
+
+async def _account_of(request: Request, session: AsyncSession, api_key: str) -> Account | None:
+    account = await accounts.find_account_by_key(session, api_key=api_key)
+    if account is not None:
+        _known_keys(request).learn(api_key, account_share(account.id))
+    return account
+
+
+async def _is_admin_key(
+    request: Request, session: AsyncSession, settings: Settings, api_key: str
+) -> bool:
     if settings.admin_api_key is not None:
-        return keys_match(api_key, settings.admin_api_key.get_secret_value())
-    return await accounts.is_stored_admin_key(session, api_key=api_key)
+        admin = keys_match(api_key, settings.admin_api_key.get_secret_value())
+    else:
+        admin = await accounts.is_stored_admin_key(session, api_key=api_key)
+    if admin:
+        _known_keys(request).learn(api_key, ADMIN_SHARE)
+    return admin
+
+
+def _not_recognised(request: Request, api_key: str) -> Unauthorized:
+    _known_keys(request).forget(api_key)
+    return Unauthorized("API key not recognised")
 
 
 async def require_account(
-    session: SessionDep, settings: SettingsDep, credentials: BearerDep
+    request: Request, session: SessionDep, settings: SettingsDep, credentials: BearerDep
 ) -> Account:
     """The account whose key authorises this request."""
     api_key = _api_key(credentials)
-    account = await accounts.find_account_by_key(session, api_key=api_key)
+    account = await _account_of(request, session, api_key)
     if account is not None:
         return account
-    if await _is_admin_key(session, settings, api_key):
+    if await _is_admin_key(request, session, settings, api_key):
         raise Forbidden("the admin key has no account; use an account's API key")
-    raise Unauthorized("API key not recognised")
+    raise _not_recognised(request, api_key)
 
 
-async def require_admin(session: SessionDep, settings: SettingsDep, credentials: BearerDep) -> None:
+async def require_admin(
+    request: Request, session: SessionDep, settings: SettingsDep, credentials: BearerDep
+) -> None:
     """Allow only the admin key."""
     api_key = _api_key(credentials)
-    if await _is_admin_key(session, settings, api_key):
+    if await _is_admin_key(request, session, settings, api_key):
         return
-    if await accounts.find_account_by_key(session, api_key=api_key) is not None:
+    if await _account_of(request, session, api_key) is not None:
         raise Forbidden("this endpoint needs the admin API key")
-    raise Unauthorized("API key not recognised")
+    raise _not_recognised(request, api_key)
 
 
 async def require_account_or_admin(
-    session: SessionDep, settings: SettingsDep, credentials: BearerDep
+    request: Request, session: SessionDep, settings: SettingsDep, credentials: BearerDep
 ) -> Account | None:
     """The account whose key authorises this request, or None for the admin key."""
     api_key = _api_key(credentials)
-    account = await accounts.find_account_by_key(session, api_key=api_key)
+    account = await _account_of(request, session, api_key)
     if account is not None:
         return account
-    if await _is_admin_key(session, settings, api_key):
+    if await _is_admin_key(request, session, settings, api_key):
         return None
-    raise Unauthorized("API key not recognised")
+    raise _not_recognised(request, api_key)
 
 
 CurrentAccount = Annotated[Account, Depends(require_account)]

@@ -79,7 +79,11 @@ async def _on_validation_error(_request: Request, exc: Exception) -> JSONRespons
 
 async def _on_app_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AppError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    headers = None
+    if exc.status_code == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif exc.status_code == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
     return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
 
 

@@ -9,11 +9,14 @@ keep every 408, 413 and 503 in the service's JSON error shape. The connection-le
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import OVERLOADED_CODE, RETRY_AFTER_SECONDS, error_response
+from app.api.shares import KnownKeys, Places
+from app.core.errors import Overloaded
 from app.support.metrics import REQUESTS_SHED, SLOW_CLIENTS_DROPPED
 
 logger = logging.getLogger(__name__)
@@ -168,44 +171,59 @@ class ResponseStalled(Exception):
 
 
 class InFlightLimit:
-    """ASGI middleware: at most `limit` requests at once; past it an immediate 503.
+    """ASGI middleware: at most `limit` requests at once, and at most `per_client` of them
+    from one client (its account, or its address: `app.api.shares`); past either an
+    immediate 503.
 
     One process answers on one core, which a handful of requests already keep busy: more
     only wait longer, for the CPU and for a database connection (in no fair order). Each
     also takes a turn on the event loop between every two steps of the others, so SQLite's
     one writer, whose transaction spans a dozen steps, slows with every reader let in.
-    Refusing the excess at once, with Retry-After, lets clients back off or go elsewhere.
+    Refusing the excess at once, with Retry-After, lets clients back off or go elsewhere; the
+    share per client makes a flood's excess its own refusals, and leaves the other places to
+    everyone else.
 
     A request counts only while the application works on it: its body is read before
     (`RequestBody`), and its place is given back when its response starts, so a client that
     is slow to send or to read holds none.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        per_client: int | None = None,
+        known_keys: KnownKeys | None = None,
+    ) -> None:
         self.app = app
-        self.limit = limit
-        self.in_flight = 0
+        self.places = Places(limit, per_client or limit)
+        self.known_keys = known_keys if known_keys is not None else KnownKeys()
+        self._refusing: set[str] = set()  # the shares refused since they last held nothing
+
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight now."""
+        return self.places.held
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNLIMITED_PATHS:
             await self.app(scope, receive, send)
             return
-        if self.in_flight >= self.limit:
-            REQUESTS_SHED.inc()
-            message = f"too many requests at once; retry in {RETRY_AFTER_SECONDS} s"
-            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-            await error_response(503, OVERLOADED_CODE, message, headers=headers)(
-                scope, receive, send
-            )
+        share = self.known_keys.share_of(scope)
+        full = self.places.full_for(share)
+        if full is not None:
+            await self._refuse(share, full)(scope, receive, send)
             return
-        self.in_flight += 1
+        self.places.take(share)
         counted = True
 
         def release() -> None:
             nonlocal counted
             if counted:
                 counted = False
-                self.in_flight -= 1
+                self.places.give_back(share)
+                if share not in self.places.by_share:
+                    self._refusing.discard(share)
 
         async def send_and_release(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -216,3 +234,46 @@ class InFlightLimit:
             await self.app(scope, receive, send_and_release)
         finally:
             release()
+
+    def _refuse(self, share: str, full: str) -> ASGIApp:
+        REQUESTS_SHED.labels(bound=full).inc()
+        retry = f"retry in {RETRY_AFTER_SECONDS} s"
+        if full == "client":
+            if share not in self._refusing:
+                self._refusing.add(share)
+                logger.info(
+                    "%s has %d requests in flight, its share; refusing more until one is answered",
+                    share,
+                    self.places.per_share,
+                )
+            message = (
+                f"this client has {self.places.per_share} requests in flight already, its "
+                f"share; {retry}"
+            )
+        else:
+            message = f"too many requests at once; {retry}"
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        return error_response(503, OVERLOADED_CODE, message, headers=headers)
+
+
+@contextmanager
+def costly_read(places: Places, share: str, what: str) -> Iterator[None]:
+    """Hold one of the costly reads' `places` for `share` while the block runs; `Overloaded`
+    (503) when they are all held or the share holds its part. `what` says which reads count.
+
+    Such a read holds its window's rows in memory and the CPU for long: a few at once are
+    as much as one process gives them, whatever the in-flight bound leaves free.
+    """
+    full = places.full_for(share)
+    if full is not None:
+        REQUESTS_SHED.labels(bound="costly").inc()
+        held = "one is yours already" if full == "client" else f"{places.limit} are being read"
+        raise Overloaded(
+            f"{what} are read {places.limit} at a time, one per account, and {held}; "
+            f"retry in {RETRY_AFTER_SECONDS} s, or ask for a shorter window"
+        )
+    places.take(share)
+    try:
+        yield
+    finally:
+        places.give_back(share)

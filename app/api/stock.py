@@ -1,14 +1,20 @@
 """Stock history: what was in stock when, per offer key in summary, and the expected wait."""
 
+from contextlib import AbstractContextManager, nullcontext
+from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import AwareDatetime
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.limits import costly_read
 from app.api.pagination import PageRequest, paged
 from app.api.params import OfferedProvider
+from app.api.shares import account_share
 from app.api.stock_schemas import (
+    COSTLY_READS,
+    COSTLY_WINDOW,
     DEFAULT_WINDOW,
     EstimateRequest,
     NodesParam,
@@ -55,6 +61,15 @@ def _providers(values: list[str] | None) -> list[str] | None:
             f"providers: {message}", details=[{"field": "providers", "message": message}]
         )
     return list(dict.fromkeys(names)) or None
+
+
+def _costly_budget(
+    request: Request, account_id: str, window: timedelta
+) -> AbstractContextManager[None]:
+    """A place in the costly reads' budget for a window longer than `COSTLY_WINDOW`."""
+    if window <= COSTLY_WINDOW:
+        return nullcontext()
+    return costly_read(request.app.state.costly_reads, account_share(account_id), COSTLY_READS)
 
 
 @router.get("/history")
@@ -105,7 +120,8 @@ async def history(
 
 @router.get("/summary")
 async def summary(
-    _account: CurrentAccount,
+    request: Request,
+    account: CurrentAccount,
     session: SessionDep,
     settings: SettingsDep,
     gpu_model: GpuModel = None,
@@ -122,19 +138,20 @@ async def summary(
     now = utcnow()
     names = _providers(providers)
     model = parse_gpu_model(gpu_model)
-    keys = await stock_reads.summary(
-        session,
-        fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
-        since=now - span,
-        now=now,
-        gpu_model=model,
-        gpu_count=gpu_count,
-        providers=names,
-        nodes=nodes,
-    )
-    generated = await stock_reads.includes_generated(
-        session, since=now - span, until=now, providers=names
-    )
+    with _costly_budget(request, account.id, span):
+        keys = await stock_reads.summary(
+            session,
+            fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+            since=now - span,
+            now=now,
+            gpu_model=model,
+            gpu_count=gpu_count,
+            providers=names,
+            nodes=nodes,
+        )
+        generated = await stock_reads.includes_generated(
+            session, since=now - span, until=now, providers=names
+        )
     forecasts = await stock_forecasts.latest(session, gpu_model=model, providers=names)
     return SummaryOut(
         nodes=nodes,
@@ -149,14 +166,19 @@ async def summary(
 
 @router.post("/estimate")
 async def estimate(
-    body: EstimateRequest, _account: CurrentAccount, session: SessionDep, settings: SettingsDep
+    request: Request,
+    body: EstimateRequest,
+    account: CurrentAccount,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> EstimateOut:
     """How long an order like this would have waited over the window, at its max price and at
     the observed prices around it."""
     span = parse_window(body.window, retention_days=settings.stock_history_days)
-    return await stock_estimate.expected_wait(
-        session,
-        wants=body.wants(),
-        fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
-        window=span,
-    )
+    with _costly_budget(request, account.id, span):
+        return await stock_estimate.expected_wait(
+            session,
+            wants=body.wants(),
+            fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
+            window=span,
+        )

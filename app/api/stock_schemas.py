@@ -14,6 +14,10 @@ from app.core.market import MAX_NODES, OrderWants
 
 _WINDOW = re.compile(r"^([1-9][0-9]{0,5})([hd])$")
 DEFAULT_WINDOW = "7d"
+# A summary or an estimate over a longer window is a costly read: it has its own budget
+# (settings: `max_costly_reads_in_flight`).
+COSTLY_WINDOW = timedelta(days=7)
+COSTLY_READS = "stock windows longer than 7 days"
 WindowParam = Annotated[
     str,
     Query(max_length=8, description='How far back to look: hours or days, e.g. "36h", "7d".'),

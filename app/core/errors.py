@@ -92,6 +92,14 @@ class UnsupportedMediaType(AppError):
     code = "unsupported_media_type"
 
 
+class Overloaded(AppError):
+    """More is being served at once than the service, or the caller's share of it, allows:
+    answered with Retry-After."""
+
+    status_code = 503
+    code = "overloaded"
+
+
 class TooManyRequests(AppError):
     """The caller already holds as many of something as it may (e.g. open event streams)."""
 

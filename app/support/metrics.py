@@ -86,7 +86,10 @@ WEBHOOK_ATTEMPTS = Counter(
 )
 REQUESTS_SHED = Counter(
     "autoprovision_requests_shed_total",
-    "Requests answered 503 at once because the process was already serving its limit.",
+    "Requests answered 503 at once, by the bound they met: process (the process was serving "
+    "its limit), client (the client had its share in flight), costly (the costly reads' budget "
+    "was taken).",
+    ["bound"],
 )
 SLOW_CLIENTS_DROPPED = Counter(
     "autoprovision_slow_clients_dropped_total",

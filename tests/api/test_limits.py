@@ -1,17 +1,24 @@
-"""The bound on requests in flight: past it an immediate 503 with Retry-After, under it a pass."""
+"""The bound on requests in flight, each client's share of it and the costly reads' budget:
+past them an immediate 503 with Retry-After, under them a pass."""
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.limits import InFlightLimit, RequestBody
+from app.api.shares import KnownKeys, account_share
 from app.main import create_app
+from app.services.stock import reads as stock_reads
 from app.settings import Settings
+from tests.factories import AccountHandle, create_account
 from tests.waiting import started
 
 
@@ -186,3 +193,116 @@ async def test_a_declared_length_is_judged_without_converting_thousands_of_digit
     }
     await RequestBody(answer, timeout_seconds=1)(scope, receive, send)
     assert sent[0]["status"] == status
+
+
+def _as(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+async def test_each_client_holds_at_most_its_share_and_the_rest_stay_for_the_others() -> None:
+    inner = Blocking()
+    known = KnownKeys()
+    for name in ("ada", "bob", "cy"):
+        known.learn(f"key-{name}", account_share(name))
+    limited = InFlightLimit(inner, limit=5, per_client=2, known_keys=known)
+    async with _client(limited) as client, asyncio.timeout(10):
+        ada = [asyncio.create_task(client.get("/v1/orders", headers=_as("key-ada"))) for _ in "12"]
+        await inner.until_inside(2)
+        ada_again = await client.get("/v1/orders", headers=_as("key-ada"))
+        bob = asyncio.create_task(client.get("/v1/orders", headers=_as("key-bob")))
+        await inner.until_inside(3)
+        # Without a key, or with one never seen: one share, the address's, however many keys.
+        made_up = [
+            asyncio.create_task(client.get("/v1/catalogue", headers=_as(key)))
+            for key in (None, "made-up-1")
+        ]
+        await inner.until_inside(5)
+        third_made_up = await client.get("/v1/catalogue", headers=_as("made-up-2"))
+        cy = await client.get("/v1/orders", headers=_as("key-cy"))  # every place is held
+        inner.release.set()
+        answered = await asyncio.gather(*ada, bob, *made_up)
+    assert [r.status_code for r in answered] == [200] * 5
+    assert ada_again.status_code == 503
+    assert ada_again.headers["Retry-After"] == "1"
+    assert ada_again.json()["error"]["code"] == "overloaded"
+    assert "this client has 2 requests in flight" in ada_again.json()["error"]["message"]
+    assert third_made_up.status_code == 503
+    assert "this client" in third_made_up.json()["error"]["message"]
+    assert cy.status_code == 503
+    assert "too many requests at once" in cy.json()["error"]["message"]
+    assert limited.in_flight == 0
+    assert limited.places.by_share == {}
+
+
+class LongSummaries:
+    """The stock summary's read, made to wait for `release` when its window is longer than 7
+    days (the estimate's read is left as it is: no test here holds a place with one)."""
+
+    def __init__(self) -> None:
+        self.blocking = Blocking()
+        self.read = stock_reads.summary
+
+    async def __call__(self, session: AsyncSession, **kwargs: Any) -> Any:
+        if kwargs["now"] - kwargs["since"] > timedelta(days=7):
+            self.blocking.inside += 1
+            self.blocking.changed.set()
+            await self.blocking.release.wait()
+        return await self.read(session, **kwargs)
+
+
+@pytest.fixture
+async def app_with_two_costly_reads(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[FastAPI, LongSummaries]]:
+    """The service with room for two costly reads, whose long summaries wait on a release."""
+    reads = LongSummaries()
+    monkeypatch.setattr(stock_reads, "summary", reads)
+    application = create_app(settings.model_copy(update={"max_costly_reads_in_flight": 2}))
+    async with started(application):
+        yield application, reads
+
+
+async def test_long_stock_windows_are_read_within_their_own_budget(
+    app_with_two_costly_reads: tuple[FastAPI, LongSummaries],
+) -> None:
+    application, reads = app_with_two_costly_reads
+    estimate = {
+        "gpu_model": "B300",
+        "gpu_count": 8,
+        "providers": ["verda"],
+        "max_price_per_hour": "45",
+    }
+    async with _client(application) as client, asyncio.timeout(20):
+        ada, bob, cy = [await create_account(client, name) for name in ("Ada", "Bob", "Cy")]
+
+        async def summary(account: AccountHandle, window: str) -> httpx.Response:
+            path = f"/v1/stock/summary?window={window}"
+            return await client.get(path, headers=account.headers)
+
+        ada_long = asyncio.create_task(summary(ada, "30d"))
+        await reads.blocking.until_inside(1)
+        ada_second = await summary(ada, "90d")
+        ada_estimate = await client.post(
+            "/v1/stock/estimate", json={**estimate, "window": "30d"}, headers=ada.headers
+        )
+        ada_short = await summary(ada, "7d")  # the control: not a costly read
+        bob_long = asyncio.create_task(summary(bob, "8d"))
+        await reads.blocking.until_inside(2)
+        cy_long = await summary(cy, "30d")
+        cy_short = await client.post(
+            "/v1/stock/estimate", json={**estimate, "window": "36h"}, headers=cy.headers
+        )
+        reads.blocking.release.set()
+        answered = await asyncio.gather(ada_long, bob_long)
+        cy_after = await summary(cy, "30d")
+        metrics = await client.get("/metrics")
+    assert [r.status_code for r in answered] == [200, 200]
+    for refused in (ada_second, ada_estimate, cy_long):
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["Retry-After"] == "1"
+        assert refused.json()["error"]["code"] == "overloaded"
+    assert "one is yours already" in ada_second.json()["error"]["message"]
+    assert "2 are being read" in cy_long.json()["error"]["message"]
+    assert (ada_short.status_code, cy_short.status_code) == (200, 200)
+    assert cy_after.status_code == 200  # the places are given back
+    assert 'autoprovision_requests_shed_total{bound="costly"}' in metrics.text
