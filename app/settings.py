@@ -128,10 +128,12 @@ class Settings(BaseSettings):
         default=6,
         ge=1,
         le=100_000,
-        description="Of `MAX_REQUESTS_IN_FLIGHT`, the requests one client may have served at "
-        "once; past it its next request is answered `503 overloaded` at once, and the other "
-        "places stay for everyone else. A client is an account (once its API key has "
-        "authenticated in this process), else a client address (an IPv6 address by its /64) for "
+        description="Of `MAX_REQUESTS_IN_FLIGHT`, the places kept for each client: a client "
+        "holding this many takes another only while more than this many stay free, else its "
+        "next request is answered `503 overloaded` at once, so a client alone may use the spare "
+        "room and every other client finds its part free. A client is an account (once its API "
+        "key has authenticated in this process), else a client address (an IPv6 address by its "
+        "/64) for "
         "requests without a key or with a key not seen yet. The default is the six connections a "
         "browser opens to one site over HTTP/1.1, so the dashboard stays within it. Behind a "
         "proxy every request without a key has the proxy's address.",

@@ -239,16 +239,18 @@ class InFlightLimit:
         REQUESTS_SHED.labels(bound=full).inc()
         retry = f"retry in {RETRY_AFTER_SECONDS} s"
         if full == "client":
+            holds = self.places.by_share[share]
             if share not in self._refusing:
                 self._refusing.add(share)
                 logger.info(
-                    "%s has %d requests in flight, its share; refusing more until one is answered",
+                    "%s has %d requests in flight, past its share; refusing more until one is "
+                    "answered",
                     share,
-                    self.places.per_share,
+                    holds,
                 )
             message = (
-                f"this client has {self.places.per_share} requests in flight already, its "
-                f"share; {retry}"
+                f"this client has {holds} requests in flight already, past its share of "
+                f"{self.places.per_share} while the rest is kept for other clients; {retry}"
             )
         else:
             message = f"too many requests at once; {retry}"

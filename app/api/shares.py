@@ -85,7 +85,9 @@ class KnownKeys:
 
 
 class Places:
-    """At most `limit` places held at once, and at most `per_share` of them by one share."""
+    """At most `limit` places held at once. A share holding `per_share` or more takes another
+    only while more than `per_share` places stay free: a client alone may use the spare room,
+    and any other client still finds its part free (work-conserving, unlike a flat cap)."""
 
     def __init__(self, limit: int, per_share: int) -> None:
         self.limit = limit
@@ -96,10 +98,10 @@ class Places:
     def full_for(self, share: str) -> str | None:
         """Why `share` may not take a place now (`"client"`: it holds its part already;
         `"process"`: every place is held), or None when it may."""
-        if self.by_share[share] >= self.per_share:
-            return "client"
         if self.held >= self.limit:
             return "process"
+        if self.by_share[share] >= self.per_share and self.limit - self.held <= self.per_share:
+            return "client"
         return None
 
     def take(self, share: str) -> None:

@@ -82,7 +82,7 @@ def test_places_refuse_a_share_at_its_part_and_everyone_when_all_are_held() -> N
     for share in ("a", "a", "b"):
         assert places.full_for(share) is None
         places.take(share)
-    assert places.full_for("a") == "client"
+    assert places.full_for("a") == "process"
     assert places.full_for("c") == "process"
     places.give_back("b")
     assert places.full_for("a") == "client"  # the place freed is not a's to take
@@ -90,6 +90,15 @@ def test_places_refuse_a_share_at_its_part_and_everyone_when_all_are_held() -> N
     places.give_back("a")
     places.give_back("a")
     assert (places.held, dict(places.by_share)) == (0, {})
+
+
+def test_a_share_alone_uses_the_spare_room_but_never_the_others_part() -> None:
+    places = Places(limit=10, per_share=2)
+    for _ in range(8):  # past its part of 2, while more than 2 places stay free
+        assert places.full_for("a") is None
+        places.take("a")
+    assert places.full_for("a") == "client"  # 2 free: kept for the others
+    assert places.full_for("b") is None
 
 
 async def test_the_auth_teaches_the_service_each_key_it_accepts(
