@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from app.api.params import OfferedProvider
+from app.api.params import MAX_MODEL_ID_LENGTH, OfferedProvider
 from app.api.schemas import HoursIn, PriceIn, Region, ShortText, TotalIn
 from app.core import serving
 from app.core.catalogue import (
@@ -219,7 +219,7 @@ class OrderCreate(MachineWanted, OrderLimits):
     model: (
         Annotated[
             str,
-            StringConstraints(max_length=200),
+            StringConstraints(max_length=MAX_MODEL_ID_LENGTH),
             Field(
                 description="Order by model: a Hugging Face id from GET /v1/models. The order "
                 "takes every shape that holds it (the alternatives it shows), at "
