@@ -176,6 +176,15 @@ class Settings(BaseSettings):
         description="Orders one account may have `waiting` at once; one more is `409 "
         "too_many_orders` until one deploys, expires or is cancelled.",
     )
+    max_placements_per_hour: int = Field(
+        default=120,
+        ge=1,
+        le=1_000_000,
+        description="Orders one account may place in any hour, cancelled ones too (what one "
+        "account makes the service store stays bounded); one more is `429 too_many_placements` "
+        "with `Retry-After` saying when the hour has room. Counted in the database, so across "
+        "replicas. Keep it above `MAX_WAITING_ORDERS_PER_ACCOUNT` so an account can fill that.",
+    )
 
     mode: Literal["demo", "live"] = Field(
         default="demo",

@@ -43,6 +43,7 @@ class Order(Base):
     __table_args__ = (
         Index("ix_orders_account_id_id", "account_id", "id"),
         Index("ix_orders_account_id_status", "account_id", "status"),  # the waiting cap
+        Index("ix_orders_account_id_created_at", "account_id", "created_at"),  # the rate
         Index("ix_orders_status_created_at", "status", "created_at"),
         Index("ix_orders_updated_at", "updated_at"),
         CheckConstraint(f"nodes BETWEEN 1 AND {MAX_NODES}", name="order_nodes"),
