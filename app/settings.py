@@ -280,6 +280,17 @@ class Settings(BaseSettings):
         "are pruned hourly); the longest window the stock endpoints and the estimate accept.",
     )
 
+    # At least a week: a webhook's retries (a day and more) outlive the order they tell of.
+    order_retention_days: int = Field(
+        default=90,
+        ge=7,
+        le=36_500,
+        description="Days an ended order (cancelled, expired, failed, terminated, lost) is kept "
+        "(pruned hourly after). One that never held money goes entirely; one that did keeps its "
+        "row and its machines for the ledger, which is never pruned, and loses its timeline, its "
+        "events and its start-up script.",
+    )
+
     billing_hour_seconds: float = Field(
         default=3600.0,
         ge=1,
