@@ -62,8 +62,10 @@ async def test_placements_at_once_do_not_pass_the_cap(capped: httpx.AsyncClient)
 
 @pytest.fixture
 async def rated(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A client of the service where an account may place RATE orders an hour."""
-    application = create_app(settings.model_copy(update={"max_placements_per_hour": RATE}))
+    """A client of the service where an account may place RATE orders an hour (and have all
+    8 of the concurrent test's requests served at once: the rate, not the share, answers)."""
+    rate = {"max_placements_per_hour": RATE, "max_requests_in_flight_per_client": 8}
+    application = create_app(settings.model_copy(update=rate))
     async with started(application):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
