@@ -8,6 +8,7 @@ import socket
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -19,7 +20,7 @@ from app.demo.mode import EmbeddedSimulators, StockFeed, announce_demo, prepare_
 from app.providers.base import ProviderAdapter
 from app.providers.http import provider_tls
 from app.providers.registry import build_adapters, credentials_hint, simulated
-from app.services import idempotency, leases, published_events
+from app.services import idempotency, leases, published_events, retention
 from app.services.webhooks import outbox
 from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
@@ -206,6 +207,7 @@ class Background:
 # Periodic jobs: only their registration lives here; each calls one service function.
 PRUNE_IDEMPOTENCY_KEYS_SECONDS = 3600
 PRUNE_WEBHOOK_EVENTS_SECONDS = 3600
+PRUNE_ENDED_ORDERS_SECONDS = 3600
 WEBHOOK_HISTORY_DAYS = 30
 EVENT_HISTORY_DAYS = 30
 
@@ -241,20 +243,51 @@ async def prune_published_events(sessionmaker: async_sessionmaker[AsyncSession])
     return pruned
 
 
-def create_scheduler(sessionmaker: async_sessionmaker[AsyncSession]) -> AsyncIOScheduler:
+async def prune_ended_orders(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    *,
+    retention_days: int,
+    batch: int = retention.PRUNE_BATCH,
+) -> int:
+    """Prune orders that ended more than `retention_days` ago (the ledger keeps what it names),
+    a batch per transaction, so the single writer of SQLite is never held for long."""
+    pruned = 0
+    while True:
+        now = utcnow()
+        async with session_scope(sessionmaker) as session:
+            done = await retention.prune_ended_orders(
+                session, ended_before=now - timedelta(days=retention_days), now=now, limit=batch
+            )
+        pruned += done.total
+        if done.total < batch:
+            break
+    if pruned:
+        log.info("pruned %d orders ended more than %d days ago", pruned, retention_days)
+    return pruned
+
+
+def create_scheduler(
+    sessionmaker: async_sessionmaker[AsyncSession], *, order_retention_days: int
+) -> AsyncIOScheduler:
     """The scheduler with every periodic job registered (not started)."""
     scheduler = AsyncIOScheduler(timezone="UTC")
-    jobs = [
-        (prune_idempotency_keys, PRUNE_IDEMPOTENCY_KEYS_SECONDS),
-        (prune_webhook_events, PRUNE_WEBHOOK_EVENTS_SECONDS),
-        (prune_published_events, PRUNE_WEBHOOK_EVENTS_SECONDS),
+    jobs: list[tuple[Callable[..., Any], int, dict[str, Any]]] = [
+        (prune_idempotency_keys, PRUNE_IDEMPOTENCY_KEYS_SECONDS, {}),
+        (prune_webhook_events, PRUNE_WEBHOOK_EVENTS_SECONDS, {}),
+        (prune_published_events, PRUNE_WEBHOOK_EVENTS_SECONDS, {}),
+        (
+            prune_ended_orders,
+            PRUNE_ENDED_ORDERS_SECONDS,
+            {"retention_days": order_retention_days},
+        ),
     ]
-    for job, seconds in jobs:
+    for job, seconds, kwargs in jobs:
         scheduler.add_job(
             job,
             "interval",
             seconds=seconds,
             args=[sessionmaker],
+            kwargs=kwargs,
             id=job.__name__,
             max_instances=1,
             coalesce=True,

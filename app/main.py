@@ -100,7 +100,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             app.state.request_sessionmaker = create_sessionmaker(engine, requests=True)
             app.state.read_sessionmaker = create_read_sessionmaker(engine)
             app.state.secret_boxes = SecretBoxLoader(settings)
-            scheduler = create_scheduler(app.state.sessionmaker)
+            scheduler = create_scheduler(
+                app.state.sessionmaker, order_retention_days=settings.order_retention_days
+            )
             scheduler.start()
             app.state.hub = Hub(per_account=settings.stream_max_per_account)
             publisher = Publisher(

@@ -178,6 +178,15 @@ class Settings(BaseSettings):
         description="Orders one account may have `waiting` at once; one more is `409 "
         "too_many_orders` until one deploys, expires or is cancelled.",
     )
+    max_placements_per_hour: int = Field(
+        default=120,
+        ge=1,
+        le=1_000_000,
+        description="Orders one account may place in any hour, cancelled ones too (what one "
+        "account makes the service store stays bounded); one more is `429 too_many_placements` "
+        "with `Retry-After` saying when the hour has room. Counted in the database, so across "
+        "replicas. Keep it above `MAX_WAITING_ORDERS_PER_ACCOUNT` so an account can fill that.",
+    )
 
     mode: Literal["demo", "live"] = Field(
         default="demo",
@@ -271,6 +280,17 @@ class Settings(BaseSettings):
         le=3650,
         description="Days of stock history kept (older closed intervals and coverage windows "
         "are pruned hourly); the longest window the stock endpoints and the estimate accept.",
+    )
+
+    # At least a week: a webhook's retries (a day and more) outlive the order they tell of.
+    order_retention_days: int = Field(
+        default=90,
+        ge=7,
+        le=36_500,
+        description="Days an ended order (cancelled, expired, failed, terminated, lost) is kept "
+        "(pruned hourly after). One that never held money goes entirely; one that did keeps its "
+        "row and its machines for the ledger, which is never pruned, and loses its timeline, its "
+        "events and its start-up script.",
     )
 
     billing_hour_seconds: float = Field(

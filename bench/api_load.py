@@ -409,6 +409,7 @@ async def one_database(
             "AUTOPROVISION_PORT": str(port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
             "AUTOPROVISION_MAX_WAITING_ORDERS_PER_ACCOUNT": "100000",
+            "AUTOPROVISION_MAX_PLACEMENTS_PER_HOUR": "1000000",
             "PYTHONPATH": str(ROOT),
             **shape.service_env,
         }

@@ -40,6 +40,7 @@ def is_stock_read_path(provider: str, path: str) -> bool:
 
 
 BENCH_MAX_WAITING = 100_000
+BENCH_MAX_PLACEMENTS = 1_000_000
 
 
 def service_env(
@@ -58,8 +59,9 @@ def service_env(
             "AUTOPROVISION_SIM_PORT": str(sim_port),
             "AUTOPROVISION_PORT": str(api_port),
             "AUTOPROVISION_LOG_LEVEL": "warning",
-            # Benchmarks place thousands of orders per account, far past a person's cap.
+            # Benchmarks place thousands of orders per account, far past a person's caps.
             "AUTOPROVISION_MAX_WAITING_ORDERS_PER_ACCOUNT": str(BENCH_MAX_WAITING),
+            "AUTOPROVISION_MAX_PLACEMENTS_PER_HOUR": str(BENCH_MAX_PLACEMENTS),
             **extra,
         }
     )

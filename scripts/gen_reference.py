@@ -452,6 +452,9 @@ WHEN = {
     "idempotency_key_reused": "the `Idempotency-Key` was used with different parameters",
     "invalid_idempotency_key": "the `Idempotency-Key` is empty, too long or not printable",
     "too_many_requests": "the caller already holds as many of something as it may",
+    "too_many_placements": "the account placed `AUTOPROVISION_MAX_PLACEMENTS_PER_HOUR` orders "
+    "in the last hour, cancelled ones too (`details.max_placements_per_hour`); `Retry-After` "
+    "says in how many seconds the hour has room",
     "too_many_streams": "the account already holds `AUTOPROVISION_STREAM_MAX_PER_ACCOUNT` event "
     "streams on this replica",
     "internal_error": "a bug on our side; the details are in the server log",
@@ -557,7 +560,8 @@ def errors() -> str:
         "Branch on `code`, never on `message`. Every code the service answers with, read from "
         "its exceptions (`app/core/errors.py`) and error handlers (`app/api/`):",
         _table(["Status", "`code`", "When"], [(s, _code(c), WHEN[c]) for _o, s, c in rows]),
-        "A `401` carries `WWW-Authenticate: Bearer`; a `503 overloaded` carries `Retry-After`.",
+        "A `401` carries `WWW-Authenticate: Bearer`; a `503 overloaded` and a `429 "
+        "too_many_placements` carry `Retry-After`.",
     )
 
 

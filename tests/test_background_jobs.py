@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.background import (
     create_scheduler,
+    prune_ended_orders,
     prune_idempotency_keys,
     prune_published_events,
     prune_webhook_events,
@@ -16,8 +17,14 @@ from app.core.clock import utcnow
 from app.core.states import DeliveryStatus
 from app.services import published_events
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import IdempotencyKey, PublishedEvent, WebhookDelivery, WebhookEvent
-from tests.factories import create_account, order_body
+from app.storage.models import (
+    IdempotencyKey,
+    Order,
+    PublishedEvent,
+    WebhookDelivery,
+    WebhookEvent,
+)
+from tests.factories import create_account, order_body, place_order
 
 
 async def test_idempotency_keys_older_than_a_day_are_pruned(
@@ -44,14 +51,16 @@ async def test_idempotency_keys_older_than_a_day_are_pruned(
 
 
 def test_the_scheduler_registers_each_job_once_with_no_overlap(engine: AsyncEngine) -> None:
-    scheduler = create_scheduler(create_sessionmaker(engine))
+    scheduler = create_scheduler(create_sessionmaker(engine), order_retention_days=30)
     jobs = {job.id: job for job in scheduler.get_jobs()}
     assert set(jobs) == {
         "prune_idempotency_keys",
         "prune_webhook_events",
         "prune_published_events",
+        "prune_ended_orders",
     }
     assert all(job.max_instances == 1 for job in jobs.values())
+    assert jobs["prune_ended_orders"].kwargs == {"retention_days": 30}
 
 
 async def test_delivered_webhook_events_older_than_30_days_are_pruned_pending_ones_kept(
@@ -103,3 +112,24 @@ async def test_stream_events_published_over_30_days_ago_are_pruned_newer_ones_ke
     async with session_scope(maker) as session:
         kept = (await session.execute(select(PublishedEvent.id))).scalars().all()
     assert kept == [new]
+
+
+async def test_orders_ended_past_the_retention_are_pruned_batch_by_batch(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    placed = [(await place_order(client, account))["id"] for _ in range(4)]
+    for order_id in placed[:3]:
+        cancelled = await client.post(f"/v1/orders/{order_id}/cancel", headers=account.headers)
+        assert cancelled.status_code == 200
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await session.execute(
+            update(Order).values(updated_at=utcnow() - timedelta(days=30, minutes=1))
+        )
+    assert await prune_ended_orders(maker, retention_days=30, batch=2) == 3
+    for order_id in placed[:3]:
+        gone = await client.get(f"/v1/orders/{order_id}", headers=account.headers)
+        assert gone.status_code == 404
+    waiting = await client.get(f"/v1/orders/{placed[3]}/events", headers=account.headers)
+    assert waiting.status_code == 200 and waiting.json()  # not ended: kept, with its timeline

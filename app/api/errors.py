@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
-from app.core.errors import INVALID_JSON, AppError, InvalidJson
+from app.core.errors import INVALID_JSON, AppError, InvalidJson, TooManyRequests
 from app.core.text import quote
 
 logger = logging.getLogger(__name__)
@@ -79,11 +79,13 @@ async def _on_validation_error(_request: Request, exc: Exception) -> JSONRespons
 
 async def _on_app_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, AppError)
-    headers = None
+    headers: dict[str, str] = {}
     if exc.status_code == 401:
         headers = {"WWW-Authenticate": "Bearer"}
     elif exc.status_code == 503:
         headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    elif isinstance(exc, TooManyRequests) and exc.retry_after is not None:
+        headers = {"Retry-After": str(exc.retry_after)}
     return error_response(exc.status_code, exc.code, exc.message, exc.details, headers)
 
 

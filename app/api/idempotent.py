@@ -15,6 +15,8 @@ IdempotencyKeyHeader = Annotated[
     Header(
         alias="Idempotency-Key",
         description="Retry-safe key: the same key and body within 24 h replays the response.",
+        # Checked by the service, which answers its own code (`invalid_idempotency_key`).
+        json_schema_extra={"maxLength": idempotency.MAX_KEY_LENGTH},
     ),
 ]
 

@@ -4,9 +4,10 @@ machine shapes hold one, by the fit rule. No key needed, as for the catalogue.""
 from decimal import Decimal
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel
 
+from app.api.params import MAX_MODEL_ID_LENGTH
 from app.api.strict_json import StrictJsonRoute
 from app.core.errors import NotFound
 from app.core.open_models import FIT_SHARE, OpenModel
@@ -98,7 +99,7 @@ async def list_models(request: Request) -> ModelsOut:
 @router.get("/{model_id:path}/fit")
 async def model_fit_of(
     request: Request,
-    model_id: str,
+    model_id: Annotated[str, Path(max_length=MAX_MODEL_ID_LENGTH)],
     min_cache_gb: Annotated[
         int, Query(ge=0, le=100_000, description="Room the cache needs, in GB.")
     ] = 0,

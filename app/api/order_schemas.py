@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails
 
-from app.api.params import OfferedProvider
+from app.api.params import MAX_MODEL_ID_LENGTH, OfferedProvider
 from app.api.schemas import HoursIn, PriceIn, Region, ShortText, TotalIn
 from app.core import serving
 from app.core.catalogue import (
@@ -46,7 +46,9 @@ MAX_GPU_COUNT = 16  # per node
 # Verda documents no largest OS volume; 10 TB is above every disk the three providers sell
 # (QuantaCloud's largest fixed disk is 8 x 1 TB), and bounds what an order can make us rent.
 MAX_DISK_GB = 10_000
-MAX_SSH_KEY_LENGTH = 16_384
+# The largest real key, RSA at OpenSSH's most (16,384 bits), is 2,772 characters of type and
+# blob; this leaves its comment 1,300 more. A key is kept with its order, so no more than that.
+MAX_SSH_KEY_LENGTH = 4_096
 NODES_DESCRIPTION = (
     "Machines of `gpu_count` GPUs each, deployed together: 1 for a single machine, more for a"
     " cluster (at one provider, in one region; the price is for all of them). A cluster's stock"
@@ -219,7 +221,7 @@ class OrderCreate(MachineWanted, OrderLimits):
     model: (
         Annotated[
             str,
-            StringConstraints(max_length=200),
+            StringConstraints(max_length=MAX_MODEL_ID_LENGTH),
             Field(
                 description="Order by model: a Hugging Face id from GET /v1/models. The order "
                 "takes every shape that holds it (the alternatives it shows), at "

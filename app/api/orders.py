@@ -60,6 +60,7 @@ async def place_order(
             request=new,
             enabled=set(enabled_providers(settings)),
             max_waiting=settings.max_waiting_orders_per_account,
+            max_per_hour=settings.max_placements_per_hour,
             # Loaded only for a script: a service that never seals one makes no key file.
             box=None if new.startup_script is None else secret_boxes(request).get(),
         )

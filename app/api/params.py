@@ -11,8 +11,17 @@ from app.core.catalogue import Provider
 from app.core.text import OneLine
 from app.providers.registry import offered_providers
 
-# An id from the URL goes into SQL as it is: one PostgreSQL cannot take (NUL) is a 422 here.
-PathId = Annotated[str, Path(description="The id, as returned when it was created."), OneLine]
+# The longest id the service makes or stores (`String(40)` columns): a longer one names nothing.
+MAX_ID_LENGTH = 40
+# A model's Hugging Face id, as an order keeps it (`orders.model`).
+MAX_MODEL_ID_LENGTH = 200
+# An id from the URL goes into SQL as it is, and a request with an Idempotency-Key keeps its
+# path: one PostgreSQL cannot take (NUL, or longer than its columns) is a 422 here.
+PathId = Annotated[
+    str,
+    Path(description="The id, as returned when it was created.", max_length=MAX_ID_LENGTH),
+    OneLine,
+]
 
 
 class _Offered:

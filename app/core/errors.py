@@ -101,7 +101,25 @@ class Overloaded(AppError):
 
 
 class TooManyRequests(AppError):
-    """The caller already holds as many of something as it may (e.g. open event streams)."""
+    """The caller already holds as many of something as it may (e.g. open event streams), or
+    did something as often as it may; `retry_after`: seconds until it may again, if known."""
 
     status_code = 429
     code = "too_many_requests"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        details: Any = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message, code=code, details=details)
+        self.retry_after = retry_after
+
+
+class TooManyPlacements(TooManyRequests):
+    """The account placed as many orders in the last hour as it may."""
+
+    code = "too_many_placements"

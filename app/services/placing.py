@@ -20,7 +20,7 @@ from app.core.ids import new_id
 from app.core.money import format_usd
 from app.core.states import OrderEventKind, OrderStatus
 from app.providers.registry import display_name, spec_for
-from app.services import images, orders, startup_scripts, timeline
+from app.services import images, orders, placement_rate, startup_scripts, timeline
 from app.services.timeline import Line
 from app.services.webhooks.secrets import SecretBox
 from app.storage.models import Account, Order
@@ -158,11 +158,13 @@ async def place_order(
     request: NewOrder,
     enabled: Collection[str],
     max_waiting: int,
+    max_per_hour: int | None = None,
     box: SecretBox | None = None,
 ) -> Order:
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
     can deploy on; an order that accepts none of them is refused, as is one past the
-    account's `max_waiting` orders waiting. `box` seals its start-up script, if it has one."""
+    account's `max_waiting` orders waiting or its `max_per_hour` placements in the last hour.
+    `box` seals its start-up script, if it has one."""
     check_request(request)
     shapes = wanted(request)
     request, imaged = await check_image(session, request)
@@ -184,6 +186,8 @@ async def place_order(
         )
     await _check_room(session, account_id, max_waiting)
     now = utcnow()
+    if max_per_hour is not None:
+        await placement_rate.check(session, account_id=account_id, per_hour=max_per_hour, now=now)
     order_id = new_id("ord")
     script = (
         None

@@ -156,6 +156,24 @@ class TestBadInput:
     ) -> None:
         await self._assert_field_error(client, field, **{field: value})
 
+    async def test_an_ssh_key_is_bounded_by_the_largest_real_one(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        """RSA at 16,384 bits (OpenSSH's largest) is a 2,772-character type and blob; with a
+        comment it is placed. A 16 KB line (a key padded by its comment) is a 422."""
+        modulus = b"\x00" + b"\xc5" * 2048  # an mpint of 16,384 bits, its top bit set
+        payload = b"\x00\x00\x00\x03\x01\x00\x01" + len(modulus).to_bytes(4, "big") + modulus
+        largest = ssh_key("ssh-rsa", payload).replace("me@laptop", "ada@" + "h" * 1000)
+        assert len(largest.split()[0] + " " + largest.split()[1]) == 2_772
+        account = await create_account(client)
+        placed = await client.post(
+            "/v1/orders", json=order_body(ssh_public_key=largest), headers=account.headers
+        )
+        assert placed.status_code == 201, placed.text
+        assert placed.json()["ssh_public_key"] == largest
+        padded = ssh_key("ssh-ed25519").replace("me@laptop", "k" * 16_000)
+        await self._assert_field_error(client, "ssh_public_key", ssh_public_key=padded)
+
     async def test_unknown_fields_are_refused_so_typos_do_not_go_unnoticed(
         self, client: httpx.AsyncClient
     ) -> None:

@@ -1,5 +1,5 @@
 """Events keep an order without its SSH public key: its fingerprint instead, so 30 days of
-events (webhooks and the event stream) hold no copy of a key of up to 16 KB."""
+events (webhooks and the event stream) hold no copy of a key of up to 4 KB."""
 
 import json
 import shutil
@@ -61,7 +61,7 @@ async def test_webhooks_and_the_event_stream_carry_the_fingerprint_not_the_key(
     data = request.verify(endpoint["secret"])["data"]
     assert "ssh_public_key" not in data
     assert data["ssh_key_fingerprint"] == fingerprint
-    assert len(request.body) < 4096  # was over 16 KB with the key inside
+    assert len(request.body) < MAX_SSH_KEY_LENGTH  # was over it with the key inside
 
     async def published() -> list[dict[str, Any]] | None:
         page = await client.get("/v1/events", headers=account.headers)

@@ -43,8 +43,10 @@ class Order(Base):
     __table_args__ = (
         Index("ix_orders_account_id_id", "account_id", "id"),
         Index("ix_orders_account_id_status", "account_id", "status"),  # the waiting cap
+        Index("ix_orders_account_id_created_at", "account_id", "created_at"),  # the rate
         Index("ix_orders_status_created_at", "status", "created_at"),
         Index("ix_orders_updated_at", "updated_at"),
+        Index("ix_orders_pruned_at_updated_at", "pruned_at", "updated_at"),  # the retention
         CheckConstraint(f"nodes BETWEEN 1 AND {MAX_NODES}", name="order_nodes"),
     )
     # The machine columns (gpu_model ... cluster_interconnect, max_price_per_hour, providers)
@@ -107,6 +109,9 @@ class Order(Base):
     terminate_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When its timeline and events were pruned, past the retention (`services/retention.py`):
+    # an ended order the ledger names keeps its row.
+    pruned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class OrderEvent(Base):
