@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
 DEMO_KEY_PURPOSE = "autoprovision demo account API key"
-# What the demo's Hyperstack says it plans of a GPU the demo orders want (region, its GPU name,
-# what its stock answer says), so the Stock page has a forecast to show.
+# What the demo's simulated provider that forecasts stock (Hyperstack's) says it plans of a GPU
+# the demo orders want (region, its GPU name, what its stock answer says), so the Stock page
+# has a forecast to show; the others have no forecast route and say 404.
 DEMO_FORECAST = ("US-1", "B300-SXM", {"planned_7_days": "10+", "planned_30_days": "25+"})
 
 
@@ -275,12 +276,12 @@ class StockFeed:
                         await sim.config(provider, hour_seconds=self.hour_seconds)
                     except httpx.HTTPError as exc:
                         log.info("demo stock feed: %s bills real hours: %s", provider, exc)
-            if "hyperstack" in sim.providers():
-                region, model, planned = DEMO_FORECAST
+            region, model, planned = DEMO_FORECAST
+            for provider in sim.providers():  # the one whose simulator takes forecasts
                 try:
-                    await sim.forecast("hyperstack", region, model, **planned)
+                    await sim.forecast(provider, region, model, **planned)
                 except httpx.HTTPError as exc:
-                    log.info("demo stock feed: no forecast: %s", exc)
+                    log.debug("demo stock feed: no forecast at %s: %s", provider, exc)
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:

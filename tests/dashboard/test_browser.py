@@ -11,7 +11,8 @@ from tests.dashboard.pages import SLOW, row, sign_in
 from tests.dashboard.service import Api, Service
 from tests.waiting import eventually_sync
 
-HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40/h, $2.62 with the test fees
+# $2.40/h and the public IP's $0.00672, $2.63 with the test fees
+HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
 
 
 def h100(**overrides: Any) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def test_an_order_placed_in_the_form_waits_then_deploys_and_runs_without_a_reloa
     expect(status).to_have_text("deployed", timeout=SLOW)
     expect(status).to_have_text("running", timeout=SLOW)
     expect(row(page, order_id)).to_contain_text("CANADA-1")
-    expect(row(page, order_id)).to_contain_text("$2.62")
+    expect(row(page, order_id)).to_contain_text("$2.63")
     assert page.evaluate("window.__notReloaded") is True
 
     row(page, order_id).get_by_role("link").click()
@@ -102,7 +103,7 @@ def test_with_the_event_stream_open_a_deploy_shows_within_a_second_without_a_rel
     # The fallback poll runs every 30 s while the stream is open: only the stream makes this.
     assert 0 <= shown_at - happened_at < 1.0, shown_at - happened_at
     assert page.evaluate("window.__notReloaded") is True
-    expect(page.locator("#who")).to_contain_text("$97.38 available")
+    expect(page.locator("#who")).to_contain_text("$97.37 available")
 
 
 def test_with_the_stream_open_the_page_asks_nothing_between_events_yet_the_wait_counts(
@@ -213,7 +214,7 @@ def test_the_order_form_says_what_to_fix_and_clears_it_once_fixed(page: Page, ap
 def test_offers_show_prices_with_fees_and_which_orders_they_satisfy(
     page: Page, service: str, sim_sync: SimControlSync
 ) -> None:
-    poor = Api(service, credit="1")  # matching orders stay waiting: one hour is $2.62
+    poor = Api(service, credit="1")  # matching orders stay waiting: one hour is $2.63
     poor.place(**h100(name="cheap enough"))
     poor.place(**h100(name="too cheap", max_price_per_hour="2.00"))
     sim_sync.stock(*HYPER_H100, 2)
@@ -221,7 +222,7 @@ def test_offers_show_prices_with_fees_and_which_orders_they_satisfy(
     page.get_by_role("link", name="Offers").click()
     page.get_by_label("Filter by GPU").select_option("H100")
     offer = page.locator('tr[data-offer="hyperstack/CANADA-1/n3-H100x1"]')
-    expect(offer).to_contain_text("$2.62", timeout=SLOW)  # $2.40 + 5 % + $0.10
+    expect(offer).to_contain_text("$2.63", timeout=SLOW)  # $2.40672 + 5 % + $0.10
     expect(offer).to_contain_text("cheap enough")
     expect(offer).not_to_contain_text("too cheap")
     poor.client.close()
@@ -275,7 +276,7 @@ SSH_KEY = (
 def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
     page: Page, service: str, sim_sync: SimControlSync
 ) -> None:
-    # $3.00 pays one hour of $2.62 and nothing more: the runway is below two hours at once.
+    # $3.00 pays one hour of $2.63 and nothing more: the runway is below two hours at once.
     short = Api(service, credit="3.00")
     sign_in(page, short.key)
     page.get_by_label("GPU model").select_option("H100")
@@ -295,7 +296,7 @@ def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
     expect(page.get_by_test_id("low-balance")).to_contain_text("Low balance", timeout=SLOW)
     placed.get_by_role("link").click()
     expect(page.get_by_test_id("ssh-command")).to_have_text(re.compile(r"^ssh ubuntu@\d+\."))
-    expect(page.get_by_test_id("charged")).to_have_text("$2.62")
+    expect(page.get_by_test_id("charged")).to_have_text("$2.63")
 
     page.locator(".head-actions").get_by_role("button", name="Terminate").click()
     page.get_by_role("button", name="Keep it running").click()
