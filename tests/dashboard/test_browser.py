@@ -305,13 +305,13 @@ def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
     page.get_by_role("dialog").get_by_role("button", name="Terminate").click()
     expect(page.locator(".head-actions .pill")).to_have_text("terminated", timeout=SLOW)
     expect(page.get_by_text("terminated by you")).to_be_visible()
-    # Less than a minute of the hour was used: $2.58 of it comes back ($0.04 per minute).
+    # Less than a minute of the hour was used: $2.59 of it comes back ($0.04 per minute).
     expect(page.get_by_test_id("charged")).to_have_text("$0.04")
-    expect(page.get_by_test_id("timeline")).to_contain_text("refunded $2.58")
+    expect(page.get_by_test_id("timeline")).to_contain_text("refunded $2.59")
 
     page.get_by_role("link", name="Account").click()
     ledger = page.get_by_test_id("ledger")
     expect(ledger).to_contain_text("refund")
-    expect(ledger).to_contain_text("$2.58")
+    expect(ledger).to_contain_text("$2.59")
     expect(page.get_by_test_id("low-balance")).to_be_hidden(timeout=SLOW)
     short.client.close()
