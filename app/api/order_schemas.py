@@ -146,7 +146,9 @@ class MachineWanted(BaseModel):
 
 class OrderLimits(BaseModel):
     """The limits an order's owner sets on its machine: terminate it after `max_runtime_hours`
-    running, or before a billing hour would take what it was charged past `max_total_usd`."""
+    billed (counted from when its provider starts billing: when it runs, or at QuantaCloud the
+    accepted create), or before a billing hour would take what it was charged past
+    `max_total_usd`."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -179,7 +179,8 @@ async def update_order(
     order_id: PathId, body: OrderLimitsUpdate, account: CurrentAccount, session: SessionDep
 ) -> OrderOut:
     """Change the order's limits (`max_runtime_hours`, `max_total_usd`; null removes one) while
-    its machine has not ended; nothing else of an order changes."""
+    its machine has not ended; nothing else of an order changes. A `max_total_usd` must cover
+    what the order was charged, or before it deploys its first hour, as placing checks it."""
     order = await orders.update_limits(
         session, account_id=account.id, order_id=order_id, changes=body.changes()
     )

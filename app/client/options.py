@@ -44,7 +44,8 @@ MaxRuntime = Annotated[
     str | None,
     typer.Option(
         "--max-runtime-hours",
-        help="Terminate the machine after it has run this many hours (e.g. 12).",
+        help="Terminate the machine after this many billed hours (e.g. 12), counted from "
+        "when its provider starts billing.",
         show_default=False,
     ),
 ]

@@ -222,11 +222,23 @@ class OrderWants:
     # the order takes them strictly in the order listed rather than the cheapest.
     alternative: int = 1
     prefer_listed: bool = False
+    # The order's spend limit (all its alternatives share it): its first hour, held at the
+    # claim, must not pass it.
+    max_total_usd: Decimal | None = None
 
     @property
     def machine(self) -> MachineKey:
         """What machine this order wants: GPU model, GPUs per node, nodes."""
         return MachineKey(self.gpu_model, self.gpu_count, self.nodes)
+
+    @property
+    def first_hour_cap(self) -> Decimal:
+        """The most its first hour may cost, fees and a disk billed apart included: its price
+        cap, or its `max_total_usd` where that is less."""
+        total = self.max_total_usd
+        if total is None or total >= self.max_price_per_hour:
+            return self.max_price_per_hour
+        return total
 
 
 # The disk an order that names none gets where the disk is sized at deploy time (Verda's OS
@@ -294,6 +306,7 @@ def wants_of(row: Any, *, able: Abilities, prefer_listed: bool = False) -> Order
         image=getattr(row, "image", None),
         min_driver=SERVE_MIN_DRIVER if serves else None,
         prefer_listed=prefer_listed,
+        max_total_usd=row.max_total_usd,
     )
 
 
@@ -369,8 +382,8 @@ def bootable(order: OrderWants, offer: Offer) -> bool:
 
 
 def matches(order: OrderWants, offer: Offer, offer_price_with_fees: Decimal) -> bool:
-    """Whether `offer` satisfies every constraint of `order`, price included."""
-    return offer_price_with_fees <= order.max_price_per_hour and fits(order, offer)
+    """Whether `offer` satisfies every constraint of `order`, price (and spend limit) included."""
+    return offer_price_with_fees <= order.first_hour_cap and fits(order, offer)
 
 
 def disk_size_gb(min_disk_gb: int | None) -> int:

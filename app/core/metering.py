@@ -104,7 +104,6 @@ def _seconds(delta: timedelta) -> float:
 
 def terminates_at(
     *,
-    running_at: datetime | None,
     billed_from: datetime | None,
     hour_seconds: float,
     price_per_hour: Decimal,
@@ -112,12 +111,15 @@ def terminates_at(
     max_total: Decimal | None,
 ) -> tuple[datetime, str] | None:
     """When the order's limits end the machine, and which one ("max_runtime" or "max_total"):
-    its runtime reached, or the start of the first hour that would take it past its total."""
+    its billed hours reached, or the start of the first hour that would take it past its total.
+    Both count from `billed_from` (None: it does not bill yet, so no limit ends it)."""
+    if billed_from is None:
+        return None
     ends: list[tuple[datetime, str]] = []
-    if max_runtime_hours is not None and running_at is not None:
+    if max_runtime_hours is not None:
         runtime = timedelta(seconds=float(max_runtime_hours) * hour_seconds)
-        ends.append((running_at + runtime, "max_runtime"))
-    if max_total is not None and billed_from is not None:
+        ends.append((billed_from + runtime, "max_runtime"))
+    if max_total is not None:
         hours = affordable_hours(price_per_hour, max_total)
         ends.append((paid_until(billed_from, hours, hour_seconds), "max_total"))
     return min(ends, key=lambda end: end[0]) if ends else None

@@ -44,7 +44,6 @@ class Machine:
     provider: str
     price: Decimal  # per hour, with fees, as deployed
     billed_from: datetime
-    running_at: datetime | None
     paid_hours: int
     hour_seconds: float
     unpaid_since: datetime | None
@@ -77,7 +76,6 @@ async def billed_machines(session: AsyncSession) -> list[Machine]:
                 provider=attempt.provider,
                 price=attempt.price_per_hour_with_fees,
                 billed_from=attempt.billed_from,
-                running_at=attempt.running_at,
                 paid_hours=attempt.paid_hours,
                 hour_seconds=attempt.billing_hour_seconds,
                 unpaid_since=attempt.unpaid_since,

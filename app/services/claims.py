@@ -12,7 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, insert, update
+from sqlalchemy import Connection, Table, bindparam, insert, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -56,6 +56,8 @@ def _claim_statement(alternative: int) -> Any:
             _orders.c.id == bindparam("order_id"),
             _orders.c.status == OrderStatus.WAITING,
             nodes == bindparam("offer_nodes"),
+            # The hour held must not take the order past its spend limit, as it is now.
+            or_(_orders.c.max_total_usd.is_(None), _orders.c.max_total_usd >= bindparam("hour")),
         )
         .values(
             status=OrderStatus.DEPLOYING,
@@ -159,7 +161,8 @@ def boot_image(offer: Offer, named: str | None, min_driver: int | None) -> tuple
 async def claim(
     session: AsyncSession, *, order_id: str, offer: Offer, price_with_fees: Decimal
 ) -> Intent | None:
-    """Claim a waiting order for `offer`; None if it is no longer waiting.
+    """Claim a waiting order for `offer`; None if it is no longer waiting (or its spend limit
+    no longer covers an hour at `price_with_fees`).
 
     Raises InsufficientFunds (nothing written) when one hour is more than the account's
     available balance, and KindBusy when the provider cannot name VMs and another attempt of
@@ -179,7 +182,8 @@ def claim_all(
 ) -> tuple[list[Intent], set[str]]:
     """Claim each (order, offer, price with fees, alternative) in the connection's transaction.
 
-    Returns the intents, and the ids of orders that were not waiting any more. Of several,
+    Returns the intents, and the ids of orders that were not waiting any more (or whose spend
+    limit no longer covers the hour). Of several,
     one short of money or of a free kind is skipped and spoils no other (a savepoint each);
     a single one raises, and the caller rolls back.
     """
@@ -222,7 +226,8 @@ def claim_on(
     order's alternatives the offer was matched to."""
     now = utcnow()
     claimed = connection.execute(
-        _CLAIMS[alternative], {"order_id": order_id, "now": now, "offer_nodes": offer.nodes}
+        _CLAIMS[alternative],
+        {"order_id": order_id, "now": now, "offer_nodes": offer.nodes, "hour": price_with_fees},
     ).first()
     if claimed is None:
         return None

@@ -20,7 +20,6 @@ def format_time(moment: datetime) -> str:
 def terminates_at(order: Order, attempt: Attempt) -> tuple[datetime, str] | None:
     """When the order's limits end this machine, and which limit does."""
     return metering.terminates_at(
-        running_at=attempt.running_at,
         billed_from=attempt.billed_from,
         hour_seconds=attempt.billing_hour_seconds,
         price_per_hour=attempt.price_per_hour_with_fees,

@@ -207,12 +207,12 @@ async def update_limits(
             "max_total_usd",
             f"must be at least what the order was charged already ({format_usd(machine.charged)})",
         )
-    if machine is None and total is not None and total < order.max_price_per_hour:
-        raise field_error(
-            "max_total_usd",
-            f"must cover at least one hour at max_price_per_hour "
-            f"({format_usd(order.max_price_per_hour)}): the first hour is paid at deploy",
-        )
+    if machine is None and attempt is not None and attempt.status.is_open:
+        # Its create is in flight: the hour held for it is what the limit must cover.
+        held = attempt.price_per_hour_with_fees
+        check_covers_first_hour(total, held, "the price its create holds")
+    elif machine is None:
+        check_covers_first_hour(total, dearest_cap(order), "max_price_per_hour")
     if not changes:
         return order
     await session.execute(
@@ -233,6 +233,25 @@ async def update_limits(
             lines.append(end)
     await timeline.write(session, *lines)
     return order
+
+
+def dearest_cap(order: Order) -> Decimal:
+    """The dearest price cap of the order's shapes (its alternatives, by model or listed): the
+    most its first hour may cost, held when it deploys."""
+    if not order.alternatives:
+        return order.max_price_per_hour
+    return max(Decimal(alternative["max_price_per_hour"]) for alternative in order.alternatives)
+
+
+def check_covers_first_hour(total: Decimal | None, hour: Decimal, what: str) -> None:
+    """Refuse a `max_total_usd` below `hour`, what the first hour may cost at `what` (a 422
+    naming the field): that hour is paid at deploy, so no lower limit can hold."""
+    if total is not None and total < hour:
+        raise field_error(
+            "max_total_usd",
+            f"must cover at least one hour at {what} ({format_usd(hour)}): the first hour is "
+            "paid at deploy",
+        )
 
 
 def _limit(name: str, value: Decimal) -> str:

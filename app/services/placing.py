@@ -109,12 +109,7 @@ def _check_clusters(alternative: NewAlternative, prefix: str) -> None:
 def check_request(request: NewOrder) -> None:
     """What placing an order checks before it looks at the account (422 naming the field)."""
     dearest = max(a.max_price_per_hour for a in request.alternatives)
-    if request.max_total_usd is not None and request.max_total_usd < dearest:
-        raise field_error(
-            "max_total_usd",
-            f"must cover at least one hour at max_price_per_hour "
-            f"({format_usd(dearest)}): the first hour is paid at deploy",
-        )
+    orders.check_covers_first_hour(request.max_total_usd, dearest, "max_price_per_hour")
     listed = len(request.alternatives) > 1
     for position, alternative in enumerate(request.alternatives):
         _check_clusters(alternative, f"alternatives.{position}." if listed else "")

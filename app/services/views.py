@@ -170,8 +170,8 @@ class _OrderFields(BaseModel):
     expires_at: datetime | None
     created_at: datetime
     updated_at: datetime
-    # The owner's limits (null: none): terminate after this many hours running, or before an
-    # hour would take `charged_usd` past this total.
+    # The owner's limits (null: none): terminate after this many billed hours (counted from
+    # when its provider starts billing), or before an hour would take `charged_usd` past this.
     max_runtime_hours: HoursOut | None = None
     max_total_usd: MoneyOut | None = None
     # Its start-up script is never shown (it may hold tokens): only the SHA-256 (hex) of its

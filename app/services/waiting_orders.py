@@ -31,6 +31,7 @@ _ORDER_COLUMNS = (
     Order.account_id,
     Order.alternatives,
     Order.prefer,
+    Order.max_total_usd,
     Order.updated_at,
 )
 

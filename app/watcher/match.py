@@ -4,12 +4,14 @@ Rules: an offer matches an order when the provider is accepted, its machine is t
 model, GPUs per node and nodes: a cluster is never taken for one of its machines, nor one
 machine for a cluster), the price with fees, plus the disk the order gets (its own, or
 `DEFAULT_DISK_GB`) where it is billed apart from the machine (`disk_price_per_hour`), is at or
-below the order's max, and the optional region, disk, interconnect and cluster interconnect
-constraints hold. Orders are served oldest first; each takes its cheapest matching offer that
-still has room, and no offer is given to more orders than its known quantity (one, when the
-provider only says "available"). An order with several alternatives (shapes, each with its own
-providers, price and constraints) is served once, taking the cheapest offer any of them
-matches, or with `prefer: listed` the first alternative, in the order listed, that matches one.
+below the order's max and within its `max_total_usd` (that sum is the first hour, held at the
+claim: `OrderWants.first_hour_cap`), and the optional region, disk, interconnect and cluster
+interconnect constraints hold. Orders are served oldest first; each takes its cheapest matching
+offer that still has room, and no offer is given to more orders than its known quantity (one,
+when the provider only says "available"). An order with several alternatives (shapes, each
+with its own providers, price and constraints) is served once, taking the cheapest offer any of
+them matches, or with `prefer: listed` the first alternative, in the order listed, that matches
+one.
 """
 
 from collections import Counter, defaultdict
@@ -109,7 +111,7 @@ def assign(
         machine = order.machine
         if machine_room[machine] <= 0:
             return None  # nothing left for this machine (or none in stock)
-        if not near_misses and cheapest[machine] > order.max_price_per_hour:
+        if not near_misses and cheapest[machine] > order.first_hour_cap:
             return None  # the hot path skips orders no offer is cheap enough for
         candidates = by_machine[machine]
         if machine in priced_disks:
@@ -125,7 +127,7 @@ def assign(
                 continue
             found = Assignment(order.id, offer, price, order.alternative)
             provider_price = offer.price_per_hour + disk_price_per_hour(order, offer)
-            if price > order.max_price_per_hour:
+            if price > order.first_hour_cap:  # its price cap, or its total's first hour
                 if near_misses:
                     misses.append(("above_max", found))
             elif left is not None and left.get(order.account_id, Decimal(0)) < price:

@@ -73,7 +73,6 @@ class Meter:
         for _ in range(MAX_HOURS_PER_TICK):
             now = self.clock()
             end = metering.terminates_at(
-                running_at=machine.running_at,
                 billed_from=machine.billed_from,
                 hour_seconds=machine.hour_seconds,
                 price_per_hour=machine.price,

@@ -75,15 +75,17 @@ class WaitingNotes:
                 )
         for miss in result.above_max:
             if self._new(miss, "above_max"):
-                limit = format_usd(orders[miss.order_id][miss.alternative - 1].max_price_per_hour)
-                notes.append(
-                    Line(
-                        miss.order_id,
-                        OrderEventKind.ABOVE_MAX,
-                        f"Stock seen: {describe_offer(miss.offer, miss.price_with_fees)}, "
-                        f"above your max of {limit}.",
+                wants = orders[miss.order_id][miss.alternative - 1]
+                seen = f"Stock seen: {describe_offer(miss.offer, miss.price_with_fees)}"
+                if miss.price_with_fees > wants.max_price_per_hour:
+                    said = f"{seen}, above your max of {format_usd(wants.max_price_per_hour)}."
+                else:  # within its price cap: its spend limit is what it passes
+                    total = format_usd(wants.first_hour_cap)
+                    said = (
+                        f"{seen}: its first hour, paid at deploy, would pass your max_total_usd "
+                        f"of {total}."
                     )
-                )
+                notes.append(Line(miss.order_id, OrderEventKind.ABOVE_MAX, said))
         for short in result.short_of_funds:
             if self._new(short, "short_of_funds"):
                 available = funds.get(orders[short.order_id][0].account_id, Decimal(0))

@@ -44,12 +44,13 @@ def oldest_first(groups: Sequence[Sequence[OrderWants]]) -> list[OrderWants]:
 
 
 def _rank(order: OrderWants) -> tuple[Decimal, datetime, str, int]:
-    """Highest price cap first, then oldest: the orders an offer's price leaves are a prefix."""
-    return (-order.max_price_per_hour, order.created_at, order.id, order.alternative)
+    """Highest cap on the first hour first, then oldest: the orders an offer's price leaves are a
+    prefix."""
+    return (-order.first_hour_cap, order.created_at, order.id, order.alternative)
 
 
 def _negated_cap(order: OrderWants) -> Decimal:
-    return -order.max_price_per_hour
+    return -order.first_hour_cap
 
 
 class WaitingBook:
@@ -91,7 +92,7 @@ class WaitingBook:
     ) -> list[OrderWants]:
         """Waiting orders' alternatives for any of these machines, oldest order first (an
         order's alternatives next to each other, in their order). With `at_least`, a machine
-        named there gives only the alternatives whose price cap is at least that much."""
+        named there gives only the alternatives whose first hour may cost that much."""
         groups = []
         for machine in machines:
             if not self.by_machine.get(machine):

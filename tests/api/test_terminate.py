@@ -13,8 +13,16 @@ from app.core.catalogue import Provider
 from app.core.states import OrderStatus
 from app.providers.base import VM, Offer, VMState
 from app.services import attempts, claims
+from app.services.claims import Intent
 from app.storage.db import create_sessionmaker, session_scope
-from tests.factories import ADMIN, AccountHandle, create_account, force_order_status, place_order
+from tests.factories import (
+    ADMIN,
+    AccountHandle,
+    create_account,
+    force_order_status,
+    order_body,
+    place_order,
+)
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-B300x8", "B300", 8, Decimal("40.00"))
 
@@ -37,6 +45,22 @@ async def running(
     async with session_scope(maker) as session:
         await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
     return account, order_id
+
+
+async def deploying(engine: AsyncEngine, order_id: str, offer: Offer, alternative: int) -> None:
+    """The order claimed for `offer` (matched to its `alternative`): its create in flight."""
+    async with session_scope(create_sessionmaker(engine)) as session:
+        connection = await session.connection()
+        intent: Intent | None = await connection.run_sync(
+            lambda sync: claims.claim_on(
+                sync,
+                order_id=order_id,
+                offer=offer,
+                price_with_fees=offer.price_per_hour,
+                alternative=alternative,
+            )
+        )
+    assert intent is not None
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -161,6 +185,60 @@ class TestLimits:
         )
         assert patched.status_code == 422
         assert [d["field"] for d in error_of(patched)["details"]] == [field]
+
+    @pytest.mark.parametrize(
+        "shapes",
+        [
+            {"alternatives": [order_body(), order_body(gpu_model="H200", max_price_per_hour="60")]},
+            {  # by model: each shape at max_price_per_hour or its own price
+                "model": "moonshotai/Kimi-K3",
+                "providers": ["verda"],
+                "max_price_per_hour": "45.00",
+                "prices": [
+                    {"gpu_model": "H200", "gpu_count": 8, "nodes": 2, "max_price_per_hour": "60"}
+                ],
+            },
+        ],
+        ids=["alternatives", "by-model"],
+    )
+    async def test_a_waiting_orders_total_must_cover_an_hour_of_its_dearest_shape(
+        self, client: httpx.AsyncClient, shapes: dict[str, Any]
+    ) -> None:
+        # As placing checks: the first shape is $45 an hour, but the order may deploy the $60 one.
+        account = await create_account(client)
+        placed = await client.post("/v1/orders", json=shapes, headers=account.headers)
+        assert placed.status_code == 201, placed.text
+        assert placed.json()["max_price_per_hour"] == "45.00"
+        path = f"/v1/orders/{placed.json()['id']}"
+        below = await client.patch(path, json={"max_total_usd": "45.00"}, headers=account.headers)
+        assert below.status_code == 422, below.text
+        error = error_of(below)
+        assert error["details"][0]["field"] == "max_total_usd" and "$60.00" in error["message"]
+        enough = await client.patch(path, json={"max_total_usd": "60"}, headers=account.headers)
+        assert enough.status_code == 200, enough.text
+        assert enough.json()["max_total_usd"] == "60.00"
+
+    async def test_a_deploying_orders_total_must_cover_the_hour_held_for_its_create(
+        self, client: httpx.AsyncClient, engine: AsyncEngine
+    ) -> None:
+        account = await create_account(client, credit="100")
+        shapes = [order_body(), order_body(gpu_model="H200", max_price_per_hour="60")]
+        placed = await client.post(
+            "/v1/orders", json={"alternatives": shapes}, headers=account.headers
+        )
+        assert placed.status_code == 201, placed.text
+        order_id = placed.json()["id"]
+        h200 = Offer(Provider("hyperstack"), "CANADA-1", "n3-H200x8", "H200", 8, Decimal("55"))
+        await deploying(engine, order_id, h200, alternative=2)  # $55 held
+        path = f"/v1/orders/{order_id}"
+        below = await client.patch(path, json={"max_total_usd": "45.00"}, headers=account.headers)
+        assert below.status_code == 422, below.text
+        error = error_of(below)
+        assert error["details"][0]["field"] == "max_total_usd" and "$55.00" in error["message"]
+        # The hour held is what the create commits, whatever the other shapes cost.
+        held = await client.patch(path, json={"max_total_usd": "55"}, headers=account.headers)
+        assert held.status_code == 200, held.text
+        assert held.json()["status"] == "deploying"
 
     async def test_a_total_below_what_was_charged_already_is_a_422(
         self, client: httpx.AsyncClient, engine: AsyncEngine

@@ -15,6 +15,7 @@ from app.core.market import (
     MachineKey,
     Offer,
     OrderWants,
+    all_wants_of,
     fits,
     matches,
     wants_of,
@@ -90,6 +91,7 @@ def _row(**columns: object) -> SimpleNamespace:
         "cluster_interconnect": None,
         "startup_script_bytes": None,
         "image": None,
+        "max_total_usd": None,
     }
     return SimpleNamespace(**(base | columns))
 
@@ -168,3 +170,18 @@ def test_an_order_serving_a_model_wants_an_r580_driver() -> None:
     assert wants_of(_row(serve_engine="vllm"), able=Abilities()).min_driver == 580
     assert wants_of(_row(), able=Abilities()).min_driver is None
     assert wants_of(_row(image="os-13"), able=Abilities()).image == "os-13"
+
+
+def test_every_alternative_of_an_order_keeps_its_first_hour_within_the_orders_total() -> None:
+    shapes = [
+        {"gpu_model": "H100", "gpu_count": 1, "providers": ["verda"], "max_price_per_hour": "3"},
+        {"gpu_model": "B300", "gpu_count": 8, "providers": ["verda"], "max_price_per_hour": "50"},
+    ]
+    row = _row(alternatives=shapes, max_total_usd=Decimal("3.00"))
+    small, large = all_wants_of(row, able=Abilities())
+    assert (small.first_hour_cap, large.first_hour_cap) == (Decimal("3.00"), Decimal("3.00"))
+    unlimited = all_wants_of(_row(alternatives=shapes), able=Abilities())
+    assert [w.first_hour_cap for w in unlimited] == [Decimal("3"), Decimal("50")]
+    b300 = replace(MACHINE, gpu_model="B300", price_per_hour=Decimal("45.00"))
+    assert matches(unlimited[1], b300, b300.price_per_hour)  # control: without the limit
+    assert not matches(large, b300, b300.price_per_hour)

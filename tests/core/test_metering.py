@@ -72,7 +72,6 @@ def test_time_run_unpaid_is_never_charged() -> None:
 def test_limits_end_the_machine_at_the_first_limit_reached() -> None:
     def ends(**limits: Decimal | None) -> tuple[datetime, str] | None:
         return metering.terminates_at(
-            running_at=START,
             billed_from=START,
             hour_seconds=3600,
             price_per_hour=PRICE,
@@ -89,6 +88,22 @@ def test_limits_end_the_machine_at_the_first_limit_reached() -> None:
         START + timedelta(hours=1.5),
         "max_runtime",
     )
+
+
+def test_limits_count_billed_hours_from_when_the_provider_starts_billing() -> None:
+    def ends(billed_from: datetime | None) -> tuple[datetime, str] | None:
+        return metering.terminates_at(
+            billed_from=billed_from,
+            hour_seconds=3600,
+            price_per_hour=PRICE,
+            max_runtime_hours=Decimal("1"),
+            max_total=None,
+        )
+
+    # QuantaCloud bills from the accepted create: one billed hour ends one hour after it,
+    # however long the machine then took to boot, so no second hour is paid.
+    assert ends(START) == (START + timedelta(hours=1), "max_runtime")
+    assert ends(None) is None  # not billing yet (a VM that has not run at Verda): no end
 
 
 def test_the_runway_is_the_available_balance_over_the_hourly_spend() -> None:

@@ -4,14 +4,16 @@ from dataclasses import replace
 from decimal import Decimal
 
 import pytest
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.states import OrderStatus
 from app.providers.base import VM, Boots, Offer, VMState
-from app.services import attempts
+from app.services import attempts, claims
 from app.services.claims import KindBusy, boot_image
 from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Account, Order
 from tests.factories import HYPER_L40S, QUANTA_L40S, claim, claimed, order_status, waiting_orders
 
 QUANTA = Provider("quantacloud")
@@ -52,6 +54,34 @@ async def test_other_kinds_and_providers_with_names_are_not_serialized(
     )
     statuses = {await order_status(engine, i.order_id) for i in intents}
     assert statuses == {OrderStatus.DEPLOYING}
+
+
+async def test_a_claim_whose_hour_would_pass_the_orders_total_claims_nothing(
+    engine: AsyncEngine,
+) -> None:
+    # The matcher leaves such offers out; the claim holds the limit as the row has it when it
+    # commits, whatever the book read before.
+    (order_id,) = await waiting_orders(engine, HYPER_L40S, credit=100)
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await session.execute(
+            update(Order).where(Order.id == order_id).values(max_total_usd=Decimal("1.00"))
+        )
+    hour = Decimal("1.01")
+    async with session_scope(maker) as session:
+        intent = await claims.claim(
+            session, order_id=order_id, offer=HYPER_L40S, price_with_fees=hour
+        )
+    assert intent is None
+    assert await order_status(engine, order_id) == OrderStatus.WAITING
+    async with session_scope(maker) as session:
+        account = await session.scalar(select(Account).join(Order).where(Order.id == order_id))
+    assert account is not None and account.held == Decimal(0)  # no hour held
+    async with session_scope(maker) as session:  # control: an hour within it is claimed
+        within = await claims.claim(
+            session, order_id=order_id, offer=HYPER_L40S, price_with_fees=Decimal("1.00")
+        )
+    assert within is not None and within.price_with_fees == Decimal("1.00")
 
 
 class TestBootImage:

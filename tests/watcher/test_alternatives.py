@@ -17,6 +17,7 @@ VERDA_8B300 = ("verda", "8B300.240V", "FIN-03")  # $45.52/h
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200: $54.24/h
 HYPER_H100_X1 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40672/h with its public IP
 HYPER_H100_X2 = ("hyperstack", "n3-H100x2", "CANADA-1")  # $4.80672/h
+HYPER_H100_X8 = ("hyperstack", "n3-H100x8", "CANADA-1")  # $19.20672/h -> $20.27 with fees
 
 
 def alternative(gpu_model: str, gpu_count: int, price: str, **more: Any) -> dict[str, Any]:
@@ -223,3 +224,49 @@ class TestBothShowing:
         assert chosen == ACROSS[deployed - 1]
         made = [*await creates(sim, "verda"), *await creates(sim, "hyperstack")]
         assert len(made) == 1  # one order, one machine
+
+
+class TestSpendLimit:
+    async def test_a_limit_below_the_dearer_alternative_never_deploys_it(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        # The report's order: alternatives at $3.00 and $50.00 an hour and a $3.00 limit. Set
+        # while its create for the $3 one was in flight (the hour held is $2.63), the limit
+        # stays when that machine fails before it runs and the order waits again.
+        handle = await create_account(client, credit="100")
+        shapes = [
+            alternative("H100", 1, "3.00", providers=["hyperstack"]),
+            alternative("H100", 8, "50.00", providers=["hyperstack"]),
+        ]
+        order_id = await place(client, handle, {"alternatives": shapes})
+        await sim.fault("hyperstack", "create_delay", seconds=0.8)
+        await sim.fault("hyperstack", "fail_after_accept")
+        await sim.stock(*HYPER_H100_X1, 1)
+        await reaches(client, handle, order_id, "deploying")
+        limited = await client.patch(
+            f"/v1/orders/{order_id}", json={"max_total_usd": "3.00"}, headers=handle.headers
+        )
+        assert limited.status_code == 200, limited.text
+        await sim.stock(*HYPER_H100_X8, 1)  # $20.27 an hour with fees: within its $50 cap
+
+        async def told_or_sent() -> tuple[list[str], list[str]] | None:
+            """What the timeline says of the $20.27 hour passing its total, and the machines
+            created, once the order was told or a second create went out."""
+            answer = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
+            said = [e["message"] for e in answer.json() if e["kind"] == "above_max"]
+            told = [line for line in said if "max_total_usd of $3.00" in line]
+            skus = [c["sku"] for c in await creates(sim, "hyperstack")]
+            return (told, skus) if told or len(skus) > 1 else None
+
+        # The $3 machine failed before it ran (refunded), and the order waits again.
+        told, skus = await eventually(told_or_sent, 10)
+        assert skus == ["n3-H100x1"]  # never the $20.27 one
+        assert len(told) == 1 and "n3-H100x8 at $20.27/h" in told[0]
+        assert (await order(client, handle, order_id))["status"] == "waiting"
+        # Positive control: the alternative within the limit deploys when it shows again.
+        await sim.stock(*HYPER_H100_X1, 1)
+        running = await reaches(client, handle, order_id, "running", seconds=10)
+        assert running["deployment"]["alternative"] == 1
+        assert Decimal(running["charged_usd"]) <= Decimal("3.00")
+        skus = [c["sku"] for c in await creates(sim, "hyperstack")]
+        assert skus == ["n3-H100x1", "n3-H100x1"]

@@ -390,6 +390,39 @@ class TestLimits:
         assert ended["terminate_reason"] == "max_runtime"
 
 
+class TestRuntimeFromBilling:
+    @pytest.fixture
+    def sim_boot_seconds(self) -> float:
+        """A boot of a quarter of a billed hour (a real one: 10 s of 3,600, only shorter)."""
+        return HOUR / 4
+
+    async def test_a_quantacloud_machine_billed_from_its_create_pays_one_hour_of_a_one_hour_limit(
+        self, client: httpx.AsyncClient, sim: SimControl
+    ) -> None:
+        # QuantaCloud bills from the accepted create, so one billed hour ends a boot's length
+        # before one hour of running does: the limit counts what is billed.
+        handle = await create_account(client, credit="50")
+        order_id = await place(
+            client, handle, h100(providers=["quantacloud"], max_runtime_hours="1")
+        )
+        await sim.stock(*QUANTA_H100, 1)
+        running = await reaches(client, handle, order_id, "running")
+        price = Decimal(running["deployment"]["price_per_hour_with_fees"])
+        billed_from = ts(running["paid_until"]) - timedelta(seconds=HOUR)  # one hour paid
+        assert billed_from < ts(running["running_since"])  # control: billed before it ran
+        assert ts(running["terminates_at"]) == billed_from + timedelta(seconds=HOUR)
+        ended = await reaches(client, handle, order_id, "terminated", seconds=10)
+        assert ended["terminate_reason"] == "max_runtime"
+        debits = [e for e in await ledger(client, handle) if e["kind"] == "debit"]
+        assert len(debits) == 1  # hour 1, at deploy; hour 2 never
+        assert Decimal(ended["charged_usd"]) == price
+        limits = [
+            e["message"] for e in await timeline(client, handle, order_id) if e["kind"] == "limits"
+        ]
+        assert limits and "max runtime 1 h" in limits[0]
+        await the_books_balance(client, handle)
+
+
 class TestLost:
     @pytest.mark.parametrize("provider", ["hyperstack", "verda", "quantacloud"])
     async def test_a_vm_the_provider_ends_makes_its_order_lost_within_two_reads(

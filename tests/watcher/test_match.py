@@ -242,6 +242,48 @@ class TestFundsAndNearMisses:
         ]
 
 
+class TestSpendLimit:
+    """An order's max_total_usd: no offer whose first hour, held at the claim (fees and a disk
+    billed apart included), would take the order past it, whatever its price cap allows."""
+
+    def test_an_offer_whose_first_hour_passes_the_total_is_not_taken(self) -> None:
+        dear = offer(price_per_hour=Decimal("42.00"))  # under the order's $45.00 cap
+        limited = order(max_total_usd=Decimal("41.99"))
+        for hot_path in (False, True):
+            result = assign([limited], [dear], fees=NO_FEES, near_misses=not hot_path)
+            assert result.assignments == []
+        told = assign([limited], [dear], fees=NO_FEES).above_max
+        assert [(a.offer, a.price_with_fees) for a in told] == [(dear, Decimal("42.00"))]
+        enough = replace(limited, max_total_usd=Decimal("42.00"))  # control: at the limit
+        (taken,) = assign([enough], [dear], fees=NO_FEES, near_misses=False).assignments
+        assert taken.price_with_fees == Decimal("42.00")
+
+    def test_the_disk_billed_apart_counts_in_the_first_hour(self) -> None:
+        priced = offer(price_per_hour=Decimal("41.00"), disk_price_per_gb_hour=Decimal("0.001"))
+        limited = order(min_disk_gb=1000, max_total_usd=Decimal("41.99"))  # 41.00 + 1.00
+        assert assign([limited], [priced], fees=NO_FEES).assignments == []
+        enough = replace(limited, max_total_usd=Decimal("42.00"))
+        assert len(assign([enough], [priced], fees=NO_FEES).assignments) == 1
+
+    def test_an_alternative_dearer_than_the_total_is_not_taken_the_one_within_it_is(self) -> None:
+        # The order of the report: alternatives at $3.00 and $50.00 an hour, a $3.00 limit.
+        small = order(
+            gpu_model="H100", gpu_count=1, max_price_per_hour=Decimal("3.00"),
+            max_total_usd=Decimal("3.00"),
+        )  # fmt: skip
+        large = replace(small, gpu_model="B300", gpu_count=8, max_price_per_hour=Decimal("50.00"))
+        alternatives = [small, replace(large, alternative=2)]
+        b300 = offer(price_per_hour=Decimal("45.00"))
+        result = assign(alternatives, [b300], fees=NO_FEES)
+        assert result.assignments == []
+        assert [(a.alternative, a.price_with_fees) for a in result.above_max] == [
+            (2, Decimal("45.00"))
+        ]
+        h100 = offer(sku="1H100", gpu_model="H100", gpu_count=1, price_per_hour=Decimal("2.63"))
+        (taken,) = assign(alternatives, [b300, h100], fees=NO_FEES).assignments
+        assert (taken.alternative, taken.offer) == (1, h100)
+
+
 class TestProviderFunds:
     """Our account at the offer's provider must cover one hour at the provider's price."""
 

@@ -1,12 +1,16 @@
 """Why an order keeps waiting, told once per situation: in memory, the test handing the watcher
 each stock read."""
 
-import pytest
-from sqlalchemy import select
+from dataclasses import replace
+from decimal import Decimal
 
-from app.core.states import OrderEventKind
+import pytest
+from sqlalchemy import select, update
+
+from app.core.states import OrderEventKind, OrderStatus
+from app.services.claims import vm_tag
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import OrderEvent
+from app.storage.models import Order, OrderEvent
 from app.watcher import watcher as watcher_module
 from app.watcher.watcher import NOTES_EVERY_SECONDS
 from tests.factories import waiting_orders
@@ -40,3 +44,29 @@ async def test_more_notes_than_one_write_takes_are_all_written_once(
     memory.clock.advance(NOTES_EVERY_SECONDS)
     await memory.poll(dearer)
     assert await above_max_lines(memory) == told
+
+
+async def test_an_order_whose_total_its_first_hour_would_pass_is_told_and_takes_nothing(
+    memory: InMemory,
+) -> None:
+    limited, unlimited = await waiting_orders(
+        engine=memory.engine, offer=memory.offer, count=2, credit=1000
+    )
+    # A limit below the offer's hour, as an order keeps it when a create it was raised for
+    # made no machine (placing and PATCH refuse it on a waiting order).
+    async with session_scope(create_sessionmaker(memory.engine)) as session:
+        await session.execute(
+            update(Order).where(Order.id == limited).values(max_total_usd=PRICE - Decimal(1))
+        )
+    await memory.watcher.refresh_waiting()
+    memory.clock.advance(NOTES_EVERY_SECONDS)
+    await memory.poll(replace(memory.offer, available=2))  # one unit each
+    assert [c.tag for c in memory.fake.creates] == [vm_tag(unlimited)]  # control: it was there
+    assert await memory.status(limited) is OrderStatus.WAITING
+    async with session_scope(create_sessionmaker(memory.engine)) as session:
+        (line,) = await session.scalars(
+            select(OrderEvent.message).where(
+                OrderEvent.order_id == limited, OrderEvent.kind == OrderEventKind.ABOVE_MAX
+            )
+        )
+    assert "$20.00/h" in line and "max_total_usd of $19.00" in line, line

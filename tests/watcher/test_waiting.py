@@ -76,6 +76,31 @@ async def test_candidates_come_oldest_first_across_machines(engine: AsyncEngine)
     assert [o.id for o in book.candidates({MachineKey("B300", 8)})] == [placed[2]]
 
 
+async def test_an_orders_spend_limit_is_read_and_ranks_it_by_what_its_first_hour_may_cost(
+    engine: AsyncEngine,
+) -> None:
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        account, _key = await accounts.create_account(session, name="book")
+    order_id = await _place(engine, account.id)  # up to $50 an hour
+    book = WaitingBook()
+    await _refresh(book, engine)
+    b300 = MachineKey("B300", 8)
+    assert [o.id for o in book.candidates({b300}, at_least={b300: Decimal(50)})] == [order_id]
+    # A limit below its cap, as an order keeps one when a create made no machine.
+    async with session_scope(maker) as session:
+        await session.execute(
+            update(Order)
+            .where(Order.id == order_id)
+            .values(max_total_usd=Decimal(45), updated_at=datetime.now(UTC))
+        )
+    await _refresh(book, engine)  # what changed
+    (wants,) = book.orders[order_id]
+    assert (wants.max_total_usd, wants.first_hour_cap) == (Decimal(45), Decimal(45))
+    assert book.candidates({b300}, at_least={b300: Decimal("45.01")}) == []
+    assert [o.id for o in book.candidates({b300}, at_least={b300: Decimal(45)})] == [order_id]
+
+
 def test_orders_are_grouped_by_machine_with_its_nodes() -> None:
     made = datetime(2026, 12, 3, tzinfo=UTC)
     single = OrderWants("ord_1", made, frozenset({"verda"}), "B200", 8, Decimal(50))
@@ -131,6 +156,7 @@ def markets(
         shapes = draw(st.lists(GPUS, min_size=1, max_size=2, unique=True))
         listed = draw(st.booleans())
         created_at = made + timedelta(seconds=draw(st.integers(0, 30)))  # one for its shapes
+        total = draw(st.none() | prices)  # its spend limit, shared by its shapes
         placed.append(
             tuple(
                 OrderWants(
@@ -143,6 +169,7 @@ def markets(
                     account_id=f"acc_{draw(st.integers(0, 3))}",
                     alternative=position,
                     prefer_listed=listed,
+                    max_total_usd=total,
                 )
                 for position, (model, count) in enumerate(shapes, start=1)
             )
@@ -185,9 +212,10 @@ def test_the_price_floor_changes_nothing_the_hot_path_decides(
 
     assert decided(floored) == decided(every)
     assert {o.id for o in floored} <= {o.id for o in every}
-    # What the floor leaves out could not pay the cheapest offer for its machine.
+    # What the floor leaves out could not pay the cheapest offer for its machine (its price
+    # cap, or its spend limit, is below it).
     for order in set(every) - set(floored):
-        assert order.max_price_per_hour < floors[order.machine]
+        assert order.first_hour_cap < floors[order.machine]
 
 
 async def test_the_check_of_everything_finds_what_the_reads_of_changes_missed(
