@@ -33,6 +33,9 @@ class ProviderSettings(BaseSettings):
     credential_fields: ClassVar[tuple[str, ...]] = ()
 
     poll_seconds: float | None = Field(default=None, ge=0.01, le=600)
+    # A single machine not running this long after its create was accepted is deleted, its
+    # hours refunded, and its order waits again; each provider sets its own default.
+    boot_deadline_minutes: float = Field(default=20.0, gt=0, le=1440)
 
     def has_credentials(self) -> bool:
         """Whether every credential field is set."""

@@ -38,15 +38,18 @@ PROVIDER_DEFAULTS = {
     "AUTOPROVISION_VERDA_IMAGE": "ubuntu-24.04-cuda-12.8-open-docker",
     "AUTOPROVISION_VERDA_CLUSTER_IMAGE": "ubuntu-24.04-cuda-13.0-cluster",
     "AUTOPROVISION_VERDA_POLL_SECONDS": 1.25,
+    "AUTOPROVISION_VERDA_BOOT_DEADLINE_MINUTES": 20.0,
     "AUTOPROVISION_HYPERSTACK_BASE_URL": "https://infrahub-api.nexgencloud.com/v1",
     "AUTOPROVISION_HYPERSTACK_API_KEY": None,
     "AUTOPROVISION_HYPERSTACK_ENVIRONMENT": "autoprovision-{region}",
     "AUTOPROVISION_HYPERSTACK_KEY_NAME": "autoprovision",
     "AUTOPROVISION_HYPERSTACK_IMAGE": "Ubuntu Server 22.04 LTS R535 CUDA 12.2",
     "AUTOPROVISION_HYPERSTACK_POLL_SECONDS": 0.5,
+    "AUTOPROVISION_HYPERSTACK_BOOT_DEADLINE_MINUTES": 20.0,
     "AUTOPROVISION_QUANTACLOUD_BASE_URL": "https://core.quantacloud.net/api/v1",
     "AUTOPROVISION_QUANTACLOUD_API_KEY": None,
     "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": 0.5,
+    "AUTOPROVISION_QUANTACLOUD_BOOT_DEADLINE_MINUTES": 30.0,
 }
 
 
@@ -127,6 +130,7 @@ def test_provider_variables_keep_their_names_and_defaults(monkeypatch: pytest.Mo
         "AUTOPROVISION_HYPERSTACK_ENVIRONMENT": "one-env",
         "AUTOPROVISION_QUANTACLOUD_API_KEY": "qc-key",
         "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": "2",
+        "AUTOPROVISION_HYPERSTACK_BOOT_DEADLINE_MINUTES": "45",
     }
     for variable, value in changed.items():
         monkeypatch.setenv(variable, value)
@@ -134,6 +138,7 @@ def test_provider_variables_keep_their_names_and_defaults(monkeypatch: pytest.Mo
     assert {k: str(read[k]) for k in changed} == {
         **changed,
         "AUTOPROVISION_QUANTACLOUD_POLL_SECONDS": "2.0",
+        "AUTOPROVISION_HYPERSTACK_BOOT_DEADLINE_MINUTES": "45.0",
     }
 
 

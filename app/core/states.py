@@ -45,7 +45,7 @@ class AttemptStatus(StrEnum):
     DEPLOYED = "deployed"  # the provider accepted the create
     RUNNING = "running"
     NOT_CREATED = "not_created"  # refused (capacity, limits) or proven not to exist
-    FAILED = "failed"  # the provider failed the VM before it ran; we deleted it
+    FAILED = "failed"  # the provider failed the VM, or it did not run in time; we deleted it
     TERMINATING = "terminating"  # our delete is being sent until the provider shows it gone
     TERMINATED = "terminated"  # the provider shows it gone after our delete
     LOST = "lost"  # the provider ended it while it ran (gone, failed or suspended)
@@ -128,7 +128,9 @@ class OrderEventKind(StrEnum):
     OUTCOME_AMBIGUOUS = "outcome_ambiguous"
     ADOPTED = "adopted"
     NOT_CREATED = "not_created"
-    VM_FAILED = "vm_failed"
+    # after the accepted create, before the VM runs
+    STATUS_UNKNOWN = "status_unknown"  # the provider shows the VM in a status not known here
+    VM_FAILED = "vm_failed"  # the VM failed or did not run in time: deleted, refunded
     # why an order still waits although stock showed
     ABOVE_MAX = "above_max"
     SHORT_OF_FUNDS = "short_of_funds"
@@ -180,7 +182,7 @@ ORDER_TRANSITIONS: Mapping[OrderStatus, Mapping[OrderStatus, str]] = {
     },
     OrderStatus.DEPLOYED: {
         OrderStatus.RUNNING: "the VM runs, with an IP",
-        OrderStatus.WAITING: "the provider failed the VM before it ran (deleted, refunded)",
+        OrderStatus.WAITING: "the VM failed or did not run in time (deleted, refunded)",
         OrderStatus.TERMINATING: "terminate asked for before the VM ran",
     },
     OrderStatus.RUNNING: {
@@ -209,7 +211,7 @@ ATTEMPT_TRANSITIONS: Mapping[AttemptStatus, Mapping[AttemptStatus, str]] = {
     },
     AttemptStatus.DEPLOYED: {
         AttemptStatus.RUNNING: "the VM runs, with an IP",
-        AttemptStatus.FAILED: "the provider failed the VM before it ran",
+        AttemptStatus.FAILED: "the VM failed, or did not run by its deadline",
         AttemptStatus.TERMINATING: "its order is terminating (delete intent committed)",
     },
     AttemptStatus.RUNNING: {

@@ -172,6 +172,14 @@ def poll_periods(settings: Settings) -> dict[Provider, float]:
     return {spec.provider: spec.poll_period(settings) for spec in _known().values()}
 
 
+def boot_deadlines(settings: Settings) -> dict[Provider, float]:
+    """Seconds each provider's single machines have to run after their create was accepted."""
+    return {
+        spec.provider: spec.settings_of(settings).boot_deadline_minutes * 60
+        for spec in _known().values()
+    }
+
+
 def planned_providers(settings: Settings) -> frozenset[Provider]:
     """The providers whose stock reads the poll budget plans (no period set)."""
     return frozenset(spec.provider for spec in _known().values() if spec.planned(settings))

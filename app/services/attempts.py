@@ -366,22 +366,51 @@ async def open_serial_kinds(session: AsyncSession) -> set[OfferKey]:
 
 async def note_unresolved(session: AsyncSession, *, attempt_id: str, message: str) -> bool:
     """An unclear create cannot be resolved yet: say why on the timeline, once per reason."""
+    return await _note_once(
+        session,
+        attempt_id=attempt_id,
+        status=AttemptStatus.UNKNOWN,
+        kind=OrderEventKind.OUTCOME_AMBIGUOUS,
+        message=message,
+    )
+
+
+async def note_not_running(
+    session: AsyncSession, *, attempt_id: str, kind: OrderEventKind, message: str
+) -> bool:
+    """A deployed VM is not running yet for a reason worth saying (a status we do not know, a
+    late delete refused): say it on the timeline, once per reason; whether it was said now."""
+    return await _note_once(
+        session, attempt_id=attempt_id, status=AttemptStatus.DEPLOYED, kind=kind, message=message
+    )
+
+
+async def _note_once(
+    session: AsyncSession,
+    *,
+    attempt_id: str,
+    status: AttemptStatus,
+    kind: OrderEventKind,
+    message: str,
+) -> bool:
     detail = message[:500]
     noted = (
         await session.execute(
             update(Attempt)
             .where(
                 Attempt.id == attempt_id,
-                Attempt.status == AttemptStatus.UNKNOWN,
+                Attempt.status == status,
                 or_(Attempt.detail.is_(None), Attempt.detail != detail),
             )
-            .values(detail=detail)  # not updated_at: the look-ups go on at the same pace
+            # Not updated_at: the look-ups go on at the same pace, and a deployed attempt's
+            # boot deadline runs from its last move.
+            .values(detail=detail)
             .returning(Attempt.order_id)
             .execution_options(synchronize_session=False)
         )
     ).first()
     if noted is None:
         return False
-    await timeline.write(session, Line(noted.order_id, OrderEventKind.OUTCOME_AMBIGUOUS, message))
+    await timeline.write(session, Line(noted.order_id, kind, message))
     await session.flush()
     return True

@@ -73,6 +73,18 @@ DEPLOY_TO_RUNNING_SECONDS = Histogram(
     ["provider"],
     buckets=BOOT_BUCKETS,
 )
+UNKNOWN_VM_STATUSES = Counter(
+    "autoprovision_unknown_vm_statuses_total",
+    "Reads of a deployed VM not running yet that answered a status the service does not know "
+    "(it is waited on until its provider's boot deadline).",
+    ["provider"],
+)
+BOOT_DEADLINES_MISSED = Counter(
+    "autoprovision_boot_deadlines_missed_total",
+    "Machines deleted, refunded and their orders waiting again for not running within their "
+    "provider's boot deadline.",
+    ["provider"],
+)
 UNTRACKED_VMS = Gauge(
     "autoprovision_untracked_vms",
     "VMs on our provider accounts that no order owns (tagged by us where the provider has tags).",

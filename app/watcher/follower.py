@@ -3,7 +3,7 @@
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -12,17 +12,27 @@ from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.market import ENDED_VM_STATES
 from app.core.states import FOLLOWED_ATTEMPTS, AttemptStatus, OrderEventKind
+from app.core.text import quote
 from app.providers.base import VM, Offer, ProviderAdapter, ProviderError, VMState, delete_urgently
 from app.providers.registry import display_name, spec_for
 from app.services import attempts, timeline
+from app.services.limits import format_time
 from app.services.timeline import Line
+from app.settings import ProviderSettings
 from app.storage.db import session_scope
 from app.storage.models import Attempt
-from app.support.metrics import DEPLOY_TO_RUNNING_SECONDS
+from app.support.metrics import (
+    BOOT_DEADLINES_MISSED,
+    DEPLOY_TO_RUNNING_SECONDS,
+    UNKNOWN_VM_STATUSES,
+)
 from app.watcher import adoption
 from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
+# For a provider the follower was given no deadline for: `ProviderSettings`' default.
+_DEFAULT_BOOT_DEADLINE = ProviderSettings.model_fields["boot_deadline_minutes"]
+DEFAULT_BOOT_DEADLINE_SECONDS: float = 60 * _DEFAULT_BOOT_DEADLINE.default
 
 
 class Follower:
@@ -39,6 +49,7 @@ class Follower:
         in_flight: Callable[[], set[str]],
         on_settled: Callable[[], None],
         cluster_assembly_seconds: float = 15 * 60.0,
+        boot_deadlines: Mapping[Provider, float] | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.adapters = adapters
@@ -47,6 +58,8 @@ class Follower:
         self.outcome_check = timedelta(seconds=outcome_check_seconds)
         self.create_timeout = timedelta(seconds=create_timeout_seconds)
         self.cluster_assembly = timedelta(seconds=cluster_assembly_seconds)
+        # Seconds a single machine has to run after its accepted create, by provider.
+        self.boot_deadlines = dict(boot_deadlines or {})
         self._taking_apart: dict[str, str] = {}  # attempt id -> why its cluster is taken apart
         self.in_flight = in_flight
         self.on_settled = on_settled
@@ -124,19 +137,93 @@ class Follower:
                 booted = (self.clock() - attempt.created_at).total_seconds()
                 DEPLOY_TO_RUNNING_SECONDS.labels(attempt.provider).observe(booted)
             return
-        if vm is not None and vm.state not in (VMState.FAILED, VMState.SUSPENDED, VMState.GONE):
-            return  # still booting (or a status we do not know: wait and see)
+        late = self._late(attempt, vm)
+        if vm is not None and vm.state is VMState.UNKNOWN:
+            UNKNOWN_VM_STATUSES.labels(attempt.provider).inc()
+            if late is None:
+                await self._note_unknown_status(attempt, vm)
         if vm is not None and vm.state in (VMState.FAILED, VMState.SUSPENDED):
             await delete_urgently(adapter, vm.id)
             reason = f"{name} failed the VM before it ran ({vm.provider_status})"
-        else:
+        elif vm is None or vm.state is VMState.GONE:
             reason = f"{name} lost the VM before it ran"
+        elif late is not None:
+            await self._delete_late(adapter, attempt, vm, late)
+            reason = late
+        else:
+            return  # still booting (or a status we do not know: wait, until the deadline)
         async with session_scope(self.sessionmaker) as session:
-            await attempts.settle_failed_before_running(
+            settled = await attempts.settle_failed_before_running(
                 session, attempt_id=attempt.id, reason=reason
             )
+        if settled and reason == late:
+            BOOT_DEADLINES_MISSED.labels(attempt.provider).inc()
+            log.warning("%s: deleted (order %s)", late, attempt.order_id)
         if vm is None or vm.state is VMState.GONE:  # else the reconciler's, once it is gone
             await delete_startup_script(adapter, attempt.vm_name)
+
+    def _deadline(self, attempt: Attempt) -> datetime:
+        """When a deployed single machine must run by: its provider's boot deadline after the
+        accepted create. A deployed attempt's `updated_at` is when it was accepted (or its VM
+        found by a look-up): nothing else moves it until the attempt settles."""
+        return attempt.updated_at + timedelta(seconds=self._boot_seconds(attempt.provider))
+
+    def _boot_seconds(self, provider: str) -> float:
+        return self.boot_deadlines.get(Provider(provider), DEFAULT_BOOT_DEADLINE_SECONDS)
+
+    def _late(self, attempt: Attempt, vm: VM | None) -> str | None:
+        """Why a single machine is deleted for not running in time, or None while it may."""
+        if attempt.nodes > 1 or self.clock() < self._deadline(attempt):
+            return None  # a cluster's nodes have the assembly deadline, or none
+        minutes = self._boot_seconds(attempt.provider) / 60
+        last = f" (it was {quote(vm.provider_status)})" if vm is not None else ""
+        return (
+            f"{display_name(attempt.provider)}'s VM was not running {minutes:g} minutes after "
+            f"the create was accepted{last}"
+        )
+
+    async def _note_unknown_status(self, attempt: Attempt, vm: VM) -> None:
+        """Say once per status that the provider shows the VM in one we do not know."""
+        until = (
+            f" until {format_time(self._deadline(attempt))}; if it does not, it is deleted and "
+            "refunded"
+            if attempt.nodes == 1
+            else ""
+        )
+        message = (
+            f"{display_name(attempt.provider)} shows VM {vm.id} in a status this service does "
+            f"not know ({quote(vm.provider_status)}): waiting for it to run{until}."
+        )
+        async with session_scope(self.sessionmaker) as session:
+            noted = await attempts.note_not_running(
+                session, attempt_id=attempt.id, kind=OrderEventKind.STATUS_UNKNOWN, message=message
+            )
+        if noted:
+            log.warning("%s (order %s)", message, attempt.order_id)
+
+    async def _delete_late(
+        self, adapter: ProviderAdapter, attempt: Attempt, vm: VM, late: str
+    ) -> None:
+        """Delete a machine past its boot deadline; a refusal (it still boots, at Verda and
+        Hyperstack) is said once and raised, so the delete is sent again next tick."""
+        try:
+            await delete_urgently(adapter, vm.id)
+        except ProviderError as exc:
+            message = (
+                f"{late}: deleting it; {display_name(attempt.provider)} did not take the delete "
+                f"yet ({exc.message[:200]}), so it is sent again until it does, unless the VM "
+                "runs first."
+            )
+            async with session_scope(self.sessionmaker) as session:
+                noted = await attempts.note_not_running(
+                    session,
+                    attempt_id=attempt.id,
+                    kind=OrderEventKind.DELETE_RETRY,
+                    message=message,
+                )
+            if noted:
+                log.warning("%s (order %s)", message, attempt.order_id)
+            raise
 
     def _unassembled(self, attempt: Attempt, vm: VM | None) -> str | None:
         """Why a cluster made of single VMs will not come together, or None: fewer nodes than

@@ -19,7 +19,12 @@ from app.core.clock import utcnow
 from app.core.market import Fees, OfferKey
 from app.core.states import OrderStatus
 from app.providers.base import Offer, ProviderAdapter
-from app.providers.registry import enabled_providers, planned_providers, poll_periods
+from app.providers.registry import (
+    boot_deadlines,
+    enabled_providers,
+    planned_providers,
+    poll_periods,
+)
 from app.services import attempts, orders, provider_status
 from app.services.claims import Intent
 from app.services.stock import history as stock_history
@@ -111,6 +116,7 @@ class Watcher:
             outcome_check_seconds=settings.outcome_check_seconds,
             create_timeout_seconds=settings.provider_create_timeout_seconds,
             cluster_assembly_seconds=settings.cluster_assembly_minutes * 60,
+            boot_deadlines=boot_deadlines(settings),
             in_flight=lambda: self.deployer.in_flight_ids,
             on_settled=self.nudge,
             clock=wall_clock,

@@ -55,8 +55,10 @@ class OnFakeAdapter:
 class InMemory(OnFakeAdapter):
     """The watcher without fees, its offer at PRICE, orders for it placed by the test."""
 
-    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
-        super().__init__(engine, settings, SETTINGS)
+    def __init__(
+        self, engine: AsyncEngine, settings: Settings, wall_clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        super().__init__(engine, settings, SETTINGS, wall_clock)
         self.offer = self.fake.offer(price=PRICE)
         self.max_age = self.watcher.periods[self.fake.provider] * STALE_AFTER_PERIODS
 

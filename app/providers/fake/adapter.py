@@ -170,9 +170,12 @@ class FakeAdapter:
         """The next `delete_startup_script` calls raise these, in order."""
         self.script_delete_errors.extend(errors)
 
-    def advance(self, vm_id: str, state: VMState, *, ip: str | None = None) -> VM:
-        """Move a VM to `state` (and give it `ip`); returns it as `get_vm` will now."""
-        vm = replace(self.vms[vm_id], state=state, provider_status=str(state))
+    def advance(
+        self, vm_id: str, state: VMState, *, ip: str | None = None, status: str | None = None
+    ) -> VM:
+        """Move a VM to `state` (and give it `ip`), shown as `status` (the provider's own word;
+        by default the state's name); returns it as `get_vm` will now."""
+        vm = replace(self.vms[vm_id], state=state, provider_status=status or str(state))
         if ip is not None:
             vm = replace(vm, ip=ip)
         self.vms[vm_id] = vm

@@ -51,6 +51,17 @@ class HyperstackSettings(ProviderSettings):
         "as the poll budget plans (500 requests a minute per IP; a read is two requests). The "
         "default applies only with `AUTOPROVISION_POLL_PLAN=false`.",
     )
+    # Its Terraform provider waits 5 minutes for a VM to leave CREATING/BUILD, and clients
+    # wait up to 10 for it to be ACTIVE with a public IP: twice that.
+    boot_deadline_minutes: float = Field(
+        default=20.0,
+        gt=0,
+        le=1440,
+        description="A single machine not running with an IP this many minutes after "
+        "Hyperstack accepted its create (or found the VM of an unclear one) is deleted, what "
+        "was paid for it refunded, and its order waits again. One still being created refuses "
+        "deletes: it is deleted once it can be, unless it runs first.",
+    )
 
 
 # What its simulator (`app/simulators/hyperstack/`) accepts; the simulator reads them here.

@@ -33,6 +33,17 @@ class QuantaCloudSettings(ProviderSettings):
         "as the poll budget plans (3,000 requests per 15 minutes per IP). The default applies "
         "only with `AUTOPROVISION_POLL_PLAN=false`.",
     )
+    # It says a deployment is active in about 3 minutes, about 10 for 8-GPU boxes; it bills
+    # the hour begun from the create, so waiting within that hour costs nothing more.
+    boot_deadline_minutes: float = Field(
+        default=30.0,
+        gt=0,
+        le=1440,
+        description="A machine not running with an IP this many minutes after QuantaCloud "
+        "accepted its create (or found the VM of an unclear one) is deleted, what was paid for "
+        "it refunded, and its order waits again. QuantaCloud says a deployment is `active` in "
+        "about 3 minutes, about 10 for 8-GPU machines.",
+    )
 
 
 # What its simulator (`app/simulators/quantacloud/`) accepts; the simulator reads them here.

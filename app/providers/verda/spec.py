@@ -45,6 +45,17 @@ class VerdaSettings(ProviderSettings):
         "poll budget plans (its limit: 60 requests a minute on each path of "
         "`/instance-availability`). The default applies only with `AUTOPROVISION_POLL_PLAN=false`.",
     )
+    # Verda's SDK waits 3 minutes for a new instance to leave `ordered`; dstack saw failed
+    # instances stay `provisioning` for 10 minutes: twice that.
+    boot_deadline_minutes: float = Field(
+        default=20.0,
+        gt=0,
+        le=1440,
+        description="A single machine not running with an IP this many minutes after Verda "
+        "accepted its create (or found the VM of an unclear one) is deleted, what was paid "
+        "for it refunded, and its order waits again. One still `provisioning` refuses "
+        "deletes: it is deleted once it can be, unless it runs first.",
+    )
 
 
 # What its simulator (`app/simulators/verda/`) accepts; the simulator reads them here.

@@ -202,6 +202,8 @@ class Attempt(Base):
     detail: Mapped[str | None] = mapped_column(String(500))
     hold_id: Mapped[str | None] = mapped_column(ForeignKey("holds.id"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When its status last moved (and, terminating, its last delete). A deployed attempt's is
+    # its accepted create, or the look-up that found its VM: its boot deadline runs from there.
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     running_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # Paying as it runs (app/core/metering.py): hours are counted from `billed_from`, each
