@@ -15,8 +15,8 @@ from app.core.ids import new_id
 from app.core.market import Fees, StockForecast
 from app.core.money import CENT
 from app.core.states import OrderStatus
-from app.providers.base import Offer
-from app.services import accounts, claims, ledger, placing
+from app.providers.base import VM, Offer, VMState
+from app.services import accounts, attempts, claims, ledger, placing
 from app.services.claims import Intent
 from app.services.stock import days as stock_days
 from app.services.stock import forecasts as stock_forecasts
@@ -176,6 +176,19 @@ async def claim(engine: AsyncEngine, order_id: str, offer: Offer) -> Intent:
 async def claimed(engine: AsyncEngine, *offers: Offer) -> list[Intent]:
     """For each offer, an order of its own, claimed for it."""
     return [await claim(engine, (await waiting_orders(engine, o))[0], o) for o in offers]
+
+
+async def running_machine(engine: AsyncEngine, offer: Offer) -> Intent:
+    """An order of its own claimed for `offer`, its VM accepted and running now (the account
+    paid its first hour)."""
+    (intent,) = await claimed(engine, offer)
+    vm = VM(offer.provider, "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
+    maker = create_sessionmaker(engine)
+    async with session_scope(maker) as session:
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
+    async with session_scope(maker) as session:
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
+    return intent
 
 
 # Test fees (tests/fixtures/settings.py): 5 % + $0.10/h.

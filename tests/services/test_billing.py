@@ -14,25 +14,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.core.states import LedgerKind
-from app.providers.base import VM, Offer, VMState
-from app.services import attempts, billing, ledger
+from app.providers.base import Offer
+from app.services import billing, ledger
 from app.services.billing import Machine, Payment
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Account, AccountEvent, Attempt, LedgerEntry, Order
-from tests.factories import claimed
+from tests.factories import running_machine
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))
 
 
 async def running(engine: AsyncEngine) -> tuple[str, str]:
     """A machine running at $30/h for an account with $100 (so $70 left); (attempt, account)."""
-    (intent,) = await claimed(engine, OFFER)
-    vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
-    maker = create_sessionmaker(engine)
-    async with session_scope(maker) as session:
-        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
-    async with session_scope(maker) as session:
-        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
+    intent = await running_machine(engine, OFFER)
+    async with session_scope(create_sessionmaker(engine)) as session:
         order = await session.get(Order, intent.order_id)
         assert order is not None
         return intent.attempt_id, order.account_id

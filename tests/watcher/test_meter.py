@@ -9,13 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
 from app.core.states import OrderStatus
-from app.providers.base import VM, Offer, VMState
-from app.services import attempts, billing
+from app.providers.base import Offer
+from app.services import billing
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Order
 from app.watcher.meter import Meter
 from tests.clock import FakeWallClock
-from tests.factories import claimed
+from tests.factories import running_machine
 
 OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-H100x1", "H100", 1, Decimal("30.00"))
 LEAD = timedelta(seconds=0.5)
@@ -23,13 +23,9 @@ LEAD = timedelta(seconds=0.5)
 
 async def limited_machine(engine: AsyncEngine, clock: FakeWallClock) -> tuple[str, datetime]:
     """A running machine whose order may run one billed hour; (order id, its limit's time)."""
-    (intent,) = await claimed(engine, OFFER)
-    vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
+    intent = await running_machine(engine, OFFER)
     maker = create_sessionmaker(engine)
     async with session_scope(maker) as session:
-        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
-    async with session_scope(maker) as session:
-        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
         await session.execute(
             update(Order).where(Order.id == intent.order_id).values(max_runtime_hours=1)
         )
