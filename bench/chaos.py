@@ -53,7 +53,7 @@ from sqlalchemy.engine import make_url
 
 from app.api.schemas import MAX_CREDIT
 from app.simulators.control import SimControl
-from app.simulators.faults import FAULT_KINDS
+from app.simulators.faults import FAULT_KINDS, draw_fault_arguments
 from app.storage.models import Lease
 
 # (provider, sku, region): the kinds of machine the orders below want.
@@ -247,9 +247,7 @@ class Chaos:
     async def _fault(self) -> None:
         provider = self.rng.choice(SimControl.providers())
         kind = self.rng.choice(FAULT_KINDS)
-        extra: dict[str, Any] = {"count": self.rng.randint(1, 4)}
-        if kind in ("timeout", "create_delay", "delete_delay"):
-            extra["seconds"] = round(self.rng.uniform(0.5, 4.0), 1)
+        extra = draw_fault_arguments(self.rng, kind)
         self.counts[f"fault {kind}"] += 1
         self.history.add(f"fault {provider} {kind} {extra}")
         await self.sim.fault(provider, kind, **extra)

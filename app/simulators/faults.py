@@ -1,8 +1,9 @@
 """Fault injection: the faults queued through the control API, and what each does to a call."""
 
 import asyncio
+import random
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,6 +29,26 @@ FAULT_KINDS = (
 # `delete_delay`: it takes the delete, then answers `seconds` later; `create_refused`: the
 # next create gets a 4xx refusal of the test's choosing in the provider's own envelope).
 REQUEST_FAULTS = ("http_500", "http_429", "timeout", "malformed_json")
+
+
+# Refusals a drawn `create_refused` picks from (status, error code, message).
+DRAWN_REFUSALS = (
+    (400, "invalid_request", "Instance type is not available in this location"),
+    (403, "forbidden_action", "Project quota exceeded"),
+    (409, "conflict", "Resource is busy, try again"),
+)
+
+
+def draw_fault_arguments(rng: random.Random, kind: str) -> dict[str, Any]:
+    """Arguments for a fault of `kind` drawn from `rng` that every simulator's control API
+    takes: the chaos run's faults."""
+    arguments: dict[str, Any] = {"count": rng.randint(1, 4)}
+    if kind in ("timeout", "create_delay", "delete_delay"):
+        arguments["seconds"] = round(rng.uniform(0.5, 4.0), 1)
+    if kind == "create_refused":
+        status, reason, message = rng.choice(DRAWN_REFUSALS)
+        arguments.update(status=status, reason=reason, message=message)
+    return arguments
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The parts every simulator shares: control API, request faults, the rate-limit gate."""
 
+import random
 import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -12,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from app.simulators.core import ProviderSimulator
+from app.simulators.faults import FAULT_KINDS, draw_fault_arguments
 from app.simulators.limits import FixedWindowLimiter
 from app.simulators.serving import provider_app
 from app.simulators.vms import CatalogEntry, SimVM
@@ -222,6 +224,18 @@ async def test_a_create_refusal_that_is_not_a_4xx_with_text_is_refused(
     response = await client.post("/dummy/_sim/faults", json=body)
     assert response.status_code == 422
     assert response.json()["error"].startswith(problem)
+
+
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+async def test_every_drawn_fault_is_one_the_simulators_take(
+    client: httpx.AsyncClient, kind: str
+) -> None:
+    # The chaos run draws its faults here; one the control API refused stopped a CI run.
+    rng = random.Random(kind)
+    for _ in range(20):
+        body = {"kind": kind, **draw_fault_arguments(rng, kind)}
+        response = await client.post("/dummy/_sim/faults", json=body)
+        assert response.status_code == 201, response.json()
 
 
 async def test_reason_and_message_belong_to_create_refusals_only(
