@@ -12,16 +12,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.catalogue import Provider
 from app.core.ids import new_id
 from app.providers.base import VM, Offer, VMState
-from app.services import attempts
+from app.services import account_events, attempts, published_events
 from app.services.stock import history as stock_history
 from app.storage.db import (
     alembic_config,
+    create_read_sessionmaker,
     create_sessionmaker,
     foreign_keys_checked_after,
     session_scope,
 )
 from app.storage.models import Attempt
-from tests.factories import claimed
+from tests.factories import account_in_database, claimed
 from tests.services.stock.history_rows import apply, closed, days, interval
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
@@ -114,3 +115,31 @@ async def test_stock_history_before_nodes_is_of_single_machines_and_keeps_one_op
     with pytest.raises(IntegrityError):  # still one open interval per key
         await apply(engine, interval(180))
     await apply(engine, closed(200, 260))  # control: a closed one of the key is taken
+
+
+async def test_events_published_before_are_numbered_per_account_in_their_order(
+    engine: AsyncEngine,
+) -> None:
+    async def credit_and_publish(account_id: str) -> int:
+        async with session_scope(create_sessionmaker(engine)) as session:
+            account_events.add(session, account_id=account_id, kind="credited", message="$1.")
+        async with session_scope(create_sessionmaker(engine)) as session:
+            return await published_events.publish_pending(session)
+
+    ada, bob = await account_in_database(engine), await account_in_database(engine)
+    for account_id in (ada, bob, ada, ada, bob):
+        assert await credit_and_publish(account_id) == 1
+    await _to_revision(engine, "downgrade", "0028")
+    await _to_revision(engine, "upgrade", "head")
+    assert await credit_and_publish(bob) == 1  # the count carries on after them
+    async with create_read_sessionmaker(engine)() as session:
+        ids = {
+            account_id: [
+                e.id
+                for e in await published_events.after(
+                    session, account_id=account_id, after_id=0, limit=10
+                )
+            ]
+            for account_id in (ada, bob)
+        }
+    assert ids == {ada: [1, 2, 3], bob: [1, 2, 3]}

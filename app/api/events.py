@@ -29,7 +29,10 @@ MAX_EVENT_ID = 2**63 - 1
 class EventOut(BaseModel):
     """One event of the account: an order's timeline line, or something about the account."""
 
-    id: int = Field(description="Grows with every event; resume after it with Last-Event-ID.")
+    id: int = Field(
+        description="The account's own count of its events (1, 2, ...); resume after it "
+        "with Last-Event-ID."
+    )
     type: str = Field(
         description="order.placed, order.deploying, order.deployed, order.running, "
         "order.failed, order.cancelled, order.expired, order.note, or account.<kind>."
@@ -105,11 +108,12 @@ async def stream_events(
     the comment `: heartbeat 15`, and a comment comes that often, so proxies keep it open and
     a client that hears nothing for longer can tell the connection is dead."""
     cursor = _resume_from(last_event_id)
-    if cursor is None:
-        cursor = await published_events.newest_id(session)
     # Against every id given, not the newest kept: events pruned after 30 days leave ids
     # that clients still hold, and resuming after one of them is fine.
-    elif cursor > (given := await published_events.newest_given(session)):
+    given = await published_events.newest_of(session, account_id=account.id)
+    if cursor is None:
+        cursor = given
+    elif cursor > given:
         raise AppError(
             f"Last-Event-ID {cursor} is newer than the newest event ({given})",
             code="bad_last_event_id",

@@ -2,7 +2,8 @@
 
 Writers of timeline lines and account events do nothing more than before; `publish_pending`
 (run by every replica's publisher, one at a time) copies the lines not yet published into
-`published_events`, where ids grow in commit order (see PublishedEvent). The payload is
+`published_events`, where ids grow in commit order (see PublishedEvent), each event also
+numbered in its account's own sequence, the id its readers see. The payload is
 rendered then, with the order as it is at publication, a fraction of a second after the line.
 """
 
@@ -10,14 +11,14 @@ import json
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, exists, func, insert, literal, select, text, update
+from sqlalchemy import bindparam, delete, exists, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
 from app.core.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind
 from app.services.orders import latest_attempts
 from app.services.views import OrderSnapshotOut
-from app.storage.models import AccountEvent, Order, OrderEvent, PublishedEvent
+from app.storage.models import AccountEvent, EventCounter, Order, OrderEvent, PublishedEvent
 
 PUBLISH_BATCH = 200
 # Any constant: publishers of every replica take this lock, so one publishes at a time.
@@ -87,6 +88,7 @@ async def publish_pending(session: AsyncSession, *, limit: int = PUBLISH_BATCH) 
                 "published_at": now,
             }
         )
+    await _number_per_account(session, rows)
     connection = await session.connection()
     # One executemany: the rows are inserted, and take their ids, in this list's order.
     await connection.execute(insert(PublishedEvent), rows)
@@ -95,6 +97,32 @@ async def publish_pending(session: AsyncSession, *, limit: int = PUBLISH_BATCH) 
         if ids:
             await connection.execute(update(model).where(model.id.in_(ids)).values(published=True))
     return len(rows)
+
+
+async def _number_per_account(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """Give each row its account's next `account_seq`, in the rows' order, and keep the count."""
+    accounts = sorted({row["account_id"] for row in rows})
+    found = await session.execute(
+        select(EventCounter.account_id, EventCounter.last_seq).where(
+            EventCounter.account_id.in_(accounts)
+        )
+    )
+    known = dict(found.tuples().all())
+    last = dict(known)
+    for row in rows:
+        row["account_seq"] = last[row["account_id"]] = last.get(row["account_id"], 0) + 1
+    connection = await session.connection()
+    new = [{"account_id": a, "last_seq": n} for a, n in last.items() if a not in known]
+    if new:
+        await connection.execute(insert(EventCounter), new)
+    grown = [{"b_account": a, "b_last": n} for a, n in last.items() if a in known]
+    if grown:
+        statement = (
+            update(EventCounter)
+            .where(EventCounter.account_id == bindparam("b_account"))
+            .values(last_seq=bindparam("b_last"))
+        )
+        await connection.execute(statement, grown)
 
 
 async def _pending_lines(session: AsyncSession, limit: int) -> list[_Line]:
@@ -168,35 +196,29 @@ def wire(event_id: int, payload: str) -> str:
 async def after(
     session: AsyncSession, *, account_id: str, after_id: int, limit: int
 ) -> list[Event]:
-    """The account's events with ids above `after_id`, oldest first."""
+    """The account's events with ids (its own `account_seq`) above `after_id`, oldest first."""
     rows = await session.execute(
-        select(PublishedEvent.id, PublishedEvent.type, PublishedEvent.payload)
-        .where(PublishedEvent.account_id == account_id, PublishedEvent.id > after_id)
-        .order_by(PublishedEvent.id)
+        select(PublishedEvent.account_seq, PublishedEvent.type, PublishedEvent.payload)
+        .where(PublishedEvent.account_id == account_id, PublishedEvent.account_seq > after_id)
+        .order_by(PublishedEvent.account_seq)
         .limit(limit)
     )
     return [Event(id_, account_id, type_, wire(id_, payload)) for id_, type_, payload in rows]
 
 
 async def newest_id(session: AsyncSession) -> int:
-    """The id of the newest published event (0 when there is none)."""
+    """The row id of the newest published event, of any account (0 when there is none): where
+    the publisher starts looking for news. Readers are never shown it."""
     newest = await session.scalar(select(func.max(PublishedEvent.id)))
     return int(newest or 0)
 
 
-async def newest_given(session: AsyncSession) -> int:
-    """The highest id ever given to an event, pruned since or not (0 before the first)."""
-    if session.get_bind().dialect.name == "sqlite":
-        given = await session.scalar(
-            text("SELECT seq FROM sqlite_sequence WHERE name = 'published_events'")
-        )
-    else:
-        given = await session.scalar(
-            text(
-                "SELECT last_value FROM pg_sequences WHERE schemaname || '.' || sequencename"
-                " = pg_get_serial_sequence('published_events', 'id')"
-            )
-        )
+async def newest_of(session: AsyncSession, *, account_id: str) -> int:
+    """The highest id ever given to one of the account's events, pruned since or not (0
+    before its first)."""
+    given = await session.scalar(
+        select(EventCounter.last_seq).where(EventCounter.account_id == account_id)
+    )
     return int(given or 0)
 
 

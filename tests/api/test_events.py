@@ -247,6 +247,27 @@ class TestLimits:
         assert response.status_code == 400
         assert "newer than the newest event" in response.json()["error"]["message"]
 
+    async def test_the_400_for_a_future_id_tells_the_accounts_newest_not_the_platforms(
+        self, base_url: str
+    ) -> None:
+        ada, bob = await new_account(base_url), await new_account(base_url, "Bob")
+        for _ in range(3):
+            await place(base_url, ada)
+        async with httpx.AsyncClient(base_url=base_url) as client:
+
+            async def bobs_first() -> list[Any]:
+                return list((await client.get("/v1/events", headers=bob.headers)).json()["data"])
+
+            await place(base_url, bob)
+            (bobs,) = await eventually(bobs_first)
+            headers = {**bob.headers, "Last-Event-ID": "2"}
+            # A stream, not a get: were the id taken, the answer would never end.
+            async with client.stream("GET", "/v1/events/stream", headers=headers) as response:
+                status, body = response.status_code, await anext(response.aiter_bytes())
+        assert bobs["id"] == 1  # Ada's three events before it are not counted in Bob's ids
+        assert status == 400  # positive control: past Bob's newest is refused
+        assert b"Last-Event-ID 2 is newer than the newest event (1)" in body
+
     async def test_a_stream_needs_an_account_key(self, base_url: str) -> None:
         async with httpx.AsyncClient(base_url=base_url) as client:
             anonymous = await client.get("/v1/events/stream")
@@ -373,8 +394,8 @@ class TestPage:
         self, base_url: str
     ) -> None:
         ada, bob = await new_account(base_url), await new_account(base_url, "Bob")
-        orders = [await place(base_url, ada) for _ in range(3)]
         await place(base_url, bob)
+        orders = [await place(base_url, ada) for _ in range(3)]
         async with httpx.AsyncClient(base_url=base_url, headers=ada.headers) as client:
 
             async def all_published() -> bool:
@@ -387,6 +408,8 @@ class TestPage:
             empty = (await client.get("/v1/events", params={"after": second["next_cursor"]})).json()
             bad = await client.get("/v1/events", params={"after": "-3"})
         assert [e["order_id"] for e in first["data"] + second["data"]] == orders
+        # Ids are the account's own, one after another: Bob's event is not among them.
+        assert [e["id"] for e in first["data"] + second["data"]] == [1, 2, 3]
         assert first["next_cursor"] == first["data"][-1]["id"]
         assert empty == {"data": [], "next_cursor": second["next_cursor"]}
         assert bad.status_code == 422

@@ -4,6 +4,7 @@ from app.storage.models.base import Base
 from app.storage.models.coordination import IdempotencyKey, Lease
 from app.storage.models.events import (
     AccountEvent,
+    EventCounter,
     PublishedEvent,
     WebhookAttempt,
     WebhookDelivery,
@@ -28,6 +29,7 @@ __all__ = [
     "AdminKey",
     "Attempt",
     "Base",
+    "EventCounter",
     "Hold",
     "IdempotencyKey",
     "Lease",

@@ -48,12 +48,15 @@ class PublishedEvent(Base):
     Only the publisher writes here, one transaction at a time (an advisory lock on
     PostgreSQL, the single writer on SQLite), so a larger id is never committed before a
     smaller one: a reader that has seen id N has seen everything up to N, and `Last-Event-ID`
-    resumes without a gap. AUTOINCREMENT keeps SQLite from reusing ids after a prune.
+    resumes without a gap. AUTOINCREMENT keeps SQLite from reusing ids after a prune. Readers
+    are shown `account_seq`, the account's own count (EventCounter), so an id tells nothing of
+    other accounts; it grows in the same order.
     """
 
     __tablename__ = "published_events"
     __table_args__ = (
         Index("ix_published_events_account_id_id", "account_id", "id"),
+        UniqueConstraint("account_id", "account_seq", name="uq_published_events_account_seq"),
         {"sqlite_autoincrement": True},
     )
 
@@ -61,12 +64,23 @@ class PublishedEvent(Base):
         BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
     )
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    account_seq: Mapped[int] = mapped_column(BigInteger)  # the id the account's readers see
     order_id: Mapped[str | None] = mapped_column(ForeignKey("orders.id"))
     type: Mapped[str] = mapped_column(String(60))
     source_id: Mapped[str] = mapped_column(String(40), unique=True)  # the line it copies
     payload: Mapped[str] = mapped_column(Text)  # the exact JSON every reader is sent
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)  # when it happened
     published_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class EventCounter(Base):
+    """How many events each account has been given: the last `account_seq`, kept when
+    events are pruned so an id is never given twice. Only the publisher writes here."""
+
+    __tablename__ = "event_counters"
+
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), primary_key=True)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
 
 
 class WebhookEndpoint(Base):
