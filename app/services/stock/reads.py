@@ -4,7 +4,7 @@ pure estimate and summary take it (`app/stock/stats.py`, `app/stock/summary.py`)
 A machine is read by its GPU model, GPUs per node and nodes: a filter on nodes keeps a
 cluster's appearances out of what is read for one of its machines, and the reverse."""
 
-from collections.abc import Collection
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
@@ -88,6 +88,8 @@ def _offer(row: Any) -> Offer:
     )
 
 
+# Rows of `stock_days` fetched at a time when streaming: a few keys' month, a few hundred KB.
+STREAMED_DAYS = 100
 _DAY_KEY = (StockDay.provider, StockDay.region, StockDay.sku)
 _DAY_MACHINE = (
     StockDay.gpu_model,
@@ -110,10 +112,35 @@ async def stock(
     nodes: int | None = None,
     providers: Collection[str] | None = None,
 ) -> dict[OfferKey, KeyStock]:
-    """Each offer key's stock on the UTC days [since, until] touches: its closed intervals from
-    `stock_days` (a row per key and day, whatever the number of appearances) and its open one,
-    to its latest sighting. Pieces outside [since, until] may come with it; the arithmetic
-    clips them. A filter left None takes any value."""
+    """Each offer key's stock on the UTC days [since, until] touches, all at once (see
+    `key_by_key`, which gives one key at a time)."""
+    found = key_by_key(
+        session,
+        since=since,
+        until=until,
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        nodes=nodes,
+        providers=providers,
+    )
+    return dict(sorted([item async for item in found]))
+
+
+async def key_by_key(
+    session: AsyncSession,
+    *,
+    since: datetime,
+    until: datetime,
+    gpu_model: str | None = None,
+    gpu_count: int | None = None,
+    nodes: int | None = None,
+    providers: Collection[str] | None = None,
+) -> AsyncIterator[tuple[OfferKey, KeyStock]]:
+    """Each offer key's stock on the UTC days [since, until] touches, one key at a time and in no
+    set order: its closed intervals from `stock_days` (a row per key and day, whatever the number
+    of appearances), streamed so that one key's pieces are held at once, and its open one, to
+    its latest sighting. Pieces outside [since, until] may come with it; the arithmetic clips
+    them. A filter left None takes any value."""
     where = [StockDay.day >= day_of(since), StockDay.day <= day_of(until)]
     if gpu_model is not None:
         where.append(StockDay.gpu_model == gpu_model)
@@ -130,26 +157,25 @@ async def stock(
         where.append(StockDay.provider.in_(list(providers)))
         open_now = open_now.where(StockInterval.provider.in_(list(providers)))
     # The machine and the latest sighting once per key; the packed pieces, a row per key and
-    # day, without a timestamp to convert on each.
+    # day, without a timestamp to convert on each, a key's rows together.
     keys = (
         select(*_DAY_KEY, *_DAY_MACHINE, func.max(StockDay.last_seen_at).label("last_seen_at"))
         .where(*where)
         .group_by(*_DAY_KEY, *_DAY_MACHINE)
     )
-    pieces = select(*_DAY_KEY, StockDay.spans).where(*where)
+    pieces = (
+        select(*_DAY_KEY, StockDay.spans)
+        .where(*where)
+        .order_by(*_DAY_KEY)
+        .execution_options(yield_per=STREAMED_DAYS)
+    )
     connection = await session.connection()  # plain rows: no ORM result processing needed
     by_key: dict[OfferKey, _Pieces] = {}
     for row in await connection.execute(keys):
         key = OfferKey.of(row)
         entry = by_key.get(key)
         if entry is None or entry.last_seen_at < row.last_seen_at:  # the latest machine wins
-            by_key[key] = _Pieces(_offer(row), row.last_seen_at, entry.packed if entry else [])
-    for provider, region, sku, packed in await connection.execute(pieces):
-        entry = by_key.get(OfferKey(provider, region, sku))
-        # On PostgreSQL each statement sees what was committed when it began: a key whose
-        # first day was committed between the two reads is left to the next read (not a 500).
-        if entry is not None:
-            entry.packed.append(packed)
+            by_key[key] = _Pieces(_offer(row), row.last_seen_at)
     for interval in await connection.execute(open_now):
         if gpu_model not in (None, interval.gpu_model):
             continue
@@ -162,7 +188,20 @@ async def stock(
         entry.last_seen_at = max(entry.last_seen_at, interval.last_seen_at)
         start, end = interval.first_seen_at.timestamp(), interval.last_seen_at.timestamp()
         entry.open_pieces.append((start, end, micros(interval.price_per_hour)))
-    return {key: _by_price(entry) for key, entry in sorted(by_key.items())}
+    current: OfferKey | None = None
+    async for provider, region, sku, packed in await connection.stream(pieces):
+        key = OfferKey(provider, region, sku)
+        if key != current and current is not None and current in by_key:
+            yield current, _by_price(by_key.pop(current))
+        current = key
+        # On PostgreSQL each statement sees what was committed when it began: a key whose
+        # first day was committed between the two reads is left to the next read (not a 500).
+        if key in by_key:
+            by_key[key].packed.append(packed)
+    if current is not None and current in by_key:
+        yield current, _by_price(by_key.pop(current))
+    for key, entry in by_key.items():  # keys in stock now with no closed interval in the span
+        yield key, _by_price(entry)
 
 
 def _by_price(entry: _Pieces) -> KeyStock:
@@ -270,7 +309,13 @@ async def summary(
 ) -> list[KeySummary]:
     """Per provider, region and SKU seen in [since, now]: appearances, time in stock, gaps,
     prices with the current fees, and how long the provider was observed."""
-    keys = await stock(
+    windows = await coverage(session, since=since, until=now, providers=providers)
+    by_provider: dict[str, list[tuple[float, float]]] = {}
+    for window in windows:
+        by_provider.setdefault(window.provider, []).append(span_of(window))
+    # One key's stock at a time: a long window over many keys is never all in memory.
+    summaries: list[tuple[OfferKey, KeySummary]] = []
+    found = key_by_key(
         session,
         since=since,
         until=now,
@@ -279,12 +324,8 @@ async def summary(
         nodes=nodes,
         providers=providers,
     )
-    windows = await coverage(session, since=since, until=now, providers=providers)
-    by_provider: dict[str, list[tuple[float, float]]] = {}
-    for window in windows:
-        by_provider.setdefault(window.provider, []).append(span_of(window))
-    summaries = (
-        summarise_key(
+    async for key, key_stock in found:
+        summary_of_key = summarise_key(
             key_stock.stock,
             spans_of(by_provider.get(key[0], [])),
             fees=fees,
@@ -292,9 +333,9 @@ async def summary(
             now=now,
             last_seen_at=key_stock.last_seen_at,
         )
-        for key, key_stock in keys.items()
-    )
-    return [s for s in summaries if s is not None]
+        if summary_of_key is not None:
+            summaries.append((key, summary_of_key))
+    return [summary_of_key for _, summary_of_key in sorted(summaries, key=lambda s: s[0])]
 
 
 async def includes_generated(
