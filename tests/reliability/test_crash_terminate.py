@@ -8,6 +8,7 @@ the delete, so killing it is exactly "killed after the intent, before the delete
 """
 
 import time
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,14 @@ DELETE = ("DELETE", "/v1/core/virtual-machines/")
 
 
 class Account:
-    """One account with $10 and its order for 1x H100 at Hyperstack, through the REST API."""
+    """One account with $10 and its order for 1x H100 at `provider`, through the REST API."""
 
-    def __init__(self, service: ServiceProcess) -> None:
+    def __init__(self, service: ServiceProcess, provider: str = "hyperstack") -> None:
         self.api = httpx.Client(base_url=service.url, timeout=10)
         created = self.api.post("/v1/accounts", json={"name": "kill"}, headers=ADMIN).json()
         self.id, self.headers = created["id"], {"Authorization": f"Bearer {created['api_key']}"}
         self.api.post(f"/v1/accounts/{self.id}/credits", json={"amount": "10"}, headers=ADMIN)
-        body = {"gpu_model": "H100", "gpu_count": 1, "providers": ["hyperstack"],
+        body = {"gpu_model": "H100", "gpu_count": 1, "providers": [provider],
                 "max_price_per_hour": "3.00"}  # fmt: skip
         self.order_id: str = self.api.post("/v1/orders", json=body, headers=self.headers).json()[
             "id"
@@ -127,5 +128,46 @@ def test_killed_while_the_delete_is_in_flight(
         # The restart asked again (the first answer never came): harmless, it was gone.
         first, again = deletes(sim_process, vm_id)
         assert first["received_at"] < started <= again["received_at"]
+    finally:
+        service.terminate()
+
+
+def test_killed_after_a_terminate_in_the_paid_hour_pays_the_hour_the_provider_bills(
+    database_url: str, sim_process: SimProcess, tmp_path: Path
+) -> None:
+    """The terminate is committed within the paid hour, the process dies, and the delete goes
+    only after the next hour began: QuantaCloud bills that hour, and so must the account."""
+    hour = 8.0  # seconds, at the service and at the simulated provider alike
+    sim_process.control.reset_all(boot_seconds=0.3)
+    sim_process.control.config("quantacloud", hour_seconds=hour)
+    service = ServiceProcess(
+        tmp_path, database_url, sim_process, billing_hour_seconds=hour
+    ).wait_until_up()
+    account = Account(service, provider="quantacloud")
+    sim_process.control.stock("quantacloud", "h100-sxm-x1", "us-midwest-4", 1)
+    paid_until = datetime.fromisoformat(account.reaches("running")["paid_until"])
+    service.kill()
+    api_only = ServiceProcess(
+        tmp_path, database_url, sim_process, billing_hour_seconds=hour, watcher="false"
+    ).wait_until_up()
+    account.use(api_only)
+    # Stimuli at moments of the billing clock; nothing is awaited by sleeping.
+    time.sleep(max(0.0, (paid_until - datetime.now(UTC)).total_seconds() - 1.0))
+    answer = account.api.post(f"/v1/orders/{account.order_id}/terminate", headers=account.headers)
+    assert (answer.status_code, answer.json()["status"]) == (202, "terminating")
+    api_only.kill()
+    time.sleep(max(0.0, (paid_until - datetime.now(UTC)).total_seconds() + 0.5))
+    service = ServiceProcess(
+        tmp_path, database_url, sim_process, billing_hour_seconds=hour
+    ).wait_until_up()
+    account.use(service)
+    try:
+        ended = account.reaches("terminated")
+        (vm,) = [v for v in sim_process.control.vms("quantacloud")
+                 if v["id"] == ended["deployment"]["provider_vm_id"]]  # fmt: skip
+        price = Decimal(ended["deployment"]["price_per_hour_with_fees"])
+        billed_hours = Decimal(vm["charged"]) / Decimal(vm["price_per_hour"])
+        assert billed_hours == 2  # the control: the provider billed the hour begun
+        assert Decimal(ended["charged_usd"]) == 2 * price
     finally:
         service.terminate()
