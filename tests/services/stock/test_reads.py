@@ -97,8 +97,11 @@ async def _peak_of_summary(engine: AsyncEngine, gpu_model: str, now: datetime) -
     return peak
 
 
-async def test_a_summary_holds_one_keys_stock_at_a_time(engine: AsyncEngine) -> None:
+async def test_a_summary_holds_one_keys_stock_at_a_time(
+    engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A 90-day summary over every key held all of it at once: 35 MB on SQLite, each.
+    monkeypatch.setattr(stock_reads, "STREAMED_DAYS", DAYS)  # a key's rows a fetch: a small test
     now = datetime.now(UTC).replace(microsecond=0)
     machines = _machines("A100", 1) + _machines("H100", 16)
     made = generate(
