@@ -59,6 +59,14 @@ async def events(client: httpx.AsyncClient, account: AccountHandle, order_id: st
     return [e["kind"] for e in answer.json()]
 
 
+async def timeline(
+    client: httpx.AsyncClient, account: AccountHandle, order_id: str
+) -> list[dict[str, Any]]:
+    """The order's timeline lines, oldest first."""
+    answer = await client.get(f"/v1/orders/{order_id}/events", headers=account.headers)
+    return list(answer.json())
+
+
 async def account_view(client: httpx.AsyncClient, account: AccountHandle) -> dict[str, Any]:
     result: dict[str, Any] = (await client.get("/v1/account", headers=account.headers)).json()
     return result

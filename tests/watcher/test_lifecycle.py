@@ -21,7 +21,7 @@ from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import ADMIN, AccountHandle, create_account
 from tests.waiting import eventually
-from tests.watcher.orders import HYPER_H100, VERDA_H100, h100, order, place, reaches
+from tests.watcher.orders import HYPER_H100, VERDA_H100, h100, order, place, reaches, timeline
 
 QUANTA_H100 = ("quantacloud", "h100-sxm-x1", "us-midwest-4")  # $2.46/h -> $2.68 with fees
 MACHINES = {"hyperstack": HYPER_H100, "verda": VERDA_H100, "quantacloud": QUANTA_H100}
@@ -61,10 +61,6 @@ async def ledger(client: httpx.AsyncClient, account: AccountHandle) -> list[dict
 async def account(client: httpx.AsyncClient, handle: AccountHandle) -> dict[str, Any]:
     result: dict[str, Any] = (await client.get("/v1/account", headers=handle.headers)).json()
     return result
-
-
-async def timeline(client: httpx.AsyncClient, handle: AccountHandle, order_id: str) -> list[Any]:
-    return list((await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)).json())
 
 
 async def the_books_balance(client: httpx.AsyncClient, handle: AccountHandle) -> None:

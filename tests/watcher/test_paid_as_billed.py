@@ -18,8 +18,7 @@ import pytest
 from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account
-from tests.watcher.orders import VERDA_H100, h100, order, place, reaches
-from tests.watcher.test_lifecycle import timeline
+from tests.watcher.orders import VERDA_H100, h100, order, place, reaches, timeline
 
 QUANTA_H100 = ("quantacloud", "h100-sxm-x1", "us-midwest-4")
 MACHINES = {"verda": VERDA_H100, "quantacloud": QUANTA_H100}
