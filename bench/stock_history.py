@@ -5,7 +5,8 @@ for every offer key of the simulators' catalogues (three providers, 189 keys: no
 are needed for "about 150"), a few appearances an hour each, loads the same rows into a fresh
 SQLite file and a fresh PostgreSQL database (created on the server of --postgres-url and
 dropped afterwards), starts the app in-process (API only, httpx's ASGI transport: no network
-in the figures) and times REQUESTS requests of each:
+in the figures) and times REQUESTS requests of each (then measures, with tracemalloc, the most
+memory one 90-day summary of every key holds at once):
 
   summary   GET /v1/stock/summary?gpu_model=M&window=W, M one of the catalogue's GPU models
   estimate  POST /v1/stock/estimate for M x N GPUs (a count the catalogue sells M in) on all
@@ -29,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -63,6 +65,7 @@ class Timings:
     """Latencies in ms by endpoint and window."""
 
     ms: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    peak_mb: float = 0.0  # the most Python memory one 90-day summary of every key held at once
 
     def add(self, endpoint: str, window: str, ms: float) -> None:
         self.ms.setdefault((endpoint, window), []).append(ms)
@@ -170,6 +173,12 @@ async def measure(database_url: str, plan: list[tuple[str, str, Any]], days: int
                 started = time.perf_counter()
                 await _send(c, endpoint, payload, headers)
                 timings.add(endpoint, window, (time.perf_counter() - started) * 1000)
+            tracemalloc.start()
+            try:
+                await _send(c, "summary", {"window": "90d"}, headers)  # every key
+                timings.peak_mb = tracemalloc.get_traced_memory()[1] / 1e6
+            finally:
+                tracemalloc.stop()
     return timings
 
 
@@ -185,6 +194,7 @@ async def _send(
 
 
 def report(name: str, timings: Timings, info: dict[str, Any]) -> dict[str, Any]:
+    info = {**info, "summary_90d_every_key_peak_mb": round(timings.peak_mb, 1)}
     out.write(f"\n{name}: {info}\n")
     out.write(f"  {'endpoint':<9} {'window':<6} {'n':>4} {'median ms':>10} {'p95 ms':>8}\n")
     result: dict[str, Any] = {**info, "latency_ms": {}}
