@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import socket
 import sys
 import textwrap
 from pathlib import Path
@@ -152,14 +154,47 @@ def _serve(settings: Settings) -> int:
         sys.stderr.write(f"autoprovision: {exc}\n")
         return 1
     try:
-        _serve_holding(settings, sqlite_lock)
+        # The port too: a busy one must not spend the one-time admin key on a start that fails.
+        try:
+            listening = _listen(settings.host, settings.port)
+        except OSError as exc:
+            sys.stderr.write(
+                f"autoprovision: cannot listen on {settings.host}:{settings.port}: "
+                f"{_why_not(exc)} (stop what holds it, or choose another port with --port "
+                "or AUTOPROVISION_PORT)\n"
+            )
+            return 1
+        with listening:
+            _serve_holding(settings, sqlite_lock, listening)
     finally:
         if sqlite_lock is not None:
             sqlite_lock.close()
     return 0
 
 
-def _serve_holding(settings: Settings, sqlite_lock: TextIO | None) -> None:
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port`, as uvicorn binds one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host, port))
+    except OSError:
+        listening.close()
+        raise
+    listening.set_inheritable(True)
+    return listening
+
+
+def _why_not(exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return "the address is in use"
+    return exc.strerror or str(exc)
+
+
+def _serve_holding(
+    settings: Settings, sqlite_lock: TextIO | None, listening: socket.socket
+) -> None:
     import uvicorn
 
     from app.api.connections import guarded_protocol
@@ -183,7 +218,7 @@ def _serve_holding(settings: Settings, sqlite_lock: TextIO | None) -> None:
             "`autoprovision admin-key --reset` makes a new one.\n\n"
         )
     sys.stdout.flush()
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings, sqlite_lock=sqlite_lock),
         host=settings.host,
         port=settings.port,
@@ -194,6 +229,7 @@ def _serve_holding(settings: Settings, sqlite_lock: TextIO | None) -> None:
             max_per_client=settings.max_connections_per_client,
         ),
     )
+    uvicorn.Server(config).run(sockets=[listening])
 
 
 def _sim(args: argparse.Namespace, settings: Settings) -> int:

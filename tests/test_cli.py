@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -55,8 +56,10 @@ def test_migrate_creates_the_schema(cli_database: str, capsys: pytest.CaptureFix
 
 
 class TestServe:
-    def _start(self, database_url: str, cwd: Path) -> tuple[subprocess.Popen[str], str, int]:
-        port = free_port()
+    def _start(
+        self, database_url: str, cwd: Path, port: int | None = None
+    ) -> tuple[subprocess.Popen[str], str, int]:
+        port = port or free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "app", "serve", "--port", str(port)],
             cwd=cwd,
@@ -150,6 +153,36 @@ class TestServe:
             assert httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
         finally:
             self._stop(again)
+
+    def test_a_busy_port_is_refused_before_the_admin_key_is_made_or_shown(
+        self, empty_database_url: str, tmp_path: Path
+    ) -> None:
+        port = free_port()
+        with socket.create_server(("127.0.0.1", port)):
+            busy = subprocess.run(
+                [sys.executable, "-m", "app", "serve", "--port", str(port)],
+                cwd=tmp_path,
+                env=clean_env(
+                    AUTOPROVISION_DATABASE_URL=empty_database_url,
+                    AUTOPROVISION_SIM_PORT=str(free_port()),
+                ),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        assert busy.returncode == 1, busy
+        assert busy.stdout == ""  # no "listening", no admin key
+        assert busy.stderr == (
+            f"autoprovision: cannot listen on 127.0.0.1:{port}: the address is in use (stop "
+            "what holds it, or choose another port with --port or AUTOPROVISION_PORT)\n"
+        )
+        # The one-time admin key is still to come: the next start that listens shows it.
+        process, output, _port = self._start(empty_database_url, tmp_path, port)
+        try:
+            assert f"listening on http://127.0.0.1:{port}" in output, output
+            assert ADMIN_KEY_LINE.search(output), output
+        finally:
+            self._stop(process)
 
 
 def test_admin_key_reset_replaces_the_old_key(
