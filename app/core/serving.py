@@ -77,6 +77,12 @@ def _docker_run(serving: Serving) -> str:
     return text.replace("CACHE:", '"$cache":', 1)
 
 
+def _in_heredoc(command: str) -> str:
+    """`command` for an unquoted heredoc: only its `$cache` and `$gpus` expand."""
+    escaped = command.replace("\\", "\\\\").replace("`", "\\`").replace("$", "\\$")
+    return escaped.replace(r'"\$cache"', '"$cache"').replace(r'"\$gpus"', '"$gpus"')
+
+
 def startup_script(serving: Serving) -> str:
     """The bash script that serves `serving.model` when its machine boots."""
     if serving.engine not in ENGINES:
@@ -118,12 +124,13 @@ def startup_script(serving: Serving) -> str:
         f' the first load takes long (docker logs -f autoprovision-{engine})"',
         "else",
         f"  {download}",
-        "  cat >\"$note\" <<'AUTOPROVISION'",
+        # Unquoted, so the note has this node's cache and GPU count where the command names them.
+        '  cat >"$note" <<AUTOPROVISION',
         f"This machine alone does not hold {model.id}: it is one node of a cluster. It has",
         f"{image} and the weights in its Hugging Face cache. Start {engine} across the nodes",
         "(one engine spans them: Ray for vLLM, --nnodes/--node-rank/--dist-init-addr for",
         "SGLang) with this on the first node, adding those arguments:",
-        f"  {_docker_run(serving)}",
+        f"  {_in_heredoc(_docker_run(serving))}",
         "AUTOPROVISION",
         '  echo "autoprovision: node ready; how to start the engine: $note"',
         "fi",

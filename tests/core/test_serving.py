@@ -98,7 +98,11 @@ def test_a_node_that_alone_does_not_hold_it_is_prepared_and_told_how_to_start(
     assert pull == "pull vllm/vllm-openai:kimi-k3"
     assert "download moonshotai/Kimi-K3" in download and not download.startswith("run -d")
     assert ran.note is not None and "one node of a cluster" in ran.note
-    assert "--tensor-parallel-size" in ran.note
+    # The command in it runs as pasted: this node's cache and GPU count, no shell variables.
+    cache = tmp_path / "hf"
+    assert f'-v "{cache}":/root/.cache/huggingface' in ran.note
+    assert '--tensor-parallel-size "8" --port 8000' in ran.note
+    assert "$" not in ran.note
 
 
 def test_an_old_driver_stops_it_before_anything_is_pulled(tmp_path: Path) -> None:
