@@ -180,6 +180,10 @@ async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str)
     return order
 
 
+# What a limit already passed would have done, said where such a limit is refused.
+ENDS_NOW = "to end the machine now, terminate the order"
+
+
 async def update_limits(
     session: AsyncSession,
     *,
@@ -189,8 +193,9 @@ async def update_limits(
 ) -> Order:
     """Change an order's limits (a None removes one) until its machine has ended.
 
-    A total below what the order was charged already is refused (ValidationFailed naming the
-    field), as is any change to an order that has ended (Conflict). The timeline says when the
+    A total below what the order was charged already, or a runtime its machine has billed
+    already, is refused (ValidationFailed naming the field), as is any change to an order that
+    has ended (Conflict). The timeline says when the
     new limits end the machine.
     """
     order = await get_order(session, account_id=account_id, order_id=order_id)
@@ -201,12 +206,21 @@ async def update_limits(
         )
     attempt = (await latest_attempts(session, order_ids=[order.id])).get(order.id)
     machine = attempt if attempt is not None and attempt.status.owns_vm else None
-    total = changes.get("max_total_usd")
+    total, runtime = changes.get("max_total_usd"), changes.get("max_runtime_hours")
     if machine is not None and total is not None and total < machine.charged:
         raise field_error(
             "max_total_usd",
-            f"must be at least what the order was charged already ({format_usd(machine.charged)})",
+            f"must be at least what the order was charged already ({format_usd(machine.charged)})"
+            f"; {ENDS_NOW}",
         )
+    if machine is not None and runtime is not None and machine.billed_from is not None:
+        billed = (utcnow() - machine.billed_from).total_seconds() / machine.billing_hour_seconds
+        if runtime <= Decimal(str(billed)):
+            raise field_error(
+                "max_runtime_hours",
+                f"must be more than the hours the machine has billed already ({billed:.1f} h)"
+                f"; {ENDS_NOW}",
+            )
     if machine is None and attempt is not None and attempt.status.is_open:
         # Its create is in flight: the hour held for it is what the limit must cover.
         held = attempt.price_per_hour_with_fees

@@ -2,19 +2,23 @@
 states, and the clear JSON error for everything else. No watcher runs here: the intent is what
 the API commits; the terminator's part has its own tests (tests/watcher/test_lifecycle.py)."""
 
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
+from app.core.clock import utcnow
 from app.core.states import OrderStatus
 from app.providers.base import VM, Offer, VMState
 from app.services import attempts, claims
 from app.services.claims import Intent
 from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Attempt
 from tests.factories import (
     ADMIN,
     AccountHandle,
@@ -254,6 +258,30 @@ class TestLimits:
         # $100 pays two whole hours at $40: it ends when the third would begin.
         shown = ok.json()
         assert shown["terminates_at"] is not None and shown["terminates_at"] > shown["paid_until"]
+
+    async def test_a_runtime_already_run_is_a_422_like_a_total_already_charged(
+        self, client: httpx.AsyncClient, engine: AsyncEngine
+    ) -> None:
+        account, order_id = await running(client, engine)
+        async with session_scope(create_sessionmaker(engine)) as session:
+            await session.execute(
+                update(Attempt)
+                .where(Attempt.order_id == order_id)
+                .values(billed_from=utcnow() - timedelta(hours=2, minutes=30))
+            )
+        path = f"/v1/orders/{order_id}"
+        passed = await client.patch(path, json={"max_runtime_hours": 2}, headers=account.headers)
+        assert passed.status_code == 422, passed.text
+        error = error_of(passed)
+        assert error["details"][0]["field"] == "max_runtime_hours"
+        assert "2.5 h" in error["message"] and "terminate" in error["message"]
+        shown = (await client.get(path, headers=account.headers)).json()
+        assert (shown["status"], shown["max_runtime_hours"]) == ("running", None)
+        below = await client.patch(path, json={"max_total_usd": "39"}, headers=account.headers)
+        assert "terminate" in error_of(below)["message"]  # the two limits say it alike
+        later = await client.patch(path, json={"max_runtime_hours": 3}, headers=account.headers)
+        assert later.status_code == 200, later.text
+        assert later.json()["terminates_at"] > utcnow().isoformat()
 
     async def test_only_the_limits_can_change_and_null_removes_one(
         self, client: httpx.AsyncClient, engine: AsyncEngine
