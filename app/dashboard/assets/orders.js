@@ -87,7 +87,7 @@ function deploymentCell(o) {
 
 /** The table's columns: [header, data-field, class, content]. */
 const COLUMNS = [
-  ["Order", "name", "", (o) => h("a", { href: `#/orders/${encodeURIComponent(o.id)}` }, orderLabel(o))],
+  ["Order", "name", "wrap", (o) => h("a", { href: `#/orders/${encodeURIComponent(o.id)}` }, orderLabel(o))],
   ["Status", "status", "", (o) => pill(o.status)],
   ["GPU", "gpu", "nowrap", (o) => (o.alternatives?.length > 1
     ? `${gpu(o)} (or ${o.alternatives.length - 1} more)` : gpu(o))],
