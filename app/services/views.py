@@ -69,12 +69,14 @@ _MACHINE_STATE = {
 def machines(attempt: Any) -> list[MachineOut]:
     """The machines an attempt made: its cluster's nodes as last reported, or its one VM."""
     if attempt.machines:
+        # Once the machine has ended, its nodes are gone whatever they last reported.
+        ended = attempt.status in (AttemptStatus.TERMINATED, AttemptStatus.LOST)
         return [
             MachineOut(
                 provider_vm_id=m["id"],
                 name=m.get("name"),
                 ip=m.get("ip"),
-                state=m.get("state") or "unknown",
+                state="gone" if ended else m.get("state") or "unknown",
                 provider_status=m.get("provider_status"),
             )
             for m in attempt.machines

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.clock import utcnow
 from app.core.ids import new_id
-from app.core.states import OrderStatus
+from app.core.states import AttemptStatus, OrderStatus
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Attempt
 from tests.factories import create_account, force_order_status, order_body, place_order, ssh_key
@@ -332,6 +332,45 @@ class TestListAndGet:
         assert shown["login_ip"] is None  # a single machine is reached at its own address
         listed = (await client.get("/v1/orders", headers=account.headers)).json()
         assert listed["data"][0]["deployment"]["provider_vm_id"] == "vm-123"
+
+    @pytest.mark.parametrize("ended", [AttemptStatus.TERMINATED, AttemptStatus.LOST])
+    async def test_an_ended_clusters_nodes_are_gone_whatever_they_last_said(
+        self, client: httpx.AsyncClient, engine: AsyncEngine, ended: AttemptStatus
+    ) -> None:
+        account = await create_account(client)
+        placed = await place_order(client, account, nodes=2)
+        await force_order_status(engine, placed["id"], OrderStatus(str(ended)))
+        nodes = [
+            {"id": f"vm-{n}", "name": f"ap-{placed['id']}-{n}", "ip": f"10.0.0.{n}",
+             "state": "running", "provider_status": "ACTIVE"}
+            for n in (1, 2)
+        ]  # fmt: skip
+        async with session_scope(create_sessionmaker(engine)) as session:
+            session.add(
+                Attempt(
+                    id=new_id("dep"),
+                    order_id=placed["id"],
+                    number=1,
+                    provider="hyperstack",
+                    region="CANADA-1",
+                    sku="n3-B300x8",
+                    nodes=2,
+                    machines=nodes,
+                    vm_name=f"ap-{placed['id']}",
+                    provider_vm_id="nodes:vm-1,vm-2",
+                    price_per_hour=Decimal("80"),
+                    price_per_hour_with_fees=Decimal("84"),
+                    status=ended,
+                    created_at=utcnow(),
+                    updated_at=utcnow(),
+                    ended_at=utcnow(),
+                )
+            )
+        shown = (await client.get(f"/v1/orders/{placed['id']}", headers=account.headers)).json()
+        assert [(m["provider_vm_id"], m["state"]) for m in shown["machines"]] == [
+            ("vm-1", "gone"),
+            ("vm-2", "gone"),
+        ]
 
     async def test_a_missing_order_is_a_404(self, client: httpx.AsyncClient) -> None:
         account = await create_account(client)
