@@ -13,9 +13,11 @@ from pydantic import ValidationError
 from app.core.catalogue import Provider
 from app.core.market import Abilities
 from app.providers import fake, hyperstack, quantacloud, verda
+from app.providers.assembly import ASSEMBLED_PREFIX, is_assembled
 from app.providers.base import ProviderAdapter, ProviderError
 from app.providers.http import Connections
 from app.providers.spec import ProviderSpec, Timeouts
+from app.providers.verda.cluster_parse import cluster_id_of
 from app.settings import ProviderSettings, Settings
 
 SPECS: tuple[ProviderSpec[Any], ...] = (
@@ -71,6 +73,18 @@ def abilities() -> Abilities:
 def display_name(provider: str) -> str:
     """The provider's name as people write it."""
     return spec_for(provider).display_name
+
+
+def vm_named(vm_id: str | None) -> str:
+    """How a sentence names a machine: `VM 412001`, `cluster <Verda's id>`, or `cluster <name>`
+    for nodes taken together; never by the composite ids the service keeps for clusters."""
+    if vm_id is None:
+        return "the VM"
+    if (cluster_id := cluster_id_of(vm_id)) is not None:
+        return f"cluster {cluster_id}"
+    if is_assembled(vm_id):
+        return f"cluster {vm_id.removeprefix(ASSEMBLED_PREFIX)}"
+    return f"VM {vm_id}"
 
 
 def described(exc: ProviderError) -> str:

@@ -27,7 +27,7 @@ from app.core.states import (
     check_attempt_move,
     check_order_move,
 )
-from app.providers.registry import display_name, spec_for
+from app.providers.registry import display_name, spec_for, vm_named
 from app.services import ledger, timeline
 from app.services.limits import format_time, limits_line
 from app.services.timeline import Line
@@ -149,13 +149,14 @@ def _accepted_line(attempt: Attempt, vm: VM) -> Line:
         return Line(
             attempt.order_id,
             OrderEventKind.VM_FAILED,
-            f"{name} made {len(vm.machines)} of the cluster's {attempt.nodes} nodes ({vm.id}): "
+            f"{name} made {len(vm.machines)} of the cluster's {attempt.nodes} nodes "
+            f"({vm_named(vm.id)}): "
             f"the hour held ({price}) is released; deleting what was made.",
         )
     return Line(
         attempt.order_id,
         OrderEventKind.DEPLOYED,
-        f"{name} accepted the create: VM {vm.id} is starting; first hour charged ({price}).",
+        f"{name} accepted the create: {vm_named(vm.id)} is starting; first hour charged ({price}).",
     )
 
 
@@ -311,7 +312,7 @@ async def settle_failed_before_running(
             amount=refunded,
             order_id=order.id,
             attempt_id=attempt.id,
-            note=f"VM {attempt.provider_vm_id} failed before it ran",
+            note=f"{vm_named(attempt.provider_vm_id)} failed before it ran",
         )
     attempt.charged = Decimal(0)
     await move_order(session, order.id, expected=OrderStatus.DEPLOYED, status=OrderStatus.WAITING)

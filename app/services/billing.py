@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core import metering
 from app.core.money import format_money, format_usd
 from app.core.states import AttemptStatus, OrderEventKind, WebhookEventType
-from app.providers.registry import spec_for
+from app.providers.registry import spec_for, vm_named
 from app.services import account_events, ledger, timeline
 from app.services.limits import format_time
 from app.services.timeline import Line
@@ -253,7 +253,7 @@ async def _refund_unused(session: AsyncSession, attempt: Attempt, unused: Decima
             amount=unused,
             order_id=attempt.order_id,
             attempt_id=attempt.id,
-            note=f"unused part of what was paid for VM {attempt.provider_vm_id}",
+            note=f"unused part of what was paid for {vm_named(attempt.provider_vm_id)}",
         )
         await session.execute(
             update(Attempt)

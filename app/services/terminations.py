@@ -30,7 +30,7 @@ from app.core.states import (
     check_attempt_move,
     check_order_move,
 )
-from app.providers.registry import display_name
+from app.providers.registry import display_name, vm_named
 from app.services import attempts, billing, orders, timeline
 from app.services.timeline import Line
 from app.services.webhooks import outbox
@@ -305,7 +305,7 @@ async def settle_lost(
         Line(
             attempt.order_id,
             OrderEventKind.LOST,
-            f"{name} ended VM {attempt.provider_vm_id} ({reported}): billing stopped; "
+            f"{name} ended {vm_named(attempt.provider_vm_id)} ({reported}): billing stopped; "
             f"refunded {format_usd(settled.refunded)}, {format_usd(settled.charged)} charged "
             f"for it in all.{billing.overrun_said(settled)}",
         ),
@@ -351,7 +351,7 @@ async def _end_order(
         settled = await billing.settle_end(session, machine, ended_at=machine.ended_at or now)
         name = display_name(machine.provider)
         message = (
-            f"Terminated: {name} shows VM {machine.provider_vm_id} gone; refunded "
+            f"Terminated: {name} shows {vm_named(machine.provider_vm_id)} gone; refunded "
             f"{format_usd(settled.refunded)} of the hour paid, {format_usd(settled.charged)} "
             f"charged for it in all.{billing.overrun_said(settled)}"
         )

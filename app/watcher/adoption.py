@@ -22,6 +22,7 @@ from datetime import datetime
 
 from app.core.market import VM, VMState
 from app.providers.base import PROVIDER_CLOCK_SKEW
+from app.providers.registry import vm_named
 from app.storage.models import Attempt
 
 
@@ -115,8 +116,8 @@ def decide(
         for rival in rivals:
             if rival.id != attempt.id and could_have_made(rival, vm, finds_vms_by_name=False):
                 return Wait(
-                    f"VM {vm.id} could also be what the create for {rival.order_id} made, whose "
-                    "answer is not in yet: deciding once it is"
+                    f"{vm_named(vm.id)} could also be what the create for {rival.order_id} made, "
+                    "whose answer is not in yet: deciding once it is"
                 )
     chosen = min(candidates, key=lambda vm: _distance(attempt, vm))
     return Adopt(chosen, tuple(vm for vm in candidates if vm is not chosen))

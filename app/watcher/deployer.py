@@ -25,7 +25,7 @@ from app.providers.base import (
     Unavailable,
     urgent,
 )
-from app.providers.registry import display_name, spec_for
+from app.providers.registry import display_name, spec_for, vm_named
 from app.services import attempts, claims, startup_scripts, timeline
 from app.services.attempts import VMAlreadyOwned
 from app.services.claims import Intent, KindBusy
@@ -229,7 +229,7 @@ class Deployer:
                     await attempts.mark_unknown(
                         session,
                         attempt_id=intent.attempt_id,
-                        message=f"{display_name(provider)} answered with VM {vm.id}, which "
+                        message=f"{display_name(provider)} answered with {vm_named(vm.id)}, which "
                         "another order already owns",
                     )
         finally:

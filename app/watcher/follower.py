@@ -14,7 +14,7 @@ from app.core.market import ENDED_VM_STATES
 from app.core.states import FOLLOWED_ATTEMPTS, AttemptStatus, OrderEventKind
 from app.core.text import quote
 from app.providers.base import VM, Offer, ProviderAdapter, ProviderError, VMState, delete_urgently
-from app.providers.registry import display_name, spec_for
+from app.providers.registry import display_name, spec_for, vm_named
 from app.services import attempts, timeline
 from app.services.limits import format_time
 from app.services.timeline import Line
@@ -191,8 +191,8 @@ class Follower:
             else ""
         )
         message = (
-            f"{display_name(attempt.provider)} shows VM {vm.id} in a status this service does "
-            f"not know ({quote(vm.provider_status)}): waiting for it to run{until}."
+            f"{display_name(attempt.provider)} shows {vm_named(vm.id)} in a status this service "
+            f"does not know ({quote(vm.provider_status)}): waiting for it to run{until}."
         )
         async with session_scope(self.sessionmaker) as session:
             noted = await attempts.note_not_running(

@@ -25,7 +25,7 @@ from app.providers.base import (
     VMState,
     urgent,
 )
-from app.providers.registry import display_name
+from app.providers.registry import display_name, vm_named
 from app.services import terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
@@ -61,8 +61,8 @@ def not_deleted(name: str, vm_id: str, error: ProviderError, *, sent: bool) -> s
     """What the timeline says of a delete that did not go through: refused or failed at the
     provider (`sent`), or held back by our own rate-limit budget before it went."""
     if not sent:
-        return f"The delete of VM {vm_id} waits for {name}'s rate limit ({error.message})"
-    return f"{name} did not take the delete of VM {vm_id} ({error.message})"
+        return f"The delete of {vm_named(vm_id)} waits for {name}'s rate limit ({error.message})"
+    return f"{name} did not take the delete of {vm_named(vm_id)} ({error.message})"
 
 
 class Terminator:

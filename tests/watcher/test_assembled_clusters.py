@@ -15,7 +15,7 @@ from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually
-from tests.watcher.orders import account_view, order, place, reaches
+from tests.watcher.orders import account_view, order, place, reaches, timeline
 
 H100 = ("hyperstack", "n3-H100x1", "CANADA-1")  # $2.40672/h a node, its public IP included
 CREDIT = Decimal("100")
@@ -131,8 +131,12 @@ class TestAllOrNothing:
 
         answer = await client.post(f"/v1/orders/{cluster}/terminate", headers=handle.headers)
         assert answer.status_code == 202, answer.text
-        await reaches(client, handle, cluster, "terminated", seconds=10)
+        ended = await reaches(client, handle, cluster, "terminated", seconds=10)
         await eventually(lambda: _none_of(sim, {c["vm_id"] for c in made}), 10)
+        # The timeline names the nodes by their name, never by our composite id.
+        said = " ".join(e["message"] for e in await timeline(client, handle, cluster))
+        assert f"cluster ap-{token}-1" in said and "nodes:" not in said
+        assert [m["state"] for m in ended["machines"]] == ["gone", "gone"]
 
     async def test_a_node_refused_for_capacity_takes_the_cluster_apart_until_two_show(
         self, client: httpx.AsyncClient, sim: SimControl

@@ -14,7 +14,7 @@ from app.settings import Settings
 from app.simulators.control import SimControl
 from tests.factories import AccountHandle, create_account, order_body
 from tests.waiting import eventually
-from tests.watcher.orders import events, order, place, reaches
+from tests.watcher.orders import events, order, place, reaches, timeline
 
 VERDA_16H200 = ("verda", "16H200", "FIN-01")  # 2 nodes of 8 H200: $54.24/h
 VERDA_8H200 = ("verda", "8H200.141S.176V", "FIN-01")  # one node of the same: $27.12/h
@@ -80,8 +80,9 @@ class TestVerdaInstantCluster:
         assert len(machines) == 2
         assert all(m["state"] == "running" and m["ip"] for m in machines)
         assert len({m["provider_vm_id"] for m in machines}) == 2
-        timeline = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
-        (line,) = [e["message"] for e in timeline.json() if e["kind"] == "running"]
+        (line,) = [
+            e["message"] for e in await timeline(client, handle, order_id) if e["kind"] == "running"
+        ]
         assert line.startswith(f"Running at {running['login_ip']} (its login node); paid until")
 
         await terminate(client, handle, order_id)
@@ -103,6 +104,10 @@ class TestVerdaInstantCluster:
         price = Decimal(deployment["price_per_hour_with_fees"])
         assert Decimal(ended["charged_usd"]) == (price / 6).quantize(Decimal("0.01"))
         assert (await events(client, handle, order_id))[-2:] == ["terminating", "terminated"]
+        # The timeline names the cluster by Verda's id alone, never by our composite one.
+        said = " ".join(e["message"] for e in await timeline(client, handle, order_id))
+        assert f"cluster {create['vm_id']}" in said and "cluster:" not in said
+        assert all(m["state"] == "gone" for m in ended["machines"])
 
     async def test_a_cluster_is_never_taken_for_one_machine_nor_one_machine_for_a_cluster(
         self, client: httpx.AsyncClient, sim: SimControl
@@ -158,8 +163,7 @@ class TestLostNode:
         states = {m["provider_vm_id"]: m["state"] for m in shown["machines"]}
         assert states[lost] == "failed"
         assert sorted(states.values()) == ["failed", "running"]
-        timeline = await client.get(f"/v1/orders/{order_id}/events", headers=handle.headers)
-        (line,) = [e for e in timeline.json() if e["kind"] == "node_lost"]
+        (line,) = [e for e in await timeline(client, handle, order_id) if e["kind"] == "node_lost"]
         assert lost in line["message"] and "1 left" in line["message"]
         # Said once, however many times the running watch reads the cluster since.
         await terminate(client, handle, order_id)
@@ -226,8 +230,8 @@ class TestPlacing:
             "terminate",
         )
         assert (placed["machines"], placed["login_ip"]) == ([], None)
-        timeline = await client.get(f"/v1/orders/{placed['id']}/events", headers=handle.headers)
-        assert timeline.json()[0]["message"].startswith(
+        lines = await timeline(client, handle, placed["id"])
+        assert lines[0]["message"].startswith(
             "Order placed: 2 nodes of 8x H200 (infiniband) on Verda at up to $70.00/h"
         )
         # Positive control for the refusals above: the defaults are a single machine, kept.
