@@ -57,6 +57,12 @@ def _field(loc: tuple[Any, ...]) -> str:
 
 
 def _message(error: Mapping[str, Any]) -> str:
+    context = error.get("ctx") or {}
+    if error.get("type") == "too_short" and "min_length" in context:
+        least = context["min_length"]
+        return "must list at least one" if least == 1 else f"must list at least {least}"
+    if error.get("type") == "too_long" and "max_length" in context:
+        return f"must list at most {context['max_length']}"
     message = str(error.get("msg", "invalid"))
     return message.removeprefix("Value error, ")
 

@@ -107,6 +107,25 @@ class TestBadInput:
     ) -> None:
         await self._assert_field_error(client, "providers", providers=providers)
 
+    async def test_an_empty_or_overlong_list_is_said_in_plain_words(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        account = await create_account(client)
+        empty = await client.post(
+            "/v1/orders", json=order_body(providers=[]), headers=account.headers
+        )
+        assert empty.status_code == 422
+        assert empty.json()["error"]["details"] == [
+            {"field": "providers", "message": "must list at least one"}
+        ]
+        regions = [f"R-{n}" for n in range(51)]
+        many = await client.post(
+            "/v1/orders", json=order_body(regions=regions), headers=account.headers
+        )
+        assert many.json()["error"]["details"] == [
+            {"field": "regions", "message": "must list at most 50"}
+        ]
+
     @pytest.mark.parametrize(
         "price", ["-1", "0", 0, "1e12", "10000.01", "12.345", "NaN", "Infinity", "cheap", None]
     )
