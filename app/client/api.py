@@ -40,9 +40,10 @@ class Exit(IntEnum):
 class ClientError(Exception):
     """A failure the command reports in one line on stderr, then exits with `exit_code`."""
 
-    def __init__(self, message: str, exit_code: Exit) -> None:
+    def __init__(self, message: str, exit_code: Exit, code: str | None = None) -> None:
         super().__init__(" ".join(message.split()))
         self.exit_code = exit_code
+        self.code = code  # the API's error code, when the API refused
 
 
 def exit_code_for(status: int) -> Exit:
@@ -147,7 +148,7 @@ def refusal(response: httpx.Response, target: Target) -> ClientError:
         message = f"the service at {target.shown} failed: {message}"
         if "Retry-After" in response.headers:
             message += f"; retry in {response.headers['Retry-After']} s"
-    return ClientError(message, exit_code_for(status))
+    return ClientError(message, exit_code_for(status), code=error.get("code"))
 
 
 def unreachable(exc: httpx.TransportError, target: Target, retry_key: str | None) -> ClientError:

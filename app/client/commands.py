@@ -24,6 +24,7 @@ from app.client.model_commands import models
 from app.client.watch import Until, Watch
 
 PROG = "autoprovision"
+TERMINABLE = ("deploying", "deployed", "running")  # an order whose machine a terminate ends
 COMMANDS = ("orders", "offers", "account", "watch", "models")
 
 cli = typer.Typer(
@@ -254,7 +255,17 @@ def get_order(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json
 def cancel(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = False) -> None:
     """Cancel a waiting order (refused, exit 1, once it is deploying or later)."""
     with _api(url, key) as api:
-        answer = api.post(api_path("orders", order_id, "cancel"))
+        try:
+            answer = api.post(api_path("orders", order_id, "cancel"))
+        except ClientError as exc:
+            status = api.get(api_path("orders", order_id)).body.get("status")
+            if exc.code != "order_not_waiting" or status not in TERMINABLE:
+                raise
+            raise ClientError(
+                f"{order_id} is {status}: only a waiting order can be cancelled; "
+                f"`{PROG} orders terminate {order_id}` ends its machine",
+                exc.exit_code,
+            ) from None
     if as_json:
         render.emit_json(answer.text)
         return
@@ -273,13 +284,20 @@ def terminate(
     with _api(url, key) as api:
         if not yes:
             order = api.get(api_path("orders", order_id)).body
+            if order.get("status") == "waiting":
+                raise _nothing_to_terminate(order_id)
             machine = render.machine_got(order.get("deployment"))
             typer.confirm(
                 f"Terminate {order_id} ({order.get('status')}, {machine})? Its machine is "
                 "deleted, with its disk, and cannot be brought back.",
                 abort=True,
             )
-        answer = api.post(api_path("orders", order_id, "terminate"))
+        try:
+            answer = api.post(api_path("orders", order_id, "terminate"))
+        except ClientError as exc:
+            if exc.code == "not_deployed":
+                raise _nothing_to_terminate(order_id) from None
+            raise
     if as_json:
         render.emit_json(answer.text)
         return
@@ -287,6 +305,14 @@ def terminate(
     out.print(f"Terminating {answer.body['id']} ({answer.body['status']}).")
     if answer.body["status"] != "terminated":
         out.print(f"Follow it: {PROG} watch {answer.body['id']} --until terminated")
+
+
+def _nothing_to_terminate(order_id: str) -> ClientError:
+    return ClientError(
+        f"{order_id} is waiting: no machine runs yet; cancel it with "
+        f"`{PROG} orders cancel {order_id}`",
+        Exit.REFUSED,
+    )
 
 
 @orders.command("limits")

@@ -74,9 +74,20 @@ class TestTerminate:
         self, autoprovision: Autoprovision, account: Account
     ) -> None:
         order_id = place(autoprovision)
-        ran = autoprovision("orders", "terminate", order_id, "--yes")
-        assert ran.code == 1 and ran.out == ""
-        assert "cancel it instead" in ran.err and "(not_deployed, HTTP 409)" in ran.err
+        for asked in ((), ("--yes",)):  # not asked first: there is nothing to terminate
+            ran = autoprovision("orders", "terminate", order_id, *asked)
+            assert ran.code == 1 and ran.out == "", asked
+            assert ran.err.strip() == (
+                f"autoprovision: {order_id} is waiting: no machine runs yet; cancel it with "
+                f"`autoprovision orders cancel {order_id}`"
+            ), asked
+
+    def test_cancelling_a_running_order_says_to_terminate_it(
+        self, autoprovision: Autoprovision, running: str
+    ) -> None:
+        ran = autoprovision("orders", "cancel", running)
+        assert ran.code == 1
+        assert f"`autoprovision orders terminate {running}` ends its machine" in ran.err
 
     def test_get_shows_how_to_reach_it_and_what_it_costs(
         self, autoprovision: Autoprovision, running: str
