@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from app.api.params import MAX_MODEL_ID_LENGTH
 from app.api.strict_json import StrictJsonRoute
+from app.core import open_models
 from app.core.errors import NotFound
 from app.core.open_models import FIT_SHARE, OpenModel
 from app.core.text import quote
@@ -106,8 +107,8 @@ async def model_fit_of(
     holds: Annotated[bool | None, Query(description="Only shapes that hold it (or not).")] = None,
 ) -> FitOut:
     """For every machine shape, whether it holds the model, the cache room left and the disk
-    it needs."""
-    model = _known(request).get(model_id)
+    it needs. The model is named by its Hugging Face id, or its name (`Kimi K3`) in any case."""
+    model = open_models.find(_known(request), model_id)
     if model is None:
         raise NotFound(f"no model {quote(model_id)}; GET /v1/models lists them")
     shapes = model_fit.shapes(model, min_cache_gb=Decimal(min_cache_gb))

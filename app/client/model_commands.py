@@ -43,7 +43,8 @@ def listed(ctx: typer.Context, url: Url = None, key: Key = None, as_json: Json =
 @models.command("fit")
 def fit(
     model_id: Annotated[
-        str, typer.Argument(metavar="MODEL_ID", help="Its Hugging Face id (moonshotai/Kimi-K3).")
+        str,
+        typer.Argument(metavar="MODEL_ID", help='Its Hugging Face id or its name ("Kimi K3").'),
     ],
     min_cache_gb: Annotated[
         int, typer.Option("--min-cache-gb", help="Room the KV cache needs, in GB.")

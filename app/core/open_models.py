@@ -11,8 +11,9 @@ a model when that room is positive (and at least what an order asks for, where i
 """
 
 import math
+import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from importlib import resources
@@ -185,3 +186,21 @@ def merged(base: Iterable[OpenModel], extra: Iterable[OpenModel]) -> list[OpenMo
     by_id = {model.id: model for model in base}
     by_id.update((model.id, model) for model in extra)
     return sorted(by_id.values(), key=lambda model: model.id.lower())
+
+
+def _folded(text: str) -> str:
+    return re.sub(r"[\s_-]+", "-", text.strip().casefold())
+
+
+def find(known: Mapping[str, OpenModel], named: str) -> OpenModel | None:
+    """The model `named` means: its Hugging Face id, or in any case and spacing its id, its id
+    without the owner (`Kimi-K3`) or its name (`Kimi K3`); None when none or several match."""
+    if named in known:
+        return known[named]
+    wanted = _folded(named)
+    matches = {
+        m.id
+        for m in known.values()
+        if wanted in (_folded(m.id), _folded(m.id.rsplit("/", 1)[-1]), _folded(m.name))
+    }
+    return known[matches.pop()] if len(matches) == 1 else None

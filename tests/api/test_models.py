@@ -60,6 +60,21 @@ async def test_the_fit_of_kimi_k3_is_one_b300_or_two_h200_or_b200(
     assert holds == sorted(holds, reverse=True)
 
 
+@pytest.mark.parametrize("named", ["Kimi K3", "kimi-k3", "Kimi-K3", "moonshotai/kimi-k3"])
+async def test_a_model_is_found_by_its_name_or_its_id_in_any_case(
+    client: httpx.AsyncClient, named: str
+) -> None:
+    answer = await client.get(f"/v1/models/{named}/fit")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"]["id"] == "moonshotai/Kimi-K3"
+
+
+async def test_a_name_that_could_be_two_models_is_not_guessed(client: httpx.AsyncClient) -> None:
+    answer = await client.get("/v1/models/Kimi/fit")  # Kimi K3, K3.1-Pro, K2.7 Code...
+    assert answer.status_code == 404
+    assert "GET /v1/models lists them" in answer.json()["error"]["message"]
+
+
 async def test_a_cache_minimum_leaves_out_shapes_with_less_room(
     client: httpx.AsyncClient,
 ) -> None:

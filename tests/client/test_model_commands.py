@@ -29,6 +29,8 @@ def test_models_fit_shows_the_shapes_that_hold_it(
     assert "-523.18" in h200_one and " no " in h200_one  # control: shown with --all
     tight = autoprovision("models", "fit", "moonshotai/Kimi-K3", "--min-cache-gb", "400")
     assert not [line for line in tight.lines() if line.startswith("8x B300 ")]
+    by_name = autoprovision("models", "fit", "Kimi K3")  # as people write it
+    assert by_name.code == 0 and by_name.out == ran.out
 
 
 def test_an_unknown_model_is_refused_with_its_message(
