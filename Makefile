@@ -59,8 +59,9 @@ $(DOCS_STAMP): $(RUNTIME_STAMP) pyproject.toml
 docs: $(DOCS_STAMP)  ## build the site into site/; a broken link or a stale reference page fails it
 	$(BIN)/mkdocs build --strict
 
-docs-serve: $(DOCS_STAMP)  ## serve the site on http://127.0.0.1:8008, rebuilt as pages change
-	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8008
+DOCS_PORT ?= 8008
+docs-serve: $(DOCS_STAMP)  ## serve the site on http://127.0.0.1:$(DOCS_PORT) (DOCS_PORT=...), rebuilt as pages change
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 reference: $(STAMP)  ## regenerate docs/reference/ from the code (settings, CLI, API, states...)
 	$(BIN)/python scripts/gen_reference.py

@@ -10,10 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _planned(target: str, workdir: Path) -> str:
+def _planned(target: str, workdir: Path, *variables: str) -> str:
     """The commands `make TARGET` would run in `workdir` (a copy of the Makefile)."""
     return subprocess.run(
-        ["make", "--no-print-directory", "-n", target],
+        ["make", "--no-print-directory", "-n", target, *variables],
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -55,3 +55,9 @@ def test_make_test_after_make_run_adds_the_dev_extra(clone: Path) -> None:
     planned = _planned("test", clone)
     assert "-m venv" not in planned
     assert "pip install --quiet -e '.[dev]'" in planned
+
+
+def test_make_docs_serve_takes_a_port(clone: Path) -> None:
+    assert _planned("docs-serve", clone).rstrip().endswith("--dev-addr 127.0.0.1:8008")
+    moved = _planned("docs-serve", clone, "DOCS_PORT=8123")
+    assert moved.rstrip().endswith("--dev-addr 127.0.0.1:8123")
