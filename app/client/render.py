@@ -166,6 +166,17 @@ def _estimate(estimate: dict[str, Any] | None) -> str | None:
     return None
 
 
+def status_line(order: dict[str, Any]) -> str:
+    """Where an order stands, as `watch` says it first: `ord_... is waiting (placed
+    2026-12-01 09:59:00Z); expected wait: typically 4 min (last 7d)`, or what it is deploying."""
+    status = order.get("status")
+    line = f"{order.get('id')} is {status} (placed {when(order.get('created_at'))})"
+    if status == "waiting":
+        expected = _estimate(order.get("estimate"))
+        return f"{line}; wants {machine_wanted(order)}; expected wait: {expected or 'unknown'}"
+    return f"{line}: {machine_got(order.get('deployment'))}"
+
+
 def order_detail(order: dict[str, Any]) -> Table:
     """One order as a two-column grid of what a person wants to know."""
     grid = Table.grid(padding=(0, 2))

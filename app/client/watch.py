@@ -29,7 +29,15 @@ from app.client.api import (
     refusal,
     unreachable,
 )
-from app.client.render import emit_json, machine_got, nodes, order_ip, stream_line, usd
+from app.client.render import (
+    emit_json,
+    machine_got,
+    nodes,
+    order_ip,
+    status_line,
+    stream_line,
+    usd,
+)
 
 STREAM_PATH = "/v1/events/stream"
 # Heartbeats come every 15 s: a read that waits three of them out has lost the stream.
@@ -157,9 +165,13 @@ class Watch:
             # Read after the stream is open, so what changes after the read comes as an event;
             # again only when there is no event to resume after (else nothing was missed).
             if self.order_id is not None and (first or self.last_event_id is None):
-                outcome = self._settled(await self._get_order(client))
+                order = await self._get_order(client)
+                outcome = self._settled(order)
                 if outcome is not None:
                     return outcome
+                if first and not self.as_json:  # never silent: where it stands, at once
+                    sys.stdout.write(status_line(order) + "\n")
+                    sys.stdout.flush()
             async for sse in source.aiter_sse():
                 self.tries = 0
                 if sse.id:

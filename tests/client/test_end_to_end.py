@@ -120,7 +120,8 @@ def test_place_then_watch_until_running_prints_the_ip(
     assert ran.lines()[-1] == (
         f"{order_id} is running at {ip} (hyperstack CANADA-1 n3-H100x1 at $2.63/h)"
     )
-    types = [line.split("  ")[2] for line in ran.lines()[:-1]]
+    assert ran.lines()[0].startswith(f"{order_id} is waiting (placed ")  # where it stands
+    types = [line.split("  ")[2] for line in ran.lines()[1:-1]]
     assert "order.deploying" in types and types[-2:] == ["order.deployed", "order.running"]
     assert f"Running at {ip};" in ran.lines()[-2]
 
@@ -242,7 +243,7 @@ def test_a_cluster_runs_and_shows_its_login_node_and_machines(
         f"{order_id} is running, its login node at {login} "
         f"(verda FIN-01 16H200 (2 nodes) at ${price}/h)"
     )
-    assert all(line.endswith("[cluster: 2 x 8x H200]") for line in ran.lines()[:-1])
+    assert all(line.endswith("[cluster: 2 x 8x H200]") for line in ran.lines()[1:-1])
 
     got = autoprovision("orders", "get", order_id)
     assert got.code == 0, got.err

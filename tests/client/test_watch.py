@@ -47,7 +47,12 @@ def test_until_running_follows_only_its_order_and_prints_the_ip(
     fake.publish("running", order_json(ORDER, "running", ip="10.0.0.5"), "Running at 10.0.0.5.")
     ran = command.result()
     assert ran.code == 0, ran.err
-    lines = ran.lines()
+    # Where it stands comes first, at once: nothing waits silently for the first event.
+    status, *lines = ran.lines()
+    assert status == (
+        f"{ORDER} is waiting (placed 2026-12-01 09:59:00Z); wants 1x H100 on hyperstack, "
+        "up to $3.00/h; expected wait: unknown"
+    )
     assert [line.split("  ")[1:] for line in lines[:3]] == [
         [ORDER, "order.deploying", "create sent."],
         [ORDER, "order.deployed", "Deployed."],
@@ -73,8 +78,9 @@ def test_a_change_between_connecting_and_reading_the_order_is_not_missed(
     fake.on_order_read = lambda: fake.publish("running", running, "Running at 10.0.0.5.")
     ran = autoprovision("watch", ORDER, "--until", "running")  # the read says "waiting"
     assert ran.code == 0, ran.err
-    assert "order.running  Running at 10.0.0.5." in ran.lines()[0]
-    assert ran.lines()[1].startswith(RUNNING_LINE)
+    assert ran.lines()[0].startswith(f"{ORDER} is waiting")  # as read
+    assert "order.running  Running at 10.0.0.5." in ran.lines()[1]
+    assert ran.lines()[2].startswith(RUNNING_LINE)
 
 
 def test_the_event_type_decides_not_a_newer_order_in_its_data(
@@ -87,7 +93,7 @@ def test_the_event_type_decides_not_a_newer_order_in_its_data(
     fake.publish("cancelled", order_json(ORDER, "cancelled"), "Cancelled by you.")
     ran = command.result()
     assert ran.code == 1
-    assert [line.split("  ")[2] for line in ran.lines()] == ["order.placed", "order.cancelled"]
+    assert [line.split("  ")[2] for line in ran.lines()[1:]] == ["order.placed", "order.cancelled"]
 
 
 def test_until_deployed_is_reached_by_deployed(
@@ -112,7 +118,8 @@ def test_until_terminated_waits_through_terminating_and_says_what_it_cost(
     fake.publish("terminated", ended, "Terminated: refunded $37.93.")
     ran = command.result()
     assert ran.code == 0, ran.err
-    assert [line.split("  ")[2] for line in ran.lines()[:2]] == [
+    assert ran.lines()[0].startswith(f"{ORDER} is running (placed")
+    assert [line.split("  ")[2] for line in ran.lines()[1:3]] == [
         "order.terminating",
         "order.terminated",
     ]
@@ -174,7 +181,7 @@ def test_a_dropped_stream_resumes_after_the_last_event_without_gap_or_repeat(
     fake.publish("running", order_json(ORDER, "running", ip="10.0.0.5"), "Running at 10.0.0.5.")
     ran = command.result()
     assert ran.code == 0, ran.err
-    assert [line.split("  ")[2] for line in ran.lines()[:3]] == [
+    assert [line.split("  ")[2] for line in ran.lines()[1:4]] == [
         "order.deploying", "order.deployed", "order.running",
     ]  # fmt: skip
     assert fake.streams() == ["-", str(first), str(first + 1)]
