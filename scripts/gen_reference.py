@@ -295,7 +295,7 @@ def cli() -> str:
         parts.append(f"```text\nautoprovision {' '.join(path)} {usage}\n```")
         parts.append(" ".join((command.help or "").split()))
         rows = _click_rows(command)
-        if not hasattr(command, "commands"):
+        if not hasattr(command, "commands") or rows:  # a group run alone may take options
             parts.append(_table(["Option", "Meaning", "Default"], rows) if rows else "No options.")
     return _page("Command line", *parts)
 
@@ -423,6 +423,8 @@ WHEN = {
     "unauthorized": "no `Authorization: Bearer` header, or a key the service does not know",
     "forbidden": "a valid key that may not do this: an account key on `/v1/accounts`, the admin "
     "key on `/v1/account` or `/v1/orders`",
+    "demo_only": "an account topping itself up (`POST /v1/account/credits`) outside demo mode: "
+    "live top-ups are the operator's",
     "not_found": "no such account, order or path (or the order is another account's)",
     "method_not_allowed": "wrong HTTP method for the path",
     "not_acceptable": "the request's `Accept` header allows nothing the endpoint answers with",

@@ -20,9 +20,12 @@ from app.api.schemas import (
 )
 from app.api.strict_json import StrictJsonRoute
 from app.api.webhook_schemas import AccountEventOut
+from app.core.errors import Forbidden, field_error
+from app.core.money import format_usd
 from app.services import account_events, accounts, billing, ledger
 
 ADMIN_PRINCIPAL = "admin"  # whose Idempotency-Keys admin requests use
+DEMO_TOP_UP_MAX = Decimal("1000.00")  # play money an account may add itself at a time
 admin_router = APIRouter(
     route_class=StrictJsonRoute, prefix="/v1/accounts", tags=["admin"], dependencies=[AdminOnly]
 )
@@ -76,6 +79,43 @@ async def get_account(
         account,
         hourly_spend=spend.get(account.id, Decimal(0)),
         low_balance_hours=settings.low_balance_hours,
+    )
+
+
+@account_router.post("/credits", status_code=201, response_model=LedgerEntryOut)
+async def add_demo_credit(
+    account: CurrentAccount,
+    body: CreditCreate,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> JSONResponse:
+    """Demo mode only: add play money to the caller's own balance, at most $1,000.00 a time
+    (send an Idempotency-Key to make retries safe). In live mode top-ups are the operator's."""
+    if settings.mode != "demo":
+        raise Forbidden(
+            "top-ups are the operator's in live mode (POST /v1/accounts/{id}/credits with the "
+            "admin key); only demo mode's play money can be added by the account itself",
+            code="demo_only",
+        )
+    if body.amount > DEMO_TOP_UP_MAX:
+        raise field_error("amount", f"a demo top-up is at most {format_usd(DEMO_TOP_UP_MAX)}")
+
+    async def top_up() -> LedgerEntryOut:
+        entry = await ledger.credit(
+            session, account_id=account.id, amount=body.amount, note=body.note or "demo top-up"
+        )
+        return LedgerEntryOut.model_validate(entry)
+
+    return await respond_once(
+        request,
+        session,
+        principal=account.id,
+        key=idempotency_key,
+        body=body,
+        status_code=201,
+        action=top_up,
     )
 
 

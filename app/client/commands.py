@@ -391,8 +391,16 @@ def offers(
         out.print(line)
 
 
-@cli.command("account")
+account_commands = typer.Typer(
+    help="Your balance and ledger; in demo mode, top-ups of play money.",
+    invoke_without_command=True,
+)
+cli.add_typer(account_commands, name="account")
+
+
+@account_commands.callback()
 def account(
+    ctx: typer.Context,
     ledger: Annotated[
         bool,
         typer.Option(
@@ -408,6 +416,8 @@ def account(
 ) -> None:
     """Your balance, what is held for creates in flight, what is available, and how long it
     pays your machines."""
+    if ctx.invoked_subcommand is not None:
+        return
     with _api(url, key) as api:
         answer = api.get(api_path("account"))
         entries = api.get(api_path("account", "ledger"), {"limit": limit}) if ledger else None
@@ -421,6 +431,29 @@ def account(
     if entries is not None:
         movements = entries.body["data"]
         out.print(render.ledger_table(movements) if movements else "No movements yet.")
+
+
+@account_commands.command("top-up")
+def top_up(
+    amount: Annotated[
+        str, typer.Argument(metavar="AMOUNT", help="USD to add, e.g. 500 (at most 1000).")
+    ],
+    url: Url = None,
+    key: Key = None,
+    as_json: Json = False,
+) -> None:
+    """Demo mode only: add play money to your balance (live top-ups are the operator's)."""
+    body = {"amount": options.usd(amount, "AMOUNT")}
+    once = options.idempotency_key(None)  # a retry after a lost answer adds it once
+    with _api(url, key) as api:
+        answer = api.post(api_path("account", "credits"), body, idempotency_key=once)
+    if as_json:
+        render.emit_json(answer.text)
+        return
+    render.console().print(
+        f"Added {render.usd(answer.body['amount'])}: the balance is now "
+        f"{render.usd(answer.body['balance_after'])}."
+    )
 
 
 @cli.command("watch")

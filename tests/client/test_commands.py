@@ -231,6 +231,17 @@ class TestAccount:
         without = autoprovision("account", "--json").json()  # control: no ledger unless asked
         assert "ledger" not in without and "topup" not in autoprovision("account").out
 
+    def test_top_up_adds_play_money_in_demo_mode(
+        self, autoprovision: Autoprovision, account: Account
+    ) -> None:
+        ran = autoprovision("account", "top-up", "250")
+        assert ran.code == 0, ran.err
+        assert ran.out.strip() == "Added $250.00: the balance is now $350.00."
+        assert autoprovision("account", "--json").json()["balance"] == "350.00"
+        too_much = autoprovision("account", "top-up", "5000")
+        assert too_much.code == 2 and "at most $1000.00" in too_much.err
+        assert autoprovision("account", "top-up", "lots").code == 2
+
     @pytest.mark.parametrize("limit", ["0", "101"])
     def test_a_ledger_limit_out_of_range_is_exit_2(
         self, autoprovision: Autoprovision, account: Account, limit: str
