@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from chaos_billed import HOUR_SECONDS, paid_against_billed
 from chaos_checks import GONE, Broken, Checker
 from chaos_end import END_SECONDS, END_STOCK, LIVE, Ending, database_counts, until
 from chaos_world import (
@@ -105,6 +106,7 @@ class Chaos:
         self.workdir = workdir
         self.database_url = database_url
         self.counts: Counter[str] = Counter()
+        self.paid_billed: dict[str, Any] = {}  # what accounts paid and providers billed, at the end
         self.accounts: list[dict[str, Any]] = []
         self.receivers: dict[str, Receiver] = {}  # endpoint id -> its receiver
         self.streams: list[StreamClient] = []
@@ -120,9 +122,10 @@ class Chaos:
         self.replicas = replicas_for(self.database_url, count, sim_port, self.workdir)
         self.sim = SimControl(base_url=f"http://127.0.0.1:{sim_port}")
         try:
-            await self.sim.reset_all(boot_seconds=1.0)
+            # The simulators bill on the service's hour, so their bills compare with its ledger.
+            await self.sim.reset_all(boot_seconds=1.0, hour_seconds=HOUR_SECONDS)
             for provider in SimControl.providers():
-                await self.sim.balance(provider, "1000000")
+                await self.sim.balance(provider, "100000000")
             for replica in self.replicas:
                 await replica.start()
             self.api = Api(self.replicas, self.history, self.rng)
@@ -361,6 +364,8 @@ class Chaos:
         await until(self._no_billed_volumes, 60)  # left behind ones: the reconciler's (5 s)
         self.broken += await self.checker.volumes()
         self.broken += await self.checker.money()
+        self.paid_billed, unbilled = await paid_against_billed(self.checker.engine, self.sim)
+        self.broken += unbilled
         await until(self._webhooks_quiet, 120)
         self.broken += await self.checker.webhooks(self._accepted())
         for stream, account in zip(self.streams, self.accounts, strict=True):
@@ -398,6 +403,7 @@ class Chaos:
             "minutes": self.args.minutes,
             "counts": dict(sorted(self.counts.items())),
             "checks": checks,
+            "paid_against_billed": self.paid_billed,
             "broken": [{"rule": b.rule, "detail": b.detail} for b in self.broken],
             "history": list(self.history.lines)[-120:] if self.broken else [],
         }
@@ -430,6 +436,8 @@ def print_report(report: dict[str, Any]) -> None:
     out(f"chaos on {report['database']} ({report['replicas']} replicas), seed {report['seed']}, "
         f"{report['minutes']} min, {report['revision']}\n")  # fmt: skip
     for name, value in report["counts"].items():
+        out(f"  {name:28} {value}\n")
+    for name, value in report["paid_against_billed"].items():
         out(f"  {name:28} {value}\n")
     for name, value in report["checks"].items():
         out(f"  check {name:22} {value} times\n")
