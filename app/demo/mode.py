@@ -46,8 +46,8 @@ DEMO_FORECAST = ("US-1", "B300-SXM", {"planned_7_days": "10+", "planned_30_days"
 def demo_orders() -> list[dict[str, Any]]:
     """The orders the demo account waits with, over the simulated providers in the registry's
     order: some take any of them, some leave the first out, one is priced too low to deploy,
-    one is a Verda cluster; three end by their limits (in demo mode's minute-long billing
-    hours, within minutes)."""
+    one is a Verda cluster. Each ends by its limit (in demo mode's minute-long billing hours,
+    within minutes), and all of them together cost less than the demo credit."""
     providers = [spec.provider for spec in simulated_specs()]
     first, rest = providers[0], providers[1:] or providers
     clusters = [  # those that make a cluster of 2 nodes of 8x H200 (Verda)
@@ -59,12 +59,14 @@ def demo_orders() -> list[dict[str, Any]]:
         {"name": "demo: 8x B300 anywhere", "gpu_model": "B300", "gpu_count": 8,
          "providers": providers, "max_price_per_hour": "48.00", "max_runtime_hours": 5},
         {"name": f"demo: 8x H100, not {display_name(first)}", "gpu_model": "H100",
-         "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00"},
+         "gpu_count": 8, "providers": rest, "max_price_per_hour": "21.00",
+         "max_runtime_hours": 8},
         {"name": "demo: 1x H200", "gpu_model": "H200", "gpu_count": 1,
          "providers": sorted({first, providers[-1]}, key=providers.index),
          "max_price_per_hour": "3.60", "max_total_usd": "15.00"},
         {"name": "demo: 8x H200 in FIN-01 (max too low)", "gpu_model": "H200", "gpu_count": 8,
-         "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00"},
+         "providers": [first], "regions": ["FIN-01"], "max_price_per_hour": "27.00",
+         "max_runtime_hours": 3},
         *([{"name": "demo: Kimi K3 on 2 nodes of 8x H200", "gpu_model": "H200", "gpu_count": 8,
             "nodes": 2, "providers": clusters, "max_price_per_hour": "62.00",
             "min_disk_gb": 2000, "max_runtime_hours": 3}]

@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import re
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.background import ConfigurationError
 from app.demo.mode import (
+    DEMO_CREDIT,
     EmbeddedSimulators,
     StockFeed,
     demo_api_key,
@@ -228,3 +230,15 @@ async def test_the_demo_orders_stay_within_the_accounts_limit(engine: AsyncEngin
     assert await prepare(2) == 2  # the start goes on; two are placed
     assert await prepare(100) == len(demo_orders())  # control: the rest, once there is room
     assert await prepare(100) == len(demo_orders())  # and none twice
+
+
+def test_every_demo_order_ends_by_a_limit_and_all_cost_less_than_the_credit() -> None:
+    # Without one, the 8x H100 paid $20.40 a demo minute until the money ran out.
+    most = Decimal(0)
+    for order in demo_orders():
+        price = Decimal(order["max_price_per_hour"])
+        costs = [price * Decimal(order.get("max_runtime_hours", "Infinity"))]
+        costs.append(Decimal(order.get("max_total_usd", "Infinity")))
+        assert min(costs).is_finite(), order["name"]
+        most += min(costs)
+    assert most < DEMO_CREDIT, most
