@@ -79,6 +79,8 @@ async def get_account(
         account,
         hourly_spend=spend.get(account.id, Decimal(0)),
         low_balance_hours=settings.low_balance_hours,
+        billing_hour_seconds=settings.billing_hour_seconds,
+        can_top_up=settings.mode == "demo",
     )
 
 

@@ -126,6 +126,11 @@ class AccountOut(BaseModel):
     # below AUTOPROVISION_LOW_BALANCE_HOURS.
     hourly_spend: MoneyOut = Decimal(0)
     low_balance: bool = False
+    # How long a billed hour lasts here (3600 s; demo mode's are a minute): `runway_seconds`
+    # is the runway on the clock.
+    billing_hour_seconds: float = 3600.0
+    # Whether the account may add play money itself (`POST /v1/account/credits`): demo mode.
+    can_top_up: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -140,13 +145,28 @@ class AccountOut(BaseModel):
         runway = metering.runway_hours(self.balance - self.held, self.hourly_spend)
         return None if runway is None else float(runway)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def runway_seconds(self) -> int | None:
+        """The runway on the clock: its billed hours times how long one lasts here."""
+        hours = self.runway_hours
+        return None if hours is None else int(hours * self.billing_hour_seconds)
+
     @classmethod
     def present(
-        cls, account: Any, *, hourly_spend: Decimal, low_balance_hours: float
+        cls,
+        account: Any,
+        *,
+        hourly_spend: Decimal,
+        low_balance_hours: float,
+        billing_hour_seconds: float = 3600.0,
+        can_top_up: bool = False,
     ) -> "AccountOut":
         """The account with what its machines cost an hour, and whether that is running low."""
         out = cls.model_validate(account)
         out.hourly_spend = hourly_spend
+        out.billing_hour_seconds = billing_hour_seconds
+        out.can_top_up = can_top_up
         out.low_balance = metering.is_low_balance(
             out.balance - out.held, hourly_spend, low_balance_hours
         )

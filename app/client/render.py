@@ -295,10 +295,10 @@ def account_grid(account: dict[str, Any]) -> Table:
     grid.add_row("Held", usd(account.get("held")))
     grid.add_row("Available", usd(account.get("available")))
     grid.add_row("Machines cost", f"{usd(account.get('hourly_spend'))}/h")
-    runway = account.get("runway_hours")
+    runway = account.get("runway_seconds")
     if runway is not None:
         low = " (low: top up)" if account.get("low_balance") else ""
-        grid.add_row("Pays them for", f"{runway:g} h{low}")
+        grid.add_row("Pays them for", f"{duration(runway)}{low}")
     return grid
 
 

@@ -105,6 +105,9 @@ class TestTerminate:
             1.5,
         )
         assert money["low_balance"] is True  # 1.5 h is below the 2 h default
+        # Demo mode's billed hours last a minute: 1.5 of them is 90 s on the clock.
+        assert (money["billing_hour_seconds"], money["runway_seconds"]) == (60.0, 90)
+        assert money["can_top_up"] is True
 
     async def test_a_waiting_order_is_a_409_that_says_to_cancel_it(
         self, client: httpx.AsyncClient

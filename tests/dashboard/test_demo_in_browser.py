@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,38 @@ def test_the_printed_url_and_demo_key_show_demo_orders_deploying(
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / "demo_orders_deploying.png", full_page=True)
         context.close()
+
+
+def test_the_demo_account_tops_up_its_play_money_on_the_account_page(
+    browser: Browser, demo: tuple[str, str]
+) -> None:
+    url, key = demo
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        page.goto(url)
+        page.get_by_label("API key").fill(key)
+        page.get_by_role("button", name="Sign in").click()
+        page.goto(f"{url}#/account")
+        form = page.get_by_test_id("top-up")
+        expect(form).to_be_visible()
+        balance = page.locator('[data-field="balance"]')
+        expect(balance).to_have_text(re.compile(r"^\$[\d,]+\.\d\d$"))
+        before = _dollars(balance.text_content())
+        form.get_by_label("Add play money (USD)").fill("1000.01")  # above what a top-up may be
+        form.get_by_role("button", name="Top up").click()
+        expect(page.locator("#tu-error-amount")).to_contain_text("at most $1000.00")
+        form.get_by_label("Add play money (USD)").fill("250")
+        form.get_by_role("button", name="Top up").click()
+        # The ledger shows the top-up; the balance is 250 more, less what machines paid since.
+        ledger = page.get_by_test_id("ledger")
+        expect(ledger.locator("tr", has_text="demo top-up")).to_have_count(1)
+        eventually_sync(lambda: _dollars(balance.text_content()) > before + 150)
+    finally:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / "demo_top_up.png", full_page=True)
+        context.close()
+
+
+def _dollars(text: str | None) -> Decimal:
+    return Decimal((text or "0").replace("$", "").replace(",", ""))

@@ -1,7 +1,7 @@
 // The account view (#/account): balance, webhook endpoints (add, remove, recent deliveries) and account events.
 
-import { ApiError } from "./api.js";
-import { clearFieldErrors, h, money, patch, pill, showFieldErrors, syncList, timeEl } from "./dom.js";
+import { ApiError, newIdempotencyKey } from "./api.js";
+import { clearFieldErrors, duration, h, money, patch, pill, showFieldErrors, syncList, timeEl } from "./dom.js";
 
 function attemptText(a) {
   return `${a.error || `HTTP ${a.status_code}`} in ${a.duration_ms} ms`;
@@ -70,6 +70,30 @@ function renderEndpoint(ctx, li, e, open, onRemoved) {
   ]);
 }
 
+/** Demo mode's top-up: play money the account adds itself (shown only where the API allows it). */
+function topUpForm(ctx, onDone) {
+  const form = h("form", { class: "top-up webhook-form", novalidate: true, hidden: true, "data-testid": "top-up" },
+    h("div", { class: "field" }, h("label", { for: "top-up-amount" }, "Add play money (USD)"),
+      h("input", { id: "top-up-amount", name: "amount", type: "text", inputmode: "decimal", value: "500", "aria-describedby": "tu-error-amount", autocomplete: "off" }),
+      h("p", { class: "field-error", id: "tu-error-amount" })),
+    h("div", { class: "form-actions" }, h("button", { type: "submit", class: "primary" }, "Top up")),
+    h("p", { class: "muted small full" }, "Demo mode only, up to $1,000 at a time; live top-ups are the operator's."),
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearFieldErrors(form);
+    const amount = form.elements.amount.value.trim();
+    try {
+      await ctx.api("/v1/account/credits", { method: "POST", body: { amount }, headers: { "Idempotency-Key": newIdempotencyKey() } });
+      onDone();
+    } catch (err) {
+      if (err instanceof ApiError && [403, 422].includes(err.status)) showFieldErrors(form, err, "tu-error-");
+      else ctx.handleError(err);
+    }
+  });
+  return form;
+}
+
 function webhookForm(ctx, onCreated) {
   const secretBox = h("div", { class: "secret", hidden: true });
   const form = h("form", { class: "webhook-form", novalidate: true },
@@ -121,7 +145,8 @@ export function mountAccount(root, ctx) {
     stat("Held", "held", "reserved while a machine is being created"),
     stat("Available", "available", "what new deployments can use"),
     stat("Machines cost", "hourly_spend", "per hour, your running machines together"),
-    stat("Runway", "runway_hours", "hours the available balance pays them"));
+    stat("Runway", "runway_seconds", "how long the available balance pays them"));
+  const topUp = topUpForm(ctx, () => ctx.refresh());
   const ledger = h("tbody");
   const ledgerTable = h("div", { class: "table-wrap" }, h("table", { class: "compact", "data-testid": "ledger" },
     h("thead", {}, h("tr", {}, ["When", "Kind", "Amount", "Balance after", "Order", "Note"].map((t) => h("th", { scope: "col" }, t)))),
@@ -148,7 +173,7 @@ export function mountAccount(root, ctx) {
 
   root.append(
     h("div", { class: "page-head" }, title, h("p", { class: "muted", "data-field": "name" })),
-    h("section", { class: "card", "aria-labelledby": "h-money" }, h("h2", { id: "h-money" }, "Money"), stats),
+    h("section", { class: "card", "aria-labelledby": "h-money" }, h("h2", { id: "h-money" }, "Money"), stats, topUp),
     h("section", { class: "card", "aria-labelledby": "h-ledger" },
       h("h2", { id: "h-ledger" }, "Ledger"),
       h("p", { class: "muted small" }, "Every movement of money, newest first: top-ups, the hour held while a machine is created, each billing hour paid, refunds."),
@@ -175,8 +200,9 @@ export function mountAccount(root, ctx) {
         ctx.api("/v1/account/ledger?limit=50"),
       ]);
       for (const f of ["balance", "held", "available", "hourly_spend"]) root.querySelector(`[data-field="${f}"]`).textContent = money(account[f]);
-      root.querySelector('[data-field="runway_hours"]').textContent =
-        account.runway_hours === null ? "nothing runs" : `${account.runway_hours} h${account.low_balance ? " (low)" : ""}`;
+      root.querySelector('[data-field="runway_seconds"]').textContent =
+        account.runway_seconds === null ? "nothing runs" : `${duration(account.runway_seconds * 1000)}${account.low_balance ? " (low)" : ""}`;
+      topUp.hidden = !account.can_top_up;
       syncList(ledger, moves.data, "data-entry-id", (e) => e.id, (tr, e) =>
         patch(tr, e.id, () => [
           h("td", {}, timeEl(e.created_at)),

@@ -2,7 +2,7 @@
 // its fallback, and shared UI (banner, notices, confirm dialog).
 
 import { api, apiKey, ApiError, getCatalogue, NetworkError } from "./api.js";
-import { money } from "./dom.js";
+import { duration, h, money } from "./dom.js";
 import { mountOrders } from "./orders.js";
 import { mountOrderDetail } from "./detail.js";
 import { mountOffers } from "./offers.js";
@@ -87,10 +87,13 @@ async function refreshHeader() {
   $("who").textContent = `${account.name} · ${money(account.available)} available`;
   const low = $("low-balance");
   low.hidden = !account.low_balance;
-  low.textContent = account.low_balance
-    ? `Low balance: ${money(account.available)} available pays ${account.runway_hours} h of your machines ` +
-      `(${money(account.hourly_spend)}/h). Top up, or they are terminated when an hour cannot be paid.`
-    : "";
+  const advice = account.can_top_up
+    ? [h("a", { href: "#/account" }, "Top up on the Account page"), ", "]
+    : ["Ask the operator for a top-up, "];
+  low.replaceChildren(...(account.low_balance
+    ? [`Low balance: ${money(account.available)} available pays ${duration(account.runway_seconds * 1000)} of your ` +
+       `machines (${money(account.hourly_spend)}/h). `, ...advice, "or they are terminated when an hour cannot be paid."]
+    : []));
 }
 
 /** One poll chain at a time: starting a new one (route change, tab shown, action) ends the old. */
