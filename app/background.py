@@ -16,7 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
-from app.demo.mode import EmbeddedSimulators, StockFeed, announce_demo, prepare_demo_account
+from app.demo.mode import (
+    EmbeddedSimulators,
+    StockFeed,
+    announce_demo,
+    prepare_demo_account,
+    simulator_state_path,
+)
 from app.providers.base import ProviderAdapter
 from app.providers.http import provider_tls
 from app.providers.registry import build_adapters, credentials_hint, simulated
@@ -84,7 +90,9 @@ class Background:
             return
         if settings.mode == "demo":
             if settings.sim_embedded:
-                self.simulators = EmbeddedSimulators(settings.sim_port)
+                self.simulators = EmbeddedSimulators(
+                    settings.sim_port, simulator_state_path(settings.database_url)
+                )
                 await self.simulators.start()
             providers = simulated(settings, settings.sim_url)
             async with session_scope(self.sessionmaker) as session:

@@ -12,6 +12,7 @@ import ssl
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,8 +29,10 @@ from app.providers.registry import display_name, simulated_specs
 from app.services import ledger, placing
 from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
+from app.simulators import persist
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
+from app.simulators.core import ProviderSimulator
 from app.storage.models import Account, Order
 from app.support.security import ACCOUNT_KEY_PREFIX, hash_api_key
 
@@ -37,6 +40,7 @@ log = logging.getLogger(__name__)
 DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
 DEMO_KEY_PURPOSE = "autoprovision demo account API key"
+STATE_SAVE_SECONDS = 5.0  # how often the embedded simulators' state is written down
 # What the demo's simulated provider that forecasts stock (Hyperstack's) says it plans of a GPU
 # the demo orders want (region, its GPU name, what its stock answer says), so the Stock page
 # has a forecast to show; the others have no forecast route and say 404.
@@ -102,12 +106,17 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 class EmbeddedSimulators:
-    """The three simulators served from this process on 127.0.0.1:`port`."""
+    """The three simulators served from this process on 127.0.0.1:`port`; with `state_path`,
+    their state is kept in that file (every few seconds and at the stop) and read back at the
+    start, so a restart carries on with the same machines."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, state_path: Path | None = None) -> None:
         self.port = port
+        self.state_path = state_path
         self.server: _EmbeddedServer | None = None
         self.task: asyncio.Task[None] | None = None
+        self.keeper: asyncio.Task[None] | None = None
+        self.simulators: dict[str, ProviderSimulator] = {}
         self._quiet = _EmbeddedLifecycleFilter()
 
     async def start(self) -> None:
@@ -123,8 +132,12 @@ class EmbeddedSimulators:
                 "AUTOPROVISION_SIM_PORT, or AUTOPROVISION_SIM_EMBEDDED=false and run "
                 "`autoprovision sim` yourself"
             ) from exc
+        app = create_simulator_app()
+        self.simulators = app.state.simulators
+        if self.state_path is not None and persist.load(self.simulators, self.state_path):
+            log.info("demo simulators: carrying on from %s", self.state_path)
         config = uvicorn.Config(  # log_config=None: leave the main server's logging alone
-            create_simulator_app(), log_config=None, lifespan="off", access_log=False
+            app, log_config=None, lifespan="off", access_log=False
         )
         self.server = _EmbeddedServer(config)
         logging.getLogger("uvicorn.error").addFilter(self._quiet)
@@ -133,13 +146,43 @@ class EmbeddedSimulators:
             if self.task.done():
                 self.task.result()
             await asyncio.sleep(0.01)
+        if self.state_path is not None:
+            self.keeper = asyncio.create_task(self._keep(), name="simulator state")
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(STATE_SAVE_SECONDS)
+            self.save()
+
+    def save(self) -> None:
+        """Write the simulators' state to the state file now (if they keep one)."""
+        if self.state_path is None:
+            return
+        try:
+            persist.save(self.simulators, self.state_path)
+        except OSError as exc:
+            log.warning("demo simulators: cannot keep their state in %s: %s", self.state_path, exc)
 
     async def stop(self) -> None:
-        """Stop serving."""
+        """Stop serving, keeping the state as it is then."""
+        if self.keeper is not None:
+            self.keeper.cancel()
+            await asyncio.gather(self.keeper, return_exceptions=True)
         if self.server is not None and self.task is not None:
             self.server.should_exit = True
             await asyncio.wait({self.task}, timeout=5)
+        self.save()
         logging.getLogger("uvicorn.error").removeFilter(self._quiet)
+
+
+def simulator_state_path(database_url: str) -> Path | None:
+    """Where demo mode keeps its simulators' state: beside the SQLite file, as
+    `<file>.simulators` (None for an in-memory database or PostgreSQL: they start afresh)."""
+    database = make_url(database_url)
+    file = database.database if database.drivername.startswith("sqlite") else None
+    if not file or file == ":memory:":
+        return None
+    return Path(f"{file}.simulators")
 
 
 def demo_api_key(box: SecretBox, account_id: str) -> str:

@@ -4,6 +4,7 @@ import asyncio
 import logging
 import re
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -242,3 +243,68 @@ def test_every_demo_order_ends_by_a_limit_and_all_cost_less_than_the_credit() ->
         assert min(costs).is_finite(), order["name"]
         most += min(costs)
     assert most < DEMO_CREDIT, most
+
+
+async def _running_order(client: httpx.AsyncClient, headers: dict[str, str], port: int) -> str:
+    """An order of the demo account's running on a QuantaCloud machine; its id."""
+    body = {"gpu_model": "H100", "gpu_count": 1, "providers": ["quantacloud"],
+            "max_price_per_hour": "4.00", "name": "kept across a restart"}  # fmt: skip
+    placed = await client.post("/v1/orders", json=body, headers=headers)
+    assert placed.status_code == 201, placed.text
+    async with SimControl(base_url=f"http://127.0.0.1:{port}") as sim:
+        await sim.stock("quantacloud", "h100-sxm-x1", "us-midwest-4", 1)
+
+    async def runs() -> bool:
+        order = (await client.get(f"/v1/orders/{placed.json()['id']}", headers=headers)).json()
+        return bool(order["status"] == "running")
+
+    await eventually(runs, 30)
+    order_id: str = placed.json()["id"]
+    return order_id
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["state kept", "control: state removed"])
+async def test_a_demo_restart_carries_on_with_the_same_machines_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kept: bool
+) -> None:
+    database = tmp_path / "demo.db"
+    settings = demo_settings(
+        f"sqlite+aiosqlite:///{database}", demo_feed=False, running_check_seconds=0.2
+    )
+    app = create_app(settings)
+    async with started(app):
+        key = DEMO_KEY.search(capsys.readouterr().out)
+        assert key
+        headers = {"Authorization": f"Bearer {key.group(1)}"}
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            order_id = await _running_order(client, headers, settings.sim_port)
+    state = tmp_path / "demo.db.simulators"
+    assert state.exists()  # written beside the database
+    if not kept:
+        state.unlink()
+    app = create_app(settings)
+    async with started(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+
+            async def read_since_the_restart() -> dict[str, Any] | None:
+                # The running watch has read the VM again (every 0.2 s here) or found it gone.
+                order: dict[str, Any] = (
+                    await client.get(f"/v1/orders/{order_id}", headers=headers)
+                ).json()
+                async with SimControl(base_url=f"http://127.0.0.1:{settings.sim_port}") as sim:
+                    reads = [r for r in await sim.requests("quantacloud") if "deploy" in r["path"]]
+                return order if reads or order["status"] != "running" else None
+
+            order = await eventually(read_since_the_restart, 30)
+            if not kept:  # the control: simulators that forgot it, as before
+                order = await eventually(lambda: _status_is(client, headers, order_id, "lost"), 30)
+            assert order["status"] == ("running" if kept else "lost")
+
+
+async def _status_is(
+    client: httpx.AsyncClient, headers: dict[str, str], order_id: str, status: str
+) -> dict[str, Any] | None:
+    order: dict[str, Any] = (await client.get(f"/v1/orders/{order_id}", headers=headers)).json()
+    return order if order["status"] == status else None
