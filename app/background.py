@@ -26,7 +26,7 @@ from app.demo.mode import (
 from app.providers.base import ProviderAdapter
 from app.providers.http import provider_tls
 from app.providers.registry import build_adapters, credentials_hint, simulated
-from app.services import idempotency, leases, published_events, retention
+from app.services import idempotency, leases, orders, published_events, retention
 from app.services.webhooks import outbox
 from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
@@ -108,6 +108,7 @@ class Background:
                     settings.sim_url,
                     verify=provider_tls(settings.provider_ca_file),
                     hour_seconds=settings.billing_hour_seconds,
+                    wanted=self._waiting_shapes,
                 )
                 self.feed = asyncio.create_task(feed.run(), name="demo stock feed")
         else:
@@ -130,6 +131,10 @@ class Background:
             raise ConfigurationError(LIVE_WITHOUT_CREDENTIALS)
         await self._lead_once()  # a lone process starts watching at once
         self.leadership = asyncio.create_task(self._keep_leading(), name="leadership")
+
+    async def _waiting_shapes(self) -> list[dict[str, Any]]:
+        async with session_scope(self.read_sessionmaker) as session:
+            return await orders.waiting_shapes(session)
 
     async def _keep_leading(self) -> None:
         while True:

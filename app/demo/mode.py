@@ -10,7 +10,7 @@ import shlex
 import socket
 import ssl
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -274,17 +274,20 @@ def announce_demo(api_key: str, settings: Settings) -> None:
     sys.stdout.flush()
 
 
-def _takes(order: dict[str, Any], provider: str, entry: dict[str, Any]) -> bool:
-    """Whether a demo order would take this simulator catalogue entry (fees aside)."""
-    nodes = entry.get("nodes", 1)
+def _takes(order: dict[str, Any], provider: str, entry: dict[str, Any]) -> int:
+    """How many of this simulator catalogue entry an order would take (fees aside): 1, or a
+    cluster's node count of a single machine its provider puts together; 0 if none."""
+    nodes, wanted = entry.get("nodes", 1), order.get("nodes") or 1
     per_node = entry.get("gpus_per_node", entry["gpu_count"])
-    return (
+    price = Decimal(entry["price_per_hour"]) * (wanted if nodes == 1 else 1)
+    fits = (
         provider in order["providers"]
-        and (entry["gpu_model"], per_node, nodes)
-        == (order["gpu_model"], order["gpu_count"], order.get("nodes", 1))
-        and entry["region"] in order.get("regions", [entry["region"]])
-        and Decimal(entry["price_per_hour"]) <= Decimal(order["max_price_per_hour"])
+        and (entry["gpu_model"], per_node) == (order["gpu_model"], order["gpu_count"])
+        and nodes in (1, wanted)
+        and entry["region"] in (order.get("regions") or [entry["region"]])
+        and price <= Decimal(order["max_price_per_hour"])
     )
+    return (wanted if nodes == 1 else 1) if fits else 0
 
 
 class StockFeed:
@@ -299,8 +302,10 @@ class StockFeed:
         shown_seconds: tuple[float, float] = (4, 12),
         seed: int | None = None,
         hour_seconds: float | None = None,
+        wanted: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None,
     ) -> None:
         self.sim_url = sim_url
+        self.wanted = wanted  # the shapes orders wait for now, beside the demo orders
         self.hour_seconds = hour_seconds
         self.verify = verify
         self.gap_seconds = gap_seconds
@@ -310,10 +315,10 @@ class StockFeed:
     async def run(self) -> None:
         """Until cancelled: every few seconds, one machine appears for a few seconds.
 
-        Seven times in ten it is a machine some demo order would take (before fees), so demo
-        orders deploy within a minute or so; the rest of the time it is any machine.
+        Seven times in ten it is a machine some order would take (before fees): a demo order,
+        or one waiting now (`wanted`), and as many as a cluster's nodes; so orders deploy
+        within a minute or so. The rest of the time it is any machine.
         """
-        orders = demo_orders()
         async with SimControl(base_url=self.sim_url, timeout=5, verify=self.verify) as sim:
             if self.hour_seconds is not None:  # the simulators bill on the service's hours
                 for provider in sim.providers():
@@ -330,6 +335,7 @@ class StockFeed:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
+                    orders = demo_orders() + (await self.wanted() if self.wanted else [])
                     await self._one_appearance(sim, orders)
                 except httpx.HTTPError as exc:
                     log.info("demo stock feed: %s", exc)
@@ -337,9 +343,10 @@ class StockFeed:
     async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
         provider = self.random.choice(sim.providers())
         catalog = await sim.catalog(provider)  # Verda's clusters too
-        liked = [e for e in catalog if any(_takes(o, provider, e) for o in orders)]
-        pool = liked if liked and self.random.random() < 0.7 else catalog
-        entry = self.random.choice(pool)
-        await sim.stock(provider, entry["sku"], entry["region"], 1)
+        taken = [(e, max(_takes(o, provider, e) for o in orders)) for e in catalog]
+        liked = [(e, count) for e, count in taken if count]
+        pool = liked if liked and self.random.random() < 0.7 else [(e, 1) for e in catalog]
+        entry, count = self.random.choice(pool)
+        await sim.stock(provider, entry["sku"], entry["region"], count)
         await asyncio.sleep(self.random.uniform(*self.shown_seconds))
         await sim.stock(provider, entry["sku"], entry["region"], 0)

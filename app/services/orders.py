@@ -155,6 +155,38 @@ async def list_orders(
     return list((await session.execute(statement)).scalars())
 
 
+async def waiting_shapes(session: AsyncSession, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The machine shapes the newest `limit` waiting orders wait for, each alternative apart
+    (`gpu_model`, `gpu_count`, `nodes`, `providers`, `regions`, `max_price_per_hour`): what
+    demo mode's stock feed puts up."""
+    rows = await session.execute(
+        select(
+            Order.gpu_model,
+            Order.gpu_count,
+            Order.nodes,
+            Order.providers,
+            Order.regions,
+            Order.max_price_per_hour,
+            Order.alternatives,
+        )
+        .where(Order.status == OrderStatus.WAITING)
+        .order_by(Order.id.desc())
+        .limit(limit)
+    )
+    shapes: list[dict[str, Any]] = []
+    for row in rows:
+        first = {
+            "gpu_model": row.gpu_model,
+            "gpu_count": row.gpu_count,
+            "nodes": row.nodes,
+            "providers": row.providers,
+            "regions": row.regions,
+            "max_price_per_hour": row.max_price_per_hour,
+        }
+        shapes += row.alternatives or [first]
+    return shapes
+
+
 async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:
     """Cancel a waiting order; any other state is a Conflict that says why."""
     order = await get_order(session, account_id=account_id, order_id=order_id)

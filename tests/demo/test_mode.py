@@ -151,6 +151,35 @@ async def test_the_stock_feed_makes_stock_come_and_go() -> None:
             task.cancel()
 
 
+async def test_the_feed_puts_up_what_waiting_orders_want_a_cluster_all_its_nodes() -> None:
+    pair = {"gpu_model": "H100", "gpu_count": 1, "nodes": 2, "providers": ["hyperstack"],
+            "regions": None, "max_price_per_hour": Decimal("6.00")}  # fmt: skip
+
+    async def wanted() -> list[dict[str, Any]]:
+        return [pair]
+
+    seen: dict[tuple[str, str], int] = {}
+    with serve_in_thread(create_simulator_app()) as url:
+        feed = StockFeed(
+            url, gap_seconds=(0.01, 0.02), shown_seconds=(0.05, 0.1), seed=3, wanted=wanted
+        )
+        task = asyncio.create_task(feed.run())
+        try:
+            async with SimControl(base_url=url) as sim:
+
+                async def pair_shown() -> bool:
+                    for entry in await sim.catalog("hyperstack"):
+                        key = (entry["sku"], entry["region"])
+                        seen[key] = max(seen.get(key, 0), entry["stock"])
+                    return seen.get(("n3-H100x1", "CANADA-1"), 0) == 2
+
+                # The one Hyperstack shape no demo order wants, two at once: a pair can deploy.
+                assert await eventually(pair_shown, seconds=20, interval=0.01)
+        finally:
+            task.cancel()
+    assert max(seen.values()) == 2
+
+
 async def test_demo_mode_records_the_stock_feed_in_the_history(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -97,3 +97,33 @@ async def test_every_event_kind_can_be_stored(engine: AsyncEngine) -> None:
     async with session_scope(create_sessionmaker(engine)) as session:
         stored = set(await session.scalars(select(OrderEvent.kind)))
     assert stored == set(OrderEventKind)
+
+
+async def test_waiting_shapes_are_each_alternative_of_each_waiting_order(
+    engine: AsyncEngine,
+) -> None:
+    b300 = NewAlternative("B300", 8, ["verda"], max_price_per_hour=Decimal(45))
+    h200 = NewAlternative("H200", 8, ["verda"], max_price_per_hour=Decimal(30))
+    pair = NewAlternative("H100", 1, ["hyperstack"], max_price_per_hour=Decimal(6), nodes=2)
+    gone = NewAlternative("A100-80G", 8, ["verda"], max_price_per_hour=Decimal(9))
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name="shapes")
+        placed = [
+            await placing.place_order(
+                session, account_id=account.id, request=NewOrder(shapes), enabled=ALL,
+                max_waiting=100,
+            )
+            for shapes in ((b300,), (h200, pair), (gone,))
+        ]  # fmt: skip
+        await orders.cancel_order(session, account_id=account.id, order_id=placed[-1].id)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        shapes = await orders.waiting_shapes(session)
+    wanted = sorted(
+        (s["gpu_model"], s["nodes"], tuple(s["providers"]), Decimal(s["max_price_per_hour"]))
+        for s in shapes
+    )
+    assert wanted == [  # the cancelled order's A100 is not among them
+        ("B300", 1, ("verda",), Decimal(45)),
+        ("H100", 2, ("hyperstack",), Decimal(6)),
+        ("H200", 1, ("verda",), Decimal(30)),
+    ]
