@@ -307,6 +307,7 @@ def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
     expect(page.get_by_text("terminated by you")).to_be_visible()
     # Less than a minute of the hour was used: $2.59 of it comes back ($0.04 per minute).
     expect(page.get_by_test_id("charged")).to_have_text("$0.04")
+    expect(page.get_by_text("Cost in all (incl. fees)")).to_be_visible()  # no longer "so far"
     expect(page.get_by_test_id("timeline")).to_contain_text("refunded $2.59")
 
     page.get_by_role("link", name="Account").click()

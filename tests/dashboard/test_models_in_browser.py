@@ -111,6 +111,8 @@ def test_an_engine_shows_the_script_the_machine_will_run_and_the_order_serves_it
     order = placed_order(page, api, "kimi served")
     assert (order["model"], order["serve_engine"]) == (KIMI, "vllm")
     assert order["startup_script_bytes"] == len(script.encode())
+    page.goto(f"/#/orders/{order['id']}")  # its page names the model and the engine
+    expect(page.get_by_test_id("model")).to_have_text(f"{KIMI}, served with vllm")
 
 
 def test_a_model_no_shape_holds_says_why_and_placing_marks_the_model(page: Page, api: Api) -> None:

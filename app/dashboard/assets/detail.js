@@ -29,6 +29,7 @@ function orderFields(o) {
   const one = !(o.alternatives?.length > 1); // else the alternatives say what it may take
   return dl(([
     ["Status", pill(o.status)],
+    o.model && ["Model", h("span", { "data-testid": "model" }, o.serve_engine ? `${o.model}, served with ${o.serve_engine}` : o.model)],
     alternativesField(o),
     one && ["GPU", gpu(o)],
     one && ["Providers", o.providers.map(providerName).join(", ")],
@@ -73,7 +74,7 @@ function deploymentFields(o) {
     o.serve_tunnel && [`Reach ${o.serve_engine}`, h("code", { class: "wrap", "data-testid": "serve-tunnel" }, o.serve_tunnel)],
     ["Running since", o.running_since ? when(o.running_since) : "—"],
     ["Paid until", o.paid_until && !o.ended_at ? when(o.paid_until) : "—"],
-    ["Cost so far (incl. fees)", h("span", { "data-testid": "charged" }, money(o.charged_usd))],
+    [o.ended_at ? "Cost in all (incl. fees)" : "Cost so far (incl. fees)", h("span", { "data-testid": "charged" }, money(o.charged_usd))],
     o.terminates_at && ["Terminates at", when(o.terminates_at)],
     o.ended_at && ["Ended", when(o.ended_at)],
     ["Machine status", any(d.status, "unknown")],

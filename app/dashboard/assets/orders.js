@@ -78,9 +78,8 @@ function deploymentCell(o) {
   if (!d) return h("span", { class: "muted" }, "—");
   const where = h("span", { class: "nowrap" }, `${providerName(d.provider)} ${d.region}`);
   if (isDeadAttempt(d)) return h("span", { class: "muted" }, "last try: ", where, ` (${d.status.replace("_", " ")})`);
-  const cost = d.status === "running" || o.status === "terminated" || o.status === "lost"
-    ? ` · ${money(o.charged_usd)} so far`
-    : "";
+  const ended = o.status === "terminated" || o.status === "lost";
+  const cost = d.status === "running" || ended ? ` · ${money(o.charged_usd)} ${ended ? "in all" : "so far"}` : "";
   const ip = d.ip ? `${d.nodes > 1 ? "login " : ""}${d.ip}` : "IP pending";
   return [where, h("br"), h("span", { class: "muted" }, `${perHour(d.price_per_hour_with_fees)} · ${ip}${cost}`)];
 }
