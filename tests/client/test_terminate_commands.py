@@ -97,7 +97,8 @@ class TestTerminate:
         assert "ssh ubuntu@203.0.113.9" in ran.out
         assert "$40.00" in ran.out and "Paid until" in ran.out
         shown = autoprovision("account")
-        assert "$40.00/h" in shown.out and "1.5 h (low: top up)" in shown.out
+        # 1.5 billed hours of demo mode's minute-long ones: the runway on the clock.
+        assert "$40.00/h" in shown.out and "1 min 30 s (low: top up)" in shown.out
 
 
 class TestLimits:
