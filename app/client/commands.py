@@ -286,7 +286,7 @@ def terminate(
             order = api.get(api_path("orders", order_id)).body
             if order.get("status") == "waiting":
                 raise _nothing_to_terminate(order_id)
-            machine = render.machine_got(order.get("deployment"))
+            machine = render.machine_got(order.get("deployment"), entry=render.entry_node(order))
             typer.confirm(
                 f"Terminate {order_id} ({order.get('status')}, {machine})? Its machine is "
                 "deleted, with its disk, and cannot be brought back.",

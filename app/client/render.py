@@ -86,9 +86,17 @@ def machine_wanted(order: dict[str, Any]) -> str:
     return f"{wanted}, up to {usd(order.get('max_price_per_hour'))}/h"
 
 
-def machine_got(deployment: dict[str, Any] | None) -> str:
+def entry_node(order: dict[str, Any]) -> str:
+    """How a cluster is reached: through its `login` node (Verda's, whose nodes have inner
+    addresses only), or its `first` node (nodes put together, each with its own address)."""
+    inner = {m.get("ip") for m in order.get("machines") or []}
+    return "login" if order.get("login_ip") and order["login_ip"] not in inner else "first"
+
+
+def machine_got(deployment: dict[str, Any] | None, *, entry: str = "login") -> str:
     """`verda FIN-01 1B300.30V at $5.00/h, IP 10.0.0.5`, or `-` before there is one; a
-    cluster: `verda FIN-01 16H200 (2 nodes) at $57.05/h, login IP 10.0.0.5`."""
+    cluster: `verda FIN-01 16H200 (2 nodes) at $57.05/h, login IP 10.0.0.5` (`entry`:
+    `entry_node`'s word for it)."""
     if not deployment:
         return "-"
     price = usd(deployment.get("price_per_hour_with_fees"))
@@ -99,7 +107,7 @@ def machine_got(deployment: dict[str, Any] | None) -> str:
     got = f"{where} {sku} at {price}/h"
     if not deployment.get("ip"):
         return got
-    return f"{got}, {'login IP' if nodes(deployment) > 1 else 'IP'} {deployment['ip']}"
+    return f"{got}, {f'{entry} IP' if nodes(deployment) > 1 else 'IP'} {deployment['ip']}"
 
 
 def cluster(order: dict[str, Any]) -> str | None:
@@ -145,7 +153,7 @@ def orders_table(orders: list[dict[str, Any]]) -> Table:
             order.get("id"),
             order.get("status"),
             machine_wanted(order),
-            machine_got(order.get("deployment")),
+            machine_got(order.get("deployment"), entry=entry_node(order)),
             order.get("name") or "",
             when(order.get("created_at")),
         )
@@ -174,7 +182,7 @@ def status_line(order: dict[str, Any]) -> str:
     if status == "waiting":
         expected = _estimate(order.get("estimate"))
         return f"{line}; wants {machine_wanted(order)}; expected wait: {expected or 'unknown'}"
-    return f"{line}: {machine_got(order.get('deployment'))}"
+    return f"{line}: {machine_got(order.get('deployment'), entry=entry_node(order))}"
 
 
 def order_detail(order: dict[str, Any]) -> Table:
@@ -198,8 +206,8 @@ def order_detail(order: dict[str, Any]) -> Table:
         ("Placed", when(order.get("created_at"))),
         ("Max runtime", _hours(order.get("max_runtime_hours"))),
         ("Max total", usd(order["max_total_usd"]) if order.get("max_total_usd") else None),
-        ("Machine", machine_got(order.get("deployment"))),
-        ("Login IP", order.get("login_ip")),
+        ("Machine", machine_got(order.get("deployment"), entry=entry_node(order))),
+        (f"{entry_node(order).capitalize()} IP", order.get("login_ip")),
         ("SSH", order.get("ssh_command")),
         ("Engine tunnel", order.get("serve_tunnel")),
         ("Machines", machines(order)),

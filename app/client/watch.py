@@ -31,6 +31,7 @@ from app.client.api import (
 )
 from app.client.render import (
     emit_json,
+    entry_node,
     machine_got,
     nodes,
     order_ip,
@@ -239,11 +240,13 @@ class Watch:
         if status == "running" and ip:
             machine = machine_got({**order["deployment"], "ip": None})
             if nodes(order.get("deployment")) > 1:
-                return f"{self.order_id} is running, its login node at {ip} ({machine})"
+                entry = entry_node(order)
+                return f"{self.order_id} is running, its {entry} node at {ip} ({machine})"
             return f"{self.order_id} is running at {ip} ({machine})"
         if status == "terminated":
             return f"{self.order_id} is terminated: {usd(order.get('charged_usd'))} charged in all"
-        return f"{self.order_id} is {status}: {machine_got(order.get('deployment'))}"
+        got = machine_got(order.get("deployment"), entry=entry_node(order))
+        return f"{self.order_id} is {status}: {got}"
 
     def _finish(self, line: str | None) -> None:
         """The last line: the order itself for scripts, the outcome for people."""

@@ -63,8 +63,9 @@ def sentence(
             return f"Order {who} deployed: {wanted} on {where} at {price}; it is starting."
         case "order.running":
             ip = deployment.get("ip") or "no address yet"
-            if order.get("login_ip"):
-                ip = f"{ip} (its login node)"
+            inner = {m.get("ip") for m in order.get("machines") or []}
+            if order.get("login_ip") and order["login_ip"] not in inner:
+                ip = f"{ip} (its login node)"  # nodes put together have no login node
             return f"Order {who} is running: {wanted} on {where} at {ip}, {price}."
         case "order.cancelled":
             return f"Order {who} ({wanted}, {ceiling}) was cancelled."

@@ -66,3 +66,21 @@ def test_a_stream_event_is_one_line() -> None:
     )
     account_event = {**event, "type": "account.endpoint_disabled", "order_id": None}
     assert "  -  account.endpoint_disabled  " in render.stream_line(account_event)
+
+
+@pytest.mark.parametrize(
+    ("login_ip", "node_ips", "entry"),
+    [
+        ("203.0.113.9", ["10.0.0.2", "10.0.0.3"], "login"),  # Verda: a jump host apart
+        ("203.0.113.4", ["203.0.113.4", "203.0.113.5"], "first"),  # nodes put together
+    ],
+)
+def test_a_cluster_is_reached_through_its_login_node_only_if_it_has_one(
+    login_ip: str, node_ips: list[str], entry: str
+) -> None:
+    order = order_json("ord_1", "running", ip=login_ip)
+    order["deployment"]["nodes"] = 2
+    order |= {"login_ip": login_ip, "machines": [{"ip": ip} for ip in node_ips]}
+    assert render.entry_node(order) == entry
+    got = render.machine_got(order["deployment"], entry=render.entry_node(order))
+    assert got.endswith(f"(2 nodes) at $2.62/h, {entry} IP {login_ip}")

@@ -88,6 +88,10 @@ class TestSentences:
         running = slack_text(event("order.running", login_ip="203.0.113.7", **cluster))
         assert running.startswith("Order ord_01jd3xq8w1 is running: 2 nodes of 8x H200 on Verda")
         assert "203.0.113.7 (its login node)" in running
+        # Nodes put together (Hyperstack's) are each reached at their own address: no login node.
+        nodes = [{"ip": "203.0.113.7"}, {"ip": "203.0.113.8"}]
+        pair = slack_text(event("order.running", login_ip="203.0.113.7", machines=nodes, **cluster))
+        assert "203.0.113.7" in pair and "login node" not in pair
         machines = [{"state": "failed"}, {"state": "running"}]
         kept = slack_text(event("order.node_lost", machines=machines, **cluster))
         assert "lost a node: 1 still running; terminate it to end them all." in kept
