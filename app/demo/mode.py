@@ -315,9 +315,10 @@ class StockFeed:
     async def run(self) -> None:
         """Until cancelled: every few seconds, one machine appears for a few seconds.
 
-        Seven times in ten it is a machine some order would take (before fees): a demo order,
-        or one waiting now (`wanted`), and as many as a cluster's nodes; so orders deploy
-        within a minute or so. The rest of the time it is any machine.
+        Seven times in ten it is a machine an order waiting now would take (before fees):
+        each such order as likely as the next, so one placed among many deploys as soon
+        (`wanted`, or the demo orders without it), and as many machines as a cluster's nodes.
+        The rest of the time it is any machine.
         """
         async with SimControl(base_url=self.sim_url, timeout=5, verify=self.verify) as sim:
             if self.hour_seconds is not None:  # the simulators bill on the service's hours
@@ -335,18 +336,23 @@ class StockFeed:
             while True:
                 await asyncio.sleep(self.random.uniform(*self.gap_seconds))
                 try:
-                    orders = demo_orders() + (await self.wanted() if self.wanted else [])
+                    orders = await self.wanted() if self.wanted else demo_orders()
                     await self._one_appearance(sim, orders)
                 except httpx.HTTPError as exc:
                     log.info("demo stock feed: %s", exc)
 
     async def _one_appearance(self, sim: SimControl, orders: list[dict[str, Any]]) -> None:
-        provider = self.random.choice(sim.providers())
-        catalog = await sim.catalog(provider)  # Verda's clusters too
-        taken = [(e, max(_takes(o, provider, e) for o in orders)) for e in catalog]
-        liked = [(e, count) for e, count in taken if count]
-        pool = liked if liked and self.random.random() < 0.7 else [(e, 1) for e in catalog]
-        entry, count = self.random.choice(pool)
+        catalogs = {p: await sim.catalog(p) for p in sim.providers()}  # Verda's clusters too
+        offers = [(p, e) for p, catalog in catalogs.items() for e in catalog]
+        takers = [
+            taken
+            for order in orders
+            if (taken := [(p, e, n) for p, e in offers if (n := _takes(order, p, e))])
+        ]
+        if takers and self.random.random() < 0.7:
+            provider, entry, count = self.random.choice(self.random.choice(takers))
+        else:
+            (provider, entry), count = self.random.choice(offers), 1
         await sim.stock(provider, entry["sku"], entry["region"], count)
         await asyncio.sleep(self.random.uniform(*self.shown_seconds))
         await sim.stock(provider, entry["sku"], entry["region"], 0)
