@@ -251,12 +251,17 @@ def coverage_window(
     )
 
 
-async def record_history(engine: AsyncEngine, *rows: StockInterval | StockCoverage) -> None:
-    """Write history rows as the recorder leaves them: each closed interval in its days too."""
+async def record_history(
+    engine: AsyncEngine, *rows: StockInterval | StockCoverage, generated: bool = False
+) -> None:
+    """Write history rows as the recorder leaves them (`generated`: as `demo-history` does):
+    each closed interval in its days too."""
+    for row in rows:
+        row.generated = generated
     async with session_scope(create_sessionmaker(engine)) as session:
         session.add_all(rows)
         closed = [r for r in rows if isinstance(r, StockInterval) and r.gone_at is not None]
-        await stock_days.add_closed(session, closed, generated=False)
+        await stock_days.add_closed(session, closed, generated=generated)
 
 
 async def record_forecasts(

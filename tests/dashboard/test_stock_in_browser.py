@@ -74,10 +74,12 @@ def history(service: str, tmp_path: Path) -> datetime:
     return now
 
 
-async def record(url: str, rows: list[StockInterval | StockCoverage], said_at: datetime) -> None:
+async def record(
+    url: str, rows: list[StockInterval | StockCoverage], said_at: datetime, generated: bool = False
+) -> None:
     engine = create_engine(url)
     try:
-        await record_history(engine, *rows)
+        await record_history(engine, *rows, generated=generated)
         await record_forecasts(engine, HYPERSTACK, *FORECASTS, read_at=said_at)
     finally:
         await engine.dispose()
@@ -127,12 +129,32 @@ def test_the_stock_page_shows_lanes_with_bars_gaps_and_the_summary(
     expect(forecasts).to_contain_text("Hyperstack plans 10+ more within 7 days, 25+ within 30")
     expect(forecasts).to_contain_text("H100-80G-PCIe in CANADA-1 · said so for 3 h")
     expect(page.get_by_text("the provider's word, not ours")).to_be_visible()
+    expect(page.get_by_text("Includes generated demo history")).to_have_count(0)  # all seen
 
     page.get_by_label("Period").select_option("7d")
     expect(hyper.locator(".bar")).to_have_count(7)
     expect(verda.locator(".bar")).to_have_count(2)
     expect(hyper_row.locator('[data-label="Appearances"]')).to_have_text("7")
     expect(page.get_by_role("heading", name="Summary, last 7 days")).to_be_visible()
+
+
+def test_generated_demo_history_is_said_to_be_generated(
+    page: Page, api: Api, service: str, tmp_path: Path
+) -> None:
+    now = utcnow()
+    rows: list[StockInterval | StockCoverage] = [
+        read("hyperstack", now - 2 * D, now),
+        interval(HYPER, now - 6 * H, 1, "2.40"),
+    ]
+    url = f"sqlite+aiosqlite:///{tmp_path / 'dashboard.db'}"
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, record(url, rows, said_at=now, generated=True)).result()
+    sign_in(page, api.key)
+    page.get_by_role("link", name="Stock").click()
+    page.get_by_label("GPU model").select_option("H100")
+    page.get_by_label("GPU count").fill("1")
+    expect(page.locator('[data-lane="hyperstack/CANADA-1"] .bar')).to_have_count(1)
+    expect(page.get_by_text("Includes generated demo history")).to_be_visible()
 
 
 def test_the_order_form_shows_the_expected_wait_and_a_point_on_the_curve_fills_the_price(

@@ -21,7 +21,8 @@ export function estimateLine(e) {
   const head = `${WINDOW_LABEL} at or under ${perHour(e.max_price_per_hour)}`;
   if (e.status !== "ok") return `${head}: not enough history: ${e.missing}`;
   const times = `${e.appearances} ${e.appearances === 1 ? "appearance" : "appearances"}`;
-  return `${head}: ${times}, ${typicalWait(e)}`;
+  const made = e.includes_generated ? " (partly generated demo history, not real stock)" : "";
+  return `${head}: ${times}, ${typicalWait(e)}${made}`;
 }
 
 /** The curve's points: the observed price levels and the order's own max, by price, once each. */

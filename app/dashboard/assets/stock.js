@@ -251,7 +251,8 @@ export function mountStock(root, ctx) {
       lanes.replaceChildren(...timeline(history, from, to, q.window));
       const seen = history.intervals.length;
       caption.textContent = `${what}, ${WINDOWS[q.window].label.toLowerCase()}: ${seen} ${seen === 1 ? "interval" : "intervals"} in stock`
-        + `${history.truncated ? " (the newest only)" : ""}. Updated ${when(new Date(to).toISOString())}.`;
+        + `${history.truncated ? " (the newest only)" : ""}. Updated ${when(new Date(to).toISOString())}.`
+        + (summary.includes_generated ? " Includes generated demo history (autoprovision demo-history), not real stock." : "");
       showState(states, "content");
       if (!seen && !history.coverage.length) {
         empty.textContent = `No ${what} recorded ${WINDOWS[q.window].label.toLowerCase()}, and no provider was read then.`;
