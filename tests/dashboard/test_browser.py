@@ -9,6 +9,7 @@ from playwright.sync_api import Page, expect
 from app.simulators.control import SimControlSync
 from tests.dashboard.pages import SLOW, row, sign_in
 from tests.dashboard.service import Api, Service
+from tests.fixtures.settings import ADMIN_KEY
 from tests.waiting import eventually_sync
 
 # $2.40/h and the public IP's $0.00672, $2.63 with the test fees
@@ -314,5 +315,23 @@ def test_a_running_machine_shows_how_to_reach_it_what_it_costs_and_terminates(
     ledger = page.get_by_test_id("ledger")
     expect(ledger).to_contain_text("refund")
     expect(ledger).to_contain_text("$2.59")
+    expect(ledger.get_by_role("link", name="reach me").first).to_be_visible()  # by its name
     expect(page.get_by_test_id("low-balance")).to_be_hidden(timeout=SLOW)
     short.client.close()
+
+
+def test_the_ledger_shows_older_movements_on_asking(page: Page, api: Api) -> None:
+    for n in range(54):  # with the account's first credit, 55: a page of 50 and 5 more
+        topped = api.client.post(
+            f"/v1/accounts/{api.account_id}/credits",
+            json={"amount": "1", "note": f"credit {n}"},
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        )
+        assert topped.status_code == 201, topped.text
+    sign_in(page, api.key)
+    page.get_by_role("link", name="Account").click()
+    rows = page.get_by_test_id("ledger").locator("tbody tr")
+    expect(rows).to_have_count(50)
+    page.get_by_role("button", name="Show older movements").click()
+    expect(rows).to_have_count(55)
+    expect(page.get_by_role("button", name="Show older movements")).to_be_hidden()

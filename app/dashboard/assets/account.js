@@ -1,7 +1,9 @@
 // The account view (#/account): balance, webhook endpoints (add, remove, recent deliveries) and account events.
 
 import { ApiError, newIdempotencyKey } from "./api.js";
-import { clearFieldErrors, duration, h, money, patch, pill, showFieldErrors, syncList, timeEl } from "./dom.js";
+import { clearFieldErrors, duration, h, money, orderLabel, patch, pill, shortId, showFieldErrors, syncList, timeEl } from "./dom.js";
+
+const LEDGER_PAGE = 50; // ledger entries a page
 
 function attemptText(a) {
   return `${a.error || `HTTP ${a.status_code}`} in ${a.duration_ms} ms`;
@@ -152,6 +154,23 @@ export function mountAccount(root, ctx) {
     h("thead", {}, h("tr", {}, ["When", "Kind", "Amount", "Balance after", "Order", "Note"].map((t) => h("th", { scope: "col" }, t)))),
     ledger));
   const noLedger = h("p", { class: "muted" }, "Loading the ledger…");
+  const orderNames = new Map(); // order id -> its name (or short id), for the ledger
+  let older = []; // entries past the newest page, loaded with "Show older"
+  let olderFrom = null; // the cursor of the next older page
+  const more = h("button", { type: "button", class: "small", hidden: true }, "Show older movements");
+  more.addEventListener("click", async () => {
+    more.disabled = true;
+    try {
+      const page = await ctx.api(`/v1/account/ledger?limit=${LEDGER_PAGE}&cursor=${encodeURIComponent(olderFrom)}`);
+      older = [...older, ...page.data];
+      olderFrom = page.next_cursor;
+      await ctx.refresh();
+    } catch (err) {
+      ctx.handleError(err);
+    } finally {
+      more.disabled = false;
+    }
+  });
   const endpoints = h("ul", { class: "endpoints plain" });
   const noEndpoints = h("p", { class: "muted" }, "Loading endpoints…");
   const events = h("ol", { class: "events plain" });
@@ -177,7 +196,7 @@ export function mountAccount(root, ctx) {
     h("section", { class: "card", "aria-labelledby": "h-ledger" },
       h("h2", { id: "h-ledger" }, "Ledger"),
       h("p", { class: "muted small" }, "Every movement of money, newest first: top-ups, the hour held while a machine is created, each billing hour paid, refunds."),
-      noLedger, ledgerTable),
+      noLedger, ledgerTable, more),
     h("section", { class: "card", "aria-labelledby": "h-hooks" },
       h("h2", { id: "h-hooks", tabindex: -1 }, "Webhook endpoints"),
       h("p", { class: "muted small" }, "The service POSTs signed events to these URLs when your orders change."),
@@ -195,21 +214,27 @@ export function mountAccount(root, ctx) {
     name: "Account",
     title,
     async refresh() {
-      const [account, hooks, evts, moves] = await Promise.all([
+      const [account, hooks, evts, moves, recent] = await Promise.all([
         ctx.api("/v1/account"), ctx.api("/v1/webhook-endpoints?limit=100"), ctx.api("/v1/account/events?limit=50"),
-        ctx.api("/v1/account/ledger?limit=50"),
+        ctx.api(`/v1/account/ledger?limit=${LEDGER_PAGE}`), ctx.api("/v1/orders?limit=100"),
       ]);
+      for (const o of recent.data) orderNames.set(o.id, orderLabel(o));
+      const shown = [...moves.data, ...older.filter((e) => !moves.data.some((m) => m.id === e.id))];
+      olderFrom = older.length ? olderFrom : moves.next_cursor;
+      more.hidden = !olderFrom;
       for (const f of ["balance", "held", "available", "hourly_spend"]) root.querySelector(`[data-field="${f}"]`).textContent = money(account[f]);
       root.querySelector('[data-field="runway_seconds"]').textContent =
         account.runway_seconds === null ? "nothing runs" : `${duration(account.runway_seconds * 1000)}${account.low_balance ? " (low)" : ""}`;
       topUp.hidden = !account.can_top_up;
-      syncList(ledger, moves.data, "data-entry-id", (e) => e.id, (tr, e) =>
+      syncList(ledger, shown, "data-entry-id", (e) => e.id, (tr, e) =>
         patch(tr, e.id, () => [
           h("td", {}, timeEl(e.created_at)),
           h("td", {}, e.kind.replace("_", " ")),
           h("td", { class: "num" }, `${["debit"].includes(e.kind) ? "-" : ""}${money(e.amount)}`),
           h("td", { class: "num" }, money(e.balance_after)),
-          h("td", {}, e.order_id ? h("a", { href: `#/orders/${encodeURIComponent(e.order_id)}` }, e.order_id) : "—"),
+          h("td", { class: "wrap" }, e.order_id
+            ? h("a", { href: `#/orders/${encodeURIComponent(e.order_id)}`, title: e.order_id }, orderNames.get(e.order_id) || shortId(e.order_id))
+            : "—"),
           h("td", { class: "small" }, e.note || ""),
         ]));
       noLedger.textContent = moves.data.length ? "" : "No movements yet.";
