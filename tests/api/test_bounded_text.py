@@ -130,7 +130,7 @@ def test_each_bound_fits_the_column_it_is_stored_in() -> None:
         for operation in operations.values()
         if any(p["name"] == "Idempotency-Key" for p in operation.get("parameters", []))
     ]
-    assert len(idempotent) == 2  # placing an order, crediting an account
+    assert len(idempotent) == 3  # placing an order, crediting an account, a demo top-up
     for path, operation in idempotent:
         longest = path
         for parameter in operation["parameters"]:
