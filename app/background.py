@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.core.catalogue import Provider
 from app.core.clock import utcnow
 from app.demo.mode import (
+    DEMO_KEEP_SECONDS,
     EmbeddedSimulators,
     StockFeed,
     announce_demo,
@@ -77,6 +78,7 @@ class Background:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.simulators: EmbeddedSimulators | None = None
         self.feed: asyncio.Task[None] | None = None
+        self.demo_keeper: asyncio.Task[None] | None = None
         self.leadership: asyncio.Task[None] | None = None
         self.clients: list[httpx.AsyncClient] = []
         self.adapters: dict[Provider, ProviderAdapter] = {}
@@ -103,6 +105,8 @@ class Background:
                     max_waiting=settings.max_waiting_orders_per_account,
                 )
             announce_demo(api_key, settings)
+            if settings.demo_feed:
+                self.demo_keeper = asyncio.create_task(self._keep_demo(), name="demo keeper")
             if settings.demo_feed:
                 feed = StockFeed(
                     settings.sim_url,
@@ -131,6 +135,24 @@ class Background:
             raise ConfigurationError(LIVE_WITHOUT_CREDENTIALS)
         await self._lead_once()  # a lone process starts watching at once
         self.leadership = asyncio.create_task(self._keep_leading(), name="leadership")
+
+    async def _keep_demo(self) -> None:
+        """Demo mode, on the lease holder: the demo account topped up when low, and each demo
+        order placed again once no copy of it is open."""
+        while True:
+            await asyncio.sleep(DEMO_KEEP_SECONDS)
+            if self.watcher is None:
+                continue
+            try:
+                async with session_scope(self.sessionmaker) as session:
+                    await prepare_demo_account(
+                        session,
+                        secret_box=self.secret_boxes.get(),
+                        with_orders=True,
+                        max_waiting=self.settings.max_waiting_orders_per_account,
+                    )
+            except Exception:
+                log.exception("demo keeper: could not top up or place the demo orders")
 
     async def _waiting_shapes(self) -> list[dict[str, Any]]:
         async with session_scope(self.read_sessionmaker) as session:
@@ -195,8 +217,9 @@ class Background:
         is given up so another replica can take over at once."""
         if self.leadership is not None:
             self.leadership.cancel()
-        if self.feed is not None:
-            self.feed.cancel()
+        for task in (self.feed, self.demo_keeper):
+            if task is not None:
+                task.cancel()
         if self.watcher is None:
             await self._stop_dispatcher()
         else:

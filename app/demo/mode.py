@@ -41,6 +41,7 @@ DEMO_ACCOUNT_NAME = "demo"
 DEMO_CREDIT = Decimal("1000.00")
 DEMO_KEY_PURPOSE = "autoprovision demo account API key"
 STATE_SAVE_SECONDS = 5.0  # how often the embedded simulators' state is written down
+DEMO_KEEP_SECONDS = 60.0  # how often the lease holder tops up the demo and places its orders
 # What the demo's simulated provider that forecasts stock (Hyperstack's) says it plans of a GPU
 # the demo orders want (region, its GPU name, what its stock answer says), so the Stock page
 # has a forecast to show; the others have no forecast route and say 404.
@@ -198,8 +199,10 @@ async def prepare_demo_account(
 ) -> str:
     """The demo account (made on first use) with credit; returns its API key.
 
-    `with_orders`: each demo order of which no copy is waiting is placed (again), so every
-    start shows the demo orders deploying; those still waiting are not placed twice.
+    `with_orders`: each demo order of which no copy is open (waiting, or with a machine) is
+    placed (again), so the demo always has orders deploying; none is placed twice. Demo mode
+    calls this at every start and every DEMO_KEEP_SECONDS, so a demo left running keeps its
+    money and its machines.
     `max_waiting`: the account's limit of waiting orders, which this too stays within.
     """
     account = (
@@ -224,13 +227,18 @@ async def prepare_demo_account(
     return api_key
 
 
+# A demo order with a copy in one of these is not placed again: it waits, or its machine runs.
+OPEN_STATUSES = (OrderStatus.WAITING, OrderStatus.DEPLOYING, OrderStatus.DEPLOYED,
+                 OrderStatus.RUNNING, OrderStatus.TERMINATING)  # fmt: skip
+
+
 async def _place_demo_orders(session: AsyncSession, account_id: str, *, max_waiting: int) -> None:
-    """Place each demo order that has no copy waiting (by its name)."""
+    """Place each demo order that has no copy open (waiting, or with a machine), by its name."""
     waiting = set(
         (
             await session.scalars(
                 select(Order.name).where(
-                    Order.account_id == account_id, Order.status == OrderStatus.WAITING
+                    Order.account_id == account_id, Order.status.in_(OPEN_STATUSES)
                 )
             )
         ).all()

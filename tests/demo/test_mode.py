@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.background import ConfigurationError
+from app.core.states import OrderStatus
 from app.demo.mode import (
     DEMO_CREDIT,
     EmbeddedSimulators,
@@ -24,12 +25,14 @@ from app.demo.mode import (
 )
 from app.main import create_app
 from app.providers.registry import simulated_specs
+from app.services import ledger
 from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
-from app.storage.models import Order
+from app.storage.models import Account, Order
+from tests.factories import force_order_status
 from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port, serve_in_thread
 from tests.waiting import eventually, started
@@ -337,3 +340,30 @@ async def _status_is(
 ) -> dict[str, Any] | None:
     order: dict[str, Any] = (await client.get(f"/v1/orders/{order_id}", headers=headers)).json()
     return order if order["status"] == status else None
+
+
+async def test_keeping_the_demo_places_again_only_the_orders_with_no_copy_open(
+    engine: AsyncEngine,
+) -> None:
+    sessionmaker = create_sessionmaker(engine)
+    box = SecretBox([SECRET_KEY])
+
+    async def keep() -> list[Order]:
+        async with session_scope(sessionmaker) as session:
+            await prepare_demo_account(session, secret_box=box, with_orders=True, max_waiting=100)
+        async with session_scope(sessionmaker) as session:
+            return list((await session.scalars(select(Order).order_by(Order.id))).all())
+
+    first = await keep()
+    running, ended = first[0], first[1]
+    await force_order_status(engine, running.id, OrderStatus.RUNNING)
+    await force_order_status(engine, ended.id, OrderStatus.TERMINATED)
+    async with session_scope(sessionmaker) as session:  # most of the money taken, as creates do
+        account = (await session.scalars(select(Account))).one()
+        await ledger.place_hold(session, account_id=account.id, amount=Decimal("900"))
+    again = await keep()
+    new = [o.name for o in again if o.id not in {f.id for f in first}]
+    assert new == [ended.name]  # the running one is not placed twice; the ended one is
+    async with session_scope(sessionmaker) as session:
+        account = (await session.scalars(select(Account))).one()
+    assert account.balance - account.held == Decimal("1100.00")  # $100 left, $1,000 added
