@@ -97,6 +97,19 @@ function machinesTable(o) {
         h("td", { "data-label": "State", title: m.provider_status || null }, m.state))))));
 }
 
+/** The timeline with each run of billed hours as its newest line alone, which says how many
+ * hours that run paid (the ledger on the Account page lists each). */
+export function foldBilled(events) {
+  const folded = [];
+  let run = 0;
+  for (const e of events) {
+    run = e.kind === "billed" ? run + 1 : 0;
+    if (run > 1) folded.pop();
+    folded.push(run > 1 ? { ...e, message: `${e.message} (${run} hours paid in a row; the ledger lists each)` } : e);
+  }
+  return folded;
+}
+
 export function mountOrderDetail(root, ctx, id) {
   const title = h("h1", { tabindex: -1 }, "Order");
   const actions = h("div", { class: "head-actions" });
@@ -142,7 +155,7 @@ export function mountOrderDetail(root, ctx, id) {
       ]);
       patch(fields, JSON.stringify(order), () => orderFields(order));
       patch(deployment, JSON.stringify(order), () => deploymentFields(order));
-      syncList(timeline, events, "data-event-id", (e) => e.id, (li, e) =>
+      syncList(timeline, foldBilled(events), "data-event-id", (e) => e.id, (li, e) =>
         patch(li, e.id, () => [timeEl(e.created_at), h("span", { class: `kind kind-${e.kind}` }, e.message)]), "li");
       noEvents.textContent = events.length ? "" : "No events yet.";
       noEvents.hidden = events.length > 0;
