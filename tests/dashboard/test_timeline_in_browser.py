@@ -1,6 +1,7 @@
 """An order's timeline in the browser: a machine that runs for hours shows one line for its run
 of billed hours, not one per hour (the ledger keeps each)."""
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +50,9 @@ def test_billed_hours_show_as_one_line_that_counts_them(
     expect(timeline).to_contain_text("hours paid in a row", timeout=SLOW)
     billed = timeline.locator("li", has_text="Billing hour")
     expect(billed).to_have_count(1)  # one line, however many hours
+    # Its time is said as its sentence says times: UTC, on a 24-hour clock.
+    stamp = billed.locator("time").text_content() or ""
+    assert re.fullmatch(r"\w{3} \d{1,2}, \d{4}, \d\d:\d\d:\d\d UTC", stamp), stamp
     ledger = api.client.get("/v1/account/ledger?limit=100", headers=api.headers).json()["data"]
     hours = [e for e in ledger if e["kind"] == "debit"]
     assert len(hours) >= 2  # the control: the ledger has each hour paid

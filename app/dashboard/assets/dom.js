@@ -67,10 +67,15 @@ export function duration(ms) {
 export const since = (iso) => duration(Date.now() - Date.parse(iso));
 export const between = (from, to) => duration(Date.parse(to) - Date.parse(from));
 
-/** A timestamp in the reader's locale and time zone. */
+/** A timestamp in the reader's language, in UTC on a 24-hour clock, as the timelines' sentences
+ * say times ("paid until 12:49:21 UTC"): one format on every page. */
 export function when(iso) {
   if (!iso) return "—";
-  return new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+  const shown = new Date(iso).toLocaleString(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
+    hourCycle: "h23", timeZone: "UTC",
+  });
+  return `${shown} UTC`;
 }
 
 export const timeEl = (iso, text = when(iso)) => h("time", { datetime: iso, title: when(iso) }, text);
