@@ -14,6 +14,7 @@ from app.api.schemas import (
     AccountCreate,
     AccountCreated,
     AccountOut,
+    AdminAccountOut,
     CreditCreate,
     LedgerEntryOut,
     Page,
@@ -39,6 +40,28 @@ async def create_account(body: AccountCreate, session: SessionDep) -> AccountCre
     return AccountCreated(
         id=account.id, name=account.name, api_key=api_key, created_at=account.created_at
     )
+
+
+@admin_router.get("")
+async def list_accounts(
+    session: SessionDep,
+    settings: SettingsDep,
+    page: Annotated[PageRequest, paged("acct")],
+) -> Page[AdminAccountOut]:
+    """Every account, newest first: its balance, what is held, what its machines cost an hour
+    and how many it has running."""
+    found = await accounts.list_accounts(session, cursor=page.cursor, limit=page.fetch)
+    machines = await billing.machines_by_account(session, account_ids=[a.id for a in found])
+    shown = [
+        AdminAccountOut.present(
+            account,
+            hourly_spend=machines.get(account.id, (0, Decimal(0)))[1],
+            low_balance_hours=settings.low_balance_hours,
+            billing_hour_seconds=settings.billing_hour_seconds,
+        ).model_copy(update={"machines": machines.get(account.id, (0, Decimal(0)))[0]})
+        for account in found
+    ]
+    return page.page_of(shown, AdminAccountOut)
 
 
 @admin_router.post("/{account_id}/credits", status_code=201, response_model=LedgerEntryOut)

@@ -173,6 +173,12 @@ class AccountOut(BaseModel):
         return out
 
 
+class AdminAccountOut(AccountOut):
+    """An account as the admin sees it: its money, and how many machines it has running."""
+
+    machines: int = 0  # accepted and not ended (deployed or running)
+
+
 class CreditCreate(BaseModel):
     """Body of `POST /v1/accounts/{id}/credits`: a top-up in USD."""
 

@@ -31,6 +31,15 @@ async def get_account(session: AsyncSession, *, account_id: str) -> Account:
     return account
 
 
+async def list_accounts(session: AsyncSession, *, cursor: str | None, limit: int) -> list[Account]:
+    """Every account, newest first, starting after `cursor` (an account id): the admin's."""
+    statement = select(Account)
+    if cursor is not None:
+        statement = statement.where(Account.id < cursor)
+    statement = statement.order_by(Account.id.desc()).limit(limit)
+    return list((await session.execute(statement)).scalars())
+
+
 async def find_account_by_key(session: AsyncSession, *, api_key: str) -> Account | None:
     """The account whose API key this is, if any."""
     result = await session.execute(

@@ -290,8 +290,16 @@ async def spend_by_account(
     session: AsyncSession, *, account_ids: list[str] | None = None
 ) -> dict[str, Decimal]:
     """What each account's machines (accepted, not ended) cost an hour together."""
+    machines = await machines_by_account(session, account_ids=account_ids)
+    return {account_id: spend for account_id, (_count, spend) in machines.items()}
+
+
+async def machines_by_account(
+    session: AsyncSession, *, account_ids: list[str] | None = None
+) -> dict[str, tuple[int, Decimal]]:
+    """How many machines (accepted, not ended) each account has, and what they cost an hour."""
     statement = (
-        select(Order.account_id, func.sum(Attempt.price_per_hour_with_fees))
+        select(Order.account_id, func.count(), func.sum(Attempt.price_per_hour_with_fees))
         .join(Order, Order.id == Attempt.order_id)
         .where(Attempt.status.in_(BILLED))
         .group_by(Order.account_id)
@@ -299,7 +307,7 @@ async def spend_by_account(
     if account_ids is not None:
         statement = statement.where(Order.account_id.in_(account_ids))
     rows = await session.execute(statement)
-    return {account_id: Decimal(total) for account_id, total in rows}
+    return {account_id: (count, Decimal(total)) for account_id, count, total in rows}
 
 
 async def mark_low_balances(

@@ -1,9 +1,16 @@
 """Accounts, credits, the caller's balance and ledger, and who may call what."""
 
+from decimal import Decimal
+
 import httpx
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.factories import ADMIN, create_account, place_order
+from app.core.catalogue import Provider
+from app.providers.base import VM, Offer, VMState
+from app.services import attempts
+from app.storage.db import create_sessionmaker, session_scope
+from tests.factories import ADMIN, claim, create_account, place_order
 
 
 class TestCreateAccount:
@@ -41,6 +48,46 @@ class TestCreateAccount:
         response = await client.post("/v1/accounts", json=body, headers=ADMIN)
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "validation_error"
+
+
+OFFER = Offer(Provider("hyperstack"), "CANADA-1", "n3-B300x8", "B300", 8, Decimal("40.00"))
+
+
+async def _runs(engine: AsyncEngine, order_id: str) -> None:
+    """The order's machine runs at $40 an hour, its first hour paid."""
+    intent = await claim(engine, order_id, OFFER)
+    vm = VM(Provider("hyperstack"), "412001", VMState.RUNNING, "ACTIVE", ip="203.0.113.9")
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
+    async with session_scope(create_sessionmaker(engine)) as session:
+        await attempts.settle_running(session, attempt_id=intent.attempt_id, vm=vm)
+
+
+class TestAccountsList:
+    async def test_the_admin_lists_accounts_with_money_and_machines(
+        self, client: httpx.AsyncClient, engine: AsyncEngine
+    ) -> None:
+        idle = await create_account(client, credit="10")
+        busy = await create_account(client, credit="100")
+        placed = await place_order(client, busy)
+        await _runs(engine, placed["id"])
+        answer = await client.get("/v1/accounts", headers=ADMIN)
+        assert answer.status_code == 200, answer.text
+        shown = {a["id"]: a for a in answer.json()["data"]}
+        assert (shown[busy.id]["machines"], shown[busy.id]["hourly_spend"]) == (1, "40.00")
+        assert shown[busy.id]["available"] == "60.00"  # its first hour paid
+        assert (shown[idle.id]["machines"], shown[idle.id]["balance"]) == (0, "10.00")
+        assert [a["id"] for a in answer.json()["data"]][:2] == [busy.id, idle.id]  # newest first
+        one = await client.get("/v1/accounts?limit=1", headers=ADMIN)
+        later = await client.get(
+            f"/v1/accounts?limit=1&cursor={one.json()['next_cursor']}", headers=ADMIN
+        )
+        assert [a["id"] for a in later.json()["data"]] == [idle.id]
+
+    async def test_an_account_key_cannot_list_accounts(self, client: httpx.AsyncClient) -> None:
+        account = await create_account(client)
+        answer = await client.get("/v1/accounts", headers=account.headers)
+        assert answer.status_code == 403
 
 
 class TestCredits:
