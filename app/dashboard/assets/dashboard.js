@@ -8,6 +8,7 @@ import { mountOrderDetail } from "./detail.js";
 import { mountOffers } from "./offers.js";
 import { mountStock } from "./stock.js";
 import { mountAccount } from "./account.js";
+import { mountAdmin } from "./admin.js";
 import { follow } from "./live.js";
 
 const POLL_MS = 2000;
@@ -17,6 +18,9 @@ const LIVE_POLL_MS = 30000;
 const LIVE_ROUTES = new Set(["orders", "account"]);
 const EVENT_SETTLE_MS = 50; // events that come together cause one refresh
 const $ = (id) => document.getElementById(id);
+// Signed in with the admin key, the dashboard is the operator's view (#/admin) alone.
+const ROLE_KEY = "autoprovision.role";
+const isAdmin = () => sessionStorage.getItem(ROLE_KEY) === "admin";
 
 let view = null; // the mounted view: {refresh(): Promise, title?: Element}
 let viewIsLive = false; // the mounted view changes only with the account's events
@@ -83,6 +87,11 @@ const ctx = { api, notify, confirm: confirmDialog, handleError, refresh: () => s
 // ---- polling ---------------------------------------------------------------------------------
 
 async function refreshHeader() {
+  if (isAdmin()) {
+    $("who").textContent = "Admin";
+    $("low-balance").hidden = true;
+    return;
+  }
   const account = await api("/v1/account");
   $("who").textContent = `${account.name} · ${money(account.available)} available`;
   const low = $("low-balance");
@@ -158,21 +167,24 @@ document.addEventListener("visibilitychange", () => {
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "orders" && parts[1]) return { name: "orders", id: parts[1] };
-  if (["orders", "offers", "stock", "account"].includes(parts[0]) && !parts[1]) return { name: parts[0] };
+  if (["orders", "offers", "stock", "account", "admin"].includes(parts[0]) && !parts[1]) return { name: parts[0] };
   return null;
 }
 
 function route(focusView) {
   if (!apiKey.get()) return;
   const r = parseRoute();
-  if (!r) return location.replace("#/orders");
+  const home = isAdmin() ? "#/admin" : "#/orders";
+  if (!r || (r.name === "admin") !== isAdmin()) return location.replace(home);
   for (const a of document.querySelectorAll("nav a")) {
+    a.hidden = (a.dataset.route === "admin") !== isAdmin();
     if (a.dataset.route === r.name) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
   const root = $("view");
   root.replaceChildren();
-  const mount = r.id ? mountOrderDetail : { orders: mountOrders, offers: mountOffers, stock: mountStock, account: mountAccount }[r.name];
+  const mount = r.id ? mountOrderDetail
+    : { orders: mountOrders, offers: mountOffers, stock: mountStock, account: mountAccount, admin: mountAdmin }[r.name];
   view = mount(root, ctx, r.id);
   viewIsLive = LIVE_ROUTES.has(r.name);
   document.title = `${view.name} · autoprovision`;
@@ -191,6 +203,7 @@ function showShell(signedIn) {
 
 function signOut(message = "") {
   apiKey.clear();
+  sessionStorage.removeItem(ROLE_KEY);
   stream?.stop();
   stream = null;
   clearTimeout(timer);
@@ -216,17 +229,16 @@ $("signin-form").addEventListener("submit", async (event) => {
   const button = event.submitter || $("signin-form").querySelector("button");
   button.disabled = true;
   try {
-    await api("/v1/account", { key });
+    const admin = await signsInAs(key);
     apiKey.set(key);
+    sessionStorage.setItem(ROLE_KEY, admin ? "admin" : "account");
     $("api-key").value = "";
     showShell(true);
-    startStream();
+    if (!admin) startStream(); // the event stream is an account's
     route(true);
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) error.textContent = "That key was not accepted.";
-    else if (err instanceof ApiError && err.status === 403) {
-      error.textContent = "That is an admin key. The dashboard needs an account's API key (ap_live_…).";
-    } else if (err instanceof NetworkError) error.textContent = "Cannot reach the service. Try again in a moment.";
+    else if (err instanceof NetworkError) error.textContent = "Cannot reach the service. Try again in a moment.";
     else error.textContent = err.message;
   } finally {
     button.disabled = false;
@@ -235,12 +247,24 @@ $("signin-form").addEventListener("submit", async (event) => {
 
 $("sign-out").addEventListener("click", () => signOut());
 
+/** Whether `key` is the admin key (true) or an account's (false); the API's refusal otherwise. */
+async function signsInAs(key) {
+  try {
+    await api("/v1/account", { key });
+    return false;
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 403)) throw err;
+    await api("/v1/admin/providers", { key }); // an admin key reads this; others are refused
+    return true;
+  }
+}
+
 // A service in dry run sends no creates: say so on every page (the catalogue is fetched once).
 getCatalogue().then((cat) => ($("dry-run").hidden = !cat.dry_run)).catch(() => {});
 
 if (apiKey.get()) {
   showShell(true);
-  startStream();
+  if (!isAdmin()) startStream();
   route(false);
 } else {
   signOut();
