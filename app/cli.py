@@ -182,7 +182,6 @@ def _listen(host: str, port: int) -> socket.socket:
     except OSError:
         listening.close()
         raise
-    listening.set_inheritable(True)
     return listening
 
 
@@ -218,7 +217,10 @@ def _serve_holding(
             "`autoprovision admin-key --reset` makes a new one.\n\n"
         )
     sys.stdout.flush()
-    config = uvicorn.Config(
+    # Uvicorn binds the port itself once the app has started (it says where it runs, and stops
+    # cleanly on Ctrl+C): held until here, the port is lost only to a process that takes it then.
+    listening.close()
+    uvicorn.run(
         create_app(settings, sqlite_lock=sqlite_lock),
         host=settings.host,
         port=settings.port,
@@ -229,7 +231,6 @@ def _serve_holding(
             max_per_client=settings.max_connections_per_client,
         ),
     )
-    uvicorn.Server(config).run(sockets=[listening])
 
 
 def _sim(args: argparse.Namespace, settings: Settings) -> int:
