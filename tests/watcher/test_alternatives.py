@@ -71,8 +71,8 @@ class TestPlacing:
     @pytest.mark.parametrize(
         ("body", "field", "says"),
         [
-            ({"alternatives": []}, "alternatives", "at least 1 item"),
-            ({"alternatives": [KIMI[0]] * 9}, "alternatives", "at most 8 items"),
+            ({"alternatives": []}, "alternatives", "must list at least one"),
+            ({"alternatives": [KIMI[0]] * 9}, "alternatives", "must list at most 8"),
             ({"alternatives": KIMI, "gpu_model": "B300"}, "gpu_model", "not both"),
             ({"alternatives": KIMI, "nodes": 2}, "nodes", "not both"),
             ({}, "gpu_model", "Field required"),

@@ -79,7 +79,7 @@ async def test_a_cluster_goes_only_to_the_providers_that_can_make_it_and_prices_
         ),
         ({"providers": None}, "providers", "Field required"),
         ({"max_price_per_hour": None}, "max_price_per_hour", "Field required"),
-        ({"model": None, "prices": []}, "prices", "at least 1 item"),
+        ({"model": None, "prices": []}, "prices", "must list at least one"),
         (
             {"model": None, "gpu_model": "B300", "gpu_count": 8, "min_cache_gb": 10},
             "min_cache_gb",
