@@ -140,13 +140,16 @@ async def get_order(session: AsyncSession, *, account_id: str | None, order_id: 
 async def list_orders(
     session: AsyncSession,
     *,
-    account_id: str,
+    account_id: str | None,
     status: OrderStatus | None,
     cursor: str | None,
     limit: int,
 ) -> list[Order]:
-    """The account's orders, newest first, starting after `cursor` (an order id)."""
-    statement = select(Order).where(Order.account_id == account_id)
+    """The account's orders (`account_id` None: every account's, the admin's), newest first,
+    starting after `cursor` (an order id)."""
+    statement = select(Order)
+    if account_id is not None:
+        statement = statement.where(Order.account_id == account_id)
     if status is not None:
         statement = statement.where(Order.status == status)
     if cursor is not None:

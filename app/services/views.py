@@ -240,6 +240,12 @@ class OrderOut(_OrderFields):
     ssh_public_key: str | None
 
 
+class AdminOrderOut(OrderOut):
+    """An order as the admin sees it: whose it is, too."""
+
+    account_id: str
+
+
 class OrderSnapshotOut(_OrderFields):
     """An order as events store and send it: its SSH key only as a fingerprint, so 30 days of
     events do not keep copies of the key."""

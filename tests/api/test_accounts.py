@@ -88,6 +88,23 @@ class TestAccountsList:
         account = await create_account(client)
         answer = await client.get("/v1/accounts", headers=account.headers)
         assert answer.status_code == 403
+        orders = await client.get("/v1/admin/orders", headers=account.headers)
+        assert orders.status_code == 403
+
+    async def test_the_admin_lists_every_accounts_orders(
+        self, client: httpx.AsyncClient, engine: AsyncEngine
+    ) -> None:
+        ada, bob = await create_account(client), await create_account(client, credit="100")
+        first = await place_order(client, ada)
+        second = await place_order(client, bob)
+        await _runs(engine, second["id"])
+        answer = await client.get("/v1/admin/orders", headers=ADMIN)
+        assert answer.status_code == 200, answer.text
+        shown = [(o["id"], o["account_id"], o["status"]) for o in answer.json()["data"]]
+        assert shown[:2] == [(second["id"], bob.id, "running"), (first["id"], ada.id, "waiting")]
+        assert answer.json()["data"][0]["deployment"]["provider"] == "hyperstack"
+        waiting = await client.get("/v1/admin/orders?status=waiting", headers=ADMIN)
+        assert [o["id"] for o in waiting.json()["data"]] == [first["id"]]
 
 
 class TestCredits:
