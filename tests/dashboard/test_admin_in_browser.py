@@ -1,5 +1,5 @@
 """The operator's view in the browser: signed in with the admin key, every account with its
-money and machines, a credit to one of them, and the providers."""
+money and machines, a credit to one of them, every order, and the providers."""
 
 from playwright.sync_api import Page, expect
 
@@ -41,6 +41,10 @@ def test_the_admin_sees_every_account_credits_one_and_sees_the_providers(
         ".map(w => w.scrollWidth - w.clientWidth))"
     )
     assert sideways <= 0, f"{sideways} px to scroll sideways"  # every column on the screen
+    orders = page.get_by_test_id("orders").locator("tbody tr")
+    expect(orders).to_have_count(1)  # every account's orders, with whose they are
+    expect(orders.first).to_contain_text(busy.account_id)
+    expect(orders.first.locator('[data-label="Status"]')).to_have_text("running")
     providers = page.get_by_test_id("providers").locator("tbody tr")
     expect(providers).to_have_count(3)
     expect(providers.filter(has_text="Hyperstack")).to_contain_text("yes")

@@ -1,8 +1,8 @@
 // The operator's view (#/admin, signed in with the admin key): every account with its money and
-// machines, a credit for any of them, and each provider's status.
+// machines, a credit for any of them, every account's orders, and each provider's status.
 
 import { ApiError, newIdempotencyKey } from "./api.js";
-import { h, money, patch, perHour, syncList, timeEl } from "./dom.js";
+import { gpu, h, money, orderLabel, patch, perHour, pill, syncList, timeEl } from "./dom.js";
 
 /** The credit form of one account's row: an amount and a button; retried safely by its key. */
 function creditForm(ctx, account) {
@@ -32,6 +32,19 @@ function creditForm(ctx, account) {
   return form;
 }
 
+function orderRow(tr, o) {
+  const d = o.deployment;
+  patch(tr, JSON.stringify(o), () => [
+    h("td", { "data-label": "Order", class: "wrap" }, orderLabel(o)),
+    h("td", { "data-label": "Account" }, h("code", { class: "small wrap" }, o.account_id)),
+    h("td", { "data-label": "Status" }, pill(o.status)),
+    h("td", { "data-label": "GPU", class: "nowrap" }, gpu(o)),
+    h("td", { "data-label": "Machine" }, d ? `${d.provider} ${d.region} ${d.instance_type}` : "—"),
+    h("td", { "data-label": "Charged", class: "num" }, money(o.charged_usd)),
+    h("td", { "data-label": "Placed" }, timeEl(o.created_at)),
+  ]);
+}
+
 function providerRow(tr, p) {
   const read = p.stock;
   patch(tr, JSON.stringify(p), () => [
@@ -50,13 +63,20 @@ export function mountAdmin(root, ctx) {
   const title = h("h1", { tabindex: -1 }, "Admin");
   const accounts = h("tbody");
   const providers = h("tbody");
+  const orders = h("tbody");
   root.append(
-    h("div", { class: "page-head" }, title, h("p", { class: "muted" }, "Signed in with the admin key: every account, and the providers.")),
+    h("div", { class: "page-head" }, title, h("p", { class: "muted" }, "Signed in with the admin key: every account, every order, and the providers.")),
     h("section", { class: "card", "aria-labelledby": "h-accounts" },
       h("h2", { id: "h-accounts" }, "Accounts"),
       h("div", { class: "table-wrap" }, h("table", { class: "cards", "data-testid": "accounts" },
         h("thead", {}, h("tr", {}, ["Account", "Balance", "Available", "Machines", "Spend", ""].map((t) => h("th", { scope: "col" }, t)))),
         accounts))),
+    h("section", { class: "card", "aria-labelledby": "h-orders" },
+      h("h2", { id: "h-orders" }, "Orders"),
+      h("p", { class: "muted small" }, "Every account's newest 100 orders."),
+      h("div", { class: "table-wrap" }, h("table", { class: "cards compact", "data-testid": "orders" },
+        h("thead", {}, h("tr", {}, ["Order", "Account", "Status", "GPU", "Machine", "Charged", "Placed"].map((t) => h("th", { scope: "col" }, t)))),
+        orders))),
     h("section", { class: "card", "aria-labelledby": "h-providers" },
       h("h2", { id: "h-providers" }, "Providers"),
       h("div", { class: "table-wrap" }, h("table", { class: "cards compact", "data-testid": "providers" },
@@ -67,7 +87,10 @@ export function mountAdmin(root, ctx) {
     name: "Admin",
     title,
     async refresh() {
-      const [listed, status] = await Promise.all([ctx.api("/v1/accounts?limit=100"), ctx.api("/v1/admin/providers")]);
+      const [listed, status, placed] = await Promise.all([
+        ctx.api("/v1/accounts?limit=100"), ctx.api("/v1/admin/providers"), ctx.api("/v1/admin/orders?limit=100"),
+      ]);
+      syncList(orders, placed.data, "data-order-id", (o) => o.id, orderRow);
       syncList(accounts, listed.data, "data-account-id", (a) => a.id, (tr, a) => {
         if (!tr._credit) {
           tr._credit = creditForm(ctx, a);
