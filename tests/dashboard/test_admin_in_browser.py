@@ -44,7 +44,7 @@ def test_the_admin_sees_every_account_credits_one_and_sees_the_providers(
     orders = page.get_by_test_id("orders").locator("tbody tr")
     expect(orders).to_have_count(1)  # every account's orders, with whose they are
     expect(orders.first).to_contain_text(busy.account_id)
-    expect(orders.first.locator('[data-label="Status"]')).to_have_text("running")
+    expect(orders.first.locator('[data-label="Status"]')).to_have_text("running", timeout=SLOW)
     providers = page.get_by_test_id("providers").locator("tbody tr")
     expect(providers).to_have_count(3)
     expect(providers.filter(has_text="Hyperstack")).to_contain_text("yes")
