@@ -52,15 +52,16 @@ async def list_accounts(
     and how many it has running."""
     found = await accounts.list_accounts(session, cursor=page.cursor, limit=page.fetch)
     machines = await billing.machines_by_account(session, account_ids=[a.id for a in found])
-    shown = [
-        AdminAccountOut.present(
+    shown = []
+    for account in found:
+        count, spend = machines.get(account.id, (0, Decimal(0)))
+        out = AdminAccountOut.present(
             account,
-            hourly_spend=machines.get(account.id, (0, Decimal(0)))[1],
+            hourly_spend=spend,
             low_balance_hours=settings.low_balance_hours,
             billing_hour_seconds=settings.billing_hour_seconds,
-        ).model_copy(update={"machines": machines.get(account.id, (0, Decimal(0)))[0]})
-        for account in found
-    ]
+        )
+        shown.append(out.model_copy(update={"machines": count}))
     return page.page_of(shown, AdminAccountOut)
 
 
@@ -73,21 +74,32 @@ async def add_credit(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     """Top up an account's balance (send an Idempotency-Key to make retries safe)."""
+    return await _credit(
+        request, session, account_id, body, principal=ADMIN_PRINCIPAL, key=idempotency_key
+    )
+
+
+async def _credit(
+    request: Request,
+    session: SessionDep,
+    account_id: str,
+    body: CreditCreate,
+    *,
+    principal: str,
+    key: str | None,
+    note: str | None = None,
+) -> JSONResponse:
+    """Credit `account_id` once per Idempotency-Key of `principal`: the admin's credit and a
+    demo account's own top-up alike."""
 
     async def top_up() -> LedgerEntryOut:
         entry = await ledger.credit(
-            session, account_id=account_id, amount=body.amount, note=body.note
+            session, account_id=account_id, amount=body.amount, note=body.note or note
         )
         return LedgerEntryOut.model_validate(entry)
 
     return await respond_once(
-        request,
-        session,
-        principal=ADMIN_PRINCIPAL,
-        key=idempotency_key,
-        body=body,
-        status_code=201,
-        action=top_up,
+        request, session, principal=principal, key=key, body=body, status_code=201, action=top_up
     )
 
 
@@ -126,21 +138,14 @@ async def add_demo_credit(
         )
     if body.amount > DEMO_TOP_UP_MAX:
         raise field_error("amount", f"a demo top-up is at most {format_usd(DEMO_TOP_UP_MAX)}")
-
-    async def top_up() -> LedgerEntryOut:
-        entry = await ledger.credit(
-            session, account_id=account.id, amount=body.amount, note=body.note or "demo top-up"
-        )
-        return LedgerEntryOut.model_validate(entry)
-
-    return await respond_once(
+    return await _credit(
         request,
         session,
+        account.id,
+        body,
         principal=account.id,
         key=idempotency_key,
-        body=body,
-        status_code=201,
-        action=top_up,
+        note="demo top-up",
     )
 
 
