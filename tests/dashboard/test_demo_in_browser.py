@@ -5,11 +5,12 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, expect
 
 from app.demo.mode import demo_orders
 from tests.dashboard.service import SCREENSHOTS
@@ -54,9 +55,9 @@ def demo(tmp_path: Path) -> Iterator[tuple[str, str]]:
         process.wait(timeout=40)
 
 
-def test_the_printed_url_and_demo_key_show_demo_orders_deploying(
-    browser: Browser, demo: tuple[str, str]
-) -> None:
+@contextmanager
+def signed_in(browser: Browser, demo: tuple[str, str], shot: str) -> Iterator[Page]:
+    """A page signed in at the printed URL with the printed demo key; its screenshot after."""
     url, key = demo
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()
@@ -64,26 +65,27 @@ def test_the_printed_url_and_demo_key_show_demo_orders_deploying(
         page.goto(url)
         page.get_by_label("API key").fill(key)
         page.get_by_role("button", name="Sign in").click()
+        yield page
+    finally:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / shot, full_page=True)
+        context.close()
+
+
+def test_the_printed_url_and_demo_key_show_demo_orders_deploying(
+    browser: Browser, demo: tuple[str, str]
+) -> None:
+    with signed_in(browser, demo, "demo_orders_deploying.png") as page:
         expect(page.locator("tr[data-order-id]")).to_have_count(len(demo_orders()))
         running = page.locator('tr[data-order-id] [data-field="status"]', has_text="running")
         expect(running.first).to_be_visible(timeout=DEPLOY_WITHIN_MS)
-    finally:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SCREENSHOTS / "demo_orders_deploying.png", full_page=True)
-        context.close()
 
 
 def test_the_demo_account_tops_up_its_play_money_on_the_account_page(
     browser: Browser, demo: tuple[str, str]
 ) -> None:
-    url, key = demo
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    try:
-        page.goto(url)
-        page.get_by_label("API key").fill(key)
-        page.get_by_role("button", name="Sign in").click()
-        page.goto(f"{url}#/account")
+    with signed_in(browser, demo, "demo_top_up.png") as page:
+        page.goto(f"{demo[0]}#/account")
         form = page.get_by_test_id("top-up")
         expect(form).to_be_visible()
         balance = page.locator('[data-field="balance"]')
@@ -98,10 +100,6 @@ def test_the_demo_account_tops_up_its_play_money_on_the_account_page(
         ledger = page.get_by_test_id("ledger")
         expect(ledger.locator("tr", has_text="demo top-up")).to_have_count(1)
         eventually_sync(lambda: _dollars(balance.text_content()) > before + 150)
-    finally:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=SCREENSHOTS / "demo_top_up.png", full_page=True)
-        context.close()
 
 
 def _dollars(text: str | None) -> Decimal:
