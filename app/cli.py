@@ -1,146 +1,257 @@
-"""The `autoprovision` command: serve, migrate, sim, admin-key, doctor, demo-history run the
-service; orders, offers, account and watch talk to a running one over its REST API."""
+"""The `autoprovision` command, one Typer app: serve, migrate, sim, admin-key, doctor and
+demo-history run the service; orders, offers, account, watch and models talk to a running one
+over its REST API (app/client)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import errno
 import socket
 import sys
-import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
-# The client commands (app/client) need none of the server: it is imported only where a server
-# command runs, so `autoprovision orders list` starts in a tenth of the time.
+import typer
+
+from app.client.api import ClientError
+from app.client.commands import add_client_commands
+
+# The server's modules are imported inside the commands that need them, so that `--help` and
+# the client commands start in a fraction of the time a server import takes.
 if TYPE_CHECKING:
     from app.settings import Settings
 
-# The commands that run the service, on this machine, with its settings and database.
-SERVER_COMMANDS = {
-    "serve": "migrate the database, then serve the API and the dashboard (in demo mode, the "
-    "simulated providers too)",
-    "migrate": "apply database migrations and exit",
-    "sim": "run the three provider simulators on their own",
-    "admin-key": "make a new admin API key (--reset) and print it",
-    "doctor": "check, reading only, everything a live deploy needs; exit 1 on a failure",
-    "demo-history": "demo mode only: add generated stock history for the simulated providers",
-}
-# The commands that talk to a running service over its REST API (app/client).
-CLIENT_COMMANDS = {
-    "orders": "place, list, get, cancel or terminate an order, set its limits, or read its events",
-    "offers": "what the providers have in stock now, priced with fees",
-    "account": "your balance, what is held, what is available and how long it pays your machines",
-    "watch": "follow events as they happen; `watch ORDER --until running` waits for its IP",
-    "models": "the open models the service knows; `models fit ID`: which machines hold one",
-}
-DESCRIPTION = "Waits for scarce GPU machines and deploys one the moment matching stock appears."
+PROG = "autoprovision"
+SERVICE_PANEL = "Run the service (on this machine, with its settings and database)"
+CLIENT_PANEL = "Talk to a running service (over its REST API)"
 CLIENT_EPILOG = (
     "`autoprovision COMMAND --help` tells more about each command. The client commands take "
     "--url (or AUTOPROVISION_API_URL; default http://127.0.0.1:8000), --key (or "
     "AUTOPROVISION_API_KEY) and --json for scripts. Exit codes: 0 done, 1 refused or the order "
     "failed, 2 bad input, 3 service unreachable."
 )
-HELP_WIDTH = 88
-PROG = "autoprovision"
+
+cli = typer.Typer(
+    name=PROG,
+    help="Waits for scarce GPU machines and deploys one the moment matching stock appears.",
+    epilog=CLIENT_EPILOG,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+server = cli.command  # a server command, listed under SERVICE_PANEL
+
+Host = Annotated[
+    str | None,
+    typer.Option(
+        "--host", help="Address to listen on (default: AUTOPROVISION_HOST).", show_default=False
+    ),
+]
 
 
-def _listing(commands: dict[str, str]) -> str:
-    """Commands and their summaries in two columns, for --help."""
-    column = max(len(name) for name in {**SERVER_COMMANDS, **CLIENT_COMMANDS}) + 2
-    return "\n".join(
-        textwrap.fill(
-            summary,
-            width=HELP_WIDTH - 2,  # argparse indents a group's text by two
-            initial_indent=name.ljust(column),
-            subsequent_indent=" " * column,
+def _done(code: int) -> NoReturn:
+    raise typer.Exit(code)
+
+
+def _settings() -> Settings:
+    """The service's settings, provider settings included; bad ones end the command (exit 2)
+    with one line per variable."""
+    from pydantic import ValidationError
+
+    from app.providers.registry import variable_name, with_provider_settings
+    from app.settings import get_settings
+
+    try:
+        return with_provider_settings(get_settings())
+    except ValidationError as exc:
+        for error in exc.errors():
+            sys.stderr.write(f"{PROG}: {variable_name(error['loc'])}: {error['msg']}\n")
+        _done(2)
+
+
+@server("serve", rich_help_panel=SERVICE_PANEL)
+def serve(
+    host: Host = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port", help="Port to listen on (default: AUTOPROVISION_PORT).", show_default=False
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Read and match stock but send no create (default: AUTOPROVISION_DRY_RUN).",
+        ),
+    ] = False,
+) -> None:
+    """Migrate the database, then serve the API and the dashboard.
+
+    In demo mode, the simulated providers too."""
+    from app.background import LIVE_WITHOUT_CREDENTIALS
+    from app.providers.registry import configured_providers
+
+    settings = _settings()
+    if settings.mode == "live" and settings.watcher and not configured_providers(settings):
+        sys.stderr.write(f"{PROG}: {LIVE_WITHOUT_CREDENTIALS}\n")
+        _done(2)
+    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if dry_run:
+        overrides["dry_run"] = True
+    _done(_serve(settings.model_copy(update=overrides)))
+
+
+@server("migrate", rich_help_panel=SERVICE_PANEL)
+def migrate() -> None:
+    """Apply database migrations and exit."""
+    settings = _settings()
+    asyncio.run(_migrate(settings))
+    sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")
+
+
+@server("sim", rich_help_panel=SERVICE_PANEL)
+def sim(
+    host: Host = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            help="Port to listen on (default: AUTOPROVISION_SIM_PORT).",
+            show_default=False,
+        ),
+    ] = None,
+    latency_ms: Annotated[
+        float,
+        typer.Option(
+            "--latency-ms",
+            help="Round-trip network latency to add: every byte waits half of it each way, in "
+            "a loopback relay (so TLS handshakes pay it too).",
+        ),
+    ] = 0.0,
+    jitter_ms: Annotated[
+        float, typer.Option("--jitter-ms", help="Up to this much more round trip, at random.")
+    ] = 0.0,
+    tls: Annotated[
+        bool, typer.Option("--tls", help="Serve HTTPS with a self-signed certificate made now.")
+    ] = False,
+    cert_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cert-dir", help="Where --tls writes it (default: a temp dir).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Run the three provider simulators on their own."""
+    if latency_ms < 0 or jitter_ms < 0:
+        sys.stderr.write(f"{PROG}: --latency-ms and --jitter-ms must be 0 or more\n")
+        _done(2)
+    from app.simulators.network import Latency
+    from app.simulators.run import default_tls_dir, run_simulators
+
+    settings = _settings()
+    latency = Latency(latency_ms / 2, jitter_ms / 2) if latency_ms or jitter_ms else None
+    tls_dir = (cert_dir or default_tls_dir()) if tls else None
+    host, port = host or settings.host, port or settings.sim_port
+    run_simulators(host, port, settings.log_level, latency=latency, tls_dir=tls_dir)
+
+
+@server("admin-key", rich_help_panel=SERVICE_PANEL)
+def admin_key(
+    reset: Annotated[
+        bool, typer.Option("--reset", help="Replace the admin key with a new one and print it.")
+    ] = False,
+) -> None:
+    """Make a new admin API key (--reset) and print it."""
+    if not reset:
+        raise typer.BadParameter(
+            "is required: the old admin key stops working", param_hint="--reset"
         )
-        for name, summary in commands.items()
+    from app.main import announce_admin_key
+
+    settings = _settings()
+    if settings.admin_api_key is not None:
+        sys.stderr.write("AUTOPROVISION_ADMIN_API_KEY is set; change it there instead\n")
+        _done(1)
+    announce_admin_key(asyncio.run(_reset_admin_key(settings)))
+
+
+@server("doctor", rich_help_panel=SERVICE_PANEL)
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Check the simulators, as demo mode uses them.")
+    ] = False,
+    sim_url: Annotated[
+        str | None,
+        typer.Option(
+            "--sim-url", help="The simulators' address (implies --demo).", show_default=False
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            help="Seconds a provider call may take (default: "
+            "AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Check, reading only, everything a live deploy needs; exit 1 on a failure."""
+    settings = _settings()
+    _done(
+        asyncio.run(_doctor(settings, as_json=as_json, demo=demo, sim_url=sim_url, timeout=timeout))
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `autoprovision` command line. Its help lists the server commands and the client
-    commands apart (argparse lists subcommands as one group, so the two lists are text); the
-    client commands are only named here: `main` hands them to app.client.commands."""
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        usage="%(prog)s [-h] COMMAND ...",
-        description=DESCRIPTION,
-        epilog="\n".join(textwrap.wrap(CLIENT_EPILOG, width=HELP_WIDTH)),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument_group(
-        "Run the service (on this machine, with its settings and database)",
-        _listing(SERVER_COMMANDS),
-    )
-    parser.add_argument_group(
-        "Talk to a running service (over its REST API)", _listing(CLIENT_COMMANDS)
-    )
-    commands = parser.add_subparsers(
-        dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS, prog=PROG
-    )
-
-    def server_command(name: str) -> argparse.ArgumentParser:
-        summary = SERVER_COMMANDS[name]
-        return commands.add_parser(
-            name, help=summary, description=summary[0].upper() + summary[1:] + "."
+@server("demo-history", rich_help_panel=SERVICE_PANEL)
+def demo_history(
+    days: Annotated[float, typer.Option("--days", help="How many days back.")] = 7,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Random seed, for the same history again.", show_default=False),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Delete earlier generated history first.")
+    ] = False,
+) -> None:
+    """Demo mode only: add generated stock history for the simulated providers."""
+    settings = _settings()
+    if settings.mode != "demo":
+        sys.stderr.write(
+            f"{PROG}: demo-history makes up stock history and runs in demo mode only "
+            "(AUTOPROVISION_MODE=demo); refusing in live mode\n"
         )
+        _done(2)
+    if not 0 < days <= settings.stock_history_days:
+        sys.stderr.write(
+            f"{PROG}: --days must be more than 0 and at most "
+            f"AUTOPROVISION_STOCK_HISTORY_DAYS ({settings.stock_history_days})\n"
+        )
+        _done(2)
+    _done(asyncio.run(_demo_history(settings, days=days, seed=seed, replace=replace)))
 
-    serve = server_command("serve")
-    serve.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
-    serve.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_PORT)")
-    serve.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="read and match stock but send no create (default: AUTOPROVISION_DRY_RUN)",
-    )
-    server_command("migrate")
-    sim = server_command("sim")
-    sim.add_argument("--host", help="address to listen on (default: AUTOPROVISION_HOST)")
-    sim.add_argument("--port", type=int, help="port to listen on (default: AUTOPROVISION_SIM_PORT)")
-    sim.add_argument(
-        "--latency-ms",
-        type=float,
-        default=0.0,
-        help="round-trip network latency to add: every byte waits half of it each way, in a "
-        "loopback relay (so TLS handshakes pay it too)",
-    )
-    sim.add_argument(
-        "--jitter-ms", type=float, default=0.0, help="up to this much more round trip, at random"
-    )
-    sim.add_argument(
-        "--tls", action="store_true", help="serve HTTPS with a self-signed certificate made now"
-    )
-    sim.add_argument("--cert-dir", type=Path, help="where --tls writes it (default: a temp dir)")
-    admin_key = server_command("admin-key")
-    admin_key.add_argument(
-        "--reset",
-        action="store_true",
-        required=True,
-        help="replace the admin key with a new one and print it",
-    )
-    check = server_command("doctor")
-    check.add_argument("--json", action="store_true", help="print the checks as JSON")
-    check.add_argument(
-        "--demo", action="store_true", help="check the simulators, as demo mode uses them"
-    )
-    check.add_argument("--sim-url", help="the simulators' address (implies --demo)")
-    check.add_argument(
-        "--timeout",
-        type=float,
-        help="seconds a provider call may take (default: AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS)",
-    )
-    history = server_command("demo-history")
-    history.add_argument("--days", type=float, default=7, help="how many days back (default: 7)")
-    history.add_argument("--seed", type=int, help="random seed, for the same history again")
-    history.add_argument(
-        "--replace", action="store_true", help="delete earlier generated history first"
-    )
-    for name, summary in CLIENT_COMMANDS.items():  # listed for --help; main() runs them
-        commands.add_parser(name, help=summary, add_help=False)
-    return parser
+
+add_client_commands(cli, CLIENT_PANEL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `autoprovision` command: its exit code (bad input, refusals and an
+    unreachable service are one line on stderr)."""
+    command = typer.main.get_command(cli)
+    try:
+        command.main(args=sys.argv[1:] if argv is None else list(argv), prog_name=PROG)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except ClientError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return int(exc.exit_code)
+    return 0
+
+
+# --- what the server commands do ----------------------------------------------------------
 
 
 def _serve(settings: Settings) -> int:
@@ -233,21 +344,6 @@ def _serve_holding(
     )
 
 
-def _sim(args: argparse.Namespace, settings: Settings) -> int:
-    from app.simulators.network import Latency
-    from app.simulators.run import default_tls_dir, run_simulators
-
-    if args.latency_ms < 0 or args.jitter_ms < 0:
-        sys.stderr.write("autoprovision: --latency-ms and --jitter-ms must be 0 or more\n")
-        return 2
-    one_way = Latency(args.latency_ms / 2, args.jitter_ms / 2)
-    latency = one_way if args.latency_ms or args.jitter_ms else None
-    tls_dir = (args.cert_dir or default_tls_dir()) if args.tls else None
-    host, port = args.host or settings.host, args.port or settings.sim_port
-    run_simulators(host, port, settings.log_level, latency=latency, tls_dir=tls_dir)
-    return 0
-
-
 def _redacted(database_url: str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -289,20 +385,22 @@ async def _reset_admin_key(settings: Settings) -> str:
     return api_key
 
 
-async def _doctor(settings: Settings, args: argparse.Namespace) -> int:
+async def _doctor(
+    settings: Settings, *, as_json: bool, demo: bool, sim_url: str | None, timeout: float | None
+) -> int:
     from app import doctor
 
-    timeout = args.timeout or settings.provider_timeout_seconds
-    if args.demo or args.sim_url or settings.mode == "demo":
-        checks = await doctor.check_demo(settings, sim_url=args.sim_url, timeout=timeout)
+    timeout = timeout or settings.provider_timeout_seconds
+    if demo or sim_url or settings.mode == "demo":
+        checks = await doctor.check_demo(settings, sim_url=sim_url, timeout=timeout)
     else:
         checks = await doctor.run(settings, timeout=timeout)
-    render = doctor.render_json if args.json else doctor.render_text
-    sys.stdout.write(render(checks) + ("\n" if args.json else ""))
+    render = doctor.render_json if as_json else doctor.render_text
+    sys.stdout.write(render(checks) + ("\n" if as_json else ""))
     return 0 if doctor.passed(checks) else 1
 
 
-async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
+async def _demo_history(settings: Settings, *, days: float, seed: int | None, replace: bool) -> int:
     from app.core.market import Fees
     from app.demo.history import AlreadyGenerated, write_demo_history
     from app.providers.registry import poll_periods
@@ -313,11 +411,11 @@ async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
         await migrate(engine)
         made, deleted = await write_demo_history(
             create_sessionmaker(engine),
-            days=args.days,
+            days=days,
             fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
             periods={str(p): s for p, s in poll_periods(settings).items()},
-            seed=args.seed,
-            replace=args.replace,
+            seed=seed,
+            replace=replace,
         )
     except AlreadyGenerated as exc:
         sys.stderr.write(f"autoprovision: {exc}\n")
@@ -335,75 +433,4 @@ async def _demo_history(settings: Settings, args: argparse.Namespace) -> int:
         f"{made.until:%Y-%m-%d %H:%M} UTC (marked generated) into "
         f"{_redacted(settings.database_url)}\n"
     )
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `autoprovision` command."""
-    arguments = sys.argv[1:] if argv is None else list(argv)
-    if not arguments:  # what there is to do, rather than "the argument COMMAND is required"
-        build_parser().print_help()
-        return 2
-    if arguments and arguments[0] in CLIENT_COMMANDS:
-        from app.client.commands import run
-
-        return run(arguments)
-    return _server_command(arguments)
-
-
-def _server_command(argv: list[str]) -> int:
-    from pydantic import ValidationError
-
-    from app.background import LIVE_WITHOUT_CREDENTIALS
-    from app.main import announce_admin_key
-    from app.providers.registry import (
-        configured_providers,
-        variable_name,
-        with_provider_settings,
-    )
-    from app.settings import get_settings
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        settings = with_provider_settings(get_settings())
-    except ValidationError as exc:
-        for error in exc.errors():
-            name = variable_name(error["loc"])
-            sys.stderr.write(f"autoprovision: {name}: {error['msg']}\n")
-        return 2
-    if args.command == "serve":
-        if settings.mode == "live" and settings.watcher and not configured_providers(settings):
-            sys.stderr.write(f"autoprovision: {LIVE_WITHOUT_CREDENTIALS}\n")
-            return 2
-        overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-        if args.dry_run:
-            overrides["dry_run"] = True
-        return _serve(settings.model_copy(update=overrides))
-    elif args.command == "sim":
-        return _sim(args, settings)
-    elif args.command == "migrate":
-        asyncio.run(_migrate(settings))
-        sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")
-    elif args.command == "admin-key":
-        if settings.admin_api_key is not None:
-            sys.stderr.write("AUTOPROVISION_ADMIN_API_KEY is set; change it there instead\n")
-            return 1
-        announce_admin_key(asyncio.run(_reset_admin_key(settings)))
-    elif args.command == "doctor":
-        return asyncio.run(_doctor(settings, args))
-    elif args.command == "demo-history":
-        if settings.mode != "demo":
-            sys.stderr.write(
-                "autoprovision: demo-history makes up stock history and runs in demo mode only "
-                "(AUTOPROVISION_MODE=demo); refusing in live mode\n"
-            )
-            return 2
-        if not 0 < args.days <= settings.stock_history_days:
-            sys.stderr.write(
-                f"autoprovision: --days must be more than 0 and at most "
-                f"AUTOPROVISION_STOCK_HISTORY_DAYS ({settings.stock_history_days})\n"
-            )
-            return 2
-        return asyncio.run(_demo_history(settings, args))
     return 0

@@ -8,7 +8,7 @@ committed page with what the code says now, and stops the build if one differs, 
 fails on a stale page. `tests/docs/test_reference.py` does the same in the test suite.
 
 Each page is made from what the service itself uses: `Settings` and each provider's settings
-model (configuration), the argparse and Typer command trees (CLI), the FastAPI app's OpenAPI
+model (configuration), the Typer command tree (CLI), the FastAPI app's OpenAPI
 document (REST API), the transition tables (states), the exceptions and the error handlers'
 calls (error codes), the event-type enums and the payload models (events), the GPU catalogue.
 Where the code holds no sentence for something (an error code, an event type), the sentence is
@@ -185,19 +185,6 @@ def configuration() -> str:
 # --- command line -------------------------------------------------------------------------
 
 
-def _argparse_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
-    rows = []
-    for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
-        names = ", ".join(_code(o) for o in action.option_strings) or _code(action.dest.upper())
-        default = action.default
-        hidden = default is None or default is False or default == argparse.SUPPRESS
-        shown = "" if hidden else _code(default)
-        rows.append((names, action.help or "", shown))
-    return rows
-
-
 def _click_rows(command: Any) -> list[tuple[str, str, str]]:
     # Duck-typed: Typer may carry its own copy of click.
     rows = []
@@ -227,76 +214,66 @@ def _click_commands(command: Any, path: tuple[str, ...]) -> Iterable[tuple[tuple
         yield from _click_commands(child, (*path, child.name))
 
 
-def command_names() -> list[str]:
-    """Every command a user can type after `autoprovision`, as `orders place`."""
-    return [name for name, _help in _server_commands()] + [
-        " ".join(path) for path, _command in _client_commands()[1:]
-    ]
-
-
-def _server_commands() -> list[tuple[str, str]]:
-    from app.cli import CLIENT_COMMANDS, build_parser
-
-    (subparsers,) = [
-        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
-    ]
-    return [
-        (choice.dest, choice.help or "")
-        for choice in subparsers._choices_actions
-        if choice.dest not in CLIENT_COMMANDS
-    ]
-
-
-def _client_commands() -> list[tuple[tuple[str, ...], Any]]:
+def _commands() -> list[tuple[tuple[str, ...], Any]]:
+    """Every command of the `autoprovision` app and its path below it, the root first."""
     import typer.main
 
-    from app.client.commands import cli
+    from app.cli import cli
 
     return list(_click_commands(typer.main.get_command(cli), ()))
 
 
-def cli() -> str:
-    """The server commands from their argparse parser, the client ones from their Typer app."""
-    from app.cli import CLIENT_EPILOG, build_parser
+def _serves(command: Any) -> bool:
+    """Whether a command runs the service (listed in the server commands' panel)."""
+    from app.cli import SERVICE_PANEL
 
-    parser = build_parser()
-    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return getattr(command, "rich_help_panel", None) == SERVICE_PANEL
+
+
+def command_names() -> list[str]:
+    """Every command a user can type after `autoprovision`, as `orders place`."""
+    return [" ".join(path) for path, _command in _commands()[1:]]
+
+
+def _command_section(path: tuple[str, ...], command: Any) -> list[str]:
+    usage = " ".join(command.collect_usage_pieces(command.context_class(command)))
+    parts = [
+        f"### autoprovision {' '.join(path)}",
+        f"```text\nautoprovision {' '.join(path)} {usage}\n```",
+        " ".join((command.help or "").split()),
+    ]
+    rows = _click_rows(command)
+    if not hasattr(command, "commands") or rows:  # a group run alone may take options
+        parts.append(_table(["Option", "Meaning", "Default"], rows) if rows else "No options.")
+    return parts
+
+
+def cli() -> str:
+    """The command line, from the one Typer app: the server commands, then the client's."""
+    from app.cli import CLIENT_EPILOG
+
+    commands = _commands()[1:]
+    server = [(p, c) for p, c in commands if _serves(c)]
+    client = [(p, c) for p, c in commands if not _serves(c)]
+
+    def listing(entries: list[tuple[tuple[str, ...], Any]]) -> str:
+        return _table(
+            ["Command", "What it does"],
+            [(_code("autoprovision " + " ".join(p)), _first_sentence(c.help)) for p, c in entries],
+        )
+
     parts = [
         "One command, `autoprovision` (in `.venv/bin/` after `make run`; `python -m app` does "
         "the same), runs the service and talks to a running one. `autoprovision COMMAND "
         "--help` prints what this page says about each.",
         "## Running the service",
-        _table(
-            ["Command", "What it does"],
-            [(_code(f"autoprovision {n}"), h) for n, h in _server_commands()],
-        ),
+        listing(server),
     ]
-    for name, _help in _server_commands():
-        sub = subparsers.choices[name]
-        rows = _argparse_rows(sub)
-        parts.append(f"### autoprovision {name}")
-        parts.append(_sentence(dict(_server_commands())[name]))
-        parts.append(_table(["Option", "Meaning", "Default"], rows) if rows else "No options.")
-    commands = _client_commands()
-    parts += [
-        "## Talking to a running service",
-        CLIENT_EPILOG,
-        _table(
-            ["Command", "What it does"],
-            [
-                (_code("autoprovision " + " ".join(p)), _first_sentence(c.help))
-                for p, c in commands[1:]
-            ],
-        ),
-    ]
-    for path, command in commands[1:]:
-        usage = " ".join(command.collect_usage_pieces(command.context_class(command)))
-        parts.append(f"### autoprovision {' '.join(path)}")
-        parts.append(f"```text\nautoprovision {' '.join(path)} {usage}\n```")
-        parts.append(" ".join((command.help or "").split()))
-        rows = _click_rows(command)
-        if not hasattr(command, "commands") or rows:  # a group run alone may take options
-            parts.append(_table(["Option", "Meaning", "Default"], rows) if rows else "No options.")
+    for path, command in server:
+        parts += _command_section(path, command)
+    parts += ["## Talking to a running service", CLIENT_EPILOG, listing(client)]
+    for path, command in client:
+        parts += _command_section(path, command)
     return _page("Command line", *parts)
 
 

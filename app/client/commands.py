@@ -1,9 +1,8 @@
-"""The client commands as a Typer app: `orders` (place, list, get, cancel, terminate, limits,
-events), `offers`, `account`, `watch` and `models` (`models fit`). `app.cli.main` hands these
-command names to `run`."""
+"""The client commands: `orders` (place, list, get, cancel, terminate, limits, events),
+`offers`, `account`, `watch` and `models` (`models fit`). `add_client_commands` puts them on the
+`autoprovision` command (app/cli.py) beside the server's."""
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,22 +24,11 @@ from app.client.watch import Until, Watch
 
 PROG = "autoprovision"
 TERMINABLE = ("deploying", "deployed", "running")  # an order whose machine a terminate ends
-COMMANDS = ("orders", "offers", "account", "watch", "models")
 
-cli = typer.Typer(
-    name=PROG,
-    help="Talk to a running autoprovision service over its REST API.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
 orders = typer.Typer(
     help="Place, list, read, cancel and terminate orders, and set their limits.",
     no_args_is_help=True,
 )
-cli.add_typer(orders, name="orders")
-cli.add_typer(models, name="models")
 
 Url = Annotated[
     str | None,
@@ -356,7 +344,6 @@ def events(order_id: OrderId, url: Url = None, key: Key = None, as_json: Json = 
     render.console().print(render.events_table(answer.body))
 
 
-@cli.command("offers")
 def offers(
     gpu_model: Annotated[
         str | None, typer.Option("--gpu-model", "-g", help="Only this GPU model.")
@@ -395,7 +382,6 @@ account_commands = typer.Typer(
     help="Your balance and ledger; in demo mode, top-ups of play money.",
     invoke_without_command=True,
 )
-cli.add_typer(account_commands, name="account")
 
 
 @account_commands.callback()
@@ -456,7 +442,6 @@ def top_up(
     )
 
 
-@cli.command("watch")
 def watch(
     order_id: Annotated[
         str | None,
@@ -498,17 +483,10 @@ def watch(
         raise typer.Exit(int(code))
 
 
-def run(argv: list[str]) -> int:
-    """Run one client command; its exit code (errors are one line on stderr)."""
-    command = typer.main.get_command(cli)
-    try:
-        command.main(args=argv, prog_name=PROG, standalone_mode=True)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except ClientError as exc:
-        sys.stderr.write(f"{PROG}: {exc}\n")
-        return int(exc.exit_code)
-    except Exception as exc:  # a bug in the client: still one line, never a traceback
-        sys.stderr.write(f"{PROG}: unexpected error in the client: {type(exc).__name__}: {exc}\n")
-        return int(Exit.REFUSED)
-    return 0
+def add_client_commands(root: typer.Typer, panel: str) -> None:
+    """Put the client commands on `root`, listed under `panel` in its help."""
+    root.add_typer(orders, name="orders", rich_help_panel=panel)
+    root.command("offers", rich_help_panel=panel)(offers)
+    root.add_typer(account_commands, name="account", rich_help_panel=panel)
+    root.command("watch", rich_help_panel=panel)(watch)
+    root.add_typer(models, name="models", rich_help_panel=panel)

@@ -8,7 +8,7 @@ import pytest
 import typer
 from pydantic import Field
 
-import app.client.commands
+import app.cli
 import app.settings
 from app.core.states import mermaid
 from app.providers.registry import offered
@@ -85,15 +85,14 @@ def test_a_command_added_without_make_reference_makes_the_page_stale(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cli = typer.Typer()
-    for command in app.client.commands.cli.registered_commands:
-        cli.registered_commands.append(command)
-    cli.registered_groups.extend(app.client.commands.cli.registered_groups)
+    cli.registered_commands.extend(app.cli.cli.registered_commands)
+    cli.registered_groups.extend(app.cli.cli.registered_groups)
 
     @cli.command("new-thing")
     def new_thing() -> None:
         """Does something new."""
 
-    monkeypatch.setattr(app.client.commands, "cli", cli)
+    monkeypatch.setattr(app.cli, "cli", cli)
     assert "new-thing" in command_names()
     assert stale() == ["cli.md"]
 
