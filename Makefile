@@ -9,7 +9,7 @@ RUNTIME_STAMP := $(VENV)/.runtime-stamp
 STAMP := $(VENV)/.installed-stamp
 DOCS_STAMP := $(VENV)/.docs-stamp
 
-.PHONY: run test lint format migrate clean docs docs-serve reference chaos
+.PHONY: run test test-fast lint format migrate clean docs docs-serve reference chaos
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11) and "autoprovision needs Python 3.11 or newer" or 0)'
@@ -28,8 +28,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(RUNTIME_STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
 	$(BIN)/autoprovision serve
 
+# Tests run on every core (pytest-xdist); each worker makes its own template databases, and
+# workers take the next test as they finish (worksteal: the slow ones are uneven).
+XDIST := -n auto --dist worksteal
+
 test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_DATABASE_URL is set)
-	$(BIN)/pytest
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: $(STAMP)  ## all but the slow tests (browser, processes, real clock): the loop while coding
+	$(BIN)/pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The chaos run (bench/chaos.py): minutes of faults, kills and orders with the money invariants
 # checked throughout; a broken one fails it. SQLite with a fixed seed, PostgreSQL with a random

@@ -35,6 +35,19 @@ BACKENDS = ["sqlite", "postgres"]
 pytest_plugins = ["tests.fixtures.settings", "tests.fixtures.simulators"]
 
 
+# A test that uses one of these is `slow` (`make test-fast` leaves it out): a browser, the
+# watcher against the simulators on the real clock, processes of its own, a webhook receiver.
+SLOW_FIXTURES = frozenset(
+    {"browser", "page", "live_mode_settings", "sim_process", "running_service", "receiver"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 _real_getaddrinfo = socket.getaddrinfo
 
 

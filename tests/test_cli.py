@@ -55,6 +55,7 @@ def test_migrate_creates_the_schema(cli_database: str, capsys: pytest.CaptureFix
     assert set(Base.metadata.tables) <= tables
 
 
+@pytest.mark.slow  # the service in a process of its own
 class TestServe:
     def _start(
         self, database_url: str, cwd: Path, port: int | None = None
@@ -207,6 +208,7 @@ def test_a_bad_setting_is_one_clear_line_not_a_traceback(
     assert "Traceback" not in err and "short" not in err
 
 
+@pytest.mark.slow  # the simulators in a process of their own
 def test_sim_serves_the_three_simulators(tmp_path: Path) -> None:
     port = free_port()
     process = subprocess.Popen(
@@ -327,6 +329,7 @@ class TestHelp:
         out = capsys.readouterr().out
         assert "Run the service" in out and "Talk to a running service" in out
 
+    @pytest.mark.slow  # four processes of their own
     def test_help_imports_none_of_the_server(self, tmp_path: Path) -> None:
         """`--help` answers in a fraction of a second because it loads no server module; the
         control, `migrate`, does load them."""

@@ -16,6 +16,9 @@ from tests.processes import ROOT, clean_env
 from tests.servers import free_port
 from tests.waiting import eventually_sync
 
+# Slow: each test runs `make` and the service in processes of their own.
+pytestmark = pytest.mark.slow
+
 DEMO_KEY = re.compile(r"Demo account API key: (\S+)")
 
 

@@ -61,3 +61,10 @@ def test_make_docs_serve_takes_a_port(clone: Path) -> None:
     assert _planned("docs-serve", clone).rstrip().endswith("--dev-addr 127.0.0.1:8008")
     moved = _planned("docs-serve", clone, "DOCS_PORT=8123")
     assert moved.rstrip().endswith("--dev-addr 127.0.0.1:8123")
+
+
+def test_make_test_fast_leaves_out_the_slow_tests_and_both_use_every_core(clone: Path) -> None:
+    fast = _planned("test-fast", clone).rstrip().splitlines()[-1]
+    whole = _planned("test", clone).rstrip().splitlines()[-1]
+    assert "-n auto" in fast and '-m "not slow"' in fast
+    assert "-n auto" in whole and "not slow" not in whole

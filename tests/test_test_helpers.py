@@ -1,6 +1,8 @@
 """The tests' own layout: helpers live in helper modules, never in another test or a conftest."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -41,3 +43,22 @@ def test_the_check_finds_a_borrowed_fixture() -> None:
     ]
     assert borrowed_imports("from tests.api import test_orders") == ["tests.api.test_orders"]
     assert borrowed_imports("from tests.waiting import eventually\nimport tests.clock") == []
+
+
+def _collected(marker: str, *paths: str) -> set[str]:
+    """The modules of `paths` with a test that `-m marker` selects."""
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    listed = subprocess.run(
+        [*collect, "-m", marker, *paths],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return {line.split("::")[0] for line in listed.splitlines() if "::" in line}
+
+
+def test_browser_tests_are_slow_and_api_tests_are_not() -> None:
+    browser, api = "tests/dashboard/test_browser.py", "tests/api/test_health.py"
+    assert _collected("slow", browser, api) == {browser}
+    assert _collected("not slow", browser, api) == {api}  # control: both are collected

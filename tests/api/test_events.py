@@ -293,6 +293,7 @@ async def _place_many(database_url: str, account_id: str, count: int) -> None:
         await engine.dispose()
 
 
+@pytest.mark.slow  # waits for the send timeout on the real clock
 class TestSlowClient:
     async def test_a_client_that_stops_reading_is_disconnected_while_a_reading_one_stays(
         self, settings: Settings

@@ -19,6 +19,9 @@ from tests.fixtures.settings import live_settings
 from tests.servers import serve_in_thread
 from tests.waiting import eventually_sync
 
+# Slow: the service runs in a process of its own.
+pytestmark = pytest.mark.slow
+
 # $2.40672/h (its public IP included), $2.63 with the test fees
 HYPER_H100 = ("hyperstack", "n3-H100x1", "CANADA-1")
 H100 = ("-g", "h100", "-n", "1", "-p", "hyperstack", "--max-price", "3.00")

@@ -183,6 +183,7 @@ async def test_the_feed_puts_up_what_waiting_orders_want_a_cluster_all_its_nodes
     assert max(seen.values()) == 2
 
 
+@pytest.mark.slow  # the demo feed on the real clock
 async def test_demo_mode_records_the_stock_feed_in_the_history(
     database_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -295,6 +296,7 @@ async def _running_order(client: httpx.AsyncClient, headers: dict[str, str], por
     return order_id
 
 
+@pytest.mark.slow  # the demo on the real clock, twice
 @pytest.mark.parametrize("kept", [True, False], ids=["state kept", "control: state removed"])
 async def test_a_demo_restart_carries_on_with_the_same_machines_running(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kept: bool

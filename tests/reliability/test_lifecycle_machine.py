@@ -32,6 +32,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -64,6 +65,9 @@ from app.watcher.meter import Meter
 from app.watcher.running import RunningWatch
 from app.watcher.terminator import Terminator
 from tests.clock import FakeWallClock
+
+# Slow: hundreds of generated runs, each a lifecycle of its own.
+pytestmark = pytest.mark.slow
 
 T = TypeVar("T")
 HOUR = 60.0

@@ -96,6 +96,9 @@ from app.storage.models import Account, Attempt, Hold, LedgerEntry, Order, Webho
 from tests.fixtures.settings import ADMIN_KEY, live_settings
 from tests.waiting import eventually, eventually_sync
 
+# Slow: hundreds of generated runs against the simulators.
+pytestmark = pytest.mark.slow
+
 T = TypeVar("T")
 
 FEE_PERCENT = Decimal("5")

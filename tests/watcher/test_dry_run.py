@@ -14,6 +14,9 @@ from tests.fixtures.settings import live_settings
 from tests.waiting import eventually, polled
 from tests.watcher.orders import HYPER_H100, h100, place
 
+# Slow: the watcher runs against the simulators on the real clock.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def dry_run() -> bool:

@@ -282,6 +282,7 @@ def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:
     return live_settings(database_url, sim_url).model_copy(update={"history_poll_seconds": SLOW})
 
 
+@pytest.mark.slow  # the watcher on the real clock
 async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
     sim: SimControl, client: httpx.AsyncClient, engine: AsyncEngine
 ) -> None:
@@ -331,6 +332,7 @@ async def test_stock_nobody_waits_for_is_recorded_as_it_comes_and_goes(
     assert any(w["provider"] == provider for w in page["coverage"])
 
 
+@pytest.mark.slow  # the watcher on the real clock
 async def test_hyperstacks_forecast_reaches_the_stock_summary_as_it_said_it(
     sim: SimControl, client: httpx.AsyncClient
 ) -> None:

@@ -13,6 +13,9 @@ from tests.fixtures.settings import live_settings
 from tests.waiting import eventually
 from tests.watcher.orders import HYPER_H100, VERDA_H100, h100, order, place
 
+# Slow: the watcher runs against the simulators on the real clock.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def settings(database_url: str, sim_url: str, sim: SimControl) -> Settings:

@@ -20,6 +20,9 @@ from tests.fixtures.settings import live_settings
 from tests.waiting import eventually
 from tests.watcher.orders import account_view, events, place, reaches
 
+# Slow: the watcher runs against the simulators on the real clock.
+pytestmark = pytest.mark.slow
+
 L40S = ("quantacloud", "l40s-x1", "us-east-1")  # $0.99/h -> $1.14 with 5% + $0.10
 PRICE = Decimal("1.14")
 # A waits this long after its unclear answer before it looks its VM up, and B's answer takes
