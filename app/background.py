@@ -29,10 +29,10 @@ from app.providers.http import provider_tls
 from app.providers.registry import build_adapters, credentials_hint, simulated
 from app.services import idempotency, leases, orders, published_events, retention
 from app.services.webhooks import outbox
-from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.metrics import LEADER
+from app.support.secrets import SecretBoxLoader
 from app.watcher.watcher import Watcher
 from app.webhooks.dispatcher import Dispatcher
 

@@ -17,8 +17,8 @@ from app.api import (
     events,
     health,
     metrics,
-    models,
     offers,
+    open_models,
     orders,
     stock,
     webhooks,
@@ -28,11 +28,8 @@ from app.api.limits import InFlightLimit, RequestBody, SendDeadline
 from app.api.shares import KnownKeys, Places
 from app.background import Background, create_scheduler
 from app.dashboard import api_description, install_api_docs, install_dashboard
-from app.events.hub import Hub
-from app.events.publisher import Publisher
 from app.providers.registry import with_provider_settings
 from app.services.accounts import ensure_admin_key
-from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings, get_settings, models_of
 from app.storage.db import (
     create_engine,
@@ -42,6 +39,9 @@ from app.storage.db import (
     migrate,
     session_scope,
 )
+from app.stream.hub import Hub
+from app.stream.publisher import Publisher
+from app.support.secrets import SecretBoxLoader
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
         webhooks.router,
         webhooks.deliveries_router,
         catalogue.router,
-        models.router,
+        open_models.router,
         stock.router,
     ):
         app.include_router(router)

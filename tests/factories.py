@@ -20,9 +20,9 @@ from app.services import accounts, attempts, claims, ledger, placing
 from app.services.claims import Intent
 from app.services.stock import days as stock_days
 from app.services.stock import forecasts as stock_forecasts
-from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, StockCoverage, StockInterval
+from app.support.secrets import SecretBox
 from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -20,10 +20,10 @@ MAY_IMPORT = {
     "providers": {"core", "support", "settings"},
     "simulators": {"core", "support", "providers"},
     "services": {"core", "stock", "storage", "support", "settings", "providers"},
-    "events": {"core", "storage", "support", "settings", "services"},
-    "webhooks": {"core", "storage", "support", "settings", "providers", "services", "events"},
+    "stream": {"core", "storage", "support", "settings", "services"},
+    "webhooks": {"core", "storage", "support", "settings", "providers", "services", "stream"},
     "watcher": {"core", "stock", "storage", "support", "settings", "providers", "services"},
-    "api": {"core", "stock", "storage", "support", "settings", "providers", "services", "events"},
+    "api": {"core", "stock", "storage", "support", "settings", "providers", "services", "stream"},
 }
 # Production code reaches the simulators only through demo mode and the `sim` command.
 MAY_IMPORT_SIMULATORS = {"simulators", "demo", "cli"}

@@ -10,10 +10,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.api.shares import ADMIN_SHARE, KnownKeys, account_share
 from app.core.errors import Forbidden, Unauthorized
 from app.services import accounts
-from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.storage.models import Account
+from app.support.secrets import SecretBoxLoader
 from app.support.security import keys_match
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

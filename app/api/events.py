@@ -17,9 +17,9 @@ from app.api.deps import CurrentAccount, SessionDep, SettingsDep
 from app.api.event_stream import EventStream
 from app.api.strict_json import StrictJsonRoute
 from app.core.errors import AppError, TooManyRequests
-from app.events.hub import Hub, Listener, TooManyStreams
 from app.services import published_events
 from app.services.views import OrderSnapshotOut
+from app.stream.hub import Hub, Listener, TooManyStreams
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/events", tags=["events"])
 STREAM_PAGE = 100

@@ -19,8 +19,8 @@ from app.api.webhook_schemas import (
 )
 from app.services.webhooks import endpoints as webhook_endpoints
 from app.services.webhooks import outbox
-from app.services.webhooks.secrets import SecretBox
 from app.storage.models import WebhookDelivery, WebhookEndpoint
+from app.support.secrets import SecretBox
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/webhook-endpoints", tags=["webhooks"])
 deliveries_router = APIRouter(

@@ -27,13 +27,13 @@ from app.core.ids import new_id
 from app.core.states import OrderStatus
 from app.providers.registry import display_name, simulated_specs
 from app.services import ledger, placing
-from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators import persist
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.simulators.core import ProviderSimulator
 from app.storage.models import Account, Order
+from app.support.secrets import SecretBox
 from app.support.security import ACCOUNT_KEY_PREFIX, hash_api_key
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from app.core.market import OrderWants, all_wants_of
 from app.providers.diagnosis import Check, Status
 from app.providers.registry import abilities
 from app.services import waiting_orders
-from app.services.webhooks.secrets import SecretBox, SecretKeyError
 from app.settings import Settings
 from app.storage.db import create_engine, create_read_sessionmaker, ping, schema_revision
+from app.support.secrets import SecretBox, SecretKeyError
 
 
 def _check(name: str, status: Status, reason: str, scope: str = "database") -> Check:

@@ -22,8 +22,8 @@ from app.core.states import OrderEventKind, OrderStatus
 from app.providers.registry import display_name, spec_for
 from app.services import images, orders, placement_rate, startup_scripts, timeline
 from app.services.timeline import Line
-from app.services.webhooks.secrets import SecretBox
 from app.storage.models import Account, Order
+from app.support.secrets import SecretBox
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from app.core.errors import ValidationFailed
 from app.core.states import OrderEventKind
 from app.providers.registry import display_name, offered, script_runners
 from app.services.timeline import Line
-from app.services.webhooks.secrets import SecretBox
+from app.support.secrets import SecretBox
 
 MAX_BYTES = 32 * 1024  # UTF-8 encoded
 WHAT = "the order's start-up script"  # for a seal that does not open

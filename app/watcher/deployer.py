@@ -30,10 +30,10 @@ from app.services import attempts, claims, startup_scripts, timeline
 from app.services.attempts import VMAlreadyOwned
 from app.services.claims import Intent, KindBusy
 from app.services.timeline import Line
-from app.services.webhooks.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.storage.db import session_scope
 from app.storage.one_hop import OneHopWriter
 from app.support.metrics import CREATES
+from app.support.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.watcher.book import OfferBook, Taken
 from app.watcher.match import Assignment
 from app.watcher.scripts import delete_startup_script

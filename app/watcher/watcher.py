@@ -29,11 +29,11 @@ from app.services import attempts, orders, provider_status
 from app.services.claims import Intent
 from app.services.stock import history as stock_history
 from app.services.timeline import Line
-from app.services.webhooks.secrets import SecretBoxLoader
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.aio import wait_until_set
 from app.support.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
+from app.support.secrets import SecretBoxLoader
 from app.watcher.balances import BalanceRead, ProviderBalances
 from app.watcher.book import OfferBook
 from app.watcher.deployer import Deployer

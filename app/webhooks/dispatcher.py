@@ -15,14 +15,13 @@ from datetime import timedelta
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.clock import utcnow
-from app.services import doorbell
-from app.services.webhooks import outbox
+from app.services.webhooks import doorbell, outbox
 from app.services.webhooks.outbox import Outcome
-from app.services.webhooks.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.aio import wait_until_set
 from app.support.metrics import WEBHOOK_ATTEMPTS
+from app.support.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.webhooks.chat import chat_body
 from app.webhooks.sender import WebhookSender
 

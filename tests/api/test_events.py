@@ -13,8 +13,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.api.events import _events
 from app.api.order_schemas import OrderCreate
 from app.core.clock import utcnow
-from app.events.hub import Hub
-from app.events.publisher import Publisher
 from app.main import create_app
 from app.services import placing, published_events
 from app.settings import Settings
@@ -24,6 +22,8 @@ from app.storage.db import (
     create_sessionmaker,
     session_scope,
 )
+from app.stream.hub import Hub
+from app.stream.publisher import Publisher
 from tests.factories import AccountHandle, account_in_database, order_body, place_in_database
 from tests.servers import serve_in_thread
 from tests.streams import streaming

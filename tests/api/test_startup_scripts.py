@@ -12,8 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.services import startup_scripts
-from app.services.webhooks.secrets import SecretBox
 from app.storage.models import Order, OrderEvent, WebhookEvent
+from app.support.secrets import SecretBox
 from tests.factories import AccountHandle, create_account, order_body
 from tests.fixtures.settings import SECRET_KEY
 from tests.waiting import eventually

@@ -26,12 +26,12 @@ from app.demo.mode import (
 from app.main import create_app
 from app.providers.registry import simulated_specs
 from app.services import ledger
-from app.services.webhooks.secrets import SecretBox
 from app.settings import Settings
 from app.simulators.app import create_simulator_app
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Account, Order
+from app.support.secrets import SecretBox
 from tests.factories import force_order_status
 from tests.fixtures.settings import ADMIN_KEY, SECRET_KEY
 from tests.servers import free_port, serve_in_thread

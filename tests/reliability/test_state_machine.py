@@ -88,7 +88,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.core.money import price_with_fees
 from app.core.states import AttemptStatus, HoldStatus, LedgerKind, OrderStatus, WebhookEventType
 from app.main import create_app
-from app.services import doorbell
+from app.services.webhooks import doorbell
 from app.settings import Settings
 from app.simulators.control import SimControl, SimControlSync
 from app.storage.db import create_engine, create_read_sessionmaker, migrate

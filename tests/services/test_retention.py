@@ -17,7 +17,6 @@ from app.core.states import TerminateReason
 from app.providers.base import VM, Offer, VMState
 from app.services import attempts, orders, published_events, retention, terminations
 from app.services.webhooks import endpoints
-from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import (
     Attempt,
@@ -29,6 +28,7 @@ from app.storage.models import (
     WebhookDelivery,
     WebhookEvent,
 )
+from app.support.secrets import SecretBox
 from tests.factories import claim, waiting_orders
 from tests.fixtures.settings import SECRET_KEY
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 from standardwebhooks.webhooks import Webhook
 
 from app.services.webhooks.outbox import Outcome
-from app.services.webhooks.secrets import new_signing_secret
+from app.support.secrets import new_signing_secret
 from app.webhooks.sender import WebhookSender, retry_after_seconds, signature_header
 from tests.webhooks.receiver import running_receiver
 

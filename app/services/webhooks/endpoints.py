@@ -12,11 +12,11 @@ from app.core.errors import Conflict, NotFound, ValidationFailed
 from app.core.ids import new_id
 from app.core.states import WebhookFormat
 from app.core.text import quote
-from app.services.doorbell import ring_after_commit
 from app.services.webhooks import outbox
-from app.services.webhooks.secrets import SecretBox, new_signing_secret
+from app.services.webhooks.doorbell import ring_after_commit
 from app.services.webhooks.urls import UrlRefused, resolve
 from app.storage.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from app.support.secrets import SecretBox, new_signing_secret
 
 MAX_ENDPOINTS_PER_ACCOUNT = 20
 ROTATION_OVERLAP = timedelta(hours=24)

@@ -14,9 +14,9 @@ from app.services.webhooks import endpoints as webhook_endpoints
 from app.services.webhooks import outbox
 from app.services.webhooks.endpoints import EndpointChanges
 from app.services.webhooks.outbox import Outcome
-from app.services.webhooks.secrets import SecretBox
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
+from app.support.secrets import SecretBox
 from tests.factories import place_in_database
 from tests.fixtures.settings import SECRET_KEY
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from app.services.webhooks.secrets import (
+from app.settings import Settings
+from app.support.secrets import (
     SealedSecretError,
     SecretBox,
     SecretBoxLoader,
@@ -15,7 +16,6 @@ from app.services.webhooks.secrets import (
     load_secret_box,
     new_signing_secret,
 )
-from app.settings import Settings
 
 
 def test_a_new_secret_is_whsec_and_32_random_bytes() -> None:

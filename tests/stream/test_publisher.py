@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.events.hub import Hub
-from app.events.publisher import Publisher
 from app.storage.db import create_read_sessionmaker, create_sessionmaker
+from app.stream.hub import Hub
+from app.stream.publisher import Publisher
 from tests.factories import account_in_database, place_in_database
 
 

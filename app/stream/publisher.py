@@ -12,9 +12,9 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.events.hub import Hub
 from app.services import published_events
 from app.storage.db import session_scope
+from app.stream.hub import Hub
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.2

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.events.hub import Hub, TooManyStreams
+from app.stream.hub import Hub, TooManyStreams
 
 
 def test_an_account_may_open_streams_up_to_the_cap_and_one_more_once_one_closes() -> None:

@@ -7,10 +7,10 @@ import hmac
 import os
 import secrets
 from pathlib import Path
+from typing import Protocol
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-
-from app.settings import Settings
+from pydantic import SecretStr
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
@@ -90,7 +90,14 @@ def _key_from_file(path: Path) -> str:
     return key
 
 
-def load_secret_box(settings: Settings) -> SecretBox:
+class KeySettings(Protocol):
+    """Where the keys come from (the service's settings have both)."""
+
+    secret_key: SecretStr | None
+    secret_key_file: Path
+
+
+def load_secret_box(settings: KeySettings) -> SecretBox:
     """The box for the configured keys, or for the key file (made on first use)."""
     if settings.secret_key is not None:
         keys = [k.strip() for k in settings.secret_key.get_secret_value().split(",") if k.strip()]
@@ -108,7 +115,7 @@ class SecretBoxLoader:
     A key given in settings is checked at once, so a malformed one stops the start-up.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: KeySettings) -> None:
         self.settings = settings
         self._box = load_secret_box(settings) if settings.secret_key is not None else None
 
