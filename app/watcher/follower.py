@@ -6,10 +6,9 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.catalogue import Provider
-from app.core.clock import utcnow
 from app.core.market import ENDED_VM_STATES
 from app.core.states import FOLLOWED_ATTEMPTS, AttemptStatus, OrderEventKind
 from app.core.text import quote
@@ -27,6 +26,7 @@ from app.support.metrics import (
     UNKNOWN_VM_STATUSES,
 )
 from app.watcher import adoption
+from app.watcher.context import WatcherContext
 from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
@@ -40,21 +40,16 @@ class Follower:
 
     def __init__(
         self,
+        context: WatcherContext,
         *,
-        adapters: dict[Provider, ProviderAdapter],
-        sessionmaker: async_sessionmaker[AsyncSession],
-        read_sessionmaker: async_sessionmaker[AsyncSession],
         outcome_check_seconds: float,
         create_timeout_seconds: float,
         in_flight: Callable[[], set[str]],
         on_settled: Callable[[], None],
         cluster_assembly_seconds: float = 15 * 60.0,
         boot_deadlines: Mapping[Provider, float] | None = None,
-        clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.adapters = adapters
-        self.sessionmaker = sessionmaker
-        self.read_sessionmaker = read_sessionmaker
+        self.context = context
         self.outcome_check = timedelta(seconds=outcome_check_seconds)
         self.create_timeout = timedelta(seconds=create_timeout_seconds)
         self.cluster_assembly = timedelta(seconds=cluster_assembly_seconds)
@@ -64,11 +59,10 @@ class Follower:
         self.in_flight = in_flight
         self.on_settled = on_settled
         # Compared with the attempts' stored times, which the database rows take from utcnow.
-        self.clock = clock
 
     async def tick(self) -> None:
         """Look at every attempt not settled yet: follow it to running, or resolve it."""
-        async with session_scope(self.read_sessionmaker) as session:
+        async with session_scope(self.context.read_sessionmaker) as session:
             open_attempts = await attempts.attempts_in(session, statuses=FOLLOWED_ATTEMPTS)
         by_provider: dict[str, list[Attempt]] = defaultdict(list)
         for attempt in open_attempts:
@@ -76,7 +70,7 @@ class Follower:
         await asyncio.gather(*(self._follow(p, items) for p, items in by_provider.items()))
 
     async def _follow(self, provider: str, open_attempts: list[Attempt]) -> None:
-        adapter = self.adapters.get(Provider(provider))
+        adapter = self.context.adapters.get(Provider(provider))
         if adapter is None:
             return  # no credentials for it now; the attempts wait for a process that has them
         # One provider at a time, in order: kind to its rate limits.
@@ -87,7 +81,7 @@ class Follower:
                 log.info("following %s: %s", attempt.id, exc)
 
     async def _follow_one(self, adapter: ProviderAdapter, attempt: Attempt) -> None:
-        now = self.clock()
+        now = self.context.clock()
         age = now - attempt.created_at
         if attempt.status == AttemptStatus.DEPLOYED and attempt.provider_vm_id:
             await self._check_vm(adapter, attempt)
@@ -104,7 +98,7 @@ class Follower:
         ):
             # Past the create timeout no process can still be waiting on this create (ours
             # would have it in flight): it was cut off by a crash or a lost lease.
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 await attempts.mark_unknown(
                     session,
                     attempt_id=attempt.id,
@@ -122,19 +116,19 @@ class Follower:
             # All or nothing: every node made is deleted, the hour refunded, the order waits.
             if vm is not None:
                 await delete_urgently(adapter, vm.id)
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 await attempts.settle_failed_before_running(
                     session, attempt_id=attempt.id, reason=unassembled
                 )
             del self._taking_apart[attempt.id]
             return
         if vm is not None and vm.state is VMState.RUNNING and vm.ip:
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 settled = await attempts.settle_running(
-                    session, attempt_id=attempt.id, vm=vm, now=self.clock()
+                    session, attempt_id=attempt.id, vm=vm, now=self.context.clock()
                 )
             if settled:
-                booted = (self.clock() - attempt.created_at).total_seconds()
+                booted = (self.context.clock() - attempt.created_at).total_seconds()
                 DEPLOY_TO_RUNNING_SECONDS.labels(attempt.provider).observe(booted)
             return
         late = self._late(attempt, vm)
@@ -152,7 +146,7 @@ class Follower:
             reason = late
         else:
             return  # still booting (or a status we do not know: wait, until the deadline)
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             settled = await attempts.settle_failed_before_running(
                 session, attempt_id=attempt.id, reason=reason
             )
@@ -173,7 +167,7 @@ class Follower:
 
     def _late(self, attempt: Attempt, vm: VM | None) -> str | None:
         """Why a single machine is deleted for not running in time, or None while it may."""
-        if attempt.nodes > 1 or self.clock() < self._deadline(attempt):
+        if attempt.nodes > 1 or self.context.clock() < self._deadline(attempt):
             return None  # a cluster's nodes have the assembly deadline, or none
         minutes = self._boot_seconds(attempt.provider) / 60
         last = f" (it was {quote(vm.provider_status)})" if vm is not None else ""
@@ -194,7 +188,7 @@ class Follower:
             f"{display_name(attempt.provider)} shows {vm_named(vm.id)} in a status this service "
             f"does not know ({quote(vm.provider_status)}): waiting for it to run{until}."
         )
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             noted = await attempts.note_not_running(
                 session, attempt_id=attempt.id, kind=OrderEventKind.STATUS_UNKNOWN, message=message
             )
@@ -214,7 +208,7 @@ class Follower:
                 f"yet ({exc.message[:200]}), so it is sent again until it does, unless the VM "
                 "runs first."
             )
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 noted = await attempts.note_not_running(
                     session,
                     attempt_id=attempt.id,
@@ -243,7 +237,7 @@ class Follower:
             )
         # Past the deadline it is taken apart even if it runs by now: a node still being made
         # refuses deletes (Hyperstack), so the first delete may only be taken once it runs.
-        if self.clock() - attempt.created_at >= self.cluster_assembly:
+        if self.context.clock() - attempt.created_at >= self.cluster_assembly:
             minutes = self.cluster_assembly.total_seconds() / 60
             return (
                 f"The cluster's {attempt.nodes} nodes were not all running {minutes:g} minutes "
@@ -272,7 +266,7 @@ class Follower:
             not_before=attempt.created_at,
         )
         # Read after the listing: an attempt that settles in between owns its VM by now.
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             others = await attempts.ownership_at(session, provider=str(provider))
             decision = adoption.decide(
                 adoption.view(attempt),

@@ -5,17 +5,15 @@ accounts whose runway fell below the threshold are told once."""
 import dataclasses
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
-
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from datetime import timedelta
 
 from app.core import metering
-from app.core.clock import utcnow
 from app.core.errors import Conflict
 from app.core.states import TerminateReason
 from app.services import billing, terminations
 from app.services.billing import Machine, Payment
 from app.storage.db import session_scope
+from app.watcher.context import WatcherContext
 
 log = logging.getLogger(__name__)
 # Hours paid for one machine in one tick at most: after a long stop of the service a machine
@@ -28,28 +26,24 @@ class Meter:
 
     def __init__(
         self,
+        context: WatcherContext,
         *,
-        sessionmaker: async_sessionmaker[AsyncSession],
-        read_sessionmaker: async_sessionmaker[AsyncSession],
         grace_minutes: float,
         low_balance_hours: float,
         on_terminate: Callable[[], None],
         lead: Callable[[str], timedelta] = lambda _provider: timedelta(0),
-        clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.sessionmaker = sessionmaker
+        self.context = context
         # How far ahead of a limit its terminate is asked for at a provider: a tick and a
         # delete's answer, so the delete lands before the block after the limit begins.
         self.lead = lead
-        self.read_sessionmaker = read_sessionmaker
         self.grace_minutes = grace_minutes
         self.low_balance_hours = low_balance_hours
         self.on_terminate = on_terminate
-        self.clock = clock
 
     async def tick(self) -> None:
         """Bill every machine that bills now, then mark accounts whose runway ran low."""
-        async with session_scope(self.read_sessionmaker) as session:
+        async with session_scope(self.context.read_sessionmaker) as session:
             machines = await billing.billed_machines(session)
         terminated = False
         for machine in machines:
@@ -57,9 +51,9 @@ class Meter:
                 terminated |= await self._bill(machine)
             except Exception:
                 log.exception("billing %s failed", machine.attempt_id)
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             await billing.mark_low_balances(
-                session, now=self.clock(), threshold_hours=self.low_balance_hours
+                session, now=self.context.clock(), threshold_hours=self.low_balance_hours
             )
         if terminated:
             self.on_terminate()
@@ -71,7 +65,7 @@ class Meter:
     async def _bill(self, machine: Machine) -> bool:
         """Pay what is due of one machine; True if it was terminated."""
         for _ in range(MAX_HOURS_PER_TICK):
-            now = self.clock()
+            now = self.context.clock()
             end = metering.terminates_at(
                 billed_from=machine.billed_from,
                 hour_seconds=machine.hour_seconds,
@@ -84,7 +78,7 @@ class Meter:
             if machine.paid_until > now:
                 return False
             grace_ends = machine.paid_until + self.grace(machine)
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 payment = await billing.pay_next_hour(session, machine, now=now)
                 if payment is Payment.UNPAYABLE and now < grace_ends:
                     await billing.mark_unpaid(session, machine, grace_ends=grace_ends)
@@ -101,14 +95,14 @@ class Meter:
         return False
 
     async def _terminate(self, machine: Machine, reason: TerminateReason) -> bool:
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             try:
                 await terminations.request(
                     session,
                     order_id=machine.order_id,
                     account_id=None,
                     reason=reason,
-                    now=self.clock(),
+                    now=self.context.clock(),
                 )
             except Conflict:
                 return False  # it ended meanwhile

@@ -2,13 +2,9 @@
 scripts and volumes whose VM is gone."""
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from app.core.catalogue import Provider
-from app.core.clock import utcnow
 from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, delete_urgently
 from app.providers.registry import display_name, spec_for
@@ -18,6 +14,7 @@ from app.storage.db import session_scope
 from app.storage.models import Attempt
 from app.support.metrics import UNTRACKED_VMS
 from app.watcher.adoption import possible_owners, view
+from app.watcher.context import WatcherContext
 from app.watcher.scripts import delete_startup_script, stale_scripts
 from app.watcher.volumes import stale_volumes
 
@@ -31,27 +28,23 @@ class Reconciler:
 
     def __init__(
         self,
+        context: WatcherContext,
         *,
-        adapters: dict[Provider, ProviderAdapter],
-        sessionmaker: async_sessionmaker[AsyncSession],
         grace_seconds: float,
         delete_untracked: bool,
-        clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.adapters = adapters
-        self.sessionmaker = sessionmaker
+        self.context = context
         self.grace = timedelta(seconds=grace_seconds)
         self.delete_untracked = delete_untracked
-        self.clock = clock
         self.reported: set[tuple[str, str]] = set()
 
     async def tick(self) -> None:
         """One pass over holds and every provider's VMs."""
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             released = await ledger.release_stray_holds(session)
         if released:
             log.warning("released %d holds no create attempt stood behind", len(released))
-        for provider, adapter in self.adapters.items():
+        for provider, adapter in self.context.adapters.items():
             try:
                 await self._sweep(provider, adapter)
             except ProviderError as exc:
@@ -96,7 +89,7 @@ class Reconciler:
             await adapter.delete_volume(volume.id)
 
     async def _recorded(self, provider: Provider) -> list[Attempt]:
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             return await attempts.recorded_at(session, provider=str(provider))
 
     async def untracked(self, provider: Provider, vms: list[VM]) -> list[VM]:
@@ -106,7 +99,7 @@ class Reconciler:
     def _untracked(self, vms: list[VM], recorded: list[Attempt]) -> list[VM]:
         owned = {a.provider_vm_id for a in recorded if a.provider_vm_id}
         resolving = {a.vm_name for a in recorded if a.status.is_open}
-        young = self.clock() - self.grace
+        young = self.context.clock() - self.grace
         return [
             vm
             for vm in vms

@@ -4,19 +4,15 @@ being deleted (we did not ask) ends its order as `lost`, billing stopped when it
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable
-from datetime import datetime
-
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
-from app.core.clock import utcnow
 from app.core.market import ENDED_VM_STATES
 from app.core.states import AttemptStatus
 from app.providers.base import VM, ProviderAdapter, ProviderError, VMState, delete_urgently
 from app.services import attempts, cluster_nodes, terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
+from app.watcher.context import WatcherContext
 from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
@@ -26,22 +22,12 @@ STILL_THERE = frozenset({VMState.FAILED, VMState.SUSPENDED})  # deleted after th
 class RunningWatch:
     """One tick: every provider with running VMs is listed once (a look-up for any missing)."""
 
-    def __init__(
-        self,
-        *,
-        adapters: dict[Provider, ProviderAdapter],
-        sessionmaker: async_sessionmaker[AsyncSession],
-        read_sessionmaker: async_sessionmaker[AsyncSession],
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self.adapters = adapters
-        self.sessionmaker = sessionmaker
-        self.read_sessionmaker = read_sessionmaker
-        self.clock = clock
+    def __init__(self, context: WatcherContext) -> None:
+        self.context = context
 
     async def tick(self) -> None:
         """Read every running VM's status; end the orders of those the provider ended."""
-        async with session_scope(self.read_sessionmaker) as session:
+        async with session_scope(self.context.read_sessionmaker) as session:
             running = await attempts.attempts_in(session, statuses=(AttemptStatus.RUNNING,))
         by_provider: dict[str, list[Attempt]] = defaultdict(list)
         for attempt in running:
@@ -49,7 +35,7 @@ class RunningWatch:
         await asyncio.gather(*(self._provider(p, items) for p, items in by_provider.items()))
 
     async def _provider(self, provider: str, running: list[Attempt]) -> None:
-        adapter = self.adapters.get(Provider(provider))
+        adapter = self.context.adapters.get(Provider(provider))
         if adapter is None:
             return
         try:
@@ -72,9 +58,9 @@ class RunningWatch:
                 await self._nodes(attempt, vm)
             return
         reported = "not found" if vm is None else vm.provider_status
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             ended = await terminations.settle_lost(
-                session, attempt_id=attempt.id, seen_at=self.clock(), reported=reported
+                session, attempt_id=attempt.id, seen_at=self.context.clock(), reported=reported
             )
         if ended is not None:
             log.warning("%s ended VM %s (%s)", adapter.provider, attempt.provider_vm_id, reported)
@@ -85,9 +71,9 @@ class RunningWatch:
 
     async def _nodes(self, attempt: Attempt, vm: VM) -> None:
         """A cluster that runs: its nodes as reported, and what a lost one does."""
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             lost = await cluster_nodes.note_machines(
-                session, attempt_id=attempt.id, vm=vm, now=self.clock()
+                session, attempt_id=attempt.id, vm=vm, now=self.context.clock()
             )
         if lost is not None:
             log.warning(

@@ -10,13 +10,9 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
-from datetime import datetime, timedelta
-
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from datetime import timedelta
 
 from app.core.catalogue import Provider
-from app.core.clock import utcnow
 from app.providers.base import (
     HeldBack,
     ProviderAdapter,
@@ -29,6 +25,7 @@ from app.providers.registry import display_name, vm_named
 from app.services import terminations
 from app.storage.db import session_scope
 from app.storage.models import Attempt
+from app.watcher.context import WatcherContext
 from app.watcher.scripts import delete_startup_script
 
 log = logging.getLogger(__name__)
@@ -68,21 +65,11 @@ def not_deleted(name: str, vm_id: str, error: ProviderError, *, sent: bool) -> s
 class Terminator:
     """One tick: adopt creates that settled for terminating orders, then send every delete due."""
 
-    def __init__(
-        self,
-        *,
-        adapters: dict[Provider, ProviderAdapter],
-        sessionmaker: async_sessionmaker[AsyncSession],
-        read_sessionmaker: async_sessionmaker[AsyncSession],
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
-        self.adapters = adapters
-        self.sessionmaker = sessionmaker
-        self.read_sessionmaker = read_sessionmaker
-        self.clock = clock
+    def __init__(self, context: WatcherContext) -> None:
+        self.context = context
         # Only these: a machine at a provider this process has no credentials for waits for
         # a process that has them.
-        self._providers = [str(p) for p in adapters]
+        self._providers = [str(p) for p in context.adapters]
         self._delete_seconds: dict[str, float] = {}  # provider -> moving average
 
     def delete_seconds(self, provider: str) -> float:
@@ -93,22 +80,24 @@ class Terminator:
     async def tick(self) -> float | None:
         """Every terminating machine whose delete is due gets it (one provider at a time each).
         Returns the seconds until the next one is due (None: none is waiting)."""
-        async with session_scope(self.sessionmaker) as session:
-            await terminations.adopt(session, now=self.clock())
-        async with session_scope(self.read_sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
+            await terminations.adopt(session, now=self.context.clock())
+        async with session_scope(self.context.read_sessionmaker) as session:
             due = await terminations.deletes_due(
-                session, now=self.clock(), providers=self._providers
+                session, now=self.context.clock(), providers=self._providers
             )
         by_provider: dict[str, list[Attempt]] = defaultdict(list)
         for attempt in due:
             by_provider[attempt.provider].append(attempt)
         await asyncio.gather(*(self._provider(p, items) for p, items in by_provider.items()))
-        async with session_scope(self.read_sessionmaker) as session:
+        async with session_scope(self.context.read_sessionmaker) as session:
             soonest = await terminations.next_delete_due(session, providers=self._providers)
-        return None if soonest is None else max(0.0, (soonest - self.clock()).total_seconds())
+        return (
+            None if soonest is None else max(0.0, (soonest - self.context.clock()).total_seconds())
+        )
 
     async def _provider(self, provider: str, due: list[Attempt]) -> None:
-        adapter = self.adapters[Provider(provider)]
+        adapter = self.context.adapters[Provider(provider)]
         for attempt in due:
             try:
                 with urgent():  # the delete and the reads it needs go before stock reads
@@ -127,11 +116,11 @@ class Terminator:
             await adapter.delete_vm(attempt.provider_vm_id)
         except ProviderError as exc:
             sent = not isinstance(exc, HeldBack)
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 await terminations.note_delete_failed(
                     session,
                     attempt_id=attempt.id,
-                    now=self.clock(),
+                    now=self.context.clock(),
                     retry_in=delete_retry_in(exc, attempt.delete_attempts),
                     message=not_deleted(
                         display_name(adapter.provider), attempt.provider_vm_id, exc, sent=sent
@@ -140,8 +129,8 @@ class Terminator:
                 )
             return
         self._measured(attempt.provider, time.monotonic() - sent_at)
-        accepted_at = self.clock()
-        async with session_scope(self.sessionmaker) as session:
+        accepted_at = self.context.clock()
+        async with session_scope(self.context.sessionmaker) as session:
             await terminations.note_delete_accepted(
                 session,
                 attempt_id=attempt.id,
@@ -166,8 +155,10 @@ class Terminator:
         except ProviderError:
             return
         if vm is not None and vm.state is VMState.RUNNING:
-            async with session_scope(self.sessionmaker) as session:
-                await terminations.note_running(session, attempt_id=attempt.id, now=self.clock())
+            async with session_scope(self.context.sessionmaker) as session:
+                await terminations.note_running(
+                    session, attempt_id=attempt.id, now=self.context.clock()
+                )
 
     async def _check(self, adapter: ProviderAdapter, attempt: Attempt) -> bool:
         """After a delete was taken: settle the machine if the provider shows it gone. True
@@ -184,16 +175,18 @@ class Terminator:
                 await self._check_again(attempt)
                 return True
             return False  # there as before, or a part of it still bills: the delete goes again
-        async with session_scope(self.sessionmaker) as session:
-            await terminations.settle_terminated(session, attempt_id=attempt.id, now=self.clock())
+        async with session_scope(self.context.sessionmaker) as session:
+            await terminations.settle_terminated(
+                session, attempt_id=attempt.id, now=self.context.clock()
+            )
         await delete_startup_script(adapter, attempt.vm_name)  # its VM is gone
         return True
 
     async def _check_again(self, attempt: Attempt) -> None:
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             await terminations.note_delete_accepted(
                 session,
                 attempt_id=attempt.id,
-                now=self.clock(),
+                now=self.context.clock(),
                 check_in=timedelta(seconds=CHECK_AGAIN_SECONDS),
             )

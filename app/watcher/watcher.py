@@ -36,6 +36,7 @@ from app.support.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
 from app.support.secrets import SecretBoxLoader
 from app.watcher.balances import BalanceRead, ProviderBalances
 from app.watcher.book import OfferBook
+from app.watcher.context import WatcherContext
 from app.watcher.deployer import Deployer
 from app.watcher.dry_run import WouldDeploy
 from app.watcher.follower import Follower
@@ -109,48 +110,37 @@ class Watcher:
             billing_hour_seconds=settings.billing_hour_seconds,
             secret_boxes=secret_boxes or SecretBoxLoader(settings),
         )
-        self.follower = Follower(
+        parts = WatcherContext(
             adapters=adapters,
             sessionmaker=sessionmaker,
             read_sessionmaker=read_sessionmaker,
+            clock=wall_clock,
+        )
+        self.follower = Follower(
+            parts,
             outcome_check_seconds=settings.outcome_check_seconds,
             create_timeout_seconds=settings.provider_create_timeout_seconds,
             cluster_assembly_seconds=settings.cluster_assembly_minutes * 60,
             boot_deadlines=boot_deadlines(settings),
             in_flight=lambda: self.deployer.in_flight_ids,
             on_settled=self.nudge,
-            clock=wall_clock,
         )
         self.reconciler = Reconciler(
-            adapters=adapters,
-            sessionmaker=sessionmaker,
+            parts,
             grace_seconds=settings.provider_create_timeout_seconds + settings.outcome_check_seconds,
             delete_untracked=settings.delete_untracked_vms,
-            clock=wall_clock,
         )
-        self.terminator = Terminator(
-            adapters=adapters,
-            sessionmaker=sessionmaker,
-            read_sessionmaker=read_sessionmaker,
-            clock=wall_clock,
-        )
+        self.terminator = Terminator(parts)
         self.meter = Meter(
-            sessionmaker=sessionmaker,
-            read_sessionmaker=read_sessionmaker,
+            parts,
             grace_minutes=settings.unpaid_grace_minutes,
             low_balance_hours=settings.low_balance_hours,
             on_terminate=self.nudge_terminator,
             lead=lambda provider: timedelta(
                 seconds=settings.follow_seconds + self.terminator.delete_seconds(provider)
             ),
-            clock=wall_clock,
         )
-        self.running = RunningWatch(
-            adapters=adapters,
-            sessionmaker=sessionmaker,
-            read_sessionmaker=read_sessionmaker,
-            clock=wall_clock,
-        )
+        self.running = RunningWatch(parts)
         self._terminate = asyncio.Event()
         # Kinds with an open attempt at providers that cannot name VMs, as last read: no
         # second create of such a kind goes out until the first is resolved (see adoption).

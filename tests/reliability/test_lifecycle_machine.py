@@ -61,6 +61,7 @@ from app.storage.db import (
     session_scope,
 )
 from app.storage.models import Account, Attempt, LedgerEntry, Order
+from app.watcher.context import WatcherContext
 from app.watcher.meter import Meter
 from app.watcher.running import RunningWatch
 from app.watcher.terminator import Terminator
@@ -113,24 +114,31 @@ class LifecycleMachine(RuleBasedStateMachine):
         """Every in-memory part anew, as a restarted process builds them."""
         adapters: dict[Provider, ProviderAdapter] = dict(self.fakes)
         self.meter = Meter(
-            sessionmaker=self.maker,
-            read_sessionmaker=self.reader,
+            WatcherContext(
+                adapters={},
+                sessionmaker=self.maker,
+                read_sessionmaker=self.reader,
+                clock=self.clock,
+            ),
             grace_minutes=GRACE_MINUTES,
             low_balance_hours=2,
             on_terminate=lambda: None,
-            clock=self.clock,
         )
         self.terminator = Terminator(
-            adapters=adapters,
-            sessionmaker=self.maker,
-            read_sessionmaker=self.reader,
-            clock=self.clock,
+            WatcherContext(
+                adapters=adapters,
+                sessionmaker=self.maker,
+                read_sessionmaker=self.reader,
+                clock=self.clock,
+            ),
         )
         self.watch = RunningWatch(
-            adapters=adapters,
-            sessionmaker=self.maker,
-            read_sessionmaker=self.reader,
-            clock=self.clock,
+            WatcherContext(
+                adapters=adapters,
+                sessionmaker=self.maker,
+                read_sessionmaker=self.reader,
+                clock=self.clock,
+            ),
         )
 
     def teardown(self) -> None:

@@ -31,6 +31,7 @@ from app.services.attempts import VMAlreadyOwned
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Attempt, LedgerEntry, Order
 from app.watcher.book import OfferBook
+from app.watcher.context import WatcherContext
 from app.watcher.deployer import Deployer
 from app.watcher.follower import Follower
 from app.watcher.match import Assignment
@@ -102,9 +103,11 @@ class DeployPath:
             pause_provider=lambda _provider, seconds: self.paused.append(seconds),
         )
         self.follower = Follower(
-            adapters=adapters,
-            sessionmaker=create_sessionmaker(engine),
-            read_sessionmaker=create_read_sessionmaker(engine),
+            WatcherContext(
+                adapters=adapters,
+                sessionmaker=create_sessionmaker(engine),
+                read_sessionmaker=create_read_sessionmaker(engine),
+            ),
             outcome_check_seconds=0,  # an unclear create is looked up at the next follow
             create_timeout_seconds=60,
             in_flight=lambda: set(),
@@ -119,14 +122,16 @@ class DeployPath:
     ) -> Follower:
         """A follower that waits its real (default) windows, on `clock`."""
         return Follower(
-            adapters={self.fake.provider: self.fake},
-            sessionmaker=create_sessionmaker(self.engine),
-            read_sessionmaker=create_read_sessionmaker(self.engine),
+            WatcherContext(
+                adapters={self.fake.provider: self.fake},
+                sessionmaker=create_sessionmaker(self.engine),
+                read_sessionmaker=create_read_sessionmaker(self.engine),
+                clock=clock,
+            ),
             outcome_check_seconds=OUTCOME_CHECK,
             create_timeout_seconds=CREATE_TIMEOUT,
             in_flight=lambda: set(in_flight),
             on_settled=lambda: None,
-            clock=clock,
         )
 
     async def attempt(self, order_id: str) -> Attempt:

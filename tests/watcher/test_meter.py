@@ -13,6 +13,7 @@ from app.providers.base import Offer
 from app.services import billing
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Order
+from app.watcher.context import WatcherContext
 from app.watcher.meter import Meter
 from tests.clock import FakeWallClock
 from tests.factories import running_machine
@@ -46,13 +47,16 @@ async def test_a_limit_is_acted_on_a_lead_ahead_of_it(engine: AsyncEngine) -> No
     clock = FakeWallClock()
     order_id, limit = await limited_machine(engine, clock)
     meter = Meter(
-        sessionmaker=create_sessionmaker(engine),
-        read_sessionmaker=create_read_sessionmaker(engine),
+        WatcherContext(
+            adapters={},
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+            clock=clock,
+        ),
         grace_minutes=10,
         low_balance_hours=2,
         on_terminate=lambda: None,
         lead=lambda provider: LEAD if provider == "hyperstack" else timedelta(0),
-        clock=clock,
     )
     clock.set(limit - LEAD - timedelta(seconds=0.1))  # the control: not yet
     await meter.tick()

@@ -18,8 +18,9 @@ from app.providers.registry import build_adapters
 from app.services import accounts, attempts, ledger, terminations
 from app.settings import Settings
 from app.simulators.control import SimControl
-from app.storage.db import create_sessionmaker, session_scope
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Hold
+from app.watcher.context import WatcherContext
 from app.watcher.reconciler import Reconciler
 from tests.factories import claimed
 
@@ -41,11 +42,14 @@ def reconciler(
 ) -> Reconciler:
     """A reconciler whose clock runs `later` seconds ahead of the simulators'."""
     return Reconciler(
-        adapters=adapters,
-        sessionmaker=create_sessionmaker(engine),
+        WatcherContext(
+            adapters=adapters,
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+            clock=lambda: utcnow() + timedelta(seconds=later),
+        ),
         grace_seconds=GRACE,
         delete_untracked=delete,
-        clock=lambda: utcnow() + timedelta(seconds=later),
     )
 
 

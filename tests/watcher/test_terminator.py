@@ -18,6 +18,7 @@ from app.providers.fake import FakeAdapter
 from app.services import attempts, terminations
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Attempt, OrderEvent
+from app.watcher.context import WatcherContext
 from app.watcher.terminator import (
     RETRY_MAX_SECONDS,
     Terminator,
@@ -38,10 +39,12 @@ class Deletes:
         self.fake = FakeAdapter()
         self.clock = FakeWallClock()
         self.terminator = Terminator(
-            adapters={self.fake.provider: self.fake},
-            sessionmaker=self.maker,
-            read_sessionmaker=create_read_sessionmaker(engine),
-            clock=self.clock,
+            WatcherContext(
+                adapters={self.fake.provider: self.fake},
+                sessionmaker=self.maker,
+                read_sessionmaker=create_read_sessionmaker(engine),
+                clock=self.clock,
+            ),
         )
         self.order_id = ""
         self.vm_id = ""
