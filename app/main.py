@@ -10,7 +10,9 @@ from typing import TextIO
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api import (
+from app.api.errors import install_error_handlers
+from app.api.limits import InFlightLimit, RequestBody, SendDeadline
+from app.api.routes import (
     accounts,
     admin,
     catalogue,
@@ -23,8 +25,6 @@ from app.api import (
     stock,
     webhooks,
 )
-from app.api.errors import install_error_handlers
-from app.api.limits import InFlightLimit, RequestBody, SendDeadline
 from app.api.shares import KnownKeys, Places
 from app.background import Background, create_scheduler
 from app.dashboard import api_description, install_api_docs, install_dashboard

@@ -638,7 +638,7 @@ def _fields(model: Any, mode: str = "serialization") -> str:
 
 
 def events() -> str:
-    from app.api.events import EventOut
+    from app.api.routes.events import EventOut
     from app.core.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind, WebhookEventType
     from app.services.views import DeploymentOut, OrderSnapshotOut
 

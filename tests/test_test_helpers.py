@@ -59,6 +59,6 @@ def _collected(marker: str, *paths: str) -> set[str]:
 
 
 def test_browser_tests_are_slow_and_api_tests_are_not() -> None:
-    browser, api = "tests/dashboard/test_browser.py", "tests/api/test_health.py"
+    browser, api = "tests/dashboard/test_browser.py", "tests/api/routes/test_health.py"
     assert _collected("slow", browser, api) == {browser}
     assert _collected("not slow", browser, api) == {api}  # control: both are collected

@@ -10,8 +10,8 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.api.events import _events
 from app.api.order_schemas import OrderCreate
+from app.api.routes.events import _events
 from app.core.clock import utcnow
 from app.main import create_app
 from app.services import placing, published_events
