@@ -18,6 +18,10 @@ DEMO_HISTORY_POLL_SECONDS = 5.0
 # Demo mode bills in minutes, so a newcomer sees money move and machines end within minutes.
 DEMO_BILLING_HOUR_SECONDS = 60.0
 
+# A setting of the watcher's inner timing: the defaults suit any deployment, and the reference
+# lists these apart, after the ones an operator sets.
+ADVANCED: dict[str, Any] = {"advanced": True}
+
 
 class ProviderSettings(BaseSettings):
     """One provider's settings, read from its own `AUTOPROVISION_<NAME>_*` variables and `.env`.
@@ -231,12 +235,14 @@ class Settings(BaseSettings):
     )
 
     capacity_cooldown_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=5.0,
         ge=0,
         le=3600,
         description="After a capacity error, nothing is sent to that offer for this long.",
     )
     follow_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=3.0,
         ge=0.1,
         le=600,
@@ -244,6 +250,7 @@ class Settings(BaseSettings):
         "billing hours are paid and a terminate made on another replica is picked up.",
     )
     outcome_check_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=10.0,
         ge=0,
         le=3600,
@@ -252,6 +259,7 @@ class Settings(BaseSettings):
         "name nor tag VMs, a VM that appears after the look-up is nobody's.",
     )
     waiting_refresh_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=1.0,
         ge=0.05,
         le=60,
@@ -259,6 +267,7 @@ class Settings(BaseSettings):
         "after a place or cancel).",
     )
     reconcile_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=60.0,
         ge=1,
         le=3600,
@@ -271,6 +280,7 @@ class Settings(BaseSettings):
         "reported in the log and the `autoprovision_untracked_vms` metric).",
     )
     leader_lease_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=10.0,
         ge=1,
         le=300,
@@ -323,6 +333,7 @@ class Settings(BaseSettings):
         "`unpaid`.",
     )
     running_check_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=30.0,
         ge=0.1,
         le=3600,
@@ -443,6 +454,7 @@ class Settings(BaseSettings):
         "first one immediate); +-20 % jitter is added.",
     )
     webhook_poll_seconds: float = Field(
+        json_schema_extra=ADVANCED,
         default=0.5,
         ge=0.05,
         le=60,

@@ -136,7 +136,8 @@ def configuration() -> str:
     from app.providers.registry import offered
     from app.settings import Settings
 
-    rows = []
+    rows: list[tuple[str, str, str]] = []
+    advanced: list[tuple[str, str, str]] = []
     for name, field in Settings.model_fields.items():
         if name in NOT_A_VARIABLE:
             continue
@@ -144,7 +145,8 @@ def configuration() -> str:
             raise ReferenceError(
                 f"Settings.{name} has no description: give it Field(description=...)"
             )
-        rows.append(
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        (advanced if extra.get("advanced") else rows).append(
             (_code(f"AUTOPROVISION_{name.upper()}"), _default(field.default), field.description)
         )
     parts = [
@@ -158,6 +160,10 @@ def configuration() -> str:
         _table(["Variable", "Default", "Meaning"], rows),
         "The price an order's maximum is compared with is "
         "`provider price x (1 + FEE_PERCENT / 100) + FEE_FLAT_PER_HOUR`, rounded to cents.",
+        "### Advanced: the watcher's inner timing",
+        "How often the watcher and the webhook dispatcher look again, and the lease replicas "
+        "compete for. The defaults suit any deployment; tests and benchmarks change them.",
+        _table(["Variable", "Default", "Meaning"], advanced),
         "## The providers",
         "Each provider's settings come from its own package (`app/providers/<name>/spec.py`). "
         "A provider is used in live mode when all of its credentials are set. Secrets are never "

@@ -105,3 +105,11 @@ def test_an_error_code_without_a_sentence_stops_the_generator(
     monkeypatch.setattr(gen_reference, "WHEN", when)
     with pytest.raises(ReferenceError, match="order_busy"):
         gen_reference.errors()
+
+
+def test_the_watcher_s_inner_timing_is_listed_apart_after_the_rest() -> None:
+    page = gen_reference.configuration()
+    main, advanced = page.split("### Advanced: the watcher's inner timing")
+    assert "`AUTOPROVISION_FOLLOW_SECONDS`" in advanced
+    assert "`AUTOPROVISION_FOLLOW_SECONDS`" not in main
+    assert "`AUTOPROVISION_PORT`" in main  # control: an operator's setting stays first
