@@ -76,11 +76,8 @@ class Settings(BaseSettings):
         ge=0,
         le=1000,
         description="Connections it may open beyond the pool in a burst (closed again when the "
-        "pool is full). Pool plus overflow should cover `MAX_REQUESTS_IN_FLIGHT` and about 10 for "
-        "the background jobs and event streams (their reads take 2 connections at most, however "
-        "many streams are open), so an admitted request never queues for a connection; on "
-        "PostgreSQL, times the replicas, it must stay under the server's `max_connections` (100 "
-        "by default).",
+        "pool is full). The sizing guide says how pool and overflow should cover the requests in "
+        "flight.",
     )
     db_pool_timeout_seconds: float = Field(
         default=10.0,
@@ -124,35 +121,24 @@ class Settings(BaseSettings):
         default=16,
         ge=1,
         le=100_000,
-        description="Requests the process serves at once. Past it a request is answered at once "
-        "with `503`, code `overloaded` and `Retry-After: 1`, instead of waiting seconds in a "
-        "queue. `/healthz`, `/readyz` and `/metrics` are not counted and answer regardless. A "
-        "request counts only while the service works on it: from the end of its body to the "
-        "start of its answer, so a client that is slow to send or to read holds no place. Each "
-        "client has a share of it: `MAX_REQUESTS_IN_FLIGHT_PER_CLIENT`.",
+        description="Requests the process serves at once; past it a request is answered at once "
+        "with `503 overloaded` and `Retry-After: 1`, not queued. The sizing guide says what "
+        "counts.",
     )
     max_requests_in_flight_per_client: int = Field(
         default=6,
         ge=1,
         le=100_000,
-        description="Of `MAX_REQUESTS_IN_FLIGHT`, the places kept for each client: a client "
-        "holding this many takes another only while more than this many stay free, else its "
-        "next request is answered `503 overloaded` at once, so a client alone may use the spare "
-        "room and every other client finds its part free. A client is an account (once its API "
-        "key has authenticated in this process), else a client address (an IPv6 address by its "
-        "/64) for "
-        "requests without a key or with a key not seen yet. The default is the six connections a "
-        "browser opens to one site over HTTP/1.1, so the dashboard stays within it. Behind a "
-        "proxy every request without a key has the proxy's address.",
+        description="Of `MAX_REQUESTS_IN_FLIGHT`, the places kept for each client (an account, "
+        "else an address), so no client can take them all; the default is the six connections a "
+        "browser opens.",
     )
     max_costly_reads_in_flight: int = Field(
         default=2,
         ge=1,
         le=1000,
-        description="Costly reads the process serves at once, one per account at a time: the "
-        "stock summary and the expected wait (`POST /v1/stock/estimate`) over a window longer "
-        "than 7 days, each of which reads every interval of its window. Past it such a read is "
-        "answered `503 overloaded` with `Retry-After: 1`; shorter windows are not counted.",
+        description="Stock summaries and estimates over a window longer than 7 days served at "
+        "once, one per account; past it `503 overloaded` with `Retry-After: 1`.",
     )
     request_timeout_seconds: float = Field(
         default=10.0,
@@ -189,10 +175,9 @@ class Settings(BaseSettings):
         default=120,
         ge=1,
         le=1_000_000,
-        description="Orders one account may place in any hour, cancelled ones too (what one "
-        "account makes the service store stays bounded); one more is `429 too_many_placements` "
-        "with `Retry-After` saying when the hour has room. Counted in the database, so across "
-        "replicas. Keep it above `MAX_WAITING_ORDERS_PER_ACCOUNT` so an account can fill that.",
+        description="Orders one account may place in any hour, cancelled ones too, counted across "
+        "replicas; one more is `429 too_many_placements`. Keep it above "
+        "`MAX_WAITING_ORDERS_PER_ACCOUNT`.",
     )
 
     mode: Literal["demo", "live"] = Field(
@@ -310,11 +295,9 @@ class Settings(BaseSettings):
         default=3600.0,
         ge=1,
         le=86400,
-        description="How long a billed hour lasts (demo mode: 60 unless set). A running machine "
-        "is paid one billing hour at a time, each as it begins; every rule of billing (the "
-        "grace, the runway, the limits, the providers' blocks) is measured in billed time, so a "
-        "shorter hour makes all of it quicker together (tests, and demo mode, where money moves "
-        "within minutes).",
+        description="How long a billed hour lasts (demo mode: 60 unless set). Every billing rule "
+        "(grace, runway, limits, the providers' blocks) is measured in billed time, so a shorter "
+        "hour speeds them all up together.",
     )
     low_balance_hours: float = Field(
         default=2.0,
@@ -363,21 +346,17 @@ class Settings(BaseSettings):
         default=3600.0,
         ge=0,
         le=86400,
-        description="How often each provider's image lists are read (also at start): which "
-        "image runs which machine, so each machine boots one that runs it and an order's "
-        "`image` is checked when it is placed. `0`: never read; every machine boots the "
-        "configured image, an order's image is checked only by the create, and an order "
-        "serving a model never deploys.",
+        description="How often the providers' image lists are read (also at start), so each "
+        "machine boots an image that runs it. `0`: never read; machines boot the configured "
+        "image, and orders serving a model never deploy.",
     )
     history_poll_seconds: float = Field(
         default=30.0,
         ge=0,
         le=3600,
         description="While no waiting order accepts a provider, its stock is still read this "
-        "often, for the stock history (recorded with when each provider was being read, so "
-        '"not in stock" is not confused with "not looking"). `0`: a provider nobody waits for '
-        "is not read. Unset, demo mode uses `5`: the demo feed shows a machine for 4 to 12 s, "
-        "and the Stock page should fill within a minute.",
+        "often, for the stock history; `0`: not read. Unset, demo mode uses `5`, so the Stock "
+        "page fills within a minute.",
     )
     poll_plan: bool = Field(
         default=True,
@@ -407,11 +386,9 @@ class Settings(BaseSettings):
 
     secret_key: SecretStr | None = Field(
         default=None,
-        description="Fernet keys, comma-separated (the first encrypts, all decrypt), that "
-        "encrypt webhook secrets and orders' start-up scripts at rest. Make one with "
-        '`python -c "from cryptography.fernet '
-        'import Fernet; print(Fernet.generate_key().decode())"`. Replicas must share it. Demo '
-        "mode derives the demo account's API key from the first key, so it survives restarts.",
+        description="Fernet keys, comma-separated (the first encrypts, all decrypt), sealing "
+        "webhook secrets and start-up scripts at rest; replicas must share them. Going live says "
+        "how to make one.",
     )
     secret_key_file: Path = Field(
         default=Path("autoprovision.key"),
@@ -501,10 +478,9 @@ class Settings(BaseSettings):
 
     models_file: Path | None = Field(
         default=None,
-        description="A TOML file of open models (the shape of `app/core/open_models.toml`: "
-        "`[[model]]` tables with `id`, `name`, `checkpoint_gb`...) added to the models the "
-        "service ships with; one with the id of a shipped model replaces it. Checked at start: "
-        "a file that cannot be read or used stops the service, naming the entry and field.",
+        description="A TOML file of open models in the shape of `app/core/open_models.toml`, "
+        "added to the shipped ones (the same id replaces one). One that cannot be used stops the "
+        "start, naming the entry.",
     )
 
     # Each registered provider's settings by its name (credentials, base URL, poll period...),

@@ -4,7 +4,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from app.providers.registry import offered, spec_for, variable_name, with_provider_settings
 from app.settings import Settings
@@ -203,3 +203,18 @@ def test_bad_pool_and_in_flight_limits_are_refused(
     monkeypatch.setenv(f"AUTOPROVISION_{name}", value)
     with pytest.raises(ValidationError):
         Settings()
+
+
+def test_every_setting_says_what_it_is_in_a_few_lines_and_sizing_is_in_the_guides() -> None:
+    """The configuration reference is a table: a description is one or two sentences, and
+    advice on sizing lives in docs/guides/sizing.md."""
+    models: list[type[BaseModel]] = [Settings, *(spec.settings_model for spec in offered())]
+    long = {
+        f"{model.__name__}.{name}": len(field.description or "")
+        for model in models
+        for name, field in model.model_fields.items()
+        if len(field.description or "") > 300
+    }
+    assert long == {}
+    guide = Path(__file__).resolve().parent.parent / "docs" / "guides" / "sizing.md"
+    assert "Pool plus overflow" in guide.read_text()
