@@ -109,10 +109,14 @@ async def run(minutes: float, every: float) -> dict[str, Any]:
         "fewest_running_after_warm_up": min(s["running"] for s in warm),
         "most_running": max(s["running"] for s in samples),
         "running_at_end": samples[-1]["running"],
+        "samples_without_a_machine_after_warm_up": sum(1 for s in warm if s["running"] == 0),
         "running_before_restart": len(restart["before"]),
         "same_machines_running_after_restart": restart["kept"],
+        # What issue 41 asks: money all along, machines at the end, the same ones on after the
+        # restart. Demo machines end by their limits and wait for the feed again, so a sample
+        # may find none running: counted above, not a failure.
         "held": all(Decimal(s["available"]) > 0 for s in samples)
-        and all(s["running"] > 0 for s in warm)
+        and samples[-1]["running"] > 0
         and restart["kept"] == len(restart["before"]),
         "running_over_time": [(s["at_s"], s["running"], s["available"]) for s in samples],
     }
