@@ -165,9 +165,11 @@ def admin_key(
 ) -> None:
     """Make a new admin API key (--reset) and print it."""
     if not reset:
-        raise typer.BadParameter(
-            "is required: the old admin key stops working", param_hint="--reset"
+        sys.stderr.write(
+            f"{PROG}: admin-key needs --reset: it replaces the admin key, and the old one "
+            "stops working\n"
         )
+        _done(2)
     from app.main import announce_admin_key
 
     settings = _settings()

@@ -353,3 +353,11 @@ class TestHelp:
         assert loaded("orders", "--help") == "[]"
         assert loaded("serve", "--help") == "[]"
         assert loaded("migrate") == "['sqlalchemy']"
+
+
+def test_admin_key_without_reset_says_what_reset_does_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["admin-key"]) == 2
+    err = capsys.readouterr().err
+    assert "admin-key needs --reset" in err and "the old one stops working" in err
