@@ -78,7 +78,8 @@ class TestServe:
         while time.monotonic() < deadline:
             line = process.stdout.readline()
             output += line
-            if "Application startup complete" in line or process.poll() is not None:
+            # Uvicorn says it runs once it has bound the port, after the app's startup.
+            if "Uvicorn running on" in line or process.poll() is not None:
                 break
         return process, output, port
 
