@@ -38,6 +38,9 @@ class Machine:
     price: Decimal  # per hour with fees, for all its nodes
     paid: Decimal
     unpaid: bool  # it ran unpaid for a while: the grace was free
+    # A delete was refused or not answered at least once: the provider bills on until one is
+    # taken, and that time is the operator's, as the grace is.
+    deletes_retried: bool
     why: str  # how it ended and how many deletes it took, for the report
     unseen_seconds: float  # from its create to when the service saw it bill
     billed: Decimal = Decimal(0)
@@ -84,7 +87,8 @@ def _differs(attempt_id: str, machine: Machine) -> list[Broken]:
     """The machine, if its pay and its bill differ by more than the clocks explain: paid more
     than billed by more than a block and TIMING_SECONDS; billed more by more than that and the
     time before the service saw it run (a VM found after an unclear create bills from its start,
-    the service only from when it saw it). Time run unpaid is the operator's by design."""
+    the service only from when it saw it). Time run unpaid, and time a retried delete keeps a
+    machine billing, are the operator's by design."""
     billed = machine.billed.quantize(CENT, rounding=ROUND_HALF_UP)
     block = machine.price / spec_for(machine.provider).billing.blocks_per_hour
     allowed = block + machine.price * Decimal(TIMING_SECONDS / HOUR_SECONDS)
@@ -92,7 +96,7 @@ def _differs(attempt_id: str, machine: Machine) -> list[Broken]:
     said = f"{machine.provider} attempt {attempt_id}: paid {machine.paid}, the provider billed"
     if machine.paid - billed > allowed:
         return [Broken("paid_more_than_billed", f"{said} {billed} ({machine.why})")]
-    if billed - machine.paid > allowed + unseen and not machine.unpaid:
+    if billed - machine.paid > allowed + unseen and not (machine.unpaid or machine.deletes_retried):
         return [Broken("billed_not_paid", f"{said} {billed} ({machine.why})")]
     return []
 
@@ -130,6 +134,7 @@ async def _attempts(
                 price=row.price_per_hour_with_fees,
                 paid=row.charged,
                 unpaid=row.unpaid_since is not None,
+                deletes_retried=row.delete_attempts > 1,
                 why=f"{row.status}, {row.terminate_reason}, {row.delete_attempts} deletes",
                 unseen_seconds=(
                     (row.billed_from - row.created_at).total_seconds() if row.billed_from else 0.0
