@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import socket
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ cli = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-server = cli.command  # a server command, listed under SERVICE_PANEL
+server = functools.partial(cli.command, rich_help_panel=SERVICE_PANEL)  # a server command
 
 Host = Annotated[
     str | None,
@@ -70,7 +71,7 @@ def _settings() -> Settings:
         _done(2)
 
 
-@server("serve", rich_help_panel=SERVICE_PANEL)
+@server("serve")
 def serve(
     host: Host = None,
     port: Annotated[
@@ -103,7 +104,7 @@ def serve(
     _done(_serve(settings.model_copy(update=overrides)))
 
 
-@server("migrate", rich_help_panel=SERVICE_PANEL)
+@server("migrate")
 def migrate() -> None:
     """Apply database migrations and exit."""
     settings = _settings()
@@ -111,7 +112,7 @@ def migrate() -> None:
     sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")
 
 
-@server("sim", rich_help_panel=SERVICE_PANEL)
+@server("sim")
 def sim(
     host: Host = None,
     port: Annotated[
@@ -157,7 +158,7 @@ def sim(
     run_simulators(host, port, settings.log_level, latency=latency, tls_dir=tls_dir)
 
 
-@server("admin-key", rich_help_panel=SERVICE_PANEL)
+@server("admin-key")
 def admin_key(
     reset: Annotated[
         bool, typer.Option("--reset", help="Replace the admin key with a new one and print it.")
@@ -179,7 +180,7 @@ def admin_key(
     announce_admin_key(asyncio.run(_reset_admin_key(settings)))
 
 
-@server("doctor", rich_help_panel=SERVICE_PANEL)
+@server("doctor")
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the checks as JSON.")] = False,
     demo: Annotated[
@@ -208,7 +209,7 @@ def doctor(
     )
 
 
-@server("demo-history", rich_help_panel=SERVICE_PANEL)
+@server("demo-history")
 def demo_history(
     days: Annotated[float, typer.Option("--days", help="How many days back.")] = 7,
     seed: Annotated[
