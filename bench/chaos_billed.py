@@ -20,6 +20,7 @@ from chaos_world import SERVICE_SETTINGS
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.core.states import AttemptStatus
 from app.providers.registry import spec_for
 from app.simulators.control import SimControl
 from app.storage.models import Attempt, Order
@@ -38,11 +39,11 @@ class Machine:
     price: Decimal  # per hour with fees, for all its nodes
     paid: Decimal
     unpaid: bool  # it ran unpaid for a while: the grace was free
-    # A delete was refused or not answered at least once: the provider bills on until one is
-    # taken, and that time is the operator's, as the grace is.
-    deletes_retried: bool
     why: str  # how it ended and how many deletes it took, for the report
     unseen_seconds: float  # from its create to when the service saw it bill
+    # From the first delete its provider took (the account's billing stops there) to when the
+    # service saw it gone: the provider may bill on while it deletes, the account does not.
+    deleting_seconds: float
     billed: Decimal = Decimal(0)
     found: bool = False
 
@@ -87,16 +88,18 @@ def _differs(attempt_id: str, machine: Machine) -> list[Broken]:
     """The machine, if its pay and its bill differ by more than the clocks explain: paid more
     than billed by more than a block and TIMING_SECONDS; billed more by more than that and the
     time before the service saw it run (a VM found after an unclear create bills from its start,
-    the service only from when it saw it). Time run unpaid, and time a retried delete keeps a
-    machine billing, are the operator's by design."""
+    the service only from when it saw it) and the time it took to go once a delete was taken.
+    Time run unpaid is the operator's by design."""
     billed = machine.billed.quantize(CENT, rounding=ROUND_HALF_UP)
     block = machine.price / spec_for(machine.provider).billing.blocks_per_hour
     allowed = block + machine.price * Decimal(TIMING_SECONDS / HOUR_SECONDS)
-    unseen = machine.price * Decimal(machine.unseen_seconds / HOUR_SECONDS)
+    not_paid_by_design = machine.price * Decimal(
+        (machine.unseen_seconds + machine.deleting_seconds) / HOUR_SECONDS
+    )
     said = f"{machine.provider} attempt {attempt_id}: paid {machine.paid}, the provider billed"
     if machine.paid - billed > allowed:
         return [Broken("paid_more_than_billed", f"{said} {billed} ({machine.why})")]
-    if billed - machine.paid > allowed + unseen and not (machine.unpaid or machine.deletes_retried):
+    if billed - machine.paid > allowed + not_paid_by_design and not machine.unpaid:
         return [Broken("billed_not_paid", f"{said} {billed} ({machine.why})")]
     return []
 
@@ -122,6 +125,8 @@ async def _attempts(
                 Attempt.unpaid_since,
                 Attempt.created_at,
                 Attempt.billed_from,
+                Attempt.ended_at,
+                Attempt.updated_at,
                 Attempt.status,
                 Attempt.delete_attempts,
                 Order.terminate_reason,
@@ -134,10 +139,14 @@ async def _attempts(
                 price=row.price_per_hour_with_fees,
                 paid=row.charged,
                 unpaid=row.unpaid_since is not None,
-                deletes_retried=row.delete_attempts > 1,
                 why=f"{row.status}, {row.terminate_reason}, {row.delete_attempts} deletes",
                 unseen_seconds=(
                     (row.billed_from - row.created_at).total_seconds() if row.billed_from else 0.0
+                ),
+                deleting_seconds=(
+                    (row.updated_at - row.ended_at).total_seconds()
+                    if row.status is AttemptStatus.TERMINATED and row.ended_at
+                    else 0.0
                 ),
             )
             for vm_id in {row.provider_vm_id, *(m.get("id") for m in row.machines or [])}:
