@@ -6,8 +6,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from app.core.catalogue import Provider
 from app.core.errors import InsufficientFunds
 from app.core.market import OfferKey
@@ -17,7 +15,6 @@ from app.providers.base import (
     AuthFailed,
     NoCapacity,
     OutcomeUnknown,
-    ProviderAdapter,
     ProviderOutOfFunds,
     RateLimited,
     Refused,
@@ -35,6 +32,7 @@ from app.storage.one_hop import OneHopWriter
 from app.support.metrics import CREATES
 from app.support.secrets import SealedSecretError, SecretBoxLoader, SecretKeyError
 from app.watcher.book import OfferBook, Taken
+from app.watcher.context import WatcherContext
 from app.watcher.match import Assignment
 from app.watcher.scripts import delete_startup_script
 
@@ -59,9 +57,8 @@ class Deployer:
 
     def __init__(
         self,
+        context: WatcherContext,
         *,
-        adapters: dict[Provider, ProviderAdapter],
-        sessionmaker: async_sessionmaker[AsyncSession],
         book: OfferBook,
         on_settled: Callable[[], None],
         pause_provider: Callable[[Provider, float], None],
@@ -69,10 +66,9 @@ class Deployer:
         billing_hour_seconds: float = claims.DEFAULT_HOUR_SECONDS,
         secret_boxes: SecretBoxLoader | None = None,
     ) -> None:
-        self.adapters = adapters
+        self.context = context
         self.secret_boxes = secret_boxes  # opens orders' start-up scripts
-        self.sessionmaker = sessionmaker
-        self.writer = OneHopWriter(sessionmaker)
+        self.writer = OneHopWriter(context.sessionmaker)
         self.book = book
         self.on_settled = on_settled
         self.pause_provider = pause_provider
@@ -106,7 +102,7 @@ class Deployer:
 
     async def write_notes(self, notes: list[Line]) -> None:
         """Write "why still waiting" notes to the orders' timelines, in one commit."""
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             await timeline.write(session, *notes)
 
     def launch(self, intent: Intent, taken: Taken) -> None:
@@ -129,7 +125,7 @@ class Deployer:
         consumed = False  # whether the create may have used the unit of stock
         offer = intent.offer
         provider = offer.provider
-        adapter = self.adapters[provider]
+        adapter = self.context.adapters[provider]
         try:
             script = self._script(intent)
         except (SealedSecretError, SecretKeyError) as exc:
@@ -219,7 +215,7 @@ class Deployer:
             consumed = True
             self.book.accepted(offer.key)
             CREATES.labels(str(provider), "created").inc()
-            async with session_scope(self.sessionmaker) as session:
+            async with session_scope(self.context.sessionmaker) as session:
                 try:
                     await attempts.settle_created(session, attempt_id=intent.attempt_id, vm=vm)
                 except VMAlreadyOwned:
@@ -252,7 +248,7 @@ class Deployer:
         self, intent: Intent, kind: OrderEventKind, message: str, *, fail_order: bool = False
     ) -> None:
         CREATES.labels(str(intent.offer.provider), kind).inc()
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             await attempts.settle_not_created(
                 session,
                 attempt_id=intent.attempt_id,
@@ -263,7 +259,7 @@ class Deployer:
 
     async def _unknown(self, intent: Intent, message: str) -> None:
         CREATES.labels(str(intent.offer.provider), "unknown").inc()
-        async with session_scope(self.sessionmaker) as session:
+        async with session_scope(self.context.sessionmaker) as session:
             await attempts.mark_unknown(session, attempt_id=intent.attempt_id, message=message)
 
     async def drain(self, timeout: float) -> None:

@@ -3,17 +3,13 @@ order's image when it is placed (the API process sends no request to a provider)
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from datetime import datetime
-
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
-from app.core.clock import utcnow
-from app.providers.base import ProviderAdapter, ProviderError
+from app.providers.base import ProviderError
 from app.providers.registry import described, image_choosers
 from app.services import images
 from app.storage.db import session_scope
+from app.watcher.context import WatcherContext
 
 log = logging.getLogger(__name__)
 
@@ -21,17 +17,12 @@ log = logging.getLogger(__name__)
 class ImageLists:
     """Reads the image lists of the providers that let an order choose its image."""
 
-    def __init__(
-        self,
-        adapters: Mapping[Provider, ProviderAdapter],
-        sessionmaker: async_sessionmaker[AsyncSession],
-        *,
-        clock: Callable[[], datetime] = utcnow,
-    ) -> None:
+    def __init__(self, context: WatcherContext) -> None:
         choosers = image_choosers()
-        self.adapters = {p: a for p, a in adapters.items() if str(p) in choosers}
-        self.sessionmaker = sessionmaker
-        self.clock = clock
+        # Only providers whose images the service can choose among.
+        self.adapters = {p: a for p, a in context.adapters.items() if str(p) in choosers}
+        self.sessionmaker = context.sessionmaker
+        self.clock = context.clock
 
     async def read_all(self) -> None:
         """Read and keep every list, side by side; a list that cannot be read keeps the last."""

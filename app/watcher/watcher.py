@@ -96,25 +96,24 @@ class Watcher:
             sessionmaker, self.book, lambda provider: adapters[provider].budget.remaining()
         )
         self.history = StockHistory(sessionmaker, fees=self.fees, clock=wall_clock)
-        self.images = ImageLists(adapters, sessionmaker, clock=wall_clock)
+        parts = WatcherContext(
+            adapters=adapters,
+            sessionmaker=sessionmaker,
+            read_sessionmaker=read_sessionmaker,
+            clock=wall_clock,
+        )
+        self.images = ImageLists(parts)
         self.pollers = {
             provider: self._poller(provider, adapter) for provider, adapter in adapters.items()
         }
         self.deployer = Deployer(
-            adapters=adapters,
-            sessionmaker=sessionmaker,
+            parts,
             book=self.book,
             on_settled=self.nudge,
             pause_provider=lambda p, seconds: self.pollers[p].pause(seconds),
             on_outcome=self._after_create,
             billing_hour_seconds=settings.billing_hour_seconds,
             secret_boxes=secret_boxes or SecretBoxLoader(settings),
-        )
-        parts = WatcherContext(
-            adapters=adapters,
-            sessionmaker=sessionmaker,
-            read_sessionmaker=read_sessionmaker,
-            clock=wall_clock,
         )
         self.follower = Follower(
             parts,

@@ -96,8 +96,11 @@ class DeployPath:
         self.paused: list[float] = []
         adapters: dict[Provider, ProviderAdapter] = {fake.provider: fake}
         self.deployer = Deployer(
-            adapters=adapters,
-            sessionmaker=create_sessionmaker(engine),
+            WatcherContext(
+                adapters=adapters,
+                sessionmaker=create_sessionmaker(engine),
+                read_sessionmaker=create_read_sessionmaker(engine),
+            ),
             book=self.book,
             on_settled=lambda: None,
             pause_provider=lambda _provider, seconds: self.paused.append(seconds),

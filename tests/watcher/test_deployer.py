@@ -22,9 +22,10 @@ from app.providers.base import (
 )
 from app.providers.budget import Budget, StockRead
 from app.services import attempts
-from app.storage.db import create_sessionmaker, session_scope
+from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
 from app.storage.models import Account, Attempt, LedgerEntry, Order, OrderEvent
 from app.watcher.book import OfferBook
+from app.watcher.context import WatcherContext
 from app.watcher.deployer import Deployer
 from app.watcher.match import Assignment
 from tests.clock import FakeClock
@@ -104,8 +105,11 @@ class AnswersInTurn(AnswersWith):
 
 def _deployer(engine: AsyncEngine, adapter: AnswersWith, book: OfferBook) -> Deployer:
     return Deployer(
-        adapters={Provider("hyperstack"): adapter},
-        sessionmaker=create_sessionmaker(engine),
+        WatcherContext(
+            adapters={Provider("hyperstack"): adapter},
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+        ),
         book=book,
         on_settled=lambda: None,
         pause_provider=lambda _provider, _seconds: None,
