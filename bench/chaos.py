@@ -441,11 +441,13 @@ def print_report(report: dict[str, Any]) -> None:
         out(f"  {name:28} {value}\n")
     for name, value in report["checks"].items():
         out(f"  check {name:22} {value} times\n")
+    if report["broken"]:
+        out("what happened last:\n" + "\n".join(report["history"]) + "\n")
+    # The broken rules come last, after the history: CI keeps only the tail of what a run prints.
     out(f"broken invariants: {len(report['broken'])}\n")
     for broken in report["broken"]:
         out(f"  BROKEN {broken['rule']}: {broken['detail']}\n")
     if report["broken"]:
-        out("what happened last:\n" + "\n".join(report["history"]) + "\n")
         out(f"replay with --seed {report['seed']}\n")
 
 
