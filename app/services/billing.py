@@ -151,20 +151,7 @@ async def pay_next_hour(session: AsyncSession, machine: Machine, *, now: datetim
 
 async def mark_unpaid(session: AsyncSession, machine: Machine, *, grace_ends: datetime) -> bool:
     """The next hour could not be paid: the grace runs from its start. Said once per hour."""
-    moved = (
-        await session.execute(
-            update(Attempt)
-            .where(
-                Attempt.id == machine.attempt_id,
-                Attempt.paid_hours == machine.paid_hours,
-                Attempt.unpaid_since.is_(None),
-            )
-            .values(unpaid_since=machine.paid_until)
-            .returning(Attempt.id)
-            .execution_options(synchronize_session=False)
-        )
-    ).first()
-    if moved is None:
+    if not await ran_unpaid(session, machine):
         return False
     account = await session.get(Account, machine.account_id, populate_existing=True)
     assert account is not None  # foreign key
@@ -180,6 +167,26 @@ async def mark_unpaid(session: AsyncSession, machine: Machine, *, grace_ends: da
         ),
     )
     return True
+
+
+async def ran_unpaid(session: AsyncSession, machine: Machine) -> bool:
+    """Record that the machine runs unpaid from the end of its paid hours (unless recorded);
+    its end then settles as a machine's in its grace. True if this recorded it."""
+    moved = (
+        await session.execute(
+            update(Attempt)
+            .where(
+                Attempt.id == machine.attempt_id,
+                Attempt.status.in_(BILLED),
+                Attempt.paid_hours == machine.paid_hours,
+                Attempt.unpaid_since.is_(None),
+            )
+            .values(unpaid_since=machine.paid_until)
+            .returning(Attempt.id)
+            .execution_options(synchronize_session=False)
+        )
+    ).first()
+    return moved is not None
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,8 @@ class Meter:
                 if payment is Payment.UNPAYABLE and now < grace_ends:
                     await billing.mark_unpaid(session, machine, grace_ends=grace_ends)
             if payment is Payment.UNPAYABLE and now >= grace_ends:
-                return await self._terminate(machine, TerminateReason.UNPAID)
+                # Also when no tick came in its grace: it ran unpaid all the same.
+                return await self._terminate(machine, TerminateReason.UNPAID, ran_unpaid=True)
             if payment is not Payment.PAID:
                 return False
             machine = dataclasses.replace(
@@ -94,8 +95,12 @@ class Meter:
             )
         return False
 
-    async def _terminate(self, machine: Machine, reason: TerminateReason) -> bool:
+    async def _terminate(
+        self, machine: Machine, reason: TerminateReason, *, ran_unpaid: bool = False
+    ) -> bool:
         async with session_scope(self.context.sessionmaker) as session:
+            if ran_unpaid:
+                await billing.ran_unpaid(session, machine)
             try:
                 await terminations.request(
                     session,

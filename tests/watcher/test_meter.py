@@ -12,7 +12,7 @@ from app.core.states import OrderStatus
 from app.providers.base import Offer
 from app.services import billing
 from app.storage.db import create_read_sessionmaker, create_sessionmaker, session_scope
-from app.storage.models import Order
+from app.storage.models import Attempt, Order
 from app.watcher.context import WatcherContext
 from app.watcher.meter import Meter
 from tests.clock import FakeWallClock
@@ -64,3 +64,42 @@ async def test_a_limit_is_acted_on_a_lead_ahead_of_it(engine: AsyncEngine) -> No
     clock.set(limit - LEAD + timedelta(seconds=0.1))
     await meter.tick()
     assert await status(engine, order_id) is OrderStatus.TERMINATING
+
+
+async def test_a_machine_first_found_unpayable_past_its_grace_is_ended_as_having_run_unpaid(
+    engine: AsyncEngine,
+) -> None:
+    """No tick came in the grace (the lease moved, the service was down): the machine is ended
+    at once, and it is recorded as having run unpaid from its paid hours' end, as a machine
+    told in its grace is, so its end settles the same way."""
+    clock = FakeWallClock()
+    intent = await running_machine(engine, OFFER)  # $100 at $30 an hour: three hours paid
+    meter = Meter(
+        WatcherContext(
+            adapters={},
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+            clock=clock,
+        ),
+        grace_minutes=10,
+        low_balance_hours=0,
+        on_terminate=lambda: None,
+        lead=lambda provider: timedelta(0),
+    )
+    maker = create_sessionmaker(engine)
+    for _ in range(2):
+        async with session_scope(maker) as session:
+            (machine,) = await billing.billed_machines(session)
+        clock.set(machine.paid_until)
+        await meter.tick()
+    async with session_scope(maker) as session:
+        (machine,) = await billing.billed_machines(session)
+    assert machine.paid_hours == 3  # the control: the meter paid what the balance could
+    clock.set(machine.paid_until + meter.grace(machine) + timedelta(seconds=1))
+    await meter.tick()
+    async with session_scope(maker) as session:
+        order = await session.get(Order, intent.order_id)
+        attempt = await session.get(Attempt, intent.attempt_id)
+    assert order is not None and attempt is not None
+    assert (order.status, order.terminate_reason) == (OrderStatus.TERMINATING, "unpaid")
+    assert attempt.unpaid_since == machine.paid_until
