@@ -8,10 +8,10 @@ import socket
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import httpx
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.core.catalogue import Provider
@@ -32,6 +32,7 @@ from app.services.webhooks import outbox
 from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.metrics import LEADER
+from app.support.schedule import PeriodicJob, Schedule
 from app.support.secrets import SecretBoxLoader
 from app.watcher.watcher import Watcher
 from app.webhooks.dispatcher import Dispatcher
@@ -68,9 +69,11 @@ class Background:
         sessionmaker: async_sessionmaker[AsyncSession],
         read_sessionmaker: async_sessionmaker[AsyncSession],
         secret_boxes: SecretBoxLoader,
+        schedule: Schedule,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.settings = settings
+        self.schedule = schedule  # the process's one scheduler: the watcher's jobs join it
         self.secret_boxes = secret_boxes
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
@@ -189,6 +192,7 @@ class Background:
                 read_sessionmaker=self.read_sessionmaker,
                 wall_clock=self.clock,
                 secret_boxes=self.secret_boxes,
+                schedule=self.schedule,
             )
             await watcher.start()
             self.watcher = watcher
@@ -302,32 +306,34 @@ async def prune_ended_orders(
     return pruned
 
 
-def create_scheduler(
+def replica_jobs(
     sessionmaker: async_sessionmaker[AsyncSession], *, order_retention_days: int
-) -> AsyncIOScheduler:
-    """The scheduler with every periodic job registered (not started)."""
-    scheduler = AsyncIOScheduler(timezone="UTC")
-    jobs: list[tuple[Callable[..., Any], int, dict[str, Any]]] = [
-        (prune_idempotency_keys, PRUNE_IDEMPOTENCY_KEYS_SECONDS, {}),
-        (prune_webhook_events, PRUNE_WEBHOOK_EVENTS_SECONDS, {}),
-        (prune_published_events, PRUNE_WEBHOOK_EVENTS_SECONDS, {}),
-        (
-            prune_ended_orders,
+) -> list[PeriodicJob]:
+    """The housekeeping every replica runs, each job one service call (the watcher's jobs,
+    on the lease holder only, are `Watcher.jobs`)."""
+    return [
+        PeriodicJob(
+            "prune idempotency keys",
+            PRUNE_IDEMPOTENCY_KEYS_SECONDS,
+            partial(prune_idempotency_keys, sessionmaker),
+            at_once=False,
+        ),
+        PeriodicJob(
+            "prune webhook events",
+            PRUNE_WEBHOOK_EVENTS_SECONDS,
+            partial(prune_webhook_events, sessionmaker),
+            at_once=False,
+        ),
+        PeriodicJob(
+            "prune stream events",
+            PRUNE_WEBHOOK_EVENTS_SECONDS,
+            partial(prune_published_events, sessionmaker),
+            at_once=False,
+        ),
+        PeriodicJob(
+            "prune ended orders",
             PRUNE_ENDED_ORDERS_SECONDS,
-            {"retention_days": order_retention_days},
+            partial(prune_ended_orders, sessionmaker, retention_days=order_retention_days),
+            at_once=False,
         ),
     ]
-    for job, seconds, kwargs in jobs:
-        scheduler.add_job(
-            job,
-            "interval",
-            seconds=seconds,
-            args=[sessionmaker],
-            kwargs=kwargs,
-            id=job.__name__,
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=60,
-            replace_existing=True,
-        )
-    return scheduler

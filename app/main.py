@@ -26,7 +26,7 @@ from app.api.routes import (
     webhooks,
 )
 from app.api.shares import KnownKeys, Places
-from app.background import Background, create_scheduler
+from app.background import Background, replica_jobs
 from app.dashboard import api_description, install_api_docs, install_dashboard
 from app.providers.registry import with_provider_settings
 from app.services.accounts import ensure_admin_key
@@ -41,6 +41,7 @@ from app.storage.db import (
 )
 from app.stream.hub import Hub
 from app.stream.publisher import Publisher
+from app.support.schedule import Schedule
 from app.support.secrets import SecretBoxLoader
 
 logger = logging.getLogger(__name__)
@@ -100,10 +101,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             app.state.request_sessionmaker = create_sessionmaker(engine, requests=True)
             app.state.read_sessionmaker = create_read_sessionmaker(engine)
             app.state.secret_boxes = SecretBoxLoader(settings)
-            scheduler = create_scheduler(
-                app.state.sessionmaker, order_retention_days=settings.order_retention_days
+            schedule = Schedule()
+            schedule.add(
+                "replica",
+                replica_jobs(
+                    app.state.sessionmaker, order_retention_days=settings.order_retention_days
+                ),
             )
-            scheduler.start()
+            schedule.start()
             app.state.hub = Hub(per_account=settings.stream_max_per_account)
             publisher = Publisher(
                 app.state.sessionmaker, app.state.read_sessionmaker, app.state.hub
@@ -114,6 +119,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
                 app.state.sessionmaker,
                 app.state.read_sessionmaker,
                 app.state.secret_boxes,
+                schedule,
             )
             try:
                 await background.start()
@@ -122,7 +128,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             finally:
                 await publisher.stop()
                 await background.stop()
-                scheduler.shutdown(wait=False)
+                await schedule.shutdown()
         finally:
             await engine.dispose()
 

@@ -7,11 +7,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.background import (
-    create_scheduler,
     prune_ended_orders,
     prune_idempotency_keys,
     prune_published_events,
     prune_webhook_events,
+    replica_jobs,
 )
 from app.core.clock import utcnow
 from app.core.states import DeliveryStatus
@@ -50,17 +50,18 @@ async def test_idempotency_keys_older_than_a_day_are_pruned(
         assert await session.scalar(select(func.count()).select_from(IdempotencyKey)) == 1
 
 
-def test_the_scheduler_registers_each_job_once_with_no_overlap(engine: AsyncEngine) -> None:
-    scheduler = create_scheduler(create_sessionmaker(engine), order_retention_days=30)
-    jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {
-        "prune_idempotency_keys",
-        "prune_webhook_events",
-        "prune_published_events",
-        "prune_ended_orders",
+def test_every_replica_prunes_on_the_hour_not_at_start_up(engine: AsyncEngine) -> None:
+    jobs = {
+        job.name: job for job in replica_jobs(create_sessionmaker(engine), order_retention_days=30)
     }
-    assert all(job.max_instances == 1 for job in jobs.values())
-    assert jobs["prune_ended_orders"].kwargs == {"retention_days": 30}
+    assert set(jobs) == {
+        "prune idempotency keys",
+        "prune webhook events",
+        "prune stream events",
+        "prune ended orders",
+    }
+    assert all(job.seconds == 3600 and not job.at_once for job in jobs.values())
+    assert jobs["prune ended orders"].run.keywords == {"retention_days": 30}  # type: ignore[attr-defined]
 
 
 async def test_delivered_webhook_events_older_than_30_days_are_pruned_pending_ones_kept(

@@ -8,7 +8,7 @@ background, so the hot path has no database read in it.
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +33,7 @@ from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.aio import wait_until_set
 from app.support.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
+from app.support.schedule import PeriodicJob, Schedule
 from app.support.secrets import SecretBoxLoader
 from app.watcher.balances import BalanceRead, ProviderBalances
 from app.watcher.book import OfferBook
@@ -53,6 +54,7 @@ from app.watcher.terminator import Terminator
 from app.watcher.waiting import WaitingBook
 
 log = logging.getLogger(__name__)
+WATCHER_JOBS = "watcher"  # the group of the watcher's jobs on the scheduler
 STALE_AFTER_PERIODS = 3  # offers older than this many poll periods are not acted on
 NOTES_EVERY_SECONDS = 1.0  # near-miss notes are worked out at most this often
 MAX_NOTES_PER_WRITE = 200  # the rest are written on later turns, one batch a turn
@@ -75,8 +77,13 @@ class Watcher:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = utcnow,
         secret_boxes: SecretBoxLoader | None = None,
+        schedule: Schedule | None = None,
     ) -> None:
         self.settings = settings
+        # The process's scheduler runs the watcher's jobs; a watcher started alone (tests)
+        # brings one of its own.
+        self.own_schedule = schedule is None
+        self.schedule = Schedule() if schedule is None else schedule
         self.adapters = adapters
         self.sessionmaker = sessionmaker
         self.read_sessionmaker = read_sessionmaker
@@ -185,28 +192,32 @@ class Watcher:
         await self.refresh_waiting()
         self._spawn(self._refresh_loop(), "refresh waiting orders")
         self._spawn(self._terminate_loop(), "terminate machines")
-        for name, seconds, job in self.jobs():
-            self._spawn(self._every(seconds, job), name)
+        self.schedule.add(WATCHER_JOBS, self.jobs())
+        if self.own_schedule:
+            self.schedule.start()
         for provider, poller in self.pollers.items():
             self._spawn(poller.run(), f"poll {provider}")
 
-    def jobs(self) -> list[tuple[str, float, Callable[[], Awaitable[None]]]]:
-        """The watcher's periodic jobs and their periods (stock polling runs apart: see the
-        architecture doc). The replica-wide housekeeping is in `app/background.py`."""
+    def jobs(self) -> list[PeriodicJob]:
+        """The watcher's periodic jobs, on the process's scheduler while this replica holds
+        the lease. The loops woken by events (stock reads, the waiting orders, terminations)
+        run apart: see the architecture doc. The replica's housekeeping is `replica_jobs`."""
         every = self.settings.follow_seconds
-        jobs: list[tuple[str, float, Callable[[], Awaitable[None]]]] = [
-            ("follow VMs", every, self.follower.tick),
-            ("bill running machines", every, self.meter.tick),
-            ("watch running VMs", self.settings.running_check_seconds, self.running.tick),
-            ("expire orders", every, self.expire_orders),
-            ("count orders", every, self.count_orders),
-            ("reconcile", self.settings.reconcile_seconds, self.reconciler.tick),
-            ("record stock history", HISTORY_FLUSH_SECONDS, self.history.flush),
-            ("prune stock history", HISTORY_PRUNE_SECONDS, self.prune_history),
+        jobs = [
+            PeriodicJob("follow VMs", every, self.follower.tick),
+            PeriodicJob("bill running machines", every, self.meter.tick),
+            PeriodicJob(
+                "watch running VMs", self.settings.running_check_seconds, self.running.tick
+            ),
+            PeriodicJob("expire orders", every, self.expire_orders),
+            PeriodicJob("count orders", every, self.count_orders),
+            PeriodicJob("reconcile", self.settings.reconcile_seconds, self.reconciler.tick),
+            PeriodicJob("record stock history", HISTORY_FLUSH_SECONDS, self.history.flush),
+            PeriodicJob("prune stock history", HISTORY_PRUNE_SECONDS, self.prune_history),
         ]
         if self.settings.provider_balance_seconds > 0:
             jobs.append(
-                (
+                PeriodicJob(
                     "read provider balances",
                     self.settings.provider_balance_seconds,
                     self.balances.read_all,
@@ -214,7 +225,7 @@ class Watcher:
             )
         if self.settings.provider_images_seconds > 0:
             jobs.append(
-                (
+                PeriodicJob(
                     "read provider images",
                     self.settings.provider_images_seconds,
                     self.images.read_all,
@@ -258,6 +269,9 @@ class Watcher:
         """Stop taking new work, let creates in flight finish (bounded), stop the loops."""
         if self._noting is not None:
             self._noting.cancel()
+        await self.schedule.remove(WATCHER_JOBS)
+        if self.own_schedule:
+            await self.schedule.shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -431,14 +445,6 @@ class Watcher:
             # replica, is found then).
             wait = self.settings.follow_seconds if due_in is None else due_in
             wait = min(max(wait, MIN_TERMINATE_WAIT_SECONDS), self.settings.follow_seconds)
-
-    async def _every(self, seconds: float, job: Any) -> None:
-        while True:
-            try:
-                await job()
-            except Exception:
-                log.exception("background job %s failed", getattr(job, "__qualname__", job))
-            await asyncio.sleep(seconds)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         self._tasks.append(asyncio.create_task(coroutine, name=name))

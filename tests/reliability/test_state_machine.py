@@ -93,6 +93,7 @@ from app.settings import Settings
 from app.simulators.control import SimControl, SimControlSync
 from app.storage.db import create_engine, create_read_sessionmaker, migrate
 from app.storage.models import Account, Attempt, Hold, LedgerEntry, Order, WebhookEvent
+from app.watcher.watcher import WATCHER_JOBS
 from tests.fixtures.settings import ADMIN_KEY, live_settings
 from tests.waiting import eventually, eventually_sync
 
@@ -426,7 +427,9 @@ class ServiceMachine(RuleBasedStateMachine):
                 tasks.append(background.feed)
             watcher = background.watcher
             if watcher is not None:
-                tasks.extend(watcher._tasks)  # pollers, follower, reconciler, refresh
+                # Its jobs (follower, meter, reconciler, ...) and loops (pollers, refresh).
+                await background.schedule.remove(WATCHER_JOBS)
+                tasks.extend(watcher._tasks)
                 tasks.extend(watcher.deployer.in_flight)  # creates in flight: no answer recorded
                 self.cut_off += len(watcher.deployer.in_flight)
             dispatcher = background.dispatcher

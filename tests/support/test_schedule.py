@@ -1,0 +1,135 @@
+"""The one scheduler: jobs run on their period, a slow run is never doubled, a failing job runs
+again, and a group removed (the watcher losing its lease) stops at once, its runs cancelled."""
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.support.schedule import PeriodicJob, Schedule
+
+SHORT = 0.01  # seconds: a period that fires many times while a test waits on a condition
+
+
+@pytest.fixture
+async def schedule() -> AsyncIterator[Schedule]:
+    schedule = Schedule()
+    schedule.start()
+    yield schedule
+    await schedule.shutdown()
+
+
+class Counting:
+    """A job that counts its runs and sets `reached` at the `goal`th."""
+
+    def __init__(self, goal: int = 3) -> None:
+        self.runs = 0
+        self.goal = goal
+        self.reached = asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.runs += 1
+        if self.runs >= self.goal:
+            self.reached.set()
+
+
+async def test_a_job_runs_at_once_and_then_on_its_period(schedule: Schedule) -> None:
+    job = Counting(goal=3)
+    schedule.add("g", [PeriodicJob("count", SHORT, job)])
+    await asyncio.wait_for(job.reached.wait(), 10)
+    assert schedule.job_ids() == ["g:count"]
+
+
+async def test_a_job_not_at_once_waits_for_its_first_period(schedule: Schedule) -> None:
+    later, soon = Counting(goal=1), Counting(goal=1)
+    schedule.add("g", [PeriodicJob("later", 3600, later, at_once=False)])
+    schedule.add("h", [PeriodicJob("soon", 3600, soon)])
+    await asyncio.wait_for(soon.reached.wait(), 10)  # the control: an at-once job has run
+    await asyncio.sleep(0)
+    assert later.runs == 0
+    assert schedule.scheduler.get_job("g:later").next_run_time is not None
+
+
+async def test_a_run_still_going_is_not_doubled(schedule: Schedule) -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+    running = most = 0
+
+    async def slow() -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        started.set()
+        await release.wait()
+        running -= 1
+
+    ticks = Counting(goal=20)  # on the same period: turns that came while `slow` ran
+    schedule.add("g", [PeriodicJob("slow", SHORT, slow), PeriodicJob("ticks", SHORT, ticks)])
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(ticks.reached.wait(), 10)
+    assert most == 1
+    assert len(schedule.running("g")) == 1
+    release.set()
+
+
+async def test_a_failing_job_is_run_again(
+    schedule: Schedule, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = Counting(goal=3)
+
+    async def failing() -> None:
+        await calls()
+        raise RuntimeError("provider said no")
+
+    schedule.add("g", [PeriodicJob("failing", SHORT, failing)])
+    await asyncio.wait_for(calls.reached.wait(), 10)
+    assert "periodic job 'failing' failed" in caplog.text
+
+
+async def test_removing_a_group_cancels_its_run_and_stops_it_others_go_on(
+    schedule: Schedule,
+) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+    runs = 0
+
+    async def held() -> None:
+        nonlocal runs
+        runs += 1
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    other = Counting()
+    schedule.add("watcher", [PeriodicJob("held", SHORT, held)])
+    schedule.add("replica", [PeriodicJob("other", SHORT, other)])
+    await asyncio.wait_for(started.wait(), 10)
+    await schedule.remove("watcher")
+    assert cancelled.is_set()
+    assert schedule.running("watcher") == []
+    assert schedule.job_ids() == ["replica:other"]
+    runs_when_removed = runs
+    other.goal, other.runs = 5, 0
+    other.reached.clear()
+    await asyncio.wait_for(other.reached.wait(), 10)  # the control: the scheduler still fires
+    assert runs == runs_when_removed
+
+
+async def test_shutdown_cancels_every_run() -> None:
+    schedule = Schedule()
+    schedule.start()
+    started = asyncio.Event()
+
+    async def held() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    schedule.add("g", [PeriodicJob("held", SHORT, held)])
+    await asyncio.wait_for(started.wait(), 10)
+    (run,) = schedule.running("g")
+    await schedule.shutdown()
+    assert run.cancelled()
+    assert not schedule.scheduler.running
