@@ -426,8 +426,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             return await Chaos(args, workdir, url).run()
         finally:
-            with contextlib.suppress(Exception):
-                await pg_admin(args.postgres_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if args.keep:
+                sys.stdout.write(f"kept the database {name} (drop it when done)\n")
+            else:
+                with contextlib.suppress(Exception):
+                    await pg_admin(
+                        args.postgres_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
+                    )
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -463,7 +468,9 @@ def main() -> int:
     parser.add_argument("--act-seconds", type=float, default=0.4, help="mean time between actions")
     parser.add_argument("--json", type=Path, help="also write the report here")
     parser.add_argument(
-        "--keep", type=Path, help="keep the logs (and the SQLite file) in this directory"
+        "--keep",
+        type=Path,
+        help="keep the logs (and the SQLite file) in this directory, and the PostgreSQL database",
     )
     args = parser.parse_args()
     if not 0 < args.minutes <= 24 * 60:
