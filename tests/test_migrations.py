@@ -2,7 +2,9 @@
 
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any
 
+import httpx
 import pytest
 from alembic import command
 from sqlalchemy import Connection, select, text
@@ -21,8 +23,8 @@ from app.storage.db import (
     foreign_keys_checked_after,
     session_scope,
 )
-from app.storage.models import Attempt
-from tests.factories import account_in_database, claimed
+from app.storage.models import Attempt, Order
+from tests.factories import account_in_database, claimed, create_account, order_body, place_order
 from tests.services.stock.history_rows import apply, closed, days, interval
 
 QUANTA_L40S = Offer(Provider("quantacloud"), "us-east-1", "l40s-x1", "L40S", 1, Decimal("1.10"))
@@ -143,3 +145,32 @@ async def test_events_published_before_are_numbered_per_account_in_their_order(
             for account_id in (ada, bob)
         }
     assert ids == {ada: [1, 2, 3], bob: [1, 2, 3]}
+
+
+async def test_orders_of_one_machine_list_it_as_their_one_alternative(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    account = await create_account(client)
+    one = await place_order(client, account, regions=["FIN-01"], min_disk_gb=500)
+    listed = {"alternatives": [order_body(), order_body(gpu_model="H200", max_price_per_hour="60")]}
+    placed_two = await client.post("/v1/orders", json=listed, headers=account.headers)
+    assert placed_two.status_code == 201, placed_two.text
+    two = placed_two.json()
+
+    async def stored() -> dict[str, Any]:
+        async with create_read_sessionmaker(engine)() as session:
+            rows = await session.execute(select(Order.id, Order.alternatives))
+            return dict(rows.all())
+
+    placed = await stored()
+    assert len(placed[one["id"]]) == 1 and len(placed[two["id"]]) == 2
+    await _to_revision(engine, "downgrade", "0029")
+    async with engine.connect() as connection:  # the control: as orders were before
+        nulls = await connection.scalar(
+            text("SELECT COUNT(*) FROM orders WHERE alternatives IS NULL")
+        )
+    assert nulls == 1
+    await _to_revision(engine, "upgrade", "head")
+    assert await stored() == placed
+    shown = await client.get(f"/v1/orders/{one['id']}", headers=account.headers)
+    assert shown.json()["alternatives"] == one["alternatives"]

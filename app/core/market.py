@@ -311,13 +311,12 @@ def wants_of(row: Any, *, able: Abilities, prefer_listed: bool = False) -> Order
 
 
 def all_wants_of(row: Any, *, able: Abilities) -> tuple[OrderWants, ...]:
-    """What the matcher needs of each of an order's alternatives (`row.alternatives`, when it
-    has more than one; else its own columns), in the order they were listed (`able`: as for
-    `wants_of`)."""
+    """What the matcher needs of each of an order's alternatives (`row.alternatives`), in the
+    order they were listed (`able`: as for `wants_of`). The first is its machine columns."""
     prefer_listed = getattr(row, "prefer", None) == "listed"
     first = wants_of(row, able=able, prefer_listed=prefer_listed)
-    listed = getattr(row, "alternatives", None)
-    if not listed or len(listed) < 2:
+    listed = row.alternatives
+    if len(listed) == 1:  # most orders: the columns say it all, with no JSON to read
         return (first,)
     return tuple(
         replace(

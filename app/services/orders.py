@@ -48,7 +48,7 @@ def _describe_machine(machine: Any) -> str:
 def describe_request(order: Order) -> str:
     """What the order asks for, as a person would say it: `8x B300 on Verda or Hyperstack`,
     `2 nodes of 8x H200 on Verda`; with alternatives, each with its price cap."""
-    if not order.alternatives:
+    if len(order.alternatives) == 1:
         return _describe_machine(order)
     return " or ".join(
         f"{_describe_machine(alternative)} at up to "
@@ -63,13 +63,11 @@ def names_of(providers: Sequence[str]) -> str:
 
 
 def accepted_providers(order: Order) -> list[str]:
-    """Every provider the order accepts: its own, or any of its alternatives'."""
-    return _accepted(order.providers, order.alternatives)
+    """Every provider any of the order's alternatives accepts, in the order first named."""
+    return _accepted(order.alternatives)
 
 
-def _accepted(providers: list[str], alternatives: list[dict[str, Any]] | None) -> list[str]:
-    if not alternatives:
-        return list(providers)
+def _accepted(alternatives: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(p for a in alternatives for p in a["providers"]))
 
 
@@ -101,12 +99,12 @@ async def note_disabled_providers(session: AsyncSession, *, enabled: Collection[
     how many orders changed."""
     # The columns first, and whole orders only for those that change: with 100,000 waiting,
     # loading every order took 400 MB at each watcher start.
-    columns = select(Order.id, Order.providers, Order.alternatives, Order.disabled_providers)
+    columns = select(Order.id, Order.alternatives, Order.disabled_providers)
     rows = await session.execute(columns.where(Order.status == OrderStatus.WAITING))
     due = [
         order_id
-        for order_id, providers, alternatives, was in rows
-        if [p for p in _accepted(providers, alternatives) if p not in enabled] != (was or [])
+        for order_id, alternatives, was in rows
+        if [p for p in _accepted(alternatives) if p not in enabled] != (was or [])
     ]
     changed = []
     for first in range(0, len(due), 1000):
@@ -162,32 +160,13 @@ async def waiting_shapes(session: AsyncSession, *, limit: int = 200) -> list[dic
     """The machine shapes the newest `limit` waiting orders wait for, each alternative apart
     (`gpu_model`, `gpu_count`, `nodes`, `providers`, `regions`, `max_price_per_hour`): what
     demo mode's stock feed puts up."""
-    rows = await session.execute(
-        select(
-            Order.gpu_model,
-            Order.gpu_count,
-            Order.nodes,
-            Order.providers,
-            Order.regions,
-            Order.max_price_per_hour,
-            Order.alternatives,
-        )
+    rows = await session.scalars(
+        select(Order.alternatives)
         .where(Order.status == OrderStatus.WAITING)
         .order_by(Order.id.desc())
         .limit(limit)
     )
-    shapes: list[dict[str, Any]] = []
-    for row in rows:
-        first = {
-            "gpu_model": row.gpu_model,
-            "gpu_count": row.gpu_count,
-            "nodes": row.nodes,
-            "providers": row.providers,
-            "regions": row.regions,
-            "max_price_per_hour": row.max_price_per_hour,
-        }
-        shapes += row.alternatives or [first]
-    return shapes
+    return [shape for alternatives in rows for shape in alternatives]
 
 
 async def cancel_order(session: AsyncSession, *, account_id: str, order_id: str) -> Order:
@@ -287,8 +266,6 @@ async def update_limits(
 def dearest_cap(order: Order) -> Decimal:
     """The dearest price cap of the order's shapes (its alternatives, by model or listed): the
     most its first hour may cost, held when it deploys."""
-    if not order.alternatives:
-        return order.max_price_per_hour
     return max(Decimal(alternative["max_price_per_hour"]) for alternative in order.alternatives)
 
 

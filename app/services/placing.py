@@ -163,7 +163,6 @@ async def place_order(
     check_request(request)
     shapes = wanted(request)
     request, imaged = await check_image(session, request)
-    listed = len(request.alternatives) > 1
     scriptless = startup_scripts.check(request.startup_script, request.providers)
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
     candidates = [
@@ -203,7 +202,7 @@ async def place_order(
         interconnect=request.first.interconnect,
         nodes=request.first.nodes,
         cluster_interconnect=request.first.cluster_interconnect,
-        alternatives=[a.stored() for a in request.alternatives] if listed else None,
+        alternatives=[a.stored() for a in request.alternatives],
         prefer=request.prefer,
         model=request.model,
         serve_engine=request.serve_engine,
@@ -238,7 +237,7 @@ async def place_order(
 
 def _placed_line(order: Order) -> str:
     by_model = f"for {order.model}, " if order.model else ""
-    if not order.alternatives:
+    if len(order.alternatives) == 1:
         return (
             f"Order placed: {by_model}{orders.describe_request(order)} at up to "
             f"{format_usd(order.max_price_per_hour)}/h incl. fees. Waiting for stock."

@@ -120,9 +120,8 @@ class OrderPreviewOut(BaseModel):
 
 
 def alternatives_of(order: Any) -> list[AlternativeOut]:
-    """An order's alternatives: those it lists, or its own machine as the only one."""
-    if order.alternatives:
-        return [AlternativeOut.model_validate(a) for a in order.alternatives]
+    """An order's alternatives, in the order listed (one, for most orders)."""
+    return [AlternativeOut.model_validate(a) for a in order.alternatives]
     return [
         AlternativeOut(
             gpu_model=order.gpu_model,

@@ -49,8 +49,9 @@ class Order(Base):
         Index("ix_orders_pruned_at_updated_at", "pruned_at", "updated_at"),  # the retention
         CheckConstraint(f"nodes BETWEEN 1 AND {MAX_NODES}", name="order_nodes"),
     )
-    # The machine columns (gpu_model ... cluster_interconnect, max_price_per_hour, providers)
-    # are its first alternative; `alternatives` lists all of them when there is more than one.
+    # `alternatives` lists the machines the order may take (one, for most orders); the machine
+    # columns (gpu_model ... cluster_interconnect, max_price_per_hour, providers) repeat its
+    # first, for the matcher's indexes and queries.
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
@@ -79,8 +80,8 @@ class Order(Base):
         server_default=text("'keep'"),
     )
     # Every alternative (`{"gpu_model", "gpu_count", "nodes", "providers",
-    # "max_price_per_hour", "regions", ...}`), when the order lists more than one; else None.
-    alternatives: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    # "max_price_per_hour", "regions", ...}`), in the order listed.
+    alternatives: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     model: Mapped[str | None] = mapped_column(String(200))  # ordered by model: its id
     # The engine its start-up script serves the model with (`serve`), for its page's tunnel.
     serve_engine: Mapped[str | None] = mapped_column(String(20))
