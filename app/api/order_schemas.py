@@ -25,7 +25,6 @@ from pydantic_core import InitErrorDetails
 
 from app.api.params import MAX_MODEL_ID_LENGTH, OfferedProvider
 from app.api.schemas import HoursIn, PriceIn, Region, ShortText, TotalIn
-from app.core import serving
 from app.core.catalogue import (
     GPU_MODELS,
     ClusterInterconnect,
@@ -39,8 +38,8 @@ from app.core.open_models import OpenModel
 from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKind
 from app.core.text import OneLine, quote
 from app.providers.registry import offered_providers
-from app.services import images, model_fit, startup_scripts
-from app.services.placing import NewAlternative, NewOrder
+from app.services import images, startup_scripts
+from app.services.order_request import ModelOrder, NewAlternative, NewOrder
 
 MAX_GPU_COUNT = 16  # per node
 # Verda documents no largest OS volume; 10 TB is above every disk the three providers sell
@@ -382,23 +381,16 @@ class OrderCreate(MachineWanted, OrderLimits):
 
     def new_order(self, models: Mapping[str, OpenModel] | None = None) -> NewOrder:
         """The order as the services take it: a machine at the top level, alternatives, or a
-        model (one of `models`) expanded into them (422 naming the field when it is more than
-        one of those, or none)."""
+        model (one of `models`), which placing expands into them (422 naming the field when it
+        is more than one of those, or none)."""
         values = self.model_dump(
             exclude={"alternatives", "model", "min_cache_gb", "prices", "serve", *MACHINE_FIELDS}
         )
-        if self.model is not None:
-            alternatives = self._by_model(models or {})
-            if self.serve is not None:
-                if self.startup_script is not None:
-                    raise field_error(
-                        "startup_script", "serve writes the start-up script: give one of them"
-                    )
-                served = serving.Serving((models or {})[self.model], self.serve.engine)
-                values["startup_script"] = serving.startup_script(served)
+        if self.model is not None:  # placing expands it (`placing.expand`)
             return NewOrder(
-                alternatives=alternatives,
+                alternatives=(),
                 model=self.model,
+                by_model=self._by_model(models or {}),
                 serve_engine=None if self.serve is None else self.serve.engine,
                 **values,
             )
@@ -423,7 +415,7 @@ class OrderCreate(MachineWanted, OrderLimits):
             listed = (NewAlternative(**machine),)
         return NewOrder(alternatives=listed, **values)
 
-    def _by_model(self, models: Mapping[str, OpenModel]) -> list[NewAlternative]:
+    def _by_model(self, models: Mapping[str, OpenModel]) -> ModelOrder:
         chosen = [f for f in ("alternatives", *BY_MODEL_CHOSEN) if f in self.model_fields_set]
         if chosen:
             raise field_error(
@@ -440,16 +432,14 @@ class OrderCreate(MachineWanted, OrderLimits):
         prices = {
             (p.gpu_model, p.gpu_count, p.nodes): p.max_price_per_hour for p in self.prices or []
         }
-        return model_fit.alternatives_for(
-            model_fit.ModelOrder(
-                model=model,
-                providers=[str(p) for p in self.providers],
-                max_price_per_hour=self.max_price_per_hour,
-                min_cache_gb=self.min_cache_gb,
-                regions=self.regions,
-                min_disk_gb=self.min_disk_gb,
-                prices=prices,
-            )
+        return ModelOrder(
+            model=model,
+            providers=[str(p) for p in self.providers],
+            max_price_per_hour=self.max_price_per_hour,
+            min_cache_gb=self.min_cache_gb,
+            regions=self.regions,
+            min_disk_gb=self.min_disk_gb,
+            prices=prices,
         )
 
 

@@ -1,7 +1,7 @@
 """Which machine shapes hold an open model: the fit rule over every GPU the catalogue names,
 and the smallest cluster a provider can make where no single machine holds it."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -10,7 +10,7 @@ from app.core.errors import field_error
 from app.core.market import MAX_ALTERNATIVES
 from app.core.open_models import SERVING_GPUS, Fit, OpenModel, fit
 from app.providers.registry import display_name, offered_providers, spec_for
-from app.services.placing import NewAlternative
+from app.services.order_request import ModelOrder, NewAlternative
 
 GPU_COUNTS = (1, 2, 4, 8)  # GPUs per machine the providers sell
 CLUSTER_GPUS = 8  # a cluster's nodes are 8-GPU machines (the only nodes any provider clusters)
@@ -70,22 +70,6 @@ def shapes(model: OpenModel, *, min_cache_gb: Decimal = Decimal(0)) -> list[Shap
             if cluster is not None:
                 found.append(cluster)
     return sorted(found, key=lambda s: (not s.holds, s.fit.gpu_memory_gb, s.fit.nodes))
-
-
-Shape = tuple[str, int, int]  # GPU model, GPUs per node, nodes
-
-
-@dataclass(frozen=True)
-class ModelOrder:
-    """An order by model as the API took it in: what to expand into alternatives."""
-
-    model: OpenModel
-    providers: Sequence[str]
-    max_price_per_hour: Decimal | None
-    min_cache_gb: int
-    regions: list[str] | None = None
-    min_disk_gb: int | None = None
-    prices: Mapping[Shape, Decimal] | None = None  # per shape, over max_price_per_hour
 
 
 def _serving_shape(model: OpenModel, gpu_model: str, min_cache: Decimal) -> Fit | None:

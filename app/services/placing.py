@@ -1,10 +1,8 @@
-"""Placing an order: what a new order is, what placing it checks, and the order it makes."""
+"""Placing an order: what placing checks (`preview`, which an order by model is expanded in),
+and the order it makes. What a new order asks for is `order_request`."""
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, replace
-from datetime import datetime
-from decimal import Decimal
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,72 +16,15 @@ from app.core.errors import (
 )
 from app.core.ids import new_id
 from app.core.money import format_usd
+from app.core.serving import Serving
+from app.core.serving import startup_script as serve_script
 from app.core.states import OrderEventKind, OrderStatus
 from app.providers.registry import display_name, spec_for
-from app.services import images, orders, placement_rate, startup_scripts, timeline
+from app.services import images, model_fit, orders, placement_rate, startup_scripts, timeline
+from app.services.order_request import NewAlternative, NewOrder
 from app.services.timeline import Line
 from app.storage.models import Account, Order
 from app.support.secrets import SecretBox
-
-
-@dataclass(frozen=True)
-class NewAlternative:
-    """One shape an order may take, already validated by whoever took it in (the API)."""
-
-    gpu_model: str
-    gpu_count: int
-    providers: Sequence[str]
-    max_price_per_hour: Decimal
-    regions: list[str] | None = None
-    min_disk_gb: int | None = None
-    interconnect: str | None = None
-    nodes: int = 1
-    cluster_interconnect: str | None = None
-
-    def stored(self) -> dict[str, Any]:
-        """As `orders.alternatives` keeps it (JSON: the price as a string)."""
-        return {
-            "gpu_model": self.gpu_model,
-            "gpu_count": self.gpu_count,
-            "nodes": self.nodes,
-            "providers": [str(p) for p in self.providers],
-            "max_price_per_hour": str(self.max_price_per_hour),
-            "regions": self.regions,
-            "min_disk_gb": self.min_disk_gb,
-            "interconnect": None if self.interconnect is None else str(self.interconnect),
-            "cluster_interconnect": (
-                None if self.cluster_interconnect is None else str(self.cluster_interconnect)
-            ),
-        }
-
-
-@dataclass(frozen=True)
-class NewOrder:
-    """What a new order asks for, already validated by whoever took it in (the API): one or
-    more alternatives (the first is its own machine; most orders have just that one)."""
-
-    alternatives: Sequence[NewAlternative]
-    prefer: str = "cheapest"
-    model: str | None = None  # ordered by model: its id (the alternatives hold it)
-    serve_engine: str | None = None  # the engine its generated start-up script serves it with
-    on_node_lost: str = "keep"
-    expires_at: datetime | None = None
-    name: str | None = None
-    ssh_public_key: str | None = None
-    max_runtime_hours: Decimal | None = None
-    max_total_usd: Decimal | None = None
-    startup_script: str | None = None  # run once when its machine boots; sealed at rest
-    image: str | None = None  # the OS image its machine boots, as its providers name it
-
-    @property
-    def first(self) -> NewAlternative:
-        """Its first alternative: the order's own machine columns."""
-        return self.alternatives[0]
-
-    @property
-    def providers(self) -> list[str]:
-        """Every provider any of its alternatives accepts, in the order first named."""
-        return list(dict.fromkeys(str(p) for a in self.alternatives for p in a.providers))
 
 
 def _check_clusters(alternative: NewAlternative, prefix: str) -> None:
@@ -146,6 +87,50 @@ async def check_image(
     return replace(request, alternatives=kept), found
 
 
+def expand(request: NewOrder) -> NewOrder:
+    """An order by model as its alternatives, with the start-up script that serves the model
+    when it asks for one (422 naming the field when nothing holds the model, or when it gives a
+    script of its own too); any other order as it is."""
+    by_model = request.by_model
+    if by_model is None:
+        return request
+    script = request.startup_script
+    if request.serve_engine is not None:
+        if script is not None:
+            raise field_error(
+                "startup_script", "serve writes the start-up script: give one of them"
+            )
+        script = serve_script(Serving(by_model.model, request.serve_engine))
+    return replace(
+        request,
+        alternatives=tuple(model_fit.alternatives_for(by_model)),
+        by_model=None,
+        startup_script=script,
+    )
+
+
+@dataclass(frozen=True)
+class Previewed:
+    """An order as placing would make it: expanded, checked, and left without the providers
+    where its machine cannot boot its image; what its image and start-up script allow."""
+
+    request: NewOrder
+    shapes: list[images.Wanted]  # its alternatives before the image check left any out
+    imaged: images.ImageCheck
+    scriptless: list[str]  # providers that cannot run its start-up script
+
+
+async def preview(session: AsyncSession, request: NewOrder) -> Previewed:
+    """What placing `request` checks before it looks at the account, and what it would make of
+    it; `POST /v1/orders/preview` shows this, and placing starts with it. Writes nothing."""
+    request = expand(request)
+    check_request(request)
+    shapes = wanted(request)
+    request, imaged = await check_image(session, request)
+    scriptless = startup_scripts.check(request.startup_script, request.providers)
+    return Previewed(request, shapes, imaged, scriptless)
+
+
 async def place_order(
     session: AsyncSession,
     *,
@@ -160,10 +145,8 @@ async def place_order(
     can deploy on; an order that accepts none of them is refused, as is one past the
     account's `max_waiting` orders waiting or its `max_per_hour` placements in the last hour.
     `box` seals its start-up script, if it has one."""
-    check_request(request)
-    shapes = wanted(request)
-    request, imaged = await check_image(session, request)
-    scriptless = startup_scripts.check(request.startup_script, request.providers)
+    previewed = await preview(session, request)
+    request, imaged, scriptless = previewed.request, previewed.imaged, previewed.scriptless
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
     candidates = [
         str(p)
@@ -229,7 +212,7 @@ async def place_order(
             _placed_line(order),
         ),
         *([startup_scripts.placed_line(order.id, scriptless, candidates)] if scriptless else []),
-        *images.placed_lines(order.id, request.image, imaged, candidates, shapes),
+        *images.placed_lines(order.id, request.image, imaged, candidates, previewed.shapes),
         *([orders.disabled_line(order, disabled)] if disabled else []),
     )
     return order

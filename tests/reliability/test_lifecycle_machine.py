@@ -53,7 +53,7 @@ from app.providers.fake import FakeAdapter
 from app.providers.registry import spec_for
 from app.services import accounts, attempts, claims, ledger, placing, terminations
 from app.services.claims import Intent
-from app.services.placing import NewAlternative, NewOrder
+from app.services.order_request import NewAlternative, NewOrder
 from app.storage.db import (
     create_engine,
     create_read_sessionmaker,

@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.states import OrderEventKind
 from app.services import accounts, orders, placing, timeline
-from app.services.placing import NewAlternative, NewOrder
+from app.services.order_request import NewAlternative, NewOrder
 from app.services.timeline import Line
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Order, OrderEvent

@@ -25,7 +25,7 @@ from app.core.clock import utcnow
 from app.core.market import Fees
 from app.core.states import OrderStatus, TerminateReason
 from app.providers.registry import enabled_providers
-from app.services import orders, placing, startup_scripts, terminations
+from app.services import orders, placing, terminations
 from app.services.stock import estimate as stock_estimate
 from app.services.stock.views import OrderWithEstimateOut
 from app.services.views import AlternativeOut, OrderOut, OrderPreviewOut
@@ -62,7 +62,7 @@ async def place_order(
             max_waiting=settings.max_waiting_orders_per_account,
             max_per_hour=settings.max_placements_per_hour,
             # Loaded only for a script: a service that never seals one makes no key file.
-            box=None if new.startup_script is None else secret_boxes(request).get(),
+            box=secret_boxes(request).get() if new.has_script else None,
         )
         return (await _present(session, [order]))[0]
 
@@ -84,10 +84,7 @@ async def preview_order(
 ) -> OrderPreviewOut:
     """What an order would be, placed now: its alternatives (an order by model, expanded),
     checked as placing checks them; nothing is written."""
-    new = body.new_order(request.app.state.open_models)
-    placing.check_request(new)
-    startup_scripts.check(new.startup_script, new.providers)
-    new, _ = await placing.check_image(session, new)
+    new = (await placing.preview(session, body.new_order(request.app.state.open_models))).request
     return OrderPreviewOut(
         model=new.model,
         prefer=new.prefer,
