@@ -11,6 +11,7 @@ provider, the machines compared, those that match to the cent and the totals bot
 Hyperstack forgets a VM once it is deleted (it answers 404, as the real one does), so only its
 machines the simulator still lists are compared."""
 
+import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -23,11 +24,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.core.states import AttemptStatus
 from app.providers.registry import spec_for
 from app.simulators.control import SimControl
-from app.storage.models import Attempt, Order
+from app.storage.models import Attempt, Order, OrderEvent
 
 HOUR_SECONDS = float(SERVICE_SETTINGS["AUTOPROVISION_BILLING_HOUR_SECONDS"])
 TIMING_SECONDS = 5.0  # the running watch's two seconds and a latency spike's 2.5 on top
 CENT = Decimal("0.01")
+NOT_CHARGED = "of that time was more than its balance or its limit allowed"
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Machine:
     paid: Decimal
     unpaid: bool  # it ran unpaid for a while: the grace was free
     why: str  # how it ended and how many deletes it took, for the report
+    ran: bool  # the service saw it run and billed its account for it
+    # What its order's timeline says was past its balance or limit when it ended: not charged.
+    not_charged: Decimal
     unseen_seconds: float  # from its create to when the service saw it bill
     # From the first delete its provider took (the account's billing stops there) to when the
     # service saw it gone: the provider may bill on while it deletes, the account does not.
@@ -54,7 +59,7 @@ async def paid_against_billed(
     """The report's figures and the machines whose pay differs from their bill by more than
     the clocks explain. Run it once no machine is left."""
     machines, by_id, by_name = await _attempts(engine)
-    unowned = Decimal(0)
+    unowned = never_ran = Decimal(0)
     for provider, bill in await _bills(sim):
         vm_id, name = str(bill["id"]), str(bill.get("name") or "")
         node_of = name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].isdigit() else ""
@@ -65,6 +70,9 @@ async def paid_against_billed(
             unowned += Decimal(bill["charged"])  # a create no attempt recorded: ours to pay
             continue
         machine = machines[owner]
+        if not machine.ran:  # a failed create's VM, or a cluster's node made alone: ours
+            never_ran += Decimal(bill["charged"])
+            continue
         share = 1 if bill.get("worker_nodes") is not None else machine.nodes
         machine.billed += machine.price * hours / share
         machine.found = True
@@ -81,6 +89,7 @@ async def paid_against_billed(
             f"{len(compared)} machines, {exact} to the cent; paid {paid}, billed {billed}"
         )
     figures["billed_for_no_attempt_usd"] = str(unowned.quantize(CENT))
+    figures["billed_for_machines_never_run_usd"] = str(never_ran.quantize(CENT))
     return figures, broken
 
 
@@ -88,8 +97,9 @@ def _differs(attempt_id: str, machine: Machine) -> list[Broken]:
     """The machine, if its pay and its bill differ by more than the clocks explain: paid more
     than billed by more than a block and TIMING_SECONDS; billed more by more than that and the
     time before the service saw it run (a VM found after an unclear create bills from its start,
-    the service only from when it saw it) and the time it took to go once a delete was taken.
-    Time run unpaid is the operator's by design."""
+    the service only from when it saw it), the time it took to go once a delete was taken, and
+    what its end could not charge (past the balance or the limit, said on the timeline). Time
+    run unpaid is the operator's by design."""
     billed = machine.billed.quantize(CENT, rounding=ROUND_HALF_UP)
     block = machine.price / spec_for(machine.provider).billing.blocks_per_hour
     allowed = block + machine.price * Decimal(TIMING_SECONDS / HOUR_SECONDS)
@@ -99,6 +109,7 @@ def _differs(attempt_id: str, machine: Machine) -> list[Broken]:
     said = f"{machine.provider} attempt {attempt_id}: paid {machine.paid}, the provider billed"
     if machine.paid - billed > allowed:
         return [Broken("paid_more_than_billed", f"{said} {billed} ({machine.why})")]
+    not_paid_by_design += machine.not_charged
     if billed - machine.paid > allowed + not_paid_by_design and not machine.unpaid:
         return [Broken("billed_not_paid", f"{said} {billed} ({machine.why})")]
     return []
@@ -115,6 +126,7 @@ async def _attempts(
         rows = await connection.execute(
             select(
                 Attempt.id,
+                Attempt.order_id,
                 Attempt.provider,
                 Attempt.provider_vm_id,
                 Attempt.vm_name,
@@ -132,6 +144,7 @@ async def _attempts(
                 Order.terminate_reason,
             ).join(Order, Order.id == Attempt.order_id)
         )
+        not_charged = await _not_charged(connection)
         for row in rows:
             machines[row.id] = Machine(
                 provider=row.provider,
@@ -140,6 +153,8 @@ async def _attempts(
                 paid=row.charged,
                 unpaid=row.unpaid_since is not None,
                 why=f"{row.status}, {row.terminate_reason}, {row.delete_attempts} deletes",
+                ran=row.billed_from is not None,
+                not_charged=not_charged.get(row.order_id, Decimal(0)),
                 unseen_seconds=(
                     (row.billed_from - row.created_at).total_seconds() if row.billed_from else 0.0
                 ),
@@ -154,6 +169,21 @@ async def _attempts(
                     by_id[(row.provider, str(vm_id))] = row.id
             by_name[(row.provider, row.vm_name)] = row.id
     return machines, by_id, by_name
+
+
+async def _not_charged(connection: Any) -> dict[str, Decimal]:
+    """By order: what the end of its machine could not charge, as its timeline tells the user
+    (`billing.overrun_said`)."""
+    lines = await connection.execute(
+        select(OrderEvent.order_id, OrderEvent.message).where(
+            OrderEvent.message.like(f"%{NOT_CHARGED}%")
+        )
+    )
+    found: dict[str, Decimal] = {}
+    for order_id, message in lines:
+        for amount in re.findall(rf"\$([0-9.,]+) {re.escape(NOT_CHARGED)}", message):
+            found[order_id] = found.get(order_id, Decimal(0)) + Decimal(amount.replace(",", ""))
+    return found
 
 
 async def _bills(sim: SimControl) -> list[tuple[str, dict[str, Any]]]:
