@@ -13,7 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 from enum import Enum
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core import metering
@@ -99,6 +99,16 @@ class _Unpayable(Exception):
     pass
 
 
+def _as_seen(machine: Machine) -> tuple[ColumnElement[bool], ...]:
+    """The attempt still billed and paid as `machine` saw it: a write that another made first
+    (a second meter, an end) finds nothing."""
+    return (
+        Attempt.id == machine.attempt_id,
+        Attempt.status.in_(BILLED),
+        Attempt.paid_hours == machine.paid_hours,
+    )
+
+
 async def pay_next_hour(session: AsyncSession, machine: Machine, *, now: datetime) -> Payment:
     """Debit the machine's next billing hour from its account's available balance."""
     hour = machine.paid_hours + 1
@@ -107,11 +117,7 @@ async def pay_next_hour(session: AsyncSession, machine: Machine, *, now: datetim
             moved = (
                 await session.execute(
                     update(Attempt)
-                    .where(
-                        Attempt.id == machine.attempt_id,
-                        Attempt.status.in_(BILLED),
-                        Attempt.paid_hours == machine.paid_hours,
-                    )
+                    .where(*_as_seen(machine))
                     .values(
                         paid_hours=hour,
                         charged=Attempt.charged + machine.price,
@@ -175,12 +181,7 @@ async def ran_unpaid(session: AsyncSession, machine: Machine) -> bool:
     moved = (
         await session.execute(
             update(Attempt)
-            .where(
-                Attempt.id == machine.attempt_id,
-                Attempt.status.in_(BILLED),
-                Attempt.paid_hours == machine.paid_hours,
-                Attempt.unpaid_since.is_(None),
-            )
+            .where(*_as_seen(machine), Attempt.unpaid_since.is_(None))
             .values(unpaid_since=machine.paid_until)
             .returning(Attempt.id)
             .execution_options(synchronize_session=False)

@@ -36,6 +36,22 @@ async def limited_machine(engine: AsyncEngine, clock: FakeWallClock) -> tuple[st
     return intent.order_id, machine.billed_from + timedelta(seconds=machine.hour_seconds)
 
 
+def meter_on(engine: AsyncEngine, clock: FakeWallClock, *, lead: timedelta) -> Meter:
+    """A meter with a 10-minute grace, asking for Hyperstack's deletes `lead` ahead."""
+    return Meter(
+        WatcherContext(
+            adapters={},
+            sessionmaker=create_sessionmaker(engine),
+            read_sessionmaker=create_read_sessionmaker(engine),
+            clock=clock,
+        ),
+        grace_minutes=10,
+        low_balance_hours=2,
+        on_terminate=lambda: None,
+        lead=lambda provider: lead if provider == "hyperstack" else timedelta(0),
+    )
+
+
 async def status(engine: AsyncEngine, order_id: str) -> OrderStatus:
     async with session_scope(create_sessionmaker(engine)) as session:
         found = await session.scalar(select(Order.status).where(Order.id == order_id))
@@ -46,18 +62,7 @@ async def status(engine: AsyncEngine, order_id: str) -> OrderStatus:
 async def test_a_limit_is_acted_on_a_lead_ahead_of_it(engine: AsyncEngine) -> None:
     clock = FakeWallClock()
     order_id, limit = await limited_machine(engine, clock)
-    meter = Meter(
-        WatcherContext(
-            adapters={},
-            sessionmaker=create_sessionmaker(engine),
-            read_sessionmaker=create_read_sessionmaker(engine),
-            clock=clock,
-        ),
-        grace_minutes=10,
-        low_balance_hours=2,
-        on_terminate=lambda: None,
-        lead=lambda provider: LEAD if provider == "hyperstack" else timedelta(0),
-    )
+    meter = meter_on(engine, clock, lead=LEAD)
     clock.set(limit - LEAD - timedelta(seconds=0.1))  # the control: not yet
     await meter.tick()
     assert await status(engine, order_id) is OrderStatus.RUNNING
@@ -74,18 +79,7 @@ async def test_a_machine_first_found_unpayable_past_its_grace_is_ended_as_having
     told in its grace is, so its end settles the same way."""
     clock = FakeWallClock()
     intent = await running_machine(engine, OFFER)  # $100 at $30 an hour: three hours paid
-    meter = Meter(
-        WatcherContext(
-            adapters={},
-            sessionmaker=create_sessionmaker(engine),
-            read_sessionmaker=create_read_sessionmaker(engine),
-            clock=clock,
-        ),
-        grace_minutes=10,
-        low_balance_hours=0,
-        on_terminate=lambda: None,
-        lead=lambda provider: timedelta(0),
-    )
+    meter = meter_on(engine, clock, lead=timedelta(0))
     maker = create_sessionmaker(engine)
     for _ in range(2):
         async with session_scope(maker) as session:
