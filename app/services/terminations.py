@@ -259,8 +259,8 @@ class Ended:
     """What ending one machine came to."""
 
     order_id: str
-    refunded: str  # `$12.30`
-    charged: str  # what the order paid for the machine in all
+    refunded: Decimal
+    charged: Decimal  # what the order paid for the machine in all
 
 
 async def settle_terminated(
@@ -312,7 +312,7 @@ async def settle_lost(
     )
     await outbox.emit(session, order_id=attempt.order_id, event_type=WebhookEventType.ORDER_LOST)
     await session.flush()
-    return Ended(attempt.order_id, format_usd(settled.refunded), format_usd(settled.charged))
+    return Ended(attempt.order_id, settled.refunded, settled.charged)
 
 
 async def _end_machine(
@@ -346,7 +346,7 @@ async def _end_order(
     )
     if machine is None:
         message = "Terminated: no VM came of the create, so nothing ran and nothing was charged."
-        ended = Ended(order_id, format_usd(Decimal(0)), format_usd(Decimal(0)))
+        ended = Ended(order_id, Decimal(0), Decimal(0))
     else:
         settled = await billing.settle_end(session, machine, ended_at=machine.ended_at or now)
         name = display_name(machine.provider)
@@ -355,7 +355,7 @@ async def _end_order(
             f"{format_usd(settled.refunded)} of the hour paid, {format_usd(settled.charged)} "
             f"charged for it in all.{billing.overrun_said(settled)}"
         )
-        ended = Ended(order_id, format_usd(settled.refunded), format_usd(settled.charged))
+        ended = Ended(order_id, settled.refunded, settled.charged)
     await timeline.write(session, Line(order_id, OrderEventKind.TERMINATED, message))
     await outbox.emit(session, order_id=order_id, event_type=WebhookEventType.ORDER_TERMINATED)
     await session.flush()

@@ -115,7 +115,7 @@ async def test_an_end_is_settled_and_refunded_once(engine: AsyncEngine) -> None:
         ended = await terminations.settle_terminated(
             session, attempt_id=intent.attempt_id, now=utcnow()
         )
-    assert ended is not None and ended.refunded == "$29.50"  # one minute used of $30
+    assert ended is not None and ended.refunded == Decimal("29.50")  # one minute used of $30
     async with session_scope(maker) as session:
         again = await terminations.settle_terminated(
             session, attempt_id=intent.attempt_id, now=utcnow()
