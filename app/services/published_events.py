@@ -107,7 +107,7 @@ async def _number_per_account(session: AsyncSession, rows: list[dict[str, Any]])
             EventCounter.account_id.in_(accounts)
         )
     )
-    known = dict(found.tuples().all())
+    known: dict[str, int] = dict(found.all())
     last = dict(known)
     for row in rows:
         row["account_seq"] = last[row["account_id"]] = last.get(row["account_id"], 0) + 1
