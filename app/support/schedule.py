@@ -14,6 +14,10 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 log = logging.getLogger(__name__)
+# APScheduler says at INFO each run it starts and ends: with jobs every half second, most of a
+# service's log. Its warnings and errors still show; a job's own failure is logged by `_run`.
+for _chatty in ("apscheduler.scheduler", "apscheduler.executors"):
+    logging.getLogger(_chatty).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)

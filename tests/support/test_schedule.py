@@ -2,6 +2,7 @@
 again, and a group removed (the watcher losing its lease) stops at once, its runs cancelled."""
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -133,3 +134,20 @@ async def test_shutdown_cancels_every_run() -> None:
     await schedule.shutdown()
     assert run.cancelled()
     assert not schedule.scheduler.running
+
+
+async def test_runs_are_not_logged_a_failure_is(
+    schedule: Schedule, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    quiet, loud = Counting(goal=5), Counting(goal=1)
+
+    async def failing() -> None:
+        await loud()
+        raise RuntimeError("provider said no")
+
+    schedule.add("g", [PeriodicJob("quiet", SHORT, quiet), PeriodicJob("loud", 3600, failing)])
+    await asyncio.wait_for(quiet.reached.wait(), 10)
+    await asyncio.wait_for(loud.reached.wait(), 10)
+    assert not [r for r in caplog.records if r.name.startswith("apscheduler")]
+    assert [r.getMessage() for r in caplog.records] == ["periodic job 'loud' failed"]
