@@ -6,28 +6,29 @@ cloned from a migrated template made once per run, and dropped afterwards.
 """
 
 import asyncio
-import contextlib
-import os
 import shutil
 import socket
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.main import create_app
 from app.settings import Settings
-from app.storage.db import create_engine, migrate
+from app.storage.db import create_engine
+from tests.databases import (
+    PG_URL_ENV,
+    WorkerDatabase,
+    migrated,
+    pg_base_url,
+    pg_database,
+)
 from tests.waiting import started
 
-PG_URL_ENV = "AUTOPROVISION_TEST_DATABASE_URL"
 BACKENDS = ["sqlite", "postgres"]
 
 # The fixtures that tests in more than one folder use, each defined once (settings first: the
@@ -70,70 +71,38 @@ def no_real_dns(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", _loopback_only_getaddrinfo)
 
 
-def _pg_base_url() -> str | None:
-    return os.environ.get(PG_URL_ENV) or None
-
-
-def _with_database(url: str, database: str) -> str:
-    return make_url(url).set(database=database).render_as_string(hide_password=False)
-
-
-async def _pg_admin(url: str, sql: str) -> None:
-    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    connection = await asyncpg.connect(dsn)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
-
-
-async def _migrate_url(url: str) -> None:
-    engine = create_engine(url)
-    try:
-        await migrate(engine)
-    finally:
-        await engine.dispose()
-
-
 @pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A migrated SQLite file that tests copy instead of migrating each time."""
     path = tmp_path_factory.mktemp("template") / "template.db"
-    asyncio.run(_migrate_url(f"sqlite+aiosqlite:///{path}"))
+    asyncio.run(migrated(f"sqlite+aiosqlite:///{path}"))
     return path
-
-
-@contextlib.contextmanager
-def _pg_database(prefix: str, template: str | None = None) -> Iterator[tuple[str, str]]:
-    """A new PostgreSQL database (a copy of `template`, if given), dropped afterwards: its name
-    and URL."""
-    base = _pg_base_url()
-    assert base is not None
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    copied = "" if template is None else f' TEMPLATE "{template}"'
-    asyncio.run(_pg_admin(base, f'CREATE DATABASE "{name}"{copied}'))
-    try:
-        yield name, _with_database(base, name)
-    finally:
-        asyncio.run(_pg_admin(base, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
     """The name of a migrated PostgreSQL template database for this run."""
-    if _pg_base_url() is None:
+    if pg_base_url() is None:
         pytest.skip(f"PostgreSQL tests need {PG_URL_ENV}")
-    with _pg_database("ap_template") as (name, url):
-        asyncio.run(_migrate_url(url))
+    with pg_database("ap_template") as (name, url):
+        asyncio.run(migrated(url))
         yield name
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Which database this test runs on."""
-    if request.param == "postgres" and _pg_base_url() is None:
+    if request.param == "postgres" and pg_base_url() is None:
         pytest.skip(f"PostgreSQL tests need {PG_URL_ENV}")
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def postgres_worker_database(postgres_template: str) -> Iterator[WorkerDatabase]:
+    """This worker's PostgreSQL database, lent to one test at a time."""
+    database = WorkerDatabase(postgres_template)
+    yield database
+    database.close()
 
 
 @pytest.fixture
@@ -145,9 +114,9 @@ def database_url(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -
         shutil.copyfile(template, path)
         yield f"sqlite+aiosqlite:///{path}"
         return
-    template_name: str = request.getfixturevalue("postgres_template")
-    with _pg_database("ap_test", template_name) as (_name, url):
-        yield url
+    database: WorkerDatabase = request.getfixturevalue("postgres_worker_database")
+    yield database.lend()
+    database.take_back()
 
 
 @pytest.fixture
@@ -156,7 +125,7 @@ def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
         return
-    with _pg_database("ap_empty") as (_name, url):
+    with pg_database("ap_empty") as (_name, url):
         yield url
 
 
