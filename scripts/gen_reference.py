@@ -646,7 +646,7 @@ def _fields(model: Any, mode: str = "serialization") -> str:
 def events() -> str:
     from app.api.routes.events import EventOut
     from app.core.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind, WebhookEventType
-    from app.services.views import DeploymentOut, OrderSnapshotOut
+    from app.services.order_payload import DeploymentOut, OrderSnapshotOut
 
     types = event_types()
     missing = sorted(set(types) - set(EVENT_TYPES))

@@ -1,4 +1,4 @@
-"""Request and response bodies of orders: the machine wanted, its alternatives, by model, limits."""
+"""Request bodies of orders: the machine wanted, its alternatives, by model, limits."""
 
 import base64
 import binascii
@@ -35,7 +35,7 @@ from app.core.catalogue import (
 from app.core.errors import ValidationFailed, field_error
 from app.core.market import MAX_ALTERNATIVES, MAX_NODES
 from app.core.open_models import OpenModel
-from app.core.states import AlternativePreference, NodeLostPolicy, OrderEventKind
+from app.core.states import AlternativePreference, NodeLostPolicy
 from app.core.text import OneLine, quote
 from app.providers.registry import offered_providers
 from app.services import images, startup_scripts
@@ -456,14 +456,3 @@ def is_openssh_public_key(line: str) -> bool:
         return False
     type_length = int.from_bytes(blob[:4], "big")
     return blob[4 : 4 + type_length] == parts[0].encode()
-
-
-class OrderEventOut(BaseModel):
-    """One line of an order's timeline."""
-
-    model_config = ConfigDict(from_attributes=True)
-
-    id: str
-    kind: OrderEventKind
-    message: str
-    created_at: datetime

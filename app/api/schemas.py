@@ -19,7 +19,7 @@ from pydantic import (
 from app.core import metering
 from app.core.money import MONEY_PATTERN, parse_hours, parse_money, to_cents
 from app.core.text import MultiLine, OneLine
-from app.services.views import MoneyOut
+from app.services.order_payload import MoneyOut
 
 MAX_PRICE_PER_HOUR = Decimal("10000")
 MAX_CREDIT = Decimal("1000000")

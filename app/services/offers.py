@@ -1,6 +1,7 @@
 """The latest offers each provider showed, as kept by the watcher."""
 
 import dataclasses
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -21,7 +22,6 @@ from app.core.market import (
 from app.core.money import format_money
 from app.core.states import OrderStatus
 from app.providers.registry import abilities
-from app.services.views import OfferOut, OffersOut, ProviderReadOut
 from app.storage.models import OfferSnapshot, Order
 
 
@@ -87,6 +87,24 @@ async def _waiting_orders(session: AsyncSession, account_id: str) -> list[OrderW
     return [wants for order in rows.scalars() for wants in all_wants_of(order, able=able)]
 
 
+@dataclass(frozen=True)
+class ShownOffer:
+    """An offer of a provider's latest read, priced for a user, with the account's waiting
+    orders it would satisfy (oldest first)."""
+
+    offer: Offer
+    price_per_hour_with_fees: Decimal
+    matching_orders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LatestOffers:
+    """The offers of each provider's latest read, cheapest first, and those reads."""
+
+    offers: list[ShownOffer]
+    reads: list[OfferSnapshot]
+
+
 async def latest_offers(
     session: AsyncSession,
     *,
@@ -96,7 +114,7 @@ async def latest_offers(
     gpu_count: int | None = None,
     nodes: int | None = None,
     provider: str | None = None,
-) -> OffersOut:
+) -> LatestOffers:
     """Every offer of the latest read of each provider, filtered, cheapest first, each with
     the account's waiting orders it would satisfy."""
     statement = select(OfferSnapshot).order_by(OfferSnapshot.provider)
@@ -113,33 +131,15 @@ async def latest_offers(
                 continue
             if nodes is not None and raw.get("nodes", 1) != nodes:
                 continue
-            price = Decimal(raw["price_per_hour"])
-            with_fees = fees.apply(price)
             offer = offer_from_json(raw)
-            offers.append(
-                OfferOut.model_validate(
-                    {
-                        **raw,
-                        # A snapshot kept before offers had nodes holds single machines.
-                        "nodes": offer.nodes,
-                        "cluster_interconnect": raw.get("cluster_interconnect"),
-                        "price_per_hour": price,
-                        "price_per_hour_with_fees": with_fees,
-                        "matching_orders": list(
-                            dict.fromkeys(
-                                o.id
-                                for o in waiting
-                                if matches(o, offer, with_fees + disk_price_per_hour(o, offer))
-                            )
-                        ),
-                    }
-                )
+            with_fees = fees.apply(offer.price_per_hour)
+            matching = (
+                o.id
+                for o in waiting
+                if matches(o, offer, with_fees + disk_price_per_hour(o, offer))
             )
-    offers.sort(key=lambda o: (o.price_per_hour_with_fees, o.provider, o.region, o.sku))
-    reads = [
-        ProviderReadOut(
-            provider=s.provider, fetched_at=s.fetched_at, checked_at=s.checked_at, error=s.error
-        )
-        for s in snapshots
-    ]
-    return OffersOut(data=offers, providers=reads)
+            offers.append(ShownOffer(offer, with_fees, tuple(dict.fromkeys(matching))))
+    offers.sort(
+        key=lambda o: (o.price_per_hour_with_fees, o.offer.provider, o.offer.region, o.offer.sku)
+    )
+    return LatestOffers(offers=offers, reads=snapshots)

@@ -2,6 +2,7 @@
 creates sent to it in the last hour."""
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -9,7 +10,6 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.providers.registry import display_name, offered_providers
-from app.services.views import BalanceReadOut, ProviderStatusOut, StockReadOut
 from app.storage.models import Attempt, OfferSnapshot, ProviderBalance
 
 
@@ -27,9 +27,22 @@ async def keep_balance(
     )
 
 
+@dataclass(frozen=True)
+class ProviderStatus:
+    """One offered provider as the watcher last saw it: its last stock read and our balance
+    there (None: never read), and the creates sent to it in the last hour."""
+
+    provider: str
+    name: str
+    enabled: bool  # this service has credentials for it
+    stock: OfferSnapshot | None
+    balance: ProviderBalance | None
+    creates_last_hour: int
+
+
 async def report(
     session: AsyncSession, *, now: datetime, enabled: Collection[str]
-) -> list[ProviderStatusOut]:
+) -> list[ProviderStatus]:
     """Every offered provider, configured or not, as the watcher last saw it."""
     snapshots = {s.provider: s for s in (await session.scalars(select(OfferSnapshot)))}
     balances = {b.provider: b for b in (await session.scalars(select(ProviderBalance)))}
@@ -39,30 +52,14 @@ async def report(
         .group_by(Attempt.provider)
     )
     creates = {str(row[0]): int(row[1]) for row in counted}
-    result = []
-    for provider in offered_providers():
-        name = str(provider)
-        snapshot, balance = snapshots.get(name), balances.get(name)
-        result.append(
-            ProviderStatusOut(
-                provider=name,
-                name=display_name(provider),
-                enabled=name in enabled,
-                stock=None
-                if snapshot is None
-                else StockReadOut(
-                    checked_at=snapshot.checked_at,
-                    fetched_at=snapshot.fetched_at,
-                    offers=len(snapshot.offers or []),
-                    error=snapshot.error,
-                ),
-                balance=None
-                if balance is None
-                else BalanceReadOut(
-                    amount=balance.amount, read_at=balance.read_at, error=balance.error
-                ),
-                rate_limit_remaining=None if snapshot is None else snapshot.rate_limit_remaining,
-                creates_last_hour=creates.get(name, 0),
-            )
+    return [
+        ProviderStatus(
+            provider=str(provider),
+            name=display_name(provider),
+            enabled=str(provider) in enabled,
+            stock=snapshots.get(str(provider)),
+            balance=balances.get(str(provider)),
+            creates_last_hour=creates.get(str(provider), 0),
         )
-    return result
+        for provider in offered_providers()
+    ]

@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.clock import utcnow
 from app.core.states import ORDER_EVENT_TYPES, ORDER_NOTE, OrderEventKind
+from app.services.order_payload import OrderSnapshotOut
 from app.services.orders import latest_attempts
-from app.services.views import OrderSnapshotOut
 from app.storage.models import AccountEvent, EventCounter, Order, OrderEvent, PublishedEvent
 
 PUBLISH_BATCH = 200

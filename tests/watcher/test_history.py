@@ -263,7 +263,7 @@ async def test_a_cluster_is_recorded_with_its_nodes_and_counted_only_for_them(
                 session, wants=wants, fees=recorder.watcher.fees, window=timedelta(days=1),
                 now=recorder.wall(),
             )  # fmt: skip
-            return [k.sku for k in keys], waited.appearances
+            return [k.sku for k in keys], waited.main.appearances
 
         assert await counted(1) == ([single.sku], 1)  # the machine alone, not the cluster
         assert await counted(2) == ([cluster.sku], 1)  # control: the cluster, for two nodes

@@ -7,6 +7,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from app.api.deps import AdminOnly, SessionDep, SettingsDep
+from app.api.offer_schemas import ProviderStatusOut
+from app.api.order_responses import AdminOrderOut
 from app.api.pagination import PageRequest, paged
 from app.api.schemas import Page
 from app.api.strict_json import StrictJsonRoute
@@ -14,7 +16,6 @@ from app.core.clock import utcnow
 from app.core.states import OrderStatus
 from app.providers.registry import enabled_providers
 from app.services import orders, provider_status
-from app.services.views import AdminOrderOut, ProviderStatusOut
 
 router = APIRouter(
     route_class=StrictJsonRoute, prefix="/v1/admin", tags=["admin"], dependencies=[AdminOnly]
@@ -32,7 +33,8 @@ async def get_providers(session: SessionDep, settings: SettingsDep) -> Providers
     """Each provider: enabled or not, last stock read, last balance read, creates in the last
     hour (admin key only)."""
     enabled = {str(p) for p in enabled_providers(settings)}
-    return ProvidersOut(data=await provider_status.report(session, now=utcnow(), enabled=enabled))
+    report = await provider_status.report(session, now=utcnow(), enabled=enabled)
+    return ProvidersOut(data=[ProviderStatusOut.present(status) for status in report])
 
 
 @router.get("/orders")

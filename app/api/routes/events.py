@@ -18,7 +18,7 @@ from app.api.event_stream import EventStream
 from app.api.strict_json import StrictJsonRoute
 from app.core.errors import AppError, TooManyRequests
 from app.services import published_events
-from app.services.views import OrderSnapshotOut
+from app.services.order_payload import OrderSnapshotOut
 from app.stream.hub import Hub, Listener, TooManyStreams
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/events", tags=["events"])

@@ -5,13 +5,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app.api.deps import CurrentAccount, SessionDep, SettingsDep
+from app.api.offer_schemas import OffersOut
 from app.api.params import OfferedProvider
 from app.api.strict_json import StrictJsonRoute
 from app.core.catalogue import GPU_MODELS, normalize_gpu_model
 from app.core.errors import ValidationFailed
 from app.core.market import MAX_NODES, Fees
 from app.services import offers
-from app.services.views import OffersOut
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/offers", tags=["offers"])
 
@@ -38,7 +38,7 @@ async def list_offers(
             raise ValidationFailed(
                 f"gpu_model: {message}", details=[{"field": "gpu_model", "message": message}]
             )
-    return await offers.latest_offers(
+    latest = await offers.latest_offers(
         session,
         fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
         account_id=account.id,
@@ -47,3 +47,4 @@ async def list_offers(
         nodes=nodes,
         provider=str(provider) if provider else None,
     )
+    return OffersOut.present(latest)

@@ -16,19 +16,25 @@ from app.api.deps import (
     secret_boxes,
 )
 from app.api.idempotent import IdempotencyKeyHeader, respond_once
-from app.api.order_schemas import OrderCreate, OrderEventOut, OrderLimitsUpdate
+from app.api.order_responses import (
+    OrderEventOut,
+    OrderOut,
+    OrderPreviewOut,
+    OrderWithEstimateOut,
+)
+from app.api.order_schemas import OrderCreate, OrderLimitsUpdate
 from app.api.pagination import PageRequest, paged
 from app.api.params import PathId
 from app.api.schemas import Page
+from app.api.stock_schemas import EstimateOut
 from app.api.strict_json import StrictJsonRoute
 from app.core.clock import utcnow
 from app.core.market import Fees
 from app.core.states import OrderStatus, TerminateReason
 from app.providers.registry import enabled_providers
 from app.services import orders, placing, terminations
+from app.services.order_payload import AlternativeOut
 from app.services.stock import estimate as stock_estimate
-from app.services.stock.views import OrderWithEstimateOut
-from app.services.views import AlternativeOut, OrderOut, OrderPreviewOut
 from app.storage.models import Order
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/orders", tags=["orders"])
@@ -122,7 +128,8 @@ async def get_order(
         fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
         window=ORDER_ESTIMATE_WINDOW,
     )
-    return OrderWithEstimateOut(**dict(out), estimate=estimate)
+    shown = None if estimate is None else EstimateOut.of_window(estimate)
+    return OrderWithEstimateOut(**dict(out), estimate=shown)
 
 
 @router.get("/{order_id}/events")

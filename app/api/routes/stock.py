@@ -16,8 +16,15 @@ from app.api.stock_schemas import (
     COSTLY_READS,
     COSTLY_WINDOW,
     DEFAULT_WINDOW,
+    CoverageOut,
+    EstimateOut,
     EstimateRequest,
+    ForecastOut,
+    HistoryOut,
+    KeySummaryOut,
     NodesParam,
+    StockIntervalOut,
+    SummaryOut,
     WindowParam,
     history_span,
     parse_gpu_model,
@@ -33,15 +40,6 @@ from app.services.stock import estimate as stock_estimate
 from app.services.stock import forecasts as stock_forecasts
 from app.services.stock import reads as stock_reads
 from app.services.stock.reads import HistoryFilter
-from app.services.stock.views import (
-    CoverageOut,
-    EstimateOut,
-    ForecastOut,
-    HistoryOut,
-    KeySummaryOut,
-    StockIntervalOut,
-    SummaryOut,
-)
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/stock", tags=["stock"])
 GpuCount = Annotated[int | None, Query(ge=1, le=64)]
@@ -176,9 +174,10 @@ async def estimate(
     the observed prices around it."""
     span = parse_window(body.window, retention_days=settings.stock_history_days)
     with _costly_budget(request, account.id, span):
-        return await stock_estimate.expected_wait(
+        waited = await stock_estimate.expected_wait(
             session,
             wants=body.wants(),
             fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
             window=span,
         )
+    return EstimateOut.of_window(waited)

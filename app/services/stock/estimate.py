@@ -3,6 +3,7 @@ arithmetic to `app/stock/stats.py`, and keeps each waiting order's answer briefl
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,13 +13,28 @@ from app.core.market import Fees, OrderWants, all_wants_of
 from app.core.states import OrderStatus
 from app.providers.registry import abilities
 from app.services.stock import reads as stock_reads
-from app.services.stock.views import EstimateOut, WaitOut
-from app.stock.stats import estimate, price_curve, spans_of
+from app.stock.stats import Estimate, estimate, price_curve, spans_of
 from app.storage.models import Order
 
 CACHE_SECONDS = 60.0
 _CACHE_LIMIT = 10_000
-_cache: dict[tuple[str, timedelta], tuple[float, EstimateOut]] = {}
+
+
+@dataclass(frozen=True)
+class WindowEstimate:
+    """The expected wait over a window, at the order's max price (`main`) and at observed
+    prices around it (`curve`)."""
+
+    main: Estimate
+    curve: tuple[Estimate, ...]
+    nodes: int  # the machines wanted together: only offers of that many nodes count
+    window: str  # as the API takes it: `7d`, `36h`
+    since: datetime
+    until: datetime
+    includes_generated: bool  # made-up demo history (`autoprovision demo-history`) counted
+
+
+_cache: dict[tuple[str, timedelta], tuple[float, WindowEstimate]] = {}
 
 
 def describe_window(window: timedelta) -> str:
@@ -35,7 +51,7 @@ async def expected_wait(
     window: timedelta,
     now: datetime | None = None,
     also: Sequence[OrderWants] = (),
-) -> EstimateOut:
+) -> WindowEstimate:
     """The expected wait of `wants` over the last `window`, at its max and around it; with
     `also` (an order's other alternatives), the wait for the first of them, and no curve (a
     curve moves one price, and each alternative has its own)."""
@@ -58,21 +74,21 @@ async def expected_wait(
     windows = await stock_reads.coverage(session, since=since, until=until, providers=providers)
     covered = spans_of(stock_reads.span_of(w) for w in windows)
     main = estimate(wants, seen, covered, fees=fees, since=since, now=until, also=also)
-    curve = [] if also else price_curve(wants, seen, covered, fees=fees, since=since, now=until)
-    return EstimateOut(
-        **dict(WaitOut.present(main)),
+    curve = () if also else price_curve(wants, seen, covered, fees=fees, since=since, now=until)
+    return WindowEstimate(
+        main=main,
+        curve=tuple(curve),
         nodes=wants.nodes,
         window=describe_window(window),
         since=since,
         until=until,
-        price_curve=[WaitOut.present(point) for point in curve],
         includes_generated=any(w.generated for w in windows),  # generated rows come with it
     )
 
 
 async def order_estimate(
     session: AsyncSession, *, order: Order, fees: Fees, window: timedelta
-) -> EstimateOut | None:
+) -> WindowEstimate | None:
     """The expected wait of a waiting order (None for any other status), computed at most once
     a minute per order and window in this process."""
     if order.status != OrderStatus.WAITING:

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.core.clock import utcnow
 from app.core.ids import new_id
 from app.core.states import DeliveryStatus, WebhookEventType, WebhookFormat
-from app.services.views import OrderSnapshotOut
+from app.services.order_payload import OrderSnapshotOut
 from app.services.webhooks import endpoint_health
 from app.services.webhooks.doorbell import ring_after_commit
 from app.storage.models import (

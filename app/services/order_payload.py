@@ -1,5 +1,5 @@
-"""How the service shows an order and the latest offers: what the API returns and, for orders,
-what every webhook carries, so the two never drift apart."""
+"""An order as events store it and webhooks send it: the payload, and the fields the API's own
+view of an order shares with it, so the two never drift apart."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -108,36 +108,12 @@ class AlternativeOut(BaseModel):
     cluster_interconnect: str | None = None
 
 
-class OrderPreviewOut(BaseModel):
-    """What an order would be if placed now: the shapes it would take, and the start-up script
-    `serve` would give it (a script you wrote yourself is not repeated)."""
-
-    model: str | None
-    prefer: str
-    alternatives: list[AlternativeOut]
-    serve_engine: str | None = None
-    startup_script: str | None = None
-
-
 def alternatives_of(order: Any) -> list[AlternativeOut]:
     """An order's alternatives, in the order listed (one, for most orders)."""
     return [AlternativeOut.model_validate(a) for a in order.alternatives]
-    return [
-        AlternativeOut(
-            gpu_model=order.gpu_model,
-            gpu_count=order.gpu_count,
-            nodes=order.nodes,
-            providers=list(order.providers),
-            max_price_per_hour=order.max_price_per_hour,
-            regions=order.regions,
-            min_disk_gb=order.min_disk_gb,
-            interconnect=order.interconnect,
-            cluster_interconnect=order.cluster_interconnect,
-        )
-    ]
 
 
-class _OrderFields(BaseModel):
+class OrderFields(BaseModel):
     """An order's fields but its SSH key, shared by what the API returns and events store."""
 
     model_config = ConfigDict(from_attributes=True)
@@ -233,19 +209,7 @@ class _OrderFields(BaseModel):
         return out
 
 
-class OrderOut(_OrderFields):
-    """An order as its owner sees it (with the SSH public key it was given)."""
-
-    ssh_public_key: str | None
-
-
-class AdminOrderOut(OrderOut):
-    """An order as the admin sees it: whose it is, too."""
-
-    account_id: str
-
-
-class OrderSnapshotOut(_OrderFields):
+class OrderSnapshotOut(OrderFields):
     """An order as events store and send it: its SSH key only as a fingerprint, so 30 days of
     events do not keep copies of the key."""
 
@@ -257,75 +221,3 @@ class OrderSnapshotOut(_OrderFields):
         out = super().present(order, attempt)
         out.ssh_key_fingerprint = ssh_key_fingerprint(order.ssh_public_key)
         return out
-
-
-class OfferOut(BaseModel):
-    """A machine (or a cluster of `nodes` machines sold as one) a provider shows in stock now,
-    with the price a user would pay for all of it."""
-
-    provider: str
-    region: str
-    sku: str
-    gpu_model: str
-    gpu_count: int  # per node
-    nodes: int  # machines in the offer, deployed together (1: a single machine)
-    interconnect: str | None  # between the GPUs of one node
-    cluster_interconnect: str | None  # between the nodes; null for a single machine
-    vcpus: int | None
-    ram_gb: int | None
-    disk_gb: int | None
-    disk_fixed: bool
-    available: int | None  # None: the provider only says "in stock"
-    price_per_hour: MoneyOut
-    price_per_hour_with_fees: MoneyOut
-    matching_orders: list[str] = Field(
-        default_factory=list,
-        description="Your waiting orders this offer satisfies (price included), oldest first.",
-    )
-
-
-class ProviderReadOut(BaseModel):
-    """When a provider's stock was last read, and what went wrong with the latest try, if so."""
-
-    provider: str
-    fetched_at: datetime | None  # the last read that worked
-    checked_at: datetime | None  # the last read tried
-    error: str | None
-
-
-class OffersOut(BaseModel):
-    """The latest offers, cheapest first, and how fresh each provider's read is."""
-
-    data: list[OfferOut]
-    providers: list[ProviderReadOut]
-
-
-class StockReadOut(BaseModel):
-    """A provider's last stock read: when, how many offers, and what went wrong, if so."""
-
-    checked_at: datetime | None  # the last read tried
-    fetched_at: datetime | None  # the last read that worked
-    offers: int  # offers in the last read that worked
-    error: str | None
-
-
-class BalanceReadOut(BaseModel):
-    """Our account balance at a provider as last read, or why it could not be."""
-
-    amount: MoneyOut | None
-    read_at: datetime
-    error: str | None
-
-
-class ProviderStatusOut(BaseModel):
-    """One provider as the operator sees it (admin only)."""
-
-    provider: str
-    name: str
-    enabled: bool  # this service has credentials for it
-    stock: StockReadOut | None  # None: never read
-    balance: BalanceReadOut | None  # None: never read
-    # Requests left in the tightest bucket its stock reads count in, as the provider reports
-    # it where it does, else as counted (None: not read yet)
-    rate_limit_remaining: int | None
-    creates_last_hour: int
