@@ -166,11 +166,15 @@ def git_revision() -> str:
         return "unknown (not a git checkout)"
 
 
-def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def start(
+    command: list[str], env: dict[str, str], log: Path, root: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """`command` as a process of its own, importing the code at `root` (this checkout, or a
+    worktree of another revision), its output in `log`."""
     return subprocess.Popen(
         command,
         cwd=log.parent,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        env={**env, "PYTHONPATH": str(root)},
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )

@@ -23,6 +23,10 @@ comes first, in the same session, and the network run's target is its medians pl
     .venv/bin/python bench/stock_to_create.py [--rounds 200] [--fixed] [--latency-ms 40 --tls] \
         [--verda-types 2] [--json bench/results/latest.json]
 
+With --against REV (and --pairs N, 2 by default) it runs REV, from a git worktree, and this
+checkout alternately N times each on loopback, and prints each provider's mean median before
+and after and their ratio; it fails when a median is more than 10 % slower.
+
 BENCH_LOG_LEVEL=debug (default warning) sets the service's log level, for looking into a slow
 round; its log is service.log in the run's temporary directory.
 """
@@ -43,7 +47,9 @@ from typing import Any
 
 import httpx
 from common import (
+    ROOT,
     free_port,
+    git_revision,
     is_stock_read_path,
     period_variables,
     planned_periods,
@@ -72,9 +78,11 @@ MACHINES = {
 SECOND_VERDA_MACHINE = {"gpu_model": "H100", "gpu_count": 1}
 
 
-def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """`autoprovision <args>` as a process of its own, its output in `log`."""
-    return start_process([sys.executable, "-m", "app", *args], env, log)
+def start(
+    args: list[str], env: dict[str, str], log: Path, root: Path = ROOT
+) -> subprocess.Popen[bytes]:
+    """`autoprovision <args>` of the code at `root` as a process of its own, output in `log`."""
+    return start_process([sys.executable, "-m", "app", *args], env, log, root)
 
 
 async def one_provider(
@@ -204,6 +212,7 @@ async def run(
     planned: bool,
     pace: float,
     verda_types: int = 1,
+    root: Path = ROOT,
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="ap-bench-"))
     sim_port, api_port = free_port(), free_port()
@@ -223,14 +232,14 @@ async def run(
         )
     sim_root = f"{'https' if network.tls else 'http'}://127.0.0.1:{sim_port}"
     sim_args = ["sim", "--port", str(sim_port), *network.sim_args(workdir)]
-    sim_process = start(sim_args, env, workdir / "sim.log")
+    sim_process = start(sim_args, env, workdir / "sim.log", root)
     api_process = None
     try:
         if network.tls:
             await wait_for_file(ca_file, sim_process)
             verify = provider_tls(ca_file)
         await wait_up(sim_ready_url(sim_port, tls=network.tls), sim_process, verify=verify)
-        api_process = start(["serve"], env, workdir / "service.log")
+        api_process = start(["serve"], env, workdir / "service.log", root)
         await wait_up(f"http://127.0.0.1:{api_port}/healthz", api_process)
         async with (
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=10) as api,
@@ -330,6 +339,54 @@ def print_table(report: dict[str, Any], base: dict[str, Any] | None, extra_ms: f
     return met_all
 
 
+def compare(
+    against: str, pairs: int, rounds: int, periods: dict[str, float], **options: Any
+) -> dict[str, Any]:
+    """`against` (a git worktree of it) and this checkout, alternately, `pairs` times each, on
+    loopback: each side's runs, and per provider the mean of its medians and their ratio."""
+    worktree = Path(tempfile.mkdtemp(prefix="ap-bench-rev-")) / "tree"
+    git = ["git", "-C", str(ROOT), "worktree"]
+    subprocess.run([*git, "add", "--detach", str(worktree), against], check=True)
+    sides: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    try:
+        for _ in range(pairs):
+            sides["before"].append(asyncio.run(run(rounds, periods, root=worktree, **options)))
+            sides["after"].append(asyncio.run(run(rounds, periods, **options)))
+    finally:
+        subprocess.run([*git, "remove", "--force", str(worktree)], check=False)
+
+    def mean(side: str, provider: str, field: str) -> float:
+        values = [r["providers"][provider][field] for r in sides[side]]
+        return round(statistics.fmean(v for v in values if v is not None), 1)
+
+    summary = {
+        provider: {
+            "median_before_ms": mean("before", provider, "median_ms"),
+            "median_after_ms": mean("after", provider, "median_ms"),
+            "own_share_before_ms": mean("before", provider, "own_share_median_ms"),
+            "own_share_after_ms": mean("after", provider, "own_share_median_ms"),
+        }
+        for provider in MACHINES
+    }
+    for figures in summary.values():
+        figures["ratio"] = round(figures["median_after_ms"] / figures["median_before_ms"], 3)
+    return {"before": against, "after": git_revision(), "summary": summary, "runs": sides}
+
+
+def print_comparison(compared: dict[str, Any]) -> bool:
+    """The comparison as a Markdown table: whether every median is within 10 % of before."""
+    runs = len(compared["runs"]["before"])
+    print(f"\n{compared['before']} (before) and {compared['after']} (after), {runs} runs each")  # noqa: T201
+    print("| provider | median before | median after | ratio | own share before | after |")  # noqa: T201
+    print("|---|---|---|---|---|---|")  # noqa: T201
+    for provider, f in compared["summary"].items():
+        print(  # noqa: T201
+            f"| {provider} | {f['median_before_ms']} ms | {f['median_after_ms']} ms | "
+            f"{f['ratio']} | {f['own_share_before_ms']} ms | {f['own_share_after_ms']} ms |"
+        )
+    return all(f["ratio"] <= 1.10 for f in compared["summary"].values())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200, help="stock appearances per provider")
@@ -348,11 +405,22 @@ def main() -> int:
         help="Verda instance types orders wait for (2: one more, for a machine never in stock)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--against", help="a git revision: run it and this checkout alternately (loopback)"
+    )
+    parser.add_argument("--pairs", type=int, default=2, help="with --against: runs of each")
     args = parser.parse_args()
     network = Network(args.latency_ms, args.jitter_ms, args.tls)
     planned = not args.fixed
     periods = planned_periods() if planned else FIXED_BEFORE
     options = {"planned": planned, "pace": args.pace, "verda_types": args.verda_types}
+    if args.against:
+        compared = compare(args.against, args.pairs, args.rounds, periods, **options)
+        within = print_comparison(compared)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(compared, indent=2) + "\n")
+        return 0 if within else 1
     base = asyncio.run(run(args.rounds, periods, **options))
     met = print_table(base, None, 0.0)
     results: dict[str, Any] = {"loopback": base}

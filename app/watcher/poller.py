@@ -1,12 +1,11 @@
-"""One loop per provider: read stock while some waiting order wants it, and at a slow period
-(for the stock history) while none does.
+"""One job per provider: read stock while some waiting order wants it, and at a slow period
+(for the stock history) while none does. Each turn says when the next is due.
 
 While orders wait, a planned provider's reads go as soon as its budget lets them (see
 `app.providers.budget`), never more often than every `MIN_READ_SECONDS`; a provider whose
 period is set is read every period, as told.
 """
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -50,49 +49,59 @@ class ProviderPoller:
         self.backoff = 0.0
         self.paused_until = 0.0
         self.last_read_at = float("-inf")
+        # After a fixed-period read: its start, the wait after it, the soonest an order that
+        # comes to want the provider ends that wait, and whether one wanted it then.
+        self._after_read: tuple[float, float, float, bool] | None = None
 
     def pause(self, seconds: float) -> None:
         """Hold off this provider (e.g. a create was rate limited)."""
         self.paused_until = max(self.paused_until, self.clock() + seconds)
 
-    async def run(self) -> None:
-        """Poll until cancelled."""
+    async def step(self) -> float:
+        """One turn: a read if one is due; the seconds until the next turn (the scheduler
+        runs it then, as a `PacedJob`)."""
         provider = str(self.adapter.provider)
-        while True:
-            wait = self.paused_until - self.clock()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            wanted = self.wanted()
-            if not wanted and self.history_period <= 0:
-                POLLS_SKIPPED.labels(provider).inc()
-                await asyncio.sleep(min(self.period, IDLE_RECHECK_SECONDS))
-                continue
-            if wanted and self.planned:
-                await self._planned_read(provider)
-                continue
-            period = self.period if wanted else max(self.history_period, self.period)
-            started = self.clock()
-            delay = await self._poll_once(provider, period, self.machines() if wanted else None)
-            # A slow (history) wait ends early when an order comes to want this provider, once
-            # the usual period has passed; a back-off or a provider's pause is waited in full.
-            soonest = self.period if delay == period else delay
-            while (left := delay - (self.clock() - started)) > 0:
-                if wanted:
-                    await asyncio.sleep(left)
-                    break
-                if self.wanted() and self.clock() - started >= soonest:
-                    break
-                await asyncio.sleep(min(left, IDLE_RECHECK_SECONDS))
+        if (waiting := self._waiting_after_read()) is not None:
+            return waiting
+        wait = self.paused_until - self.clock()
+        if wait > 0:
+            return wait
+        wanted = self.wanted()
+        if not wanted and self.history_period <= 0:
+            POLLS_SKIPPED.labels(provider).inc()
+            return min(self.period, IDLE_RECHECK_SECONDS)
+        if wanted and self.planned:
+            return await self._planned_read(provider)
+        period = self.period if wanted else max(self.history_period, self.period)
+        started = self.clock()
+        delay = await self._poll_once(provider, period, self.machines() if wanted else None)
+        # A slow (history) wait ends early when an order comes to want this provider, once
+        # the usual period has passed; a back-off or a provider's pause is waited in full.
+        soonest = self.period if delay == period else delay
+        self._after_read = (started, delay, soonest, wanted)
+        return self._waiting_after_read() or 0.0
 
-    async def _planned_read(self, provider: str) -> None:
+    def _waiting_after_read(self) -> float | None:
+        """How long until the turn after a fixed-period read may read again (None: now)."""
+        if self._after_read is None:
+            return None
+        started, delay, soonest, wanted = self._after_read
+        elapsed = self.clock() - started
+        if elapsed < delay:
+            if wanted:
+                return delay - elapsed
+            if not (self.wanted() and elapsed >= soonest):
+                return min(delay - elapsed, IDLE_RECHECK_SECONDS)
+        self._after_read = None
+        return None
+
+    async def _planned_read(self, provider: str) -> float:
         """The next read the budget allows, or a short wait for it (the orders may change)."""
         machines = self.machines()
         wait, _ = self.adapter.budget.soonest(self.adapter.stock_reads(machines))
         wait = max(wait, self.last_read_at + MIN_READ_SECONDS - self.clock())
         if wait > 0:
-            await asyncio.sleep(min(wait, IDLE_RECHECK_SECONDS))
-            return
+            return min(wait, IDLE_RECHECK_SECONDS)
         started = self.clock()
         self.last_read_at = started
         delay = await self._poll_once(provider, self.period, machines)
@@ -101,7 +110,8 @@ class ProviderPoller:
                 PROVIDER_REQUEST_RATE.labels(provider, bucket, kind).set(per_minute)
         left = delay - (self.clock() - started)
         if delay != self.period and left > 0:  # a failure: back off, or wait out a pause
-            await asyncio.sleep(left)
+            return left
+        return 0.0
 
     async def _poll_once(
         self, provider: str, period: float, machines: Collection[MachineKey] | None = None

@@ -33,7 +33,7 @@ from app.settings import Settings
 from app.storage.db import session_scope
 from app.support.aio import wait_until_set
 from app.support.metrics import ORDERS, STOCK_TO_CREATE_SECONDS
-from app.support.schedule import PeriodicJob, Schedule
+from app.support.schedule import PacedJob, PeriodicJob, Schedule
 from app.support.secrets import SecretBoxLoader
 from app.watcher.balances import BalanceRead, ProviderBalances
 from app.watcher.book import OfferBook
@@ -195,15 +195,18 @@ class Watcher:
         self.schedule.add(WATCHER_JOBS, self.jobs())
         if self.own_schedule:
             self.schedule.start()
-        for provider, poller in self.pollers.items():
-            self._spawn(poller.run(), f"poll {provider}")
 
-    def jobs(self) -> list[PeriodicJob]:
+    def jobs(self) -> list[PeriodicJob | PacedJob]:
         """The watcher's periodic jobs, on the process's scheduler while this replica holds
-        the lease. The loops woken by events (stock reads, the waiting orders, terminations)
-        run apart: see the architecture doc. The replica's housekeeping is `replica_jobs`."""
+        the lease: each provider's stock reads, paced by its budget, and the rest on their
+        periods. The loops woken by events (the waiting orders, terminations) run apart: see
+        the architecture doc. The replica's housekeeping is `replica_jobs`."""
         every = self.settings.follow_seconds
-        jobs = [
+        jobs: list[PeriodicJob | PacedJob] = [
+            PacedJob(f"read {provider} stock", poller.step)
+            for provider, poller in self.pollers.items()
+        ]
+        jobs += [
             PeriodicJob("follow VMs", every, self.follower.tick),
             PeriodicJob("bill running machines", every, self.meter.tick),
             PeriodicJob(

@@ -3,12 +3,13 @@ again, and a group removed (the watcher losing its lease) stops at once, its run
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.support.schedule import PeriodicJob, Schedule
+from app.support.schedule import PacedJob, PeriodicJob, Schedule
 
 SHORT = 0.01  # seconds: a period that fires many times while a test waits on a condition
 
@@ -152,3 +153,50 @@ async def test_runs_are_not_logged_a_failure_is(
     await asyncio.wait_for(loud.reached.wait(), 10)
     assert not [r for r in caplog.records if r.name.startswith("apscheduler")]
     assert [r.getMessage() for r in caplog.records] == ["periodic job 'loud' failed"]
+
+
+class TestPacedJob:
+    async def test_it_runs_at_once_then_when_its_last_run_said(self, schedule: Schedule) -> None:
+        ran_at: list[float] = []
+        third = asyncio.Event()
+
+        async def paced() -> float:
+            ran_at.append(time.monotonic())
+            if len(ran_at) == 3:
+                third.set()
+            return 0.3 if len(ran_at) == 1 else SHORT
+
+        schedule.add("g", [PacedJob("paced", paced)])
+        await asyncio.wait_for(third.wait(), 10)
+        assert ran_at[1] - ran_at[0] >= 0.3  # the wait the first run asked for
+
+    async def test_removed_it_runs_no_more_while_others_go_on(self, schedule: Schedule) -> None:
+        paced, control = Counting(goal=3), Counting(goal=5)
+
+        async def run() -> float:
+            await paced()
+            return SHORT
+
+        schedule.add("g", [PacedJob("paced", run)])
+        await asyncio.wait_for(paced.reached.wait(), 10)
+        await schedule.remove("g")
+        runs = paced.runs
+        schedule.add("h", [PeriodicJob("control", SHORT, control)])
+        await asyncio.wait_for(control.reached.wait(), 10)  # the control: time went by
+        assert paced.runs == runs
+        assert schedule.job_ids() == ["h:control"]
+
+    async def test_a_failed_run_is_tried_again(
+        self, schedule: Schedule, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        again = Counting(goal=2)
+
+        async def failing_once() -> float:
+            await again()
+            if again.runs == 1:
+                raise RuntimeError("provider said no")
+            return 3600
+
+        schedule.add("g", [PacedJob("flaky", failing_once)])
+        await asyncio.wait_for(again.reached.wait(), 10)
+        assert [r.getMessage() for r in caplog.records] == ["paced job 'flaky' failed"]

@@ -1,7 +1,6 @@
 """Stock history as the watcher records it: in memory with hand-moved clocks, then end to end
 against the simulators with a provider nobody waits for."""
 
-import asyncio
 import math
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -25,6 +24,7 @@ from app.settings import Settings
 from app.simulators.control import SimControl
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import StockCoverage, StockDay, StockInterval, StoredForecast
+from app.support.schedule import PacedJob, Schedule
 from app.watcher.history import WRITE_EVERY_SECONDS
 from app.watcher.poller import ProviderPoller
 from tests.clock import FakeWallClock
@@ -382,7 +382,9 @@ async def test_a_slow_history_wait_ends_when_an_order_comes_to_want_the_provider
         on_error=on_error,
         history_period=3600.0,
     )
-    task = asyncio.create_task(poller.run())
+    schedule = Schedule()
+    schedule.start()
+    schedule.add("watcher", [PacedJob("read stock", poller.step)])
     try:
 
         async def read_slowly() -> bool:
@@ -397,5 +399,4 @@ async def test_a_slow_history_wait_ends_when_an_order_comes_to_want_the_provider
         await eventually(read_fast)
         assert reads[1:3] == [0.01, 0.01]
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await schedule.shutdown()
