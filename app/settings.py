@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import AnyHttpUrl, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.core import open_models
+from app.open_models import catalogue as open_models
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./autoprovision.db"
 # Demo mode reads every simulated provider this often when nobody waits for it, unless
@@ -478,9 +478,9 @@ class Settings(BaseSettings):
 
     models_file: Path | None = Field(
         default=None,
-        description="A TOML file of open models in the shape of `app/core/open_models.toml`, "
-        "added to the shipped ones (the same id replaces one). One that cannot be used stops the "
-        "start, naming the entry.",
+        description="A TOML file of open models in the shape of the shipped one"
+        " (`app/open_models/open_models.toml`), added to them (the same id replaces one). One"
+        " that cannot be used stops the start, naming the entry.",
     )
 
     # Each registered provider's settings by its name (credentials, base URL, poll period...),

@@ -13,17 +13,28 @@ TOP_LEVEL = {"__init__", "__main__", "main", "background", "settings", "cli"}
 # root, the CLI, the doctor, demo mode) sit above them all.
 MAY_IMPORT = {
     "core": set(),
+    "open_models": {"core"},
     "stock": {"core"},
     "support": {"core"},
-    "settings": {"core"},
+    "settings": {"core", "open_models"},
     "storage": {"core", "support"},
     "providers": {"core", "support", "settings"},
     "simulators": {"core", "support", "providers"},
-    "services": {"core", "stock", "storage", "support", "settings", "providers"},
+    "services": {"core", "open_models", "stock", "storage", "support", "settings", "providers"},
     "stream": {"core", "storage", "support", "settings", "services"},
     "webhooks": {"core", "storage", "support", "settings", "providers", "services", "stream"},
     "watcher": {"core", "stock", "storage", "support", "settings", "providers", "services"},
-    "api": {"core", "stock", "storage", "support", "settings", "providers", "services", "stream"},
+    "api": {
+        "core",
+        "open_models",
+        "stock",
+        "storage",
+        "support",
+        "settings",
+        "providers",
+        "services",
+        "stream",
+    },
 }
 # Production code reaches the simulators only through demo mode and the `sim` command.
 MAY_IMPORT_SIMULATORS = {"simulators", "demo", "cli"}

@@ -34,9 +34,9 @@ from app.core.catalogue import (
 )
 from app.core.errors import ValidationFailed, field_error
 from app.core.market import MAX_ALTERNATIVES, MAX_NODES
-from app.core.open_models import OpenModel
 from app.core.states import AlternativePreference, NodeLostPolicy
 from app.core.text import OneLine, quote
+from app.open_models.catalogue import OpenModel
 from app.providers.registry import offered_providers
 from app.services import images, startup_scripts
 from app.services.order_request import ModelOrder, NewAlternative, NewOrder

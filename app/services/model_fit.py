@@ -8,7 +8,7 @@ from decimal import Decimal
 from app.core.catalogue import GPU_MODELS
 from app.core.errors import field_error
 from app.core.market import MAX_ALTERNATIVES
-from app.core.open_models import SERVING_GPUS, Fit, OpenModel, fit
+from app.open_models.catalogue import SERVING_GPUS, Fit, OpenModel, fit
 from app.providers.registry import display_name, offered_providers, spec_for
 from app.services.order_request import ModelOrder, NewAlternative
 

@@ -16,8 +16,8 @@ from pydantic import (
 
 from app.core import metering
 from app.core.money import format_money
-from app.core.serving import PORTS, tunnel_command
 from app.core.states import AttemptStatus, OrderStatus, TerminateReason
+from app.open_models.serving import PORTS, tunnel_command
 from app.providers.registry import spec_for
 from app.services.limits import terminates_at
 from app.support.security import ssh_key_fingerprint

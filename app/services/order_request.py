@@ -8,7 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from app.core.open_models import OpenModel
+from app.open_models.catalogue import OpenModel
 
 Shape = tuple[str, int, int]  # GPU model, GPUs per node, nodes
 

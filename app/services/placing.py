@@ -16,9 +16,9 @@ from app.core.errors import (
 )
 from app.core.ids import new_id
 from app.core.money import format_usd
-from app.core.serving import Serving
-from app.core.serving import startup_script as serve_script
 from app.core.states import OrderEventKind, OrderStatus
+from app.open_models.serving import Serving
+from app.open_models.serving import startup_script as serve_script
 from app.providers.registry import display_name, spec_for
 from app.services import images, model_fit, orders, placement_rate, startup_scripts, timeline
 from app.services.order_request import NewAlternative, NewOrder

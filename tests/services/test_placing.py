@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import ValidationFailed
-from app.core.open_models import shipped
+from app.open_models.catalogue import shipped
 from app.services import accounts, placing
 from app.services.order_request import ModelOrder, NewOrder
 from app.storage.db import create_sessionmaker, session_scope

@@ -9,10 +9,10 @@ from pydantic import BaseModel
 
 from app.api.params import MAX_MODEL_ID_LENGTH
 from app.api.strict_json import StrictJsonRoute
-from app.core import open_models
 from app.core.errors import NotFound
-from app.core.open_models import FIT_SHARE, OpenModel
 from app.core.text import quote
+from app.open_models import catalogue as open_models
+from app.open_models.catalogue import FIT_SHARE, OpenModel
 from app.services import model_fit
 
 router = APIRouter(route_class=StrictJsonRoute, prefix="/v1/models", tags=["models"])

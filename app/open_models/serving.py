@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass
 
 from app.core.drivers import SERVE_MIN_DRIVER
-from app.core.open_models import FIT_SHARE, EngineRecipe, OpenModel
+from app.open_models.catalogue import FIT_SHARE, EngineRecipe, OpenModel
 
 ENGINES = ("vllm", "sglang")
 PORTS = {"vllm": 8000, "sglang": 30000}

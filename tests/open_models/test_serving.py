@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core.open_models import shipped
-from app.core.serving import Serving, startup_script, tunnel_command
+from app.open_models.catalogue import shipped
+from app.open_models.serving import Serving, startup_script, tunnel_command
 
 KIMI = next(m for m in shipped() if m.id == "moonshotai/Kimi-K3")
 K27 = next(m for m in shipped() if m.id == "moonshotai/Kimi-K2.7-Code")

@@ -4,9 +4,9 @@ from decimal import Decimal
 
 import pytest
 
-from app.core import open_models
 from app.core.catalogue import GPU_MODELS
-from app.core.open_models import ModelsFileError, fit, merged, parse, shipped
+from app.open_models import catalogue as open_models
+from app.open_models.catalogue import ModelsFileError, fit, merged, parse, shipped
 
 
 def model(model_id: str) -> open_models.OpenModel:
