@@ -1,6 +1,6 @@
 """The client commands: `orders` (place, list, get, cancel, terminate, limits, events),
 `offers`, `account`, `watch` and `models` (`models fit`). `add_client_commands` puts them on the
-`autoprovision` command (app/cli.py) beside the server's."""
+`autoprovision` command (app/cli/) beside the server's."""
 
 import asyncio
 from pathlib import Path

@@ -5,15 +5,14 @@ over its REST API (app/client)."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import functools
-import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from app.cli import server as run
 from app.client.api import ClientError
 from app.client.commands import add_client_commands
 
@@ -101,15 +100,15 @@ def serve(
     overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     if dry_run:
         overrides["dry_run"] = True
-    _done(_serve(settings.model_copy(update=overrides)))
+    _done(run.serve(settings.model_copy(update=overrides)))
 
 
 @server("migrate")
 def migrate() -> None:
     """Apply database migrations and exit."""
     settings = _settings()
-    asyncio.run(_migrate(settings))
-    sys.stdout.write(f"database {_redacted(settings.database_url)} is up to date\n")
+    asyncio.run(run.migrate_database(settings))
+    sys.stdout.write(f"database {run.redacted(settings.database_url)} is up to date\n")
 
 
 @server("sim")
@@ -177,7 +176,7 @@ def admin_key(
     if settings.admin_api_key is not None:
         sys.stderr.write("AUTOPROVISION_ADMIN_API_KEY is set; change it there instead\n")
         _done(1)
-    announce_admin_key(asyncio.run(_reset_admin_key(settings)))
+    announce_admin_key(asyncio.run(run.reset_admin_key(settings)))
 
 
 @server("doctor")
@@ -205,7 +204,9 @@ def doctor(
     """Check, reading only, everything a live deploy needs; exit 1 on a failure."""
     settings = _settings()
     _done(
-        asyncio.run(_doctor(settings, as_json=as_json, demo=demo, sim_url=sim_url, timeout=timeout))
+        asyncio.run(
+            run.check(settings, as_json=as_json, demo=demo, sim_url=sim_url, timeout=timeout)
+        )
     )
 
 
@@ -234,7 +235,7 @@ def demo_history(
             f"AUTOPROVISION_STOCK_HISTORY_DAYS ({settings.stock_history_days})\n"
         )
         _done(2)
-    _done(asyncio.run(_demo_history(settings, days=days, seed=seed, replace=replace)))
+    _done(asyncio.run(run.add_demo_history(settings, days=days, seed=seed, replace=replace)))
 
 
 add_client_commands(cli, CLIENT_PANEL)
@@ -251,189 +252,4 @@ def main(argv: list[str] | None = None) -> int:
     except ClientError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return int(exc.exit_code)
-    return 0
-
-
-# --- what the server commands do ----------------------------------------------------------
-
-
-def _serve(settings: Settings) -> int:
-    from app.storage.db import DatabaseInUse, lock_sqlite_file
-
-    # Before anything is printed or migrated: a second process on the same SQLite file says
-    # so in one line and stops, instead of announcing itself and failing in its lifespan.
-    try:
-        sqlite_lock = lock_sqlite_file(settings.database_url)
-    except DatabaseInUse as exc:
-        sys.stderr.write(f"autoprovision: {exc}\n")
-        return 1
-    try:
-        # The port too: a busy one must not spend the one-time admin key on a start that fails.
-        try:
-            listening = _listen(settings.host, settings.port)
-        except OSError as exc:
-            sys.stderr.write(
-                f"autoprovision: cannot listen on {settings.host}:{settings.port}: "
-                f"{_why_not(exc)} (stop what holds it, or choose another port with --port "
-                "or AUTOPROVISION_PORT)\n"
-            )
-            return 1
-        with listening:
-            _serve_holding(settings, sqlite_lock, listening)
-    finally:
-        if sqlite_lock is not None:
-            sqlite_lock.close()
-    return 0
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A socket bound to `host`:`port`, as uvicorn binds one."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind((host, port))
-    except OSError:
-        listening.close()
-        raise
-    return listening
-
-
-def _why_not(exc: OSError) -> str:
-    if exc.errno == errno.EADDRINUSE:
-        return "the address is in use"
-    return exc.strerror or str(exc)
-
-
-def _serve_holding(
-    settings: Settings, sqlite_lock: TextIO | None, listening: socket.socket
-) -> None:
-    import uvicorn
-
-    from app.api.connections import guarded_protocol
-    from app.main import announce_admin_key, create_app
-
-    new_admin_key = asyncio.run(_prepare(settings))
-    shown_host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    url = f"http://{shown_host}:{settings.port}"
-    sys.stdout.write(f"\n  autoprovision listening on {url}  (API docs: {url}/docs)\n")
-    sys.stdout.write(f"  Dashboard: {url}/  (sign in with an account's API key)\n")
-    if shown_host != settings.host:
-        sys.stdout.write(f"  (bound to {settings.host}: every interface of this machine)\n")
-    sys.stdout.write(f"  database: {_redacted(settings.database_url)}\n")
-    if new_admin_key is not None:
-        announce_admin_key(new_admin_key)
-    elif settings.admin_api_key is not None:
-        sys.stdout.write("  Admin API key: the one set in AUTOPROVISION_ADMIN_API_KEY\n\n")
-    else:
-        sys.stdout.write(
-            "  Admin API key: generated at first start and shown then; "
-            "`autoprovision admin-key --reset` makes a new one.\n\n"
-        )
-    sys.stdout.flush()
-    # Uvicorn binds the port itself once the app has started (it says where it runs, and stops
-    # cleanly on Ctrl+C): held until here, the port is lost only to a process that takes it then.
-    listening.close()
-    uvicorn.run(
-        create_app(settings, sqlite_lock=sqlite_lock),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        proxy_headers=False,
-        http=guarded_protocol(
-            head_timeout_seconds=settings.request_timeout_seconds,
-            max_per_client=settings.max_connections_per_client,
-        ),
-    )
-
-
-def _redacted(database_url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(database_url).render_as_string(hide_password=True)
-
-
-async def _prepare(settings: Settings) -> str | None:
-    from app.main import prepare_database
-    from app.storage.db import create_engine
-
-    engine = create_engine(settings.database_url)
-    try:
-        return await prepare_database(engine, settings)
-    finally:
-        await engine.dispose()
-
-
-async def _migrate(settings: Settings) -> None:
-    from app.storage.db import create_engine, migrate
-
-    engine = create_engine(settings.database_url)
-    try:
-        await migrate(engine)
-    finally:
-        await engine.dispose()
-
-
-async def _reset_admin_key(settings: Settings) -> str:
-    from app.services.accounts import reset_admin_key
-    from app.storage.db import create_engine, create_sessionmaker, migrate, session_scope
-
-    engine = create_engine(settings.database_url)
-    try:
-        await migrate(engine)
-        async with session_scope(create_sessionmaker(engine)) as session:
-            api_key = await reset_admin_key(session)
-    finally:
-        await engine.dispose()
-    return api_key
-
-
-async def _doctor(
-    settings: Settings, *, as_json: bool, demo: bool, sim_url: str | None, timeout: float | None
-) -> int:
-    from app import doctor
-
-    timeout = timeout or settings.provider_timeout_seconds
-    if demo or sim_url or settings.mode == "demo":
-        checks = await doctor.check_demo(settings, sim_url=sim_url, timeout=timeout)
-    else:
-        checks = await doctor.run(settings, timeout=timeout)
-    render = doctor.render_json if as_json else doctor.render_text
-    sys.stdout.write(render(checks) + ("\n" if as_json else ""))
-    return 0 if doctor.passed(checks) else 1
-
-
-async def _demo_history(settings: Settings, *, days: float, seed: int | None, replace: bool) -> int:
-    from app.core.market import Fees
-    from app.demo.history import AlreadyGenerated, write_demo_history
-    from app.providers.registry import poll_periods
-    from app.storage.db import create_engine, create_sessionmaker, migrate
-
-    engine = create_engine(settings.database_url)
-    try:
-        await migrate(engine)
-        made, deleted = await write_demo_history(
-            create_sessionmaker(engine),
-            days=days,
-            fees=Fees(settings.fee_percent, settings.fee_flat_per_hour),
-            periods={str(p): s for p, s in poll_periods(settings).items()},
-            seed=seed,
-            replace=replace,
-        )
-    except AlreadyGenerated as exc:
-        sys.stderr.write(f"autoprovision: {exc}\n")
-        return 1
-    finally:
-        await engine.dispose()
-    if any(deleted):
-        sys.stdout.write(
-            f"deleted {deleted[0]} generated intervals and {deleted[1]} coverage windows\n"
-        )
-    providers = sorted({w.provider for w in made.windows})
-    sys.stdout.write(
-        f"wrote {len(made.intervals)} generated intervals and {len(made.windows)} coverage "
-        f"windows for {', '.join(providers)} from {made.since:%Y-%m-%d %H:%M} to "
-        f"{made.until:%Y-%m-%d %H:%M} UTC (marked generated) into "
-        f"{_redacted(settings.database_url)}\n"
-    )
     return 0
