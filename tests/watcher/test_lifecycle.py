@@ -2,7 +2,9 @@
 
 A machine pays as it runs (billing hours debited as they begin), is terminated on request, at
 its limits or unpaid past the grace, and ends `lost` when its provider ends it. Billing hours are
-seconds long here (`AUTOPROVISION_BILLING_HOUR_SECONDS`); every rule is measured in them.
+seconds long here (`AUTOPROVISION_BILLING_HOUR_SECONDS`); every rule is measured in them. The
+meter's rules are tested on a clock the test moves in `test_meter.py` (a total limit, the low
+balance told once): here one end to end test per provider and rule family.
 """
 
 import time
@@ -270,32 +272,6 @@ class TestBillingHours:
         assert running["paid_until"] is not None
         await billing_hours_paid(client, handle, order_id, 3, seconds=10)
 
-    async def test_the_account_shows_its_spend_and_runway_and_is_told_once_when_it_runs_low(
-        self, client: httpx.AsyncClient, sim: SimControl
-    ) -> None:
-        # $2.63/h: after the first hour, 3 hours are left (not low); after the second, 2 are
-        # not below 2 either; after the third, 1 is.
-        handle, order_id, _ = await running_order(client, sim, "hyperstack", credit="10.52")
-        shown = await account(client, handle)
-        assert (shown["hourly_spend"], shown["runway_hours"], shown["low_balance"]) == (
-            "2.63",
-            3.0,
-            False,
-        )
-        await billing_hours_paid(client, handle, order_id, 3, seconds=10)
-
-        async def told() -> list[Any]:
-            answer = await client.get("/v1/account/events", headers=handle.headers)
-            return [e for e in answer.json()["data"] if e["kind"] == "low_balance"]
-
-        (event,) = await eventually(told)
-        assert "2.63" in event["message"]
-        shown = await account(client, handle)
-        assert (shown["runway_hours"], shown["low_balance"]) == (1.0, True)
-        await terminate(client, handle, order_id)
-        await reaches(client, handle, order_id, "terminated")
-        assert len(await told()) == 1  # one event per crossing
-
 
 class TestUnpaid:
     async def test_past_the_grace_the_machine_is_terminated_and_a_top_up_within_it_pays(
@@ -354,24 +330,6 @@ class TestLimits:
         kinds = [e["kind"] for e in await timeline(client, handle, order_id)]
         assert kinds.index("limits") < kinds.index("terminating")  # said ahead of time
         await the_books_balance(client, handle)
-
-    async def test_max_total_terminates_before_an_hour_would_pass_it(
-        self, client: httpx.AsyncClient, sim: SimControl
-    ) -> None:
-        handle = await create_account(client, credit="50")
-        order_id = await place(
-            client, handle, h100(providers=["hyperstack"], max_total_usd="6.50")
-        )  # $2.63/h: two hours fit, a third would not
-        await sim.stock(*HYPER_H100, 1)
-        await reaches(client, handle, order_id, "running")
-        ended = await reaches(client, handle, order_id, "terminated", seconds=10)
-        assert ended["terminate_reason"] == "max_total"
-        assert Decimal(ended["charged_usd"]) <= Decimal("6.50")
-        debits = [e for e in await ledger(client, handle) if e["kind"] == "debit"]
-        assert [e["amount"] for e in debits[:2]] == ["2.63", "2.63"]  # the two hours that fit
-        # A delete that landed past the boundary anyway (a loaded machine) began a block its
-        # provider bills: debited then, within the limit, never a whole third hour.
-        assert all(Decimal(e["amount"]) < Decimal("2.63") for e in debits[2:])
 
     async def test_a_limit_set_while_it_runs_applies(
         self, client: httpx.AsyncClient, sim: SimControl
