@@ -1,8 +1,8 @@
 """Fixtures: every storage test runs on SQLite and, when configured, on PostgreSQL.
 
 PostgreSQL tests run when AUTOPROVISION_TEST_DATABASE_URL points at a server (e.g.
-postgresql+asyncpg://postgres@127.0.0.1:5432/test). Each test gets a database of its own,
-cloned from a migrated template made once per run, and dropped afterwards.
+postgresql+asyncpg://postgres@127.0.0.1:5432/test). Each worker clones a migrated template
+once and lends the clone to one test at a time, emptied in between (tests/databases.py).
 """
 
 import asyncio
