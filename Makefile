@@ -39,14 +39,24 @@ test-fast: $(STAMP)  ## all but the slow tests (browser, processes, real clock):
 	$(BIN)/pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The chaos run (bench/chaos.py): minutes of faults, kills and orders with the money invariants
-# checked throughout; a broken one fails it. SQLite with a fixed seed, PostgreSQL with a random
-# one (printed, to replay). Loopback only; each run stops by itself.
+# checked throughout; a broken one fails it. SQLite with a fixed seed and PostgreSQL with a
+# random one (printed, to replay) run at once, each on its own ports and database; their reports
+# follow each other when both have ended, a failed one last. Loopback only; each stops by itself.
 CHAOS_MINUTES ?= 3
 CHAOS_POSTGRES_URL ?= postgresql+asyncpg://postgres@127.0.0.1:5432/test
+CHAOS_LOGS := test-artifacts/chaos
 
-chaos: $(STAMP)  ## chaos for CHAOS_MINUTES (3) on SQLite (seed 1), then on PostgreSQL (random seed)
-	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) --database sqlite --seed 1
-	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) --database postgres --postgres-url "$(CHAOS_POSTGRES_URL)"
+chaos: $(STAMP)  ## chaos for CHAOS_MINUTES (3) on SQLite (seed 1) and on PostgreSQL (random seed), at once
+	@mkdir -p $(CHAOS_LOGS)
+	@$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) --database sqlite --seed 1 \
+		> $(CHAOS_LOGS)/sqlite.log 2>&1 & lite=$$!; \
+	$(BIN)/python bench/chaos.py --minutes $(CHAOS_MINUTES) --database postgres \
+		--postgres-url "$(CHAOS_POSTGRES_URL)" > $(CHAOS_LOGS)/postgres.log 2>&1; pg=$$?; \
+	wait $$lite; lite=$$?; \
+	if [ $$lite -ne 0 ]; then first=postgres; last=sqlite; else first=sqlite; last=postgres; fi; \
+	for db in $$first $$last; do echo "== chaos on $$db ($(CHAOS_LOGS)/$$db.log)"; \
+		cat $(CHAOS_LOGS)/$$db.log; done; \
+	[ $$lite -eq 0 ] && [ $$pg -eq 0 ]
 
 lint: $(STAMP)  ## ruff and mypy
 	$(BIN)/ruff check app migrations tests bench scripts
