@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -58,6 +60,7 @@ def _collected(marker: str, *paths: str) -> set[str]:
     return {line.split("::")[0] for line in listed.splitlines() if "::" in line}
 
 
+@pytest.mark.slow  # two pytest processes of its own, collecting
 def test_browser_tests_are_slow_and_api_tests_are_not() -> None:
     browser, api = "tests/dashboard/test_browser.py", "tests/api/routes/test_health.py"
     assert _collected("slow", browser, api) == {browser}
