@@ -5,7 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.services.offers import LatestOffers, ShownOffer
+from app.services.offers import LatestOffers, ShownOffer, offer_json
 from app.services.order_payload import MoneyOut
 from app.services.provider_status import ProviderStatus
 
@@ -36,26 +36,13 @@ class OfferOut(BaseModel):
 
     @classmethod
     def present(cls, shown: ShownOffer) -> "OfferOut":
-        offer = shown.offer
-        return cls(
-            provider=str(offer.provider),
-            region=offer.region,
-            sku=offer.sku,
-            gpu_model=offer.gpu_model,
-            gpu_count=offer.gpu_count,
-            nodes=offer.nodes,
-            interconnect=None if offer.interconnect is None else str(offer.interconnect),
-            cluster_interconnect=(
-                None if offer.cluster_interconnect is None else str(offer.cluster_interconnect)
-            ),
-            vcpus=offer.vcpus,
-            ram_gb=offer.ram_gb,
-            disk_gb=offer.disk_gb,
-            disk_fixed=offer.disk_fixed,
-            available=offer.available,
-            price_per_hour=offer.price_per_hour,
-            price_per_hour_with_fees=shown.price_per_hour_with_fees,
-            matching_orders=list(shown.matching_orders),
+        """An offer as its snapshot keeps it, priced for the user, with their orders it fits."""
+        return cls.model_validate(
+            {
+                **offer_json(shown.offer),
+                "price_per_hour_with_fees": shown.price_per_hour_with_fees,
+                "matching_orders": list(shown.matching_orders),
+            }
         )
 
 
