@@ -28,8 +28,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(RUNTIME_STAMP)  ## serve the API (SQLite file ./autoprovision.db unless configured otherwise)
 	$(BIN)/autoprovision serve
 
-# Tests run on every core (pytest-xdist); each worker makes its own template databases, and
-# workers take the next test as they finish (worksteal: the slow ones are uneven).
+# Tests run on every core (pytest-xdist; `auto` is a worker more than the cores, as
+# tests/workers.py says why); each worker makes its own template databases, and workers take
+# the next test as they finish (worksteal: the slow ones are uneven).
 XDIST := -n auto --dist worksteal
 
 test: $(STAMP)  ## the whole test suite (PostgreSQL too when AUTOPROVISION_TEST_DATABASE_URL is set)

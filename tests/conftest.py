@@ -6,6 +6,7 @@ once and lends the clone to one test at a time, emptied in between (tests/databa
 """
 
 import asyncio
+import os
 import shutil
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -28,6 +29,7 @@ from tests.databases import (
     pg_database,
 )
 from tests.waiting import started
+from tests.workers import auto_workers, usable_cpus
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -41,6 +43,11 @@ pytest_plugins = ["tests.fixtures.settings", "tests.fixtures.simulators"]
 SLOW_FIXTURES = frozenset(
     {"browser", "page", "live_mode_settings", "sim_process", "running_service", "receiver"}
 )
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: a worker per core and one more (tests/workers.py says why)."""
+    return auto_workers(usable_cpus(), os.environ)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

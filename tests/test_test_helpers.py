@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workers import WORKERS_ENV, auto_workers
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -65,3 +67,9 @@ def test_browser_tests_are_slow_and_api_tests_are_not() -> None:
     browser, api = "tests/dashboard/test_browser.py", "tests/api/routes/test_health.py"
     assert _collected("slow", browser, api) == {browser}
     assert _collected("not slow", browser, api) == {api}  # control: both are collected
+
+
+def test_auto_starts_a_worker_more_than_cores_unless_xdist_is_told_how_many() -> None:
+    assert auto_workers(2, {}) == 3
+    assert auto_workers(0, {}) == 2  # a count that could not be read still runs
+    assert auto_workers(2, {WORKERS_ENV: "5"}) is None  # xdist's own count: its variable's 5
