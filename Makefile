@@ -81,7 +81,7 @@ DOCS_PORT ?= 8008
 docs-serve: $(DOCS_STAMP)  ## serve the site on http://127.0.0.1:$(DOCS_PORT) (DOCS_PORT=...), rebuilt as pages change
 	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
-reference: $(STAMP)  ## regenerate docs/reference/ from the code (settings, CLI, API, states...)
+reference: $(STAMP)  ## regenerate docs/reference/ and .env.example from the code (settings, CLI, API...)
 	$(BIN)/python scripts/gen_reference.py
 
 migrate: $(RUNTIME_STAMP)

@@ -1,4 +1,5 @@
-"""The reference pages under docs/reference/, generated from the code so that they cannot drift.
+"""The reference pages under docs/reference/ and `.env.example`, generated from the code so that
+they cannot drift.
 
     python scripts/gen_reference.py           # write them (what `make reference` runs)
     python scripts/gen_reference.py --check   # exit 1, naming them, if any is out of date
@@ -24,6 +25,7 @@ import inspect
 import json
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from enum import StrEnum
@@ -40,7 +42,6 @@ GENERATED = (
     "<!-- Generated from the code by scripts/gen_reference.py: do not edit by hand, run "
     "`make reference`. -->"
 )
-NOT_A_VARIABLE = {"providers"}  # Settings' field for the providers' own settings, below
 
 
 class ReferenceError(RuntimeError):
@@ -132,23 +133,30 @@ def _default(value: object) -> str:
 
 
 def configuration() -> str:
-    """Every setting of `Settings`, then each provider's, with its variable, default, meaning."""
+    """Every setting of `Settings`, group by group, then each provider's, with its variable,
+    default and meaning."""
     from app.providers.registry import offered
-    from app.settings import Settings
+    from app.settings import GROUPS, Settings
 
-    rows: list[tuple[str, str, str]] = []
-    advanced: list[tuple[str, str, str]] = []
-    for name, field in Settings.model_fields.items():
-        if name in NOT_A_VARIABLE:
-            continue
-        if not field.description:
+    grouped = {name for group in GROUPS for name in group.model_fields}
+    for name in Settings.model_fields:
+        if name not in grouped and name != "providers":  # the providers' own: below
             raise ReferenceError(
-                f"Settings.{name} has no description: give it Field(description=...)"
+                f"Settings.{name} is in no group: add it to one of app.settings.GROUPS"
             )
-        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        (advanced if extra.get("advanced") else rows).append(
-            (_code(f"AUTOPROVISION_{name.upper()}"), _default(field.default), field.description)
-        )
+    groups: list[str] = []
+    for group in GROUPS:
+        rows: list[tuple[str, str, str]] = []
+        for name, field in group.model_fields.items():
+            if not field.description:
+                raise ReferenceError(
+                    f"{group.__name__}.{name} has no description: give it Field(description=...)"
+                )
+            rows.append(
+                (_code(f"AUTOPROVISION_{name.upper()}"), _default(field.default), field.description)
+            )
+        intro = " ".join((group.__doc__ or "").split())
+        groups += [f"### {group.title}", intro, _table(["Variable", "Default", "Meaning"], rows)]
     parts = [
         "Settings come from environment variables prefixed `AUTOPROVISION_`, or from a `.env` "
         "file in the directory you start the service from (environment variables win over "
@@ -157,13 +165,11 @@ def configuration() -> str:
         "An invalid setting (say, a 10-character admin key) stops the command at start-up with "
         "an error that names the setting.",
         "## The service",
-        _table(["Variable", "Default", "Meaning"], rows),
         "The price an order's maximum is compared with is "
-        "`provider price x (1 + FEE_PERCENT / 100) + FEE_FLAT_PER_HOUR`, rounded to cents.",
-        "### Advanced: the watcher's inner timing",
-        "How often the watcher and the webhook dispatcher look again, and the lease replicas "
-        "compete for. The defaults suit any deployment; tests and benchmarks change them.",
-        _table(["Variable", "Default", "Meaning"], advanced),
+        "`provider price x (1 + FEE_PERCENT / 100) + FEE_FLAT_PER_HOUR`, rounded to cents. The "
+        "last group, the watcher's inner timing, suits any deployment as it is; tests and "
+        "benchmarks change it.",
+        *groups,
         "## The providers",
         "Each provider's settings come from its own package (`app/providers/<name>/spec.py`). "
         "A provider is used in live mode when all of its credentials are set. Secrets are never "
@@ -186,6 +192,44 @@ def configuration() -> str:
             _table(["Variable", "Default", "Meaning"], rows),
         ]
     return _page("Configuration", *parts)
+
+
+def _env_default(value: object) -> str:
+    """A default as `.env` spells it (`_default` without the Markdown)."""
+    return "" if value is None else _default(value).strip("`")
+
+
+def _env_lines(variable: str, default: object, description: str) -> list[str]:
+    wrapped = textwrap.wrap(" ".join(description.split()), width=96)
+    return [*(f"# {line}" for line in wrapped), f"# {variable}={_env_default(default)}"]
+
+
+def env_example() -> str:
+    """`.env.example`: every setting, group by group, commented out at its default, with its
+    meaning; then each provider's."""
+    from app.providers.registry import offered
+    from app.settings import GROUPS
+
+    lines = [
+        "# autoprovision settings, generated from the code by scripts/gen_reference.py (do not",
+        "# edit by hand). Copy this file to `.env` in the directory you start the service from,",
+        "# then uncomment and change what you need. Real environment variables override `.env`.",
+        "# Every line below shows the default; an empty value also means the default.",
+        "",
+    ]
+    for group in GROUPS:
+        lines += [f"# === {group.title} ==="]
+        for name, field in group.model_fields.items():
+            variable = f"AUTOPROVISION_{name.upper()}"
+            lines += _env_lines(variable, field.default, field.description or "")
+        lines.append("")
+    for spec in offered():
+        model = spec.settings_model
+        lines += [f"# === {spec.display_name} ==="]
+        for name, field in model.model_fields.items():
+            lines += _env_lines(model.env_name(name), field.default, field.description or "")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 # --- command line -------------------------------------------------------------------------
@@ -736,29 +780,34 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
+# Files outside docs/reference/ made the same way, by their path from the repository's root.
+FILES: dict[str, Callable[[], str]] = {".env.example": env_example}
+
+
 def generate() -> dict[str, str]:
-    """Every reference page by its file name, as the code has it now."""
-    return {name: make() for name, make in PAGES.items()}
+    """Every generated file by its path from the repository's root, as the code has it now."""
+    pages = {f"docs/reference/{name}": make() for name, make in PAGES.items()}
+    return pages | {path: make() for path, make in FILES.items()}
 
 
-def stale(directory: Path = REFERENCE) -> list[str]:
-    """The pages in `directory` that differ from what the code says (or are missing)."""
+def stale(root: Path = ROOT) -> list[str]:
+    """The generated files under `root` that differ from what the code says (or are missing)."""
     return sorted(
-        name
-        for name, text in generate().items()
-        if not (directory / name).is_file() or (directory / name).read_text() != text
+        path
+        for path, text in generate().items()
+        if not (root / path).is_file() or (root / path).read_text() != text
     )
 
 
-def write(directory: Path = REFERENCE) -> list[str]:
-    """Write the pages that changed; return their names."""
-    directory.mkdir(parents=True, exist_ok=True)
+def write(root: Path = ROOT) -> list[str]:
+    """Write the generated files that changed; return their paths."""
     changed = []
-    for name, text in generate().items():
-        path = directory / name
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
-            changed.append(name)
+    for path, text in generate().items():
+        target = root / path
+        if not target.is_file() or target.read_text() != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            changed.append(path)
     return changed
 
 
@@ -768,11 +817,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.check:
         out_of_date = stale()
-        for name in out_of_date:
-            sys.stderr.write(f"docs/reference/{name} is out of date: run `make reference`\n")
+        for path in out_of_date:
+            sys.stderr.write(f"{path} is out of date: run `make reference`\n")
         return 1 if out_of_date else 0
-    for name in write():
-        sys.stdout.write(f"wrote docs/reference/{name}\n")
+    for path in write():
+        sys.stdout.write(f"wrote {path}\n")
     return 0
 
 
@@ -782,10 +831,7 @@ def on_pre_build(config: Any) -> None:
 
     out_of_date = stale()
     if out_of_date:
-        raise PluginError(
-            "out of date, run `make reference`: "
-            + ", ".join(f"docs/reference/{name}" for name in out_of_date)
-        )
+        raise PluginError("out of date, run `make reference`: " + ", ".join(out_of_date))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from app.providers.registry import offered, spec_for, variable_name, with_provider_settings
-from app.settings import Settings
+from app.settings import GROUPS, Settings
 
 
 @pytest.fixture(autouse=True)
@@ -218,3 +218,34 @@ def test_every_setting_says_what_it_is_in_a_few_lines_and_sizing_is_in_the_guide
     assert long == {}
     guide = Path(__file__).resolve().parent.parent / "docs" / "guides" / "sizing.md"
     assert "Pool plus overflow" in guide.read_text()
+
+
+# One setting of each group, read from its flat variable as before settings came in groups.
+ONE_OF_EACH_GROUP = {
+    "AUTOPROVISION_PORT": ("port", "9001", 9001),
+    "AUTOPROVISION_DB_POOL_SIZE": ("db_pool_size", "7", 7),
+    "AUTOPROVISION_MAX_PLACEMENTS_PER_HOUR": ("max_placements_per_hour", "9", 9),
+    "AUTOPROVISION_UNPAID_GRACE_MINUTES": ("unpaid_grace_minutes", "3", 3.0),
+    "AUTOPROVISION_PROVIDER_TIMEOUT_SECONDS": ("provider_timeout_seconds", "4", 4.0),
+    "AUTOPROVISION_WEBHOOK_TIMEOUT_SECONDS": ("webhook_timeout_seconds", "5", 5.0),
+    "AUTOPROVISION_STREAM_MAX_PER_ACCOUNT": ("stream_max_per_account", "6", 6),
+    "AUTOPROVISION_SIM_PORT": ("sim_port", "9002", 9002),
+    "AUTOPROVISION_FOLLOW_SECONDS": ("follow_seconds", "2", 2.0),
+}
+
+
+def test_every_group_s_settings_keep_their_flat_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    groups_read = {
+        group
+        for group in GROUPS
+        for name, _, _ in ONE_OF_EACH_GROUP.values()
+        if name in group.model_fields
+    }
+    assert groups_read == set(GROUPS)  # the list below reaches into every group
+    before = Settings()
+    for variable, (_, value, _) in ONE_OF_EACH_GROUP.items():
+        monkeypatch.setenv(variable, value)
+    read = Settings()
+    for name, _, expected in ONE_OF_EACH_GROUP.values():
+        assert getattr(before, name) != expected  # control: the default is something else
+        assert getattr(read, name) == expected

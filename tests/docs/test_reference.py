@@ -2,7 +2,7 @@
 compared with the committed files, so a setting, a command, an endpoint or a state added to the
 code without `make reference` fails this test (and `make docs`)."""
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import typer
@@ -12,7 +12,7 @@ import app.cli
 import app.settings
 from app.core.states import mermaid
 from app.providers.registry import offered
-from app.settings import Settings
+from app.settings import Settings, SettingsGroup
 from scripts import gen_reference
 from scripts.gen_reference import (
     REFERENCE,
@@ -24,7 +24,7 @@ from scripts.gen_reference import (
 
 
 def test_the_committed_reference_pages_are_what_the_code_says() -> None:
-    assert stale() == [], "run `make reference` and commit docs/reference/"
+    assert stale() == [], "run `make reference` and commit what it wrote"
 
 
 def test_every_setting_is_in_the_configuration_page_with_its_meaning() -> None:
@@ -55,19 +55,36 @@ def test_the_states_page_shows_every_transition_table() -> None:
         assert f"```mermaid\n{mermaid(table)}\n```" in page
 
 
-class _WithOneMore(Settings):
+class _NewGroup(SettingsGroup):
+    """Settings of something new."""
+
+    title: ClassVar[str] = "Something new"
     a_new_setting: int = Field(default=3, description="Something new.")
 
 
-class _WithoutDescription(Settings):
+class _UndescribedGroup(SettingsGroup):
+    title: ClassVar[str] = "Something new"
     a_new_setting: int = 3
+
+
+class _WithOneMore(_NewGroup, Settings):
+    pass
+
+
+class _WithoutDescription(_UndescribedGroup, Settings):
+    pass
+
+
+class _WithOneLoose(Settings):
+    a_new_setting: int = Field(default=3, description="Something new.")
 
 
 def test_a_setting_added_without_make_reference_makes_the_page_stale(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(app.settings, "Settings", _WithOneMore)
-    assert stale() == ["configuration.md"]
+    monkeypatch.setattr(app.settings, "GROUPS", (*app.settings.GROUPS, _NewGroup))
+    assert stale() == [".env.example", "docs/reference/configuration.md"]
     assert "| `AUTOPROVISION_A_NEW_SETTING` | `3` | Something new. |" in (
         gen_reference.configuration()
     )
@@ -77,8 +94,18 @@ def test_a_setting_without_a_description_stops_the_generator(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(app.settings, "Settings", _WithoutDescription)
+    monkeypatch.setattr(app.settings, "GROUPS", (*app.settings.GROUPS, _UndescribedGroup))
     with pytest.raises(ReferenceError, match="a_new_setting has no description"):
         gen_reference.configuration()
+
+
+def test_a_setting_in_no_group_stops_the_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page lists the groups' fields: one outside them would be left out without a word."""
+    monkeypatch.setattr(app.settings, "Settings", _WithOneLoose)
+    with pytest.raises(ReferenceError, match="a_new_setting is in no group"):
+        gen_reference.configuration()
+    monkeypatch.setattr(app.settings, "GROUPS", (*app.settings.GROUPS, _NewGroup))
+    assert "`AUTOPROVISION_A_NEW_SETTING`" in gen_reference.configuration()  # control: grouped
 
 
 def test_a_command_added_without_make_reference_makes_the_page_stale(
@@ -94,7 +121,7 @@ def test_a_command_added_without_make_reference_makes_the_page_stale(
 
     monkeypatch.setattr(app.cli, "cli", cli)
     assert "new-thing" in command_names()
-    assert stale() == ["cli.md"]
+    assert stale() == ["docs/reference/cli.md"]
 
 
 def test_an_error_code_without_a_sentence_stops_the_generator(
