@@ -12,11 +12,16 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import REGISTRY
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.catalogue import Provider
+from app.core.states import HoldStatus
 from app.providers.registry import poll_periods
 from app.settings import Settings
 from app.simulators.control import SimControl
+from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import Attempt, Hold
 from tests.factories import ADMIN, AccountHandle, create_account, order_body
 from tests.waiting import eventually, poll_count, polled
 from tests.watcher.orders import (
@@ -198,7 +203,7 @@ async def _offered_by(
 
 class TestProviderTrouble:
     async def test_a_capacity_error_puts_the_order_back_and_cools_the_offer(
-        self, client: httpx.AsyncClient, sim: SimControl
+        self, client: httpx.AsyncClient, sim: SimControl, engine: AsyncEngine
     ) -> None:
         account = await create_account(client, credit="10")
         order_id = await place(client, account, h100(providers=["hyperstack"]))
@@ -207,12 +212,22 @@ class TestProviderTrouble:
         await eventually(lambda: _has_event(client, account, order_id, "no_capacity"))
         kinds = await events(client, account, order_id)
         assert kinds[:3] == ["placed", "create_sent", "no_capacity"]
-        balance = await account_view(client, account)
-        assert balance["held"] == "0.00" and balance["balance"] == "10.00"
         # the offer cools down (0.5 s here), then the order gets it
         await reaches(client, account, order_id, "running")
         outcomes = [c["outcome"] for c in await sim.creates("hyperstack")]
         assert outcomes == ["capacity_race", "created"]
+        # The refused create's hour was released, the second's paid. (Read from the holds: the
+        # balance read just after the refusal raced the second claim once the cooldown ended.)
+        async with session_scope(create_sessionmaker(engine)) as session:
+            holds = (
+                await session.execute(
+                    select(Attempt.number, Hold.status)
+                    .join(Hold, Hold.id == Attempt.hold_id)
+                    .where(Attempt.order_id == order_id)
+                    .order_by(Attempt.number)
+                )
+            ).all()
+        assert [tuple(h) for h in holds] == [(1, HoldStatus.RELEASED), (2, HoldStatus.DEBITED)]
 
     async def test_a_vm_that_fails_before_running_is_deleted_and_the_order_waits_again(
         self, client: httpx.AsyncClient, sim: SimControl
