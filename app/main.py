@@ -18,6 +18,7 @@ from app.api.routes import (
     catalogue,
     events,
     health,
+    machines,
     metrics,
     offers,
     open_models,
@@ -182,6 +183,7 @@ def create_app(settings: Settings | None = None, *, sqlite_lock: TextIO | None =
         catalogue.router,
         open_models.router,
         stock.router,
+        machines.router,
     ):
         app.include_router(router)
     install_dashboard(app)

@@ -462,6 +462,11 @@ WHEN = {
     "not_deployed": "terminating a `waiting` order: nothing runs yet, cancel it instead",
     "order_ended": "terminating, or changing the limits of, an order that has ended "
     "(`cancelled`, `expired`, `failed`, `terminated` or `lost`)",
+    "attempt_ended": "a machine reported after its attempt ended: it is being deleted or gone, "
+    "and its reports are no longer taken",
+    "invalid_report_token": "a machine report whose bearer token belongs to no create attempt",
+    "too_many_reports": "a machine reported the stage it last reported within a second "
+    "(`Retry-After: 1`); a new stage is always taken",
     "order_busy": "the order kept changing while a terminate was being committed; try again",
     "idempotency_key_in_use": "the first request with this `Idempotency-Key` is still running",
     "insufficient_funds": "available balance does not cover a hold (used by the watcher, not "

@@ -147,6 +147,31 @@ class OrderEventKind(StrEnum):
     TERMINATED = "terminated"
     LOST = "lost"
     NODE_LOST = "node_lost"  # the provider lost a node of a cluster that still runs
+    MACHINE_REPORT = "machine_report"  # the machine reported a stage (services/machine_reports)
+
+
+class MachineStage(StrEnum):
+    """How far a machine got, as its start-up script reports it (`POST /v1/machines/report`)."""
+
+    BOOTED = "booted"
+    DRIVER_OK = "driver_ok"  # the GPU driver answers (its version in the detail)
+    IMAGE_PULLED = "image_pulled"
+    DOWNLOADING = "downloading"  # the model's weights, with bytes done of the total
+    ENGINE_STARTING = "engine_starting"
+    HEALTHY = "healthy"  # the engine's /health answers on the machine
+    READY = "ready"  # a completion was answered
+    FAILED = "failed"  # with a cause
+
+
+class MachineFailure(StrEnum):
+    """Why a machine reported `failed`."""
+
+    DRIVER_TOO_OLD = "driver_too_old"
+    NO_GPU = "no_gpu"
+    DISK_TOO_SMALL = "disk_too_small"
+    DOWNLOAD_FAILED = "download_failed"
+    ENGINE_FAILED = "engine_failed"
+    OTHER = "other"
 
 
 # The event stream's type of a timeline line; every other kind is an `order.note` (the order

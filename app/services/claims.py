@@ -7,7 +7,7 @@ so a crash after it leaves an intent the reconciler can resolve. The settles are
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, cast
@@ -29,7 +29,7 @@ from app.core.states import (
     check_order_move,
 )
 from app.providers.registry import display_name, spec_for
-from app.services import ledger, timeline
+from app.services import ledger, machine_reports, timeline
 from app.services.timeline import Line
 from app.storage.models import Attempt, Order
 from app.storage.types import UTCDateTime
@@ -105,6 +105,10 @@ class Intent:
     # The image to boot: the order's, else the one chosen for the machine from what its offer
     # boots (None: not known, the provider's configured one).
     image: str | None = None
+    # With a start-up script: the token its machine reports with (`machine_reports`), only here
+    # and in the script the create sends (never in a log: kept out of the repr); the attempt
+    # keeps its SHA-256.
+    report_token: str | None = field(default=None, repr=False)
 
 
 VM_NAME_PREFIX = "ap-"
@@ -236,6 +240,7 @@ def claim_on(
     hold = ledger.place_hold_on(
         connection, account_id=account_id, amount=price_with_fees, order_id=order_id
     )
+    token, token_sha256 = machine_reports.new_token() if sealed_script else (None, None)
     attempt = Attempt(
         id=new_id("dep"),
         provider_vm_id=None,
@@ -273,6 +278,12 @@ def claim_on(
         ended_at=None,
         delete_attempts=0,
         next_delete_at=None,
+        report_token_sha256=token_sha256,
+        stage=None,
+        stage_detail=None,
+        progress=None,
+        reported_at=None,
+        ready_at=None,
     )
     # Plain INSERTs: this commit is on the path from stock read to create call.
     try:
@@ -303,4 +314,5 @@ def claim_on(
         created_at=now,
         sealed_startup_script=sealed_script,
         image=image,
+        report_token=token,
     )

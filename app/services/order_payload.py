@@ -16,7 +16,7 @@ from pydantic import (
 
 from app.core import metering
 from app.core.money import format_money
-from app.core.states import AttemptStatus, OrderStatus, TerminateReason
+from app.core.states import AttemptStatus, MachineStage, OrderStatus, TerminateReason
 from app.open_models.serving import PORTS, tunnel_command
 from app.providers.registry import spec_for
 from app.services.limits import terminates_at
@@ -24,6 +24,16 @@ from app.support.security import ssh_key_fingerprint
 
 MoneyOut = Annotated[Decimal, PlainSerializer(format_money, return_type=str)]
 HoursOut = Annotated[Decimal, PlainSerializer(float, return_type=float)]
+
+
+class ProgressOut(BaseModel):
+    """A download's progress as the machine reported it: bytes so far and in all, and from its
+    last two reports the rate (bytes a second) and the seconds left at that rate."""
+
+    bytes_done: int | None
+    bytes_total: int | None
+    rate: float | None
+    eta_seconds: int | None
 
 
 class DeploymentOut(BaseModel):
@@ -43,6 +53,11 @@ class DeploymentOut(BaseModel):
     ip: str | None  # a cluster: its login node's
     status: AttemptStatus
     created_at: datetime
+    # What the machine last reported of itself (POST /v1/machines/report), once it has.
+    stage: MachineStage | None = None
+    stage_detail: str | None = None
+    progress: ProgressOut | None = None
+    ready_at: datetime | None = None
 
 
 class MachineOut(BaseModel):

@@ -23,7 +23,7 @@ from app.providers.base import (
     urgent,
 )
 from app.providers.registry import display_name, spec_for, vm_named
-from app.services import attempts, claims, startup_scripts, timeline
+from app.services import attempts, claims, machine_reports, startup_scripts, timeline
 from app.services.attempts import VMAlreadyOwned
 from app.services.claims import Intent, KindBusy
 from app.services.timeline import Line
@@ -65,9 +65,12 @@ class Deployer:
         on_outcome: Callable[[Provider], None] = lambda _provider: None,
         billing_hour_seconds: float = claims.DEFAULT_HOUR_SECONDS,
         secret_boxes: SecretBoxLoader | None = None,
+        report_url: str | None = None,
     ) -> None:
         self.context = context
         self.secret_boxes = secret_boxes  # opens orders' start-up scripts
+        # Where machines report their stages (None: they cannot reach this service).
+        self.report_url = report_url
         self.writer = OneHopWriter(context.sessionmaker)
         self.book = book
         self.on_settled = on_settled
@@ -236,13 +239,19 @@ class Deployer:
             await delete_startup_script(adapter, intent.vm_name)
 
     def _script(self, intent: Intent) -> str | None:
-        """The order's start-up script, opened (None when it has none)."""
+        """The order's start-up script, opened (None when it has none), with where and how its
+        machine reports when it is a shell script and machines can reach this service."""
         if intent.sealed_startup_script is None:
             return None
         if self.secret_boxes is None:
             raise SecretKeyError("no secret key is configured to open start-up scripts")
         box = self.secret_boxes.get()
-        return startup_scripts.open_sealed(box, intent.order_id, intent.sealed_startup_script)
+        script = startup_scripts.open_sealed(box, intent.order_id, intent.sealed_startup_script)
+        if self.report_url is None or intent.report_token is None:
+            return script
+        url, token = self.report_url, intent.report_token
+        reporting = machine_reports.with_report_channel(script, url, token)
+        return script if reporting is None else reporting
 
     async def _not_created(
         self, intent: Intent, kind: OrderEventKind, message: str, *, fail_order: bool = False

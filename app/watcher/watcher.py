@@ -25,7 +25,7 @@ from app.providers.registry import (
     planned_providers,
     poll_periods,
 )
-from app.services import attempts, orders, provider_status
+from app.services import attempts, machine_reports, orders, provider_status
 from app.services.claims import Intent
 from app.services.stock import history as stock_history
 from app.services.timeline import Line
@@ -121,6 +121,11 @@ class Watcher:
             on_outcome=self._after_create,
             billing_hour_seconds=settings.billing_hour_seconds,
             secret_boxes=secret_boxes or SecretBoxLoader(settings),
+            report_url=machine_reports.report_url(
+                None if settings.public_url is None else str(settings.public_url),
+                demo=settings.mode == "demo",
+                port=settings.port,
+            ),
         )
         self.follower = Follower(
             parts,

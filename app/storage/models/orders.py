@@ -151,6 +151,7 @@ class Attempt(Base):
             f"alternative BETWEEN 1 AND {MAX_ALTERNATIVES}", name="deployment_alternative"
         ),
         Index("ix_deployments_status", "status"),
+        Index("uq_deployments_report_token", "report_token_sha256", unique=True),
         # Money rule: a VM belongs to one order. A second live attempt recording a VM another
         # already owns is refused, and the code reads the refusal as "not this attempt's VM".
         Index(
@@ -221,3 +222,12 @@ class Attempt(Base):
     # Terminating: deletes sent so far without the provider showing it gone, and the next one.
     delete_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     next_delete_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # What its machine last reported of itself (`services/machine_reports.py`): the SHA-256 of
+    # the token its start-up script was given (the token itself is never kept), the stage, what
+    # it said, its download's progress, when it reported, and when it first reported `ready`.
+    report_token_sha256: Mapped[str | None] = mapped_column(String(64))
+    stage: Mapped[str | None] = mapped_column(String(20))
+    stage_detail: Mapped[str | None] = mapped_column(String(500))
+    progress: Mapped[dict[str, int | float | None] | None] = mapped_column(JSON)
+    reported_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -338,6 +338,11 @@ class TestListAndGet:
             "ip": "203.0.113.7",
             "status": "running",
             "created_at": shown["deployment"]["created_at"],
+            # nothing reported by the machine itself (POST /v1/machines/report)
+            "stage": None,
+            "stage_detail": None,
+            "progress": None,
+            "ready_at": None,
         }
         assert shown["machines"] == [
             {
