@@ -14,6 +14,7 @@ from app.cli import main
 from app.core.market import Fees, Offer, OrderWants
 from app.doctor import passed, render_text, run
 from app.doctor.images import image_fit_verdict
+from app.doctor.local import check_reports
 from app.doctor.providers import ResponseLog, balance_verdict, clock_check
 from app.providers.base import Image, ImageFit, Images, MachineKey
 from app.providers.diagnosis import Status
@@ -237,3 +238,16 @@ def test_a_clock_far_off_is_a_warning() -> None:
     check = clock_check(PROVIDERS[0], log)
     assert check.status is Status.WARN and "7 s ahead" in check.reason
     assert clock_check(PROVIDERS[0], ResponseLog(skews=[-0.9])).status is Status.PASS
+
+
+def test_live_mode_without_a_public_url_warns_that_machines_cannot_report() -> None:
+    live = Settings(_env_file=None, mode="live")
+    warned = check_reports(live)
+    assert (warned.status, "AUTOPROVISION_PUBLIC_URL is unset" in warned.reason) == (
+        Status.WARN,
+        True,
+    )
+    public = Settings(_env_file=None, mode="live", public_url="https://gpus.example.com/")
+    assert check_reports(public).status == Status.PASS  # control: with one, it passes
+    assert "https://gpus.example.com/v1/machines/report" in check_reports(public).reason
+    assert check_reports(Settings(_env_file=None, mode="demo")).status == Status.PASS

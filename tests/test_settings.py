@@ -249,3 +249,25 @@ def test_every_group_s_settings_keep_their_flat_variables(monkeypatch: pytest.Mo
     for name, _, expected in ONE_OF_EACH_GROUP.values():
         assert getattr(before, name) != expected  # control: the default is something else
         assert getattr(read, name) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "refused"),
+    [
+        ({"mode": "live", "public_url": "http://10.0.0.5:8000"}, True),
+        (
+            {"mode": "live", "public_url": "http://10.0.0.5:8000", "public_url_allow_http": True},
+            False,
+        ),
+        ({"mode": "live", "public_url": "https://gpus.example.com"}, False),
+        ({"mode": "demo", "public_url": "http://127.0.0.1:8000"}, False),
+    ],
+)
+def test_live_mode_takes_a_plain_http_public_url_only_when_allowed(
+    values: dict[str, object], refused: bool
+) -> None:
+    if refused:
+        with pytest.raises(ValidationError, match="public_url must be https in live mode"):
+            Settings.model_validate(values)
+    else:
+        assert Settings.model_validate(values).public_url is not None

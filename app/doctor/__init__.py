@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from app.core.market import Fees
 from app.demo.mode import EmbeddedSimulators
-from app.doctor.local import check_database, check_secret_key, check_webhooks
+from app.doctor.local import check_database, check_reports, check_secret_key, check_webhooks
 from app.doctor.providers import check_provider
 from app.providers.diagnosis import Check, Status
 from app.providers.http import provider_tls
@@ -45,7 +45,13 @@ async def run(settings: Settings, *, timeout: float) -> list[Check]:
     if not specs:
         reason = f"no provider has credentials: set {credentials_hint()}"
         checks.append(Check("providers", "configured", Status.FAIL, reason))
-    return [*checks, *database, check_secret_key(settings), check_webhooks(settings)]
+    return [
+        *checks,
+        *database,
+        check_secret_key(settings),
+        check_webhooks(settings),
+        check_reports(settings),
+    ]
 
 
 async def check_demo(settings: Settings, *, sim_url: str | None, timeout: float) -> list[Check]:

@@ -8,7 +8,7 @@ from sqlalchemy.engine import make_url
 from app.core.market import OrderWants, all_wants_of
 from app.providers.diagnosis import Check, Status
 from app.providers.registry import abilities
-from app.services import waiting_orders
+from app.services import machine_reports, waiting_orders
 from app.settings import Settings
 from app.storage.db import create_engine, create_read_sessionmaker, ping, schema_revision
 from app.support.secrets import SecretBox, SecretKeyError
@@ -98,3 +98,18 @@ def check_webhooks(settings: Settings) -> Check:
             "settings",
         )
     return _check("webhooks", Status.PASS, summary, "settings")
+
+
+def check_reports(settings: Settings) -> Check:
+    """Whether machines can reach this service to report how far their start-up script got."""
+    public = None if settings.public_url is None else str(settings.public_url)
+    url = machine_reports.report_url(public, demo=settings.mode == "demo", port=settings.port)
+    if url is not None:
+        return _check("machine reports", Status.PASS, f"machines report to {url}", "settings")
+    return _check(
+        "machine reports",
+        Status.WARN,
+        "AUTOPROVISION_PUBLIC_URL is unset: machines cannot report how far their start-up "
+        "script got, so no order shows its machine's stage or when its model is ready",
+        "settings",
+    )

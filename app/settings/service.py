@@ -2,9 +2,9 @@
 
 from decimal import Decimal
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
-from pydantic import AnyHttpUrl, Field, SecretStr, field_validator
+from pydantic import AnyHttpUrl, Field, SecretStr, field_validator, model_validator
 
 from app.open_models import catalogue as open_models
 from app.settings.group import SettingsGroup
@@ -76,8 +76,14 @@ class ServiceSettings(SettingsGroup):
     )
     public_url: AnyHttpUrl | None = Field(
         default=None,
-        description="Where people open this service's dashboard (`https://gpus.example.com`): "
-        "Slack and Discord messages link to the order there. Unset: they carry no link.",
+        description="Where people and machines reach this service (`https://gpus.example.com`): "
+        "Slack and Discord messages link to the order there, and machines report how far their "
+        "start-up script got. Unset: no links, and in live mode no reports.",
+    )
+    public_url_allow_http: bool = Field(
+        default=False,
+        description="Live mode refuses a plain-`http` `PUBLIC_URL`, since machines send it their "
+        "report tokens; `true` allows one on a private network.",
     )
     docs_url: AnyHttpUrl | None = Field(
         default=None,
@@ -91,6 +97,18 @@ class ServiceSettings(SettingsGroup):
         " (`app/open_models/open_models.toml`), added to them (the same id replaces one). One"
         " that cannot be used stops the start, naming the entry.",
     )
+
+    @model_validator(mode="after")
+    def _reports_over_https_in_live_mode(self) -> Self:
+        url = self.public_url
+        plain = url is not None and url.scheme == "http"
+        if self.mode == "live" and plain and not self.public_url_allow_http:
+            raise ValueError(
+                "public_url must be https in live mode: machines send their report tokens "
+                "to it (AUTOPROVISION_PUBLIC_URL_ALLOW_HTTP=true allows http on a private "
+                "network)"
+            )
+        return self
 
     @field_validator("admin_api_key")
     @classmethod
