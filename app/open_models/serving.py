@@ -14,8 +14,14 @@ because it reads the machine it runs on:
   rank and the first node's address, which a script sent alike to every node does not know,
   so it prepares the node (image, weights) and leaves the command to start the engine in
   `/root/autoprovision-serve.txt`.
+
+Told where and how (`AUTOPROVISION_REPORT_URL` and `_TOKEN`, which the create adds), it reports
+each stage to the service: booted, the driver, the image, the download (the cache's bytes while
+the engine loads), healthy once `/health` answers, ready once a one-token completion comes back
+(with the time it took), or failed with the cause.
 """
 
+import json
 import shlex
 from dataclasses import dataclass
 
@@ -83,6 +89,60 @@ def _in_heredoc(command: str) -> str:
     return escaped.replace(r'"\$cache"', '"$cache"').replace(r'"\$gpus"', '"$gpus"')
 
 
+# `report '<json>'` posts a stage to the service (`POST /v1/machines/report`) when the machine
+# was given where and how (`AUTOPROVISION_REPORT_URL`, `_TOKEN`); a report never stops serving.
+REPORT = (
+    "report() {",
+    '  [ -n "${AUTOPROVISION_REPORT_URL:-}" ] || return 0',
+    '  curl -fsS -m 10 -X POST "$AUTOPROVISION_REPORT_URL" -H "Content-Type: application/json" \\',
+    '    -H "Authorization: Bearer ${AUTOPROVISION_REPORT_TOKEN:-}" -d "$1" >/dev/null || true',
+    "}",
+)
+PROGRESS_SECONDS = 10  # between download reports while the engine loads (a test sets less)
+
+
+def _failed(cause: str, detail: str, *, indent: str) -> str:
+    """The `report` line of a failure (`detail` may name shell variables, never a quote)."""
+    body = (
+        f'{{\\"stage\\": \\"failed\\", \\"cause\\": \\"{cause}\\", \\"detail\\": \\"{detail}\\"}}'
+    )
+    return f'{indent}report "{body}"'
+
+
+def _until_ready(serving: Serving, total: int) -> list[str]:
+    """Wait for the engine's /health, reporting the download (the cache's bytes) meanwhile,
+    then time a one-token completion: `healthy`, then `ready` with the time to first token."""
+    port, model = serving.port, serving.model.id
+    completion = json.dumps({"model": model, "prompt": "Hello", "max_tokens": 1})
+    return [
+        f"  deadline=$((SECONDS + {READY_TIMEOUT_SECONDS}))",
+        f"  until curl -fsS -m 5 http://127.0.0.1:{port}/health >/dev/null 2>&1; do",
+        '    if [ "$SECONDS" -ge "$deadline" ]; then',
+        _failed(
+            "engine_failed",
+            f"no answer on /health within {READY_TIMEOUT_SECONDS} s",
+            indent="      ",
+        ),
+        "      exit 1",
+        "    fi",
+        "    done_bytes=$(du -sb \"$cache\" | awk '{ print $1 }')",
+        f'    report "{{\\"stage\\": \\"downloading\\", \\"bytes_done\\": $done_bytes, '
+        f'\\"bytes_total\\": {total}}}"',
+        f'    sleep "${{AUTOPROVISION_REPORT_EVERY:-{PROGRESS_SECONDS}}}"',
+        "  done",
+        '  report \'{"stage": "healthy"}\'',
+        "  asked=$(date +%s%N)",
+        f"  curl -fsS -m 600 http://127.0.0.1:{port}/v1/completions"
+        f" -H 'Content-Type: application/json' -d {shlex.quote(completion)} >/dev/null || {{",
+        _failed("engine_failed", "healthy, but no completion answered", indent="    "),
+        "    exit 1",
+        "  }",
+        "  ttft=$(( ($(date +%s%N) - asked) / 1000000 ))",
+        '  report "{\\"stage\\": \\"ready\\", \\"detail\\": \\"first token in $ttft ms\\"}"',
+        f'  echo "autoprovision: {serving.engine} answered: ready"',
+    ]
+
+
 def startup_script(serving: Serving) -> str:
     """The bash script that serves `serving.model` when its machine boots."""
     if serving.engine not in ENGINES:
@@ -98,30 +158,57 @@ def startup_script(serving: Serving) -> str:
         'docker run --rm -v "$cache":/root/.cache/huggingface --entrypoint huggingface-cli '
         f"{shlex.quote(image)} download {shlex.quote(model.id)}"
     )
+    total = int(model.checkpoint_gb * 10**9)
     lines = [
         "#!/bin/bash",
         f"# Written by autoprovision: serves {what} (see the order's page).",
         "set -euo pipefail",
         *PLACES,
         'exec >>"$log" 2>&1',
+        *REPORT,
+        'report \'{"stage": "booted"}\'',
         f'echo "autoprovision: serving {what}"',
+        "command -v nvidia-smi >/dev/null || {",
+        '  echo "this image has no nvidia-smi" >&2',
+        _failed("no_gpu", "this image has no nvidia-smi", indent="  "),
+        "  exit 1",
+        "}",
         # awk reads it all: `head` would close the pipe early, and pipefail end the script.
         "driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | awk 'NR == 1')",
+        'if [ -z "$driver" ]; then',
+        '  echo "nvidia-smi lists no GPU" >&2',
+        _failed("no_gpu", "nvidia-smi lists no GPU", indent="  "),
+        "  exit 1",
+        "fi",
         f'if [ "${{driver%%.*}}" -lt {MIN_DRIVER} ]; then',
         f"  echo \"NVIDIA driver $driver is older than R{MIN_DRIVER}: the engine's CUDA 13 "
         'image will not run; boot an image with a newer driver" >&2',
+        _failed("driver_too_old", f"driver $driver, older than R{MIN_DRIVER}", indent="  "),
         "  exit 1",
         "fi",
-        'command -v docker >/dev/null || { echo "this image has no docker" >&2; exit 1; }',
-        "gpus=$(nvidia-smi -L | grep -c '^GPU ')",
+        'report "{\\"stage\\": \\"driver_ok\\", \\"detail\\": \\"driver $driver\\"}"',
+        "command -v docker >/dev/null || {",
+        '  echo "this image has no docker" >&2',
+        _failed("other", "this image has no docker", indent="  "),
+        "  exit 1",
+        "}",
+        "gpus=$(nvidia-smi -L | grep -c '^GPU ' || true)",
+        'if [ "$gpus" -eq 0 ]; then',
+        '  echo "nvidia-smi lists no GPU" >&2',
+        _failed("no_gpu", "nvidia-smi lists no GPU", indent="  "),
+        "  exit 1",
+        "fi",
         "memory_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits"
         " | awk '{ s += $1 } END { print s }')",
         'mkdir -p "$cache"',
         f"docker pull {shlex.quote(image)}",
+        'report \'{"stage": "image_pulled"}\'',
         f"if {holds}; then",
         f"  {_docker_run(serving)}",
         f'  echo "autoprovision: {engine} is starting on 127.0.0.1:{serving.port} over $gpus GPUs;'
         f' the first load takes long (docker logs -f autoprovision-{engine})"',
+        '  report \'{"stage": "engine_starting"}\'',
+        *_until_ready(serving, total),
         "else",
         f"  {download}",
         # Unquoted, so the note has this node's cache and GPU count where the command names them.

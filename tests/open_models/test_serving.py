@@ -2,10 +2,12 @@
 `docker`: what it starts on a machine that holds the model, what it leaves on a cluster's node,
 and what it refuses."""
 
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,21 +19,52 @@ K27 = next(m for m in shipped() if m.id == "moonshotai/Kimi-K2.7-Code")
 B300_MIB, H200_MIB = 275040, 143771  # what nvidia-smi says of one GPU's memory
 
 
+REPORT_URL = "https://gpus.example.com/v1/machines/report"
+
+
 @dataclass
 class Boot:
-    """What the script did: its exit code, the docker commands it ran, its log and note."""
+    """What the script did: its exit code, the docker commands it ran, its log and note, and
+    the reports it sent (their JSON bodies, and the whole curl command of each)."""
 
     code: int
     docker: list[str]
     log: str
     note: str | None
+    reports: list[dict[str, Any]]
+    report_calls: list[str]
 
 
-def boot(tmp_path: Path, script: str, *, gpus: int, mib: int, driver: str = "580.65.06") -> Boot:
-    """Run `script` as a machine with `gpus` GPUs of `mib` MiB each would at boot."""
+def _curl(tmp_path: Path, unhealthy: int) -> str:
+    """A stand-in for curl: a report's body is kept; the engine's /health fails `unhealthy`
+    times, then answers, as does its completion."""
+    return (
+        "#!/bin/bash\n"
+        f'case "$*" in\n'
+        f'  *{REPORT_URL}*) printf "%s\\n" "$*" >> {tmp_path / "report-calls"};'
+        f' printf "%s\\n" "${{@: -1}}" >> {tmp_path / "reports"} ;;\n'
+        f"  */health*) n=$(cat {tmp_path / 'health-asked'} 2>/dev/null || echo 0);"
+        f" echo $((n + 1)) > {tmp_path / 'health-asked'}; [ $n -ge {unhealthy} ] ;;\n"
+        "esac\n"
+    )
+
+
+def boot(
+    tmp_path: Path,
+    script: str,
+    *,
+    gpus: int,
+    mib: int,
+    driver: str = "580.65.06",
+    report: bool = False,
+    unhealthy: int = 0,
+) -> Boot:
+    """Run `script` as a machine with `gpus` GPUs of `mib` MiB each would at boot; with
+    `report`, told where and how to report (as the service's create tells it)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "docker-calls"
+    (bin_dir / "curl").write_text(_curl(tmp_path, unhealthy))
     (bin_dir / "nvidia-smi").write_text(
         "#!/bin/bash\n"
         f'case "$*" in\n'
@@ -53,14 +86,23 @@ def boot(tmp_path: Path, script: str, *, gpus: int, mib: int, driver: str = "580
             "AUTOPROVISION_SERVE_LOG": str(log),
             "AUTOPROVISION_HF_CACHE": str(tmp_path / "hf"),
             "AUTOPROVISION_SERVE_NOTE": str(note),
+            "AUTOPROVISION_REPORT_EVERY": "0",
+            **(
+                {"AUTOPROVISION_REPORT_URL": REPORT_URL, "AUTOPROVISION_REPORT_TOKEN": "apm_t"}
+                if report
+                else {}
+            ),
         },
         timeout=30,
     )
+    reports, report_calls = tmp_path / "reports", tmp_path / "report-calls"
     return Boot(
         ran.returncode,
         calls.read_text().splitlines() if calls.exists() else [],
         log.read_text() if log.exists() else "",
         note.read_text() if note.exists() else None,
+        [json.loads(line) for line in reports.read_text().splitlines()] if reports.exists() else [],
+        report_calls.read_text().splitlines() if report_calls.exists() else [],
     )
 
 
@@ -122,3 +164,55 @@ def test_the_tunnel_reaches_the_loopback_port() -> None:
     assert tunnel_command(8000, "ubuntu", "203.0.113.7") == (
         "ssh -N -L 8000:127.0.0.1:8000 ubuntu@203.0.113.7"
     )
+
+
+class TestReports:
+    def test_a_machine_that_holds_the_model_reports_each_stage_up_to_ready(
+        self, tmp_path: Path
+    ) -> None:
+        script = startup_script(Serving(KIMI, "vllm"))
+        ran = boot(tmp_path, script, gpus=8, mib=B300_MIB, report=True, unhealthy=1)
+        assert ran.code == 0, ran.log
+        assert [r["stage"] for r in ran.reports] == [
+            "booted",
+            "driver_ok",
+            "image_pulled",
+            "engine_starting",
+            "downloading",  # /health did not answer at first: the cache's bytes so far
+            "healthy",
+            "ready",
+        ]
+        driver_ok, downloading, ready = ran.reports[1], ran.reports[4], ran.reports[6]
+        assert driver_ok["detail"] == "driver 580.65.06"
+        assert downloading["bytes_total"] == 1_560_940_000_000  # Kimi K3's checkpoint
+        assert downloading["bytes_done"] >= 0
+        assert ready["detail"].startswith("first token in ") and ready["detail"].endswith(" ms")
+        assert all("Authorization: Bearer apm_t" in call for call in ran.report_calls)
+
+    def test_an_old_driver_is_reported_as_the_failure_it_is(self, tmp_path: Path) -> None:
+        script = startup_script(Serving(KIMI, "vllm"))
+        ran = boot(tmp_path, script, gpus=8, mib=B300_MIB, driver="570.1", report=True)
+        assert ran.code == 1
+        assert ran.reports == [
+            {"stage": "booted"},
+            {
+                "stage": "failed",
+                "cause": "driver_too_old",
+                "detail": "driver 570.1, older than R580",
+            },
+        ]
+
+    def test_no_gpu_is_reported_as_such(self, tmp_path: Path) -> None:
+        ran = boot(tmp_path, startup_script(Serving(KIMI, "vllm")), gpus=0, mib=0, report=True)
+        assert ran.code == 1 and ran.docker == []
+        assert ran.reports == [
+            {"stage": "booted"},
+            {"stage": "failed", "cause": "no_gpu", "detail": "nvidia-smi lists no GPU"},
+        ]
+
+    def test_a_machine_not_told_where_reports_nothing_and_serves_all_the_same(
+        self, tmp_path: Path
+    ) -> None:
+        ran = boot(tmp_path, startup_script(Serving(KIMI, "vllm")), gpus=8, mib=B300_MIB)
+        assert ran.code == 0 and ran.reports == []
+        assert "vllm answered: ready" in ran.log  # control: it did reach ready
