@@ -620,6 +620,13 @@ EVENT_TYPES = {
     "billing stopped when it was seen",
     "order.node_lost": "the provider lost a node of the order's cluster: `data.machines` shows "
     "each node's state; the rest runs on (or is terminated, with `on_node_lost: terminate`)",
+    "order.progress": "the machine reported a new stage (`data.deployment.stage`: booted, "
+    "driver_ok, image_pulled, downloading, engine_starting, healthy), once a stage; "
+    "`data.deployment.progress` has a download's bytes",
+    "order.ready": "the machine reported `ready`: its model answered a completion "
+    "(`data.deployment.ready_at`; `data.serve_tunnel` reaches it)",
+    "order.not_ready": "the machine reported `failed`: `data.deployment.stage_detail` says the "
+    "cause and what it said",
     "order.note": "any other line of the order's timeline: it still waits or deploys (no "
     "capacity this time, above your price, short of funds, a rate limit...); `kind` says which",
     "account.credited": "a top-up was credited to the account",

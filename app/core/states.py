@@ -147,7 +147,10 @@ class OrderEventKind(StrEnum):
     TERMINATED = "terminated"
     LOST = "lost"
     NODE_LOST = "node_lost"  # the provider lost a node of a cluster that still runs
-    MACHINE_REPORT = "machine_report"  # the machine reported a stage (services/machine_reports)
+    # the machine reported a stage (services/machine_reports): on its way, ready, or failed
+    MACHINE_REPORT = "machine_report"
+    MACHINE_READY = "machine_ready"
+    MACHINE_FAILED = "machine_failed"
 
 
 class MachineStage(StrEnum):
@@ -188,6 +191,9 @@ ORDER_EVENT_TYPES: Mapping[OrderEventKind, str] = {
     OrderEventKind.TERMINATED: "order.terminated",
     OrderEventKind.LOST: "order.lost",
     OrderEventKind.NODE_LOST: "order.node_lost",
+    OrderEventKind.MACHINE_REPORT: "order.progress",
+    OrderEventKind.MACHINE_READY: "order.ready",
+    OrderEventKind.MACHINE_FAILED: "order.not_ready",
 }
 ORDER_NOTE = "order.note"
 
@@ -294,6 +300,9 @@ class WebhookEventType(StrEnum):
     ORDER_TERMINATED = "order.terminated"
     ORDER_LOST = "order.lost"
     ORDER_NODE_LOST = "order.node_lost"
+    ORDER_PROGRESS = "order.progress"
+    ORDER_READY = "order.ready"
+    ORDER_NOT_READY = "order.not_ready"
     ACCOUNT_LOW_BALANCE = "account.low_balance"
 
 

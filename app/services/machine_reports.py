@@ -17,10 +17,17 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.core.errors import Conflict, TooManyRequests, Unauthorized
-from app.core.states import AttemptStatus, MachineFailure, MachineStage, OrderEventKind
+from app.core.states import (
+    AttemptStatus,
+    MachineFailure,
+    MachineStage,
+    OrderEventKind,
+    WebhookEventType,
+)
 from app.core.text import quote
 from app.services import timeline
 from app.services.timeline import Line
+from app.services.webhooks import outbox
 from app.storage.models import Attempt
 
 REPORT_PATH = "/v1/machines/report"
@@ -33,6 +40,13 @@ REPORTING = frozenset(
     {AttemptStatus.CREATING, AttemptStatus.UNKNOWN, AttemptStatus.DEPLOYED, AttemptStatus.RUNNING}
 )
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+# A new stage's timeline kind and webhook: `order.ready`, `order.not_ready`, else
+# `order.progress` (once a stage, not once a report: a download's bytes make no event).
+STAGE_EVENTS: dict[MachineStage | None, tuple[OrderEventKind, WebhookEventType]] = {
+    MachineStage.READY: (OrderEventKind.MACHINE_READY, WebhookEventType.ORDER_READY),
+    MachineStage.FAILED: (OrderEventKind.MACHINE_FAILED, WebhookEventType.ORDER_NOT_READY),
+    None: (OrderEventKind.MACHINE_REPORT, WebhookEventType.ORDER_PROGRESS),
+}
 DETAIL_ON_TIMELINE = 150  # characters of what the machine said
 
 
@@ -137,9 +151,9 @@ async def record(
         attempt.ready_at = now
     attempt.reported_at = now
     if not same_stage:
-        await timeline.write(
-            session, Line(attempt.order_id, OrderEventKind.MACHINE_REPORT, _line(report))
-        )
+        kind, event = STAGE_EVENTS.get(report.stage, STAGE_EVENTS[None])
+        await timeline.write(session, Line(attempt.order_id, kind, _line(report)))
+        await outbox.emit(session, order_id=attempt.order_id, event_type=event)
     return Recorded(attempt.order_id, attempt.id, report.stage, new_stage=not same_stage)
 
 

@@ -87,6 +87,16 @@ def sentence(
                 f"Order {who} lost its machine ({wanted}{_on(where)}): the provider ended it; "
                 f"billing stopped, {charged} in all."
             )
+        case "order.progress":
+            stage = escape(str(deployment.get("stage") or "a stage"))
+            return f"Order {who}'s machine ({wanted}{_on(where)}) reports: {stage}."
+        case "order.ready":
+            tunnel = order.get("serve_tunnel")
+            reach = f"; reach it with {escape(tunnel)}" if tunnel else ""
+            return f"Order {who} is ready: {wanted}{_on(where)} answered a completion{reach}."
+        case "order.not_ready":
+            said = escape(str(deployment.get("stage_detail") or "no reason given"))
+            return f"Order {who}'s machine ({wanted}{_on(where)}) reports it failed: {said}."
         case "order.node_lost":
             left = sum(1 for m in order.get("machines") or [] if m.get("state") == "running")
             return f"Order {who} ({wanted}{_on(where)}) lost a node: {left} still running; " + (

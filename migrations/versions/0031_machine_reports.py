@@ -8,7 +8,7 @@ A machine whose order runs a start-up script reports how far it got (booted, dow
 engine healthy, ready or failed) with a token of its own attempt. Only the token's SHA-256 is
 kept, unique, so a report finds its attempt and a database read gives no one a token; attempts
 made before this have none and take no reports. A stage the machine moves to is a line of
-its order's timeline (`machine_report`).
+its order's timeline (`machine_report`; `machine_ready` and `machine_failed` for the last).
 """
 
 from collections.abc import Sequence
@@ -32,7 +32,7 @@ OLD_EVENT_KINDS = (
     "terminating", "delete_retry", "terminated", "lost", "node_lost", "refused",
     "status_unknown",
 )  # fmt: skip
-NEW_EVENT_KINDS = (*OLD_EVENT_KINDS, "machine_report")
+NEW_EVENT_KINDS = (*OLD_EVENT_KINDS, "machine_report", "machine_ready", "machine_failed")
 
 
 def _check(kinds: Sequence[str]) -> None:
@@ -60,7 +60,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(sa.text("DELETE FROM order_events WHERE kind = 'machine_report'"))
+    op.execute(sa.text("DELETE FROM order_events WHERE kind LIKE 'machine_%'"))
     _check(OLD_EVENT_KINDS)
     with op.batch_alter_table("deployments") as batch:
         batch.drop_index("uq_deployments_report_token")

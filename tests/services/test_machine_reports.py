@@ -124,15 +124,17 @@ async def test_stages_move_the_attempt_and_a_download_shows_its_rate_and_time_le
     )
     async with session_scope(create_sessionmaker(engine)) as session:
         lines = [
-            e.message
-            for e in (await session.execute(OrderEvent.__table__.select())).all()
-            if e.kind == "machine_report"
+            (e.kind, e.message)
+            for e in (
+                await session.execute(OrderEvent.__table__.select().order_by(OrderEvent.id))
+            ).all()
+            if e.kind.startswith("machine_")
         ]
-    # One line per stage, not per progress report.
+    # One line per stage, not per progress report; `ready` a kind of its own (`order.ready`).
     assert lines == [
-        "The machine reports: booted.",
-        "The machine reports: downloading.",
-        "The machine reports: ready ('first token').",
+        ("machine_report", "The machine reports: booted."),
+        ("machine_report", "The machine reports: downloading."),
+        ("machine_ready", "The machine reports: ready ('first token')."),
     ]
 
 

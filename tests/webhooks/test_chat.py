@@ -83,6 +83,24 @@ class TestSentences:
         assert "lost its machine" in lost and "the provider ended it" in lost
         assert lost.endswith("$46.10 in all.")
 
+    def test_what_the_machine_reports_of_itself_is_said_with_its_stage(self) -> None:
+        def reported(kind: str, **machine: Any) -> str:
+            payload = json.loads(event(kind, serve_tunnel=machine.pop("tunnel", None)))
+            payload["data"]["deployment"].update(machine)
+            return slack_text(json.dumps(payload))
+
+        assert reported("order.progress", stage="downloading") == (
+            "Order ord_01jd3xq8w1's machine (8x B300 on Verda FIN-01 8B300.240V) reports: "
+            "downloading."
+        )
+        tunnel = "ssh -N -L 8000:127.0.0.1:8000 root@203.0.113.7"
+        assert reported("order.ready", stage="ready", tunnel=tunnel) == (
+            "Order ord_01jd3xq8w1 is ready: 8x B300 on Verda FIN-01 8B300.240V answered a "
+            f"completion; reach it with {tunnel}."
+        )
+        failed = reported("order.not_ready", stage="failed", stage_detail="driver_too_old: 535")
+        assert failed.endswith("reports it failed: driver_too_old: 535.")
+
     def test_a_cluster_says_its_nodes_its_login_node_and_a_lost_node(self) -> None:
         cluster: dict[str, Any] = {"nodes": 2, "gpu_model": "H200"}
         running = slack_text(event("order.running", login_ip="203.0.113.7", **cluster))

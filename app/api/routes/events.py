@@ -35,7 +35,8 @@ class EventOut(BaseModel):
     )
     type: str = Field(
         description="order.placed, order.deploying, order.deployed, order.running, "
-        "order.failed, order.cancelled, order.expired, order.note, or account.<kind>."
+        "order.progress, order.ready, order.not_ready, order.failed, order.cancelled, "
+        "order.expired, order.note, or account.<kind>."
     )
     kind: str = Field(description="The timeline line's kind (e.g. `no_capacity` for a note).")
     timestamp: datetime

@@ -16,6 +16,7 @@ from app.core.states import AttemptStatus
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Attempt
 from tests.factories import AccountHandle, claim, create_account, place_order
+from tests.waiting import eventually
 
 REPORT = "/v1/machines/report"
 VERDA_H100 = Offer(Provider("verda"), "FIN-01", "1H100.80S.22V", "H100", 1, Decimal("2.19"))
@@ -149,3 +150,38 @@ async def test_a_machine_being_deleted_may_report_no_more(
         )
     answer = await client.post(REPORT, json={"stage": "ready"}, headers=_as(token))
     assert (answer.status_code, answer.json()["error"]["code"]) == (409, "attempt_ended")
+
+
+async def test_stages_reach_the_event_stream_and_a_subscribed_webhook(
+    client: httpx.AsyncClient, engine: AsyncEngine
+) -> None:
+    handle, order, token = await _deploying(client, engine)
+    endpoint = await client.post(
+        "/v1/webhook-endpoints",
+        json={"url": "http://127.0.0.1:9/hook", "events": ["order.ready"]},
+        headers=handle.headers,
+    )
+    assert endpoint.status_code == 201, endpoint.text
+    for stage in ("booted", "ready"):
+        answer = await client.post(REPORT, json={"stage": stage}, headers=_as(token))
+        assert answer.status_code == 200, answer.text
+
+    async def published() -> list[dict[str, Any]] | None:
+        """The order's events once the stream has published both stages."""
+        events = (await client.get("/v1/events", headers=handle.headers)).json()["data"]
+        mine = [e for e in events if e["order_id"] == order["id"]]
+        return mine if any(e["type"] == "order.ready" for e in mine) else None
+
+    mine = await eventually(published, what="order.ready on the event stream")
+    assert [e["type"] for e in mine if e["type"] in {"order.progress", "order.ready"}] == [
+        "order.progress",
+        "order.ready",
+    ]
+    ready = next(e for e in mine if e["type"] == "order.ready")
+    assert ready["data"]["deployment"]["stage"] == "ready"
+    assert ready["data"]["deployment"]["ready_at"] is not None
+    deliveries = await client.get(
+        f"/v1/webhook-endpoints/{endpoint.json()['id']}/deliveries", headers=handle.headers
+    )
+    # Subscribed to order.ready only: the booted stage's order.progress is not delivered.
+    assert [d["event_type"] for d in deliveries.json()["data"]] == ["order.ready"]
