@@ -455,8 +455,10 @@ def watch(
         Until | None,
         typer.Option(
             "--until",
-            help="Exit 0 once the order gets this far (running: print its IP; terminated: what "
-            "it cost); exit 1 if it can no longer get there (failed, cancelled, expired, lost).",
+            help="Exit 0 once the order gets this far (running: print its IP; ready: its "
+            "machine reported its model answers, with the tunnel; terminated: what it cost); "
+            "exit 1 if it can no longer get there (failed, cancelled, expired, lost, or its "
+            "machine reported it failed).",
         ),
     ] = None,
     timeout: Annotated[

@@ -51,6 +51,8 @@ ENDED_BADLY = frozenset({"failed", "cancelled", "expired", "lost"})
 ENDING = frozenset({"terminating", "terminated"})  # no machine is coming (any more)
 # Event types `order.<status>` that name the status the order moved to.
 STATUS_TYPES = frozenset({"deploying", "deployed", "running"}) | ENDED_BADLY | ENDING
+# Event types that say what the machine reported of itself, and the stage each names.
+STAGE_TYPES = {"order.ready": "ready", "order.not_ready": "failed"}
 
 
 class Until(StrEnum):
@@ -58,12 +60,15 @@ class Until(StrEnum):
 
     DEPLOYED = "deployed"  # the provider accepted the create (running counts too)
     RUNNING = "running"  # the machine runs, with an IP
+    READY = "ready"  # the machine reported its model answered (its stage, not a status)
     TERMINATED = "terminated"  # its machine was deleted and the order settled
 
     def reached_by(self, status: str) -> bool:
-        """Whether an order in `status` has got this far."""
+        """Whether an order in `status` has got this far (`ready` is the machine's stage)."""
         if self is Until.TERMINATED:
             return status == "terminated"
+        if self is Until.READY:
+            return False
         return status == "running" or (self is Until.DEPLOYED and status == "deployed")
 
     def missed_by(self, status: str) -> bool:
@@ -213,13 +218,41 @@ class Watch:
         # The type says what this event is; `data` is the order as it was when the event was
         # published, which may be later (an `order.placed` whose order is cancelled by then):
         # its own event follows, so the lines printed and the outcome agree.
+        if kind in STAGE_TYPES:
+            return self._decide_stage(STAGE_TYPES[kind])
         status = kind.removeprefix("order.")
         return self._decide(status) if status in STATUS_TYPES else None
 
     def _settled(self, order: dict[str, Any]) -> Exit | None:
-        """Keep the order as last seen; the exit code, if its status settles the watch."""
+        """Keep the order as last seen; the exit code, if its status (or, for `ready`, its
+        machine's stage) settles the watch."""
         self.order = {**(self.order or {}), **order}
+        stage = (order.get("deployment") or {}).get("stage")
+        if stage in STAGE_TYPES.values():
+            decided = self._decide_stage(str(stage))
+            if decided is not None:
+                return decided
         return self._decide(str(order.get("status")))
+
+    def _decide_stage(self, stage: str) -> Exit | None:
+        """`--until ready`: the machine reported its model ready, or that it failed."""
+        if self.until is not Until.READY:
+            return None
+        if stage == "ready":
+            self._finish(f"{self.order_id} is ready: {self._ready_line()}")
+            return Exit.OK
+        self._finish(None)
+        said = ((self.order or {}).get("deployment") or {}).get("stage_detail") or "no reason"
+        raise ClientError(
+            f"{self.order_id}'s machine reported it failed ({said}); it will not get to ready",
+            Exit.REFUSED,
+        )
+
+    def _ready_line(self) -> str:
+        order = self.order or {}
+        got = machine_got(order.get("deployment"), entry=entry_node(order))
+        tunnel = order.get("serve_tunnel")
+        return f"{got}; reach it with {tunnel}" if tunnel else got
 
     def _decide(self, status: str) -> Exit | None:
         if self.until is None:

@@ -4,6 +4,7 @@ with `Last-Event-ID`, `--timeout`, and every refusal as one line."""
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -124,6 +125,49 @@ def test_until_terminated_waits_through_terminating_and_says_what_it_cost(
         "order.terminated",
     ]
     assert ran.lines()[-1] == f"{ORDER} is terminated: $7.59 charged in all"
+
+
+def _reported(stage: str, detail: str | None = None) -> dict[str, Any]:
+    """ORDER running, its machine having reported `stage`."""
+    order = order_json(ORDER, "running", ip="10.0.0.5")
+    order["deployment"] = {**order["deployment"], "stage": stage, "stage_detail": detail}
+    order["serve_tunnel"] = "ssh -N -L 8000:127.0.0.1:8000 root@10.0.0.5"
+    return order
+
+
+def test_until_ready_waits_past_running_for_the_machine_to_say_its_model_answers(
+    autoprovision: Autoprovision, fake: FakeStream
+) -> None:
+    command = Background(autoprovision, "watch", ORDER, "--until", "ready")
+    connected(fake, "stream -", f"order {ORDER}")
+    fake.publish("running", order_json(ORDER, "running", ip="10.0.0.5"), "Running.")
+    fake.publish("progress", _reported("downloading"), "The machine reports: downloading.")
+    fake.publish("ready", _reported("ready"), "The machine reports: ready.")
+    ran = command.result()
+    assert ran.code == 0, ran.err
+    assert [line.split("  ")[2] for line in ran.lines()[1:4]] == [
+        "order.running",  # running is not ready: the watch goes on
+        "order.progress",
+        "order.ready",
+    ]
+    assert ran.lines()[-1] == (
+        f"{ORDER} is ready: hyperstack CANADA-1 n3-H100x1 at $2.62/h, IP 10.0.0.5; reach it "
+        "with ssh -N -L 8000:127.0.0.1:8000 root@10.0.0.5"
+    )
+
+
+def test_until_ready_is_exit_1_when_the_machine_reports_it_failed(
+    autoprovision: Autoprovision, fake: FakeStream
+) -> None:
+    fake.put_order(_reported("failed", "driver_too_old: driver 535"))  # as read: at once
+    ran = autoprovision("watch", ORDER, "--until", "ready")
+    assert ran.code == 1
+    assert ran.err == (
+        f"autoprovision: {ORDER}'s machine reported it failed (driver_too_old: driver 535); "
+        "it will not get to ready\n"
+    )
+    fake.put_order(_reported("ready"))
+    assert autoprovision("watch", ORDER, "--until", "ready").code == 0  # control
 
 
 @pytest.mark.parametrize(("until", "status"), [("terminated", "lost"), ("running", "terminating")])
