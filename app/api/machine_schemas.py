@@ -29,11 +29,24 @@ class MachineReportIn(BaseModel):
     cause: MachineFailure | None = Field(
         default=None, description="With `failed`: why (`other` when none of these)."
     )
+    time_to_first_token_seconds: (
+        Annotated[
+            float,
+            Field(ge=0, le=86_400, allow_inf_nan=False),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="With `ready`: how long the first one-token completion took, in seconds.",
+    )
 
     @model_validator(mode="after")
     def _cause_with_failed(self) -> Self:
         if self.cause is not None and self.stage is not MachineStage.FAILED:
             raise field_error("cause", "is for a `failed` report only")
+        ready = self.stage is MachineStage.READY
+        if self.time_to_first_token_seconds is not None and not ready:
+            raise field_error("time_to_first_token_seconds", "is for a `ready` report only")
         if (
             self.bytes_done is not None
             and self.bytes_total is not None
@@ -53,6 +66,7 @@ class MachineReportIn(BaseModel):
             bytes_done=self.bytes_done,
             bytes_total=self.bytes_total,
             cause=cause,
+            time_to_first_token_seconds=self.time_to_first_token_seconds,
         )
 
 

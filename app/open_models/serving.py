@@ -18,7 +18,7 @@ because it reads the machine it runs on:
 Told where and how (`AUTOPROVISION_REPORT_URL` and `_TOKEN`, which the create adds), it reports
 each stage to the service: booted, the driver, the image, the download (the cache's bytes while
 the engine loads), healthy once `/health` answers, ready once a one-token completion comes back
-(with the time it took), or failed with the cause.
+(with the seconds it took), or failed with the cause.
 """
 
 import json
@@ -137,8 +137,8 @@ def _until_ready(serving: Serving, total: int) -> list[str]:
         _failed("engine_failed", "healthy, but no completion answered", indent="    "),
         "    exit 1",
         "  }",
-        "  ttft=$(( ($(date +%s%N) - asked) / 1000000 ))",
-        '  report "{\\"stage\\": \\"ready\\", \\"detail\\": \\"first token in $ttft ms\\"}"',
+        "  ttft=$(awk -v ns=$(( $(date +%s%N) - asked )) 'BEGIN { printf \"%.3f\", ns / 1e9 }')",
+        '  report "{\\"stage\\": \\"ready\\", \\"time_to_first_token_seconds\\": $ttft}"',
         f'  echo "autoprovision: {serving.engine} answered: ready"',
     ]
 

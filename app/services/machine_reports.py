@@ -94,13 +94,15 @@ def with_report_channel(script: str, url: str, token: str) -> str | None:
 @dataclass(frozen=True)
 class MachineReport:
     """One report, as the API took it: a stage, what the machine says, its download's bytes so
-    far and in all (while downloading), and for `failed` why."""
+    far and in all (while downloading), for `failed` why, and for `ready` how long the first
+    completion took."""
 
     stage: MachineStage
     detail: str | None = None
     bytes_done: int | None = None
     bytes_total: int | None = None
     cause: MachineFailure | None = None
+    time_to_first_token_seconds: float | None = None  # with `ready`
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,7 @@ async def record(
     attempt.progress = progress
     if report.stage is MachineStage.READY and attempt.ready_at is None:
         attempt.ready_at = now
+        attempt.time_to_first_token_seconds = report.time_to_first_token_seconds
     attempt.reported_at = now
     if not same_stage:
         kind, event = STAGE_EVENTS.get(report.stage, STAGE_EVENTS[None])

@@ -58,6 +58,7 @@ class DeploymentOut(BaseModel):
     stage_detail: str | None = None
     progress: ProgressOut | None = None
     ready_at: datetime | None = None
+    time_to_first_token_seconds: float | None = None
 
 
 class MachineOut(BaseModel):

@@ -55,6 +55,7 @@ def upgrade() -> None:
         batch.add_column(
             sa.Column("ready_at", column_types.UTCDateTime(timezone=True), nullable=True)
         )
+        batch.add_column(sa.Column("time_to_first_token_seconds", sa.Float(), nullable=True))
         batch.create_index("uq_deployments_report_token", ["report_token_sha256"], unique=True)
     _check(NEW_EVENT_KINDS)
 
@@ -65,6 +66,7 @@ def downgrade() -> None:
     with op.batch_alter_table("deployments") as batch:
         batch.drop_index("uq_deployments_report_token")
         for column in (
+            "time_to_first_token_seconds",
             "ready_at",
             "reported_at",
             "progress",

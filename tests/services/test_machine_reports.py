@@ -115,12 +115,16 @@ async def test_stages_move_the_attempt_and_a_download_shows_its_rate_and_time_le
         "rate": 2.0 * GB,  # 20 GB in 10 s
         "eta_seconds": 40,  # 80 GB left
     }
-    await _record(engine, token, MachineReport(MachineStage.READY, detail="first token"), 60)
+    answered = MachineReport(
+        MachineStage.READY, detail="first token", time_to_first_token_seconds=0.42
+    )
+    await _record(engine, token, answered, 60)
     ready = await _attempt(engine, attempt_id)
-    assert (ready.stage, ready.progress, ready.ready_at) == (
+    assert (ready.stage, ready.progress, ready.ready_at, ready.time_to_first_token_seconds) == (
         "ready",
         None,
         T0 + timedelta(seconds=60),
+        0.42,
     )
     async with session_scope(create_sessionmaker(engine)) as session:
         lines = [

@@ -224,10 +224,12 @@ class Attempt(Base):
     next_delete_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # What its machine last reported of itself (`services/machine_reports.py`): the SHA-256 of
     # the token its start-up script was given (the token itself is never kept), the stage, what
-    # it said, its download's progress, when it reported, and when it first reported `ready`.
+    # it said, its download's progress, when it reported, and when it first reported `ready`
+    # (and how long its first completion took, as the machine measured it).
     report_token_sha256: Mapped[str | None] = mapped_column(String(64))
     stage: Mapped[str | None] = mapped_column(String(20))
     stage_detail: Mapped[str | None] = mapped_column(String(500))
     progress: Mapped[dict[str, int | float | None] | None] = mapped_column(JSON)
     reported_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    time_to_first_token_seconds: Mapped[float | None] = mapped_column(Float)

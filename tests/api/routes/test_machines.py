@@ -111,6 +111,8 @@ async def test_an_account_s_api_key_is_not_a_machine_s_token(
         ({"stage": "downloading", "bytes_done": -1}, "bytes_done"),
         ({"stage": "downloading", "bytes_done": "5"}, "bytes_done"),
         ({"stage": "booted", "detail": "x" * 501}, "detail"),
+        ({"stage": "healthy", "time_to_first_token_seconds": 0.4}, "time_to_first_token_seconds"),
+        ({"stage": "ready", "time_to_first_token_seconds": -1}, "time_to_first_token_seconds"),
         ({"stage": "booted", "token": "<script>"}, "token"),
     ],
 )
@@ -162,8 +164,8 @@ async def test_stages_reach_the_event_stream_and_a_subscribed_webhook(
         headers=handle.headers,
     )
     assert endpoint.status_code == 201, endpoint.text
-    for stage in ("booted", "ready"):
-        answer = await client.post(REPORT, json={"stage": stage}, headers=_as(token))
+    for body in ({"stage": "booted"}, {"stage": "ready", "time_to_first_token_seconds": 0.25}):
+        answer = await client.post(REPORT, json=body, headers=_as(token))
         assert answer.status_code == 200, answer.text
 
     async def published() -> list[dict[str, Any]] | None:
@@ -180,6 +182,7 @@ async def test_stages_reach_the_event_stream_and_a_subscribed_webhook(
     ready = next(e for e in mine if e["type"] == "order.ready")
     assert ready["data"]["deployment"]["stage"] == "ready"
     assert ready["data"]["deployment"]["ready_at"] is not None
+    assert ready["data"]["deployment"]["time_to_first_token_seconds"] == 0.25
     deliveries = await client.get(
         f"/v1/webhook-endpoints/{endpoint.json()['id']}/deliveries", headers=handle.headers
     )

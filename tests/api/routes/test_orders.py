@@ -343,6 +343,7 @@ class TestListAndGet:
             "stage_detail": None,
             "progress": None,
             "ready_at": None,
+            "time_to_first_token_seconds": None,
         }
         assert shown["machines"] == [
             {
