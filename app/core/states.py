@@ -151,6 +151,7 @@ class OrderEventKind(StrEnum):
     MACHINE_REPORT = "machine_report"
     MACHINE_READY = "machine_ready"
     MACHINE_FAILED = "machine_failed"
+    NO_REPORTS = "no_reports"  # serves a model, but machines cannot reach this service
 
 
 class MachineStage(StrEnum):

@@ -102,8 +102,7 @@ def check_webhooks(settings: Settings) -> Check:
 
 def check_reports(settings: Settings) -> Check:
     """Whether machines can reach this service to report how far their start-up script got."""
-    public = None if settings.public_url is None else str(settings.public_url)
-    url = machine_reports.report_url(public, demo=settings.mode == "demo", port=settings.port)
+    url = machine_reports.report_url_for(settings)
     if url is not None:
         return _check("machine reports", Status.PASS, f"machines report to {url}", "settings")
     return _check(

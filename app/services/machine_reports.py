@@ -28,6 +28,7 @@ from app.core.text import quote
 from app.services import timeline
 from app.services.timeline import Line
 from app.services.webhooks import outbox
+from app.settings import Settings
 from app.storage.models import Attempt
 
 REPORT_PATH = "/v1/machines/report"
@@ -69,6 +70,23 @@ def report_url(public_url: str | None, *, demo: bool, port: int) -> str | None:
     if demo:
         return f"http://127.0.0.1:{port}{REPORT_PATH}"
     return None
+
+
+def report_url_for(settings: Settings) -> str | None:
+    """`report_url` of this service's settings."""
+    public = None if settings.public_url is None else str(settings.public_url)
+    return report_url(public, demo=settings.mode == "demo", port=settings.port)
+
+
+def unreported_line(order_id: str) -> Line:
+    """The note an order that serves a model gets when its machine cannot report to us."""
+    return Line(
+        order_id,
+        OrderEventKind.NO_REPORTS,
+        "Machines cannot reach this service (AUTOPROVISION_PUBLIC_URL is not set), so this order "
+        "will not show when its model is ready: follow it on the machine "
+        "(docker logs -f autoprovision-<engine>).",
+    )
 
 
 def with_report_channel(script: str, url: str, token: str) -> str | None:

@@ -20,7 +20,15 @@ from app.core.states import OrderEventKind, OrderStatus
 from app.open_models.serving import Serving
 from app.open_models.serving import startup_script as serve_script
 from app.providers.registry import display_name, spec_for
-from app.services import images, model_fit, orders, placement_rate, startup_scripts, timeline
+from app.services import (
+    images,
+    machine_reports,
+    model_fit,
+    orders,
+    placement_rate,
+    startup_scripts,
+    timeline,
+)
 from app.services.order_request import NewAlternative, NewOrder
 from app.services.timeline import Line
 from app.storage.models import Account, Order
@@ -140,11 +148,13 @@ async def place_order(
     max_waiting: int,
     max_per_hour: int | None = None,
     box: SecretBox | None = None,
+    reports: bool = True,
 ) -> Order:
     """A new waiting order; placing it costs nothing. `enabled`: the providers this service
     can deploy on; an order that accepts none of them is refused, as is one past the
     account's `max_waiting` orders waiting or its `max_per_hour` placements in the last hour.
-    `box` seals its start-up script, if it has one."""
+    `box` seals its start-up script, if it has one; `reports`: whether machines can report to
+    this service (an order serving a model says so when they cannot)."""
     previewed = await preview(session, request)
     request, imaged, scriptless = previewed.request, previewed.imaged, previewed.scriptless
     disabled = [str(p) for p in request.providers if str(p) not in enabled]
@@ -204,6 +214,7 @@ async def place_order(
     )
     session.add(order)
     await session.flush()
+    unreported = order.serve_engine is not None and not reports
     await timeline.write(
         session,
         Line(
@@ -214,6 +225,7 @@ async def place_order(
         *([startup_scripts.placed_line(order.id, scriptless, candidates)] if scriptless else []),
         *images.placed_lines(order.id, request.image, imaged, candidates, previewed.shapes),
         *([orders.disabled_line(order, disabled)] if disabled else []),
+        *([machine_reports.unreported_line(order.id)] if unreported else []),
     )
     return order
 

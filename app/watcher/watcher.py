@@ -121,11 +121,7 @@ class Watcher:
             on_outcome=self._after_create,
             billing_hour_seconds=settings.billing_hour_seconds,
             secret_boxes=secret_boxes or SecretBoxLoader(settings),
-            report_url=machine_reports.report_url(
-                None if settings.public_url is None else str(settings.public_url),
-                demo=settings.mode == "demo",
-                port=settings.port,
-            ),
+            report_url=machine_reports.report_url_for(settings),
         )
         self.follower = Follower(
             parts,

@@ -32,7 +32,9 @@ OLD_EVENT_KINDS = (
     "terminating", "delete_retry", "terminated", "lost", "node_lost", "refused",
     "status_unknown",
 )  # fmt: skip
-NEW_EVENT_KINDS = (*OLD_EVENT_KINDS, "machine_report", "machine_ready", "machine_failed")
+NEW_EVENT_KINDS = (
+    *OLD_EVENT_KINDS, "machine_report", "machine_ready", "machine_failed", "no_reports"
+)  # fmt: skip
 
 
 def _check(kinds: Sequence[str]) -> None:
@@ -61,7 +63,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(sa.text("DELETE FROM order_events WHERE kind LIKE 'machine_%'"))
+    op.execute(
+        sa.text("DELETE FROM order_events WHERE kind LIKE 'machine_%' OR kind = 'no_reports'")
+    )
     _check(OLD_EVENT_KINDS)
     with op.batch_alter_table("deployments") as batch:
         batch.drop_index("uq_deployments_report_token")

@@ -5,6 +5,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from pydantic import AnyHttpUrl
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -15,6 +16,7 @@ from app.core.market import Offer
 from app.core.states import AttemptStatus, MachineFailure, MachineStage
 from app.services import machine_reports
 from app.services.machine_reports import MachineReport, digest, record, with_report_channel
+from app.settings import Settings
 from app.storage.db import create_sessionmaker, session_scope
 from app.storage.models import Attempt, OrderEvent
 from tests.factories import claim, waiting_orders
@@ -58,6 +60,10 @@ def test_machines_report_to_the_public_url_or_in_demo_mode_to_this_service() -> 
         "http://127.0.0.1:8123/v1/machines/report"
     )
     assert machine_reports.report_url(None, demo=False, port=8000) is None
+    live = Settings(_env_file=None, mode="live")
+    assert machine_reports.report_url_for(live) is None
+    public = live.model_copy(update={"public_url": AnyHttpUrl("https://gpus.example.com")})
+    assert machine_reports.report_url_for(public) == URL
 
 
 def test_a_token_is_new_each_time_and_only_its_digest_is_kept() -> None:

@@ -4,6 +4,7 @@
 from decimal import Decimal
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.core.errors import ValidationFailed
@@ -11,6 +12,7 @@ from app.open_models.catalogue import shipped
 from app.services import accounts, placing
 from app.services.order_request import ModelOrder, NewOrder
 from app.storage.db import create_sessionmaker, session_scope
+from app.storage.models import OrderEvent
 from app.support.secrets import SecretBox
 from tests.fixtures.settings import SECRET_KEY
 
@@ -64,3 +66,29 @@ async def test_serve_and_a_script_of_ones_own_are_refused_naming_the_script(
     assert refused.value.details == [
         {"field": "startup_script", "message": "serve writes the start-up script: give one of them"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("reports", "serve_engine"), [(False, "vllm"), (True, "vllm"), (False, None)]
+)
+async def test_a_serving_order_says_when_its_machine_cannot_report_to_us(
+    engine: AsyncEngine, reports: bool, serve_engine: str | None
+) -> None:
+    async with session_scope(create_sessionmaker(engine)) as session:
+        account, _key = await accounts.create_account(session, name="placing")
+        order = await placing.place_order(
+            session,
+            account_id=account.id,
+            request=by_model(serve_engine=serve_engine),
+            enabled=ALL,
+            max_waiting=10,
+            box=SecretBox([SECRET_KEY]),
+            reports=reports,
+        )
+        kinds = (
+            await session.scalars(select(OrderEvent.kind).where(OrderEvent.order_id == order.id))
+        ).all()
+    # Only an order serving a model, placed where machines cannot report, is told so; the
+    # other two are the controls.
+    assert ("no_reports" in kinds) == (serve_engine is not None and not reports)
+    assert "placed" in kinds

@@ -32,7 +32,7 @@ from app.core.clock import utcnow
 from app.core.market import Fees
 from app.core.states import OrderStatus, TerminateReason
 from app.providers.registry import enabled_providers
-from app.services import orders, placing, terminations
+from app.services import machine_reports, orders, placing, terminations
 from app.services.order_payload import AlternativeOut
 from app.services.stock import estimate as stock_estimate
 from app.storage.models import Order
@@ -69,6 +69,7 @@ async def place_order(
             max_per_hour=settings.max_placements_per_hour,
             # Loaded only for a script: a service that never seals one makes no key file.
             box=secret_boxes(request).get() if new.has_script else None,
+            reports=machine_reports.report_url_for(settings) is not None,
         )
         return (await _present(session, [order]))[0]
 
