@@ -24,7 +24,7 @@ from app.simulators.control import SimControlSync
 from tests.fixtures.settings import SECRET_KEY
 
 PROVIDERS = [spec.name for spec in simulated_specs()]
-TIMEOUT = 1.0  # room for a loaded machine to connect; the timeout fault below outlasts it
+TIMEOUT = 5.0  # room for a loaded machine to answer (1 s once was not); the fault outlasts it
 
 
 @pytest.fixture
