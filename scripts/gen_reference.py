@@ -467,6 +467,8 @@ WHEN = {
     "invalid_report_token": "a machine report whose bearer token belongs to no create attempt",
     "too_many_reports": "a machine reported the stage it last reported within a second "
     "(`Retry-After: 1`); a new stage is always taken",
+    "stage_behind": "a machine reported a stage behind the one it reported already (a stage "
+    "only moves forward, `failed` last)",
     "order_busy": "the order kept changing while a terminate was being committed; try again",
     "idempotency_key_in_use": "the first request with this `Idempotency-Key` is still running",
     "insufficient_funds": "available balance does not cover a hold (used by the watcher, not "
@@ -621,7 +623,7 @@ EVENT_TYPES = {
     "order.node_lost": "the provider lost a node of the order's cluster: `data.machines` shows "
     "each node's state; the rest runs on (or is terminated, with `on_node_lost: terminate`)",
     "order.progress": "the machine reported a new stage (`data.deployment.stage`: booted, "
-    "driver_ok, image_pulled, downloading, engine_starting, healthy), once a stage; "
+    "driver_ok, image_pulled, engine_starting, downloading, healthy), once a stage; "
     "`data.deployment.progress` has a download's bytes",
     "order.ready": "the machine reported `ready`: its model answered a completion "
     "(`data.deployment.ready_at`; `data.serve_tunnel` reaches it)",

@@ -155,13 +155,14 @@ class OrderEventKind(StrEnum):
 
 
 class MachineStage(StrEnum):
-    """How far a machine got, as its start-up script reports it (`POST /v1/machines/report`)."""
+    """How far a machine got, as its start-up script reports it (`POST /v1/machines/report`),
+    in the order it gets there: a machine's stage only moves forward, `failed` last."""
 
     BOOTED = "booted"
     DRIVER_OK = "driver_ok"  # the GPU driver answers (its version in the detail)
     IMAGE_PULLED = "image_pulled"
-    DOWNLOADING = "downloading"  # the model's weights, with bytes done of the total
     ENGINE_STARTING = "engine_starting"
+    DOWNLOADING = "downloading"  # the engine loads the weights: bytes done of the total
     HEALTHY = "healthy"  # the engine's /health answers on the machine
     READY = "ready"  # a completion was answered
     FAILED = "failed"  # with a cause

@@ -139,8 +139,9 @@ async def record(
     """Record `report` on the attempt whose token it carries (in the caller's transaction).
 
     Raises Unauthorized for a token no attempt has, Conflict once the attempt no longer takes
-    reports (its machine is being deleted or gone), and TooManyRequests for a report of the same
-    stage within MIN_SECONDS_BETWEEN_REPORTS of the last."""
+    reports (its machine is being deleted or gone) or for a stage behind the one reported (so a
+    machine makes at most one event a stage), and TooManyRequests for a report of the same stage
+    within MIN_SECONDS_BETWEEN_REPORTS of the last."""
     attempt = (
         await session.execute(
             select(Attempt).where(Attempt.report_token_sha256 == digest(token)).with_for_update()
@@ -153,6 +154,11 @@ async def record(
             "this machine's attempt has ended: it takes no more reports", code="attempt_ended"
         )
     same_stage = attempt.stage == report.stage
+    if attempt.stage is not None and _rank(report.stage) < _rank(MachineStage(attempt.stage)):
+        raise Conflict(
+            f"this machine reported {attempt.stage} already: a stage only moves forward",
+            code="stage_behind",
+        )
     if (
         same_stage
         and attempt.reported_at is not None
@@ -176,6 +182,11 @@ async def record(
         await timeline.write(session, Line(attempt.order_id, kind, _line(report)))
         await outbox.emit(session, order_id=attempt.order_id, event_type=event)
     return Recorded(attempt.order_id, attempt.id, report.stage, new_stage=not same_stage)
+
+
+def _rank(stage: MachineStage) -> int:
+    """Where `stage` comes in a machine's way (`failed` last)."""
+    return list(MachineStage).index(stage)
 
 
 def _detail(report: MachineReport) -> str | None:

@@ -186,3 +186,18 @@ async def test_a_token_is_refused_once_its_attempt_is_being_deleted_or_unknown(
         await _record(engine, "apm_" + "x" * 43, MachineReport(MachineStage.READY), at=6)
     assert unknown.value.code == "invalid_report_token"
     assert (await _attempt(engine, attempt_id)).stage == "booted"  # neither changed it
+
+
+async def test_a_stage_moves_forward_only_so_a_machine_makes_one_event_a_stage(
+    engine: AsyncEngine,
+) -> None:
+    attempt_id, token = await _attempt_with_token(engine)
+    await _record(engine, token, MachineReport(MachineStage.HEALTHY), at=0)
+    with pytest.raises(Conflict) as behind:
+        await _record(engine, token, MachineReport(MachineStage.BOOTED), at=5)
+    assert behind.value.code == "stage_behind"
+    await _record(engine, token, MachineReport(MachineStage.READY), at=6)  # control: forward
+    await _record(engine, token, MachineReport(MachineStage.FAILED), at=7)  # failed comes last
+    with pytest.raises(Conflict):
+        await _record(engine, token, MachineReport(MachineStage.READY), at=8)
+    assert (await _attempt(engine, attempt_id)).stage == "failed"
